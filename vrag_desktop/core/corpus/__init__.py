@@ -1,0 +1,1 @@
+"""Corpus ingestion: discovering source files, deriving items (pages, images, clips, texts), the manifest."""

@@ -1,0 +1,408 @@
+"""The SQLite manifest: every source file and every item derived from it, with status and errors.
+
+The manifest is the source of truth for a corpus. The vector index is reconciled against it on open
+(see :mod:`vrag_desktop.core.index.store`), so a crash between writing vectors and committing the
+manifest can neither lose nor duplicate an item.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+# Source status
+S_PENDING = "pending"  # new or changed: items must be (re)derived and embedded
+S_INDEXED = "indexed"  # all items derived; each item is embedded or failed
+S_FAILED = "failed"  # the whole file could not be read (error says why)
+S_DUPLICATE = "duplicate"  # same content as another source (duplicate_of)
+S_UNSUPPORTED = "unsupported"  # not a file type the corpus handles (error names the extension)
+
+# Item status
+I_EMBEDDED = "embedded"
+I_FAILED = "failed"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS roots (
+    path TEXT PRIMARY KEY,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sources (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    kind TEXT,
+    size INTEGER,
+    mtime_ns INTEGER,
+    sha256 TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    duplicate_of INTEGER,
+    n_expected INTEGER,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sources_sha ON sources(sha256);
+CREATE TABLE IF NOT EXISTS items (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    t_start REAL,
+    t_end REAL,
+    image_path TEXT,
+    media_path TEXT,
+    width INTEGER,
+    height INTEGER,
+    text TEXT,
+    text_source TEXT,
+    status TEXT NOT NULL,
+    error TEXT,
+    UNIQUE (source_id, ordinal)
+);
+CREATE INDEX IF NOT EXISTS items_status ON items(status);
+CREATE TABLE IF NOT EXISTS vectors (
+    id INTEGER PRIMARY KEY,
+    item_id INTEGER NOT NULL REFERENCES items(id) ON DELETE CASCADE,
+    chunk INTEGER NOT NULL,
+    UNIQUE (item_id, chunk)
+);
+CREATE INDEX IF NOT EXISTS vectors_item ON vectors(item_id);
+"""
+
+
+@dataclass
+class SourceRow:
+    id: int
+    path: str
+    kind: str | None
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+    status: str
+    error: str | None
+    duplicate_of: int | None
+    n_expected: int | None
+
+
+@dataclass
+class ItemRow:
+    id: int
+    source_id: int
+    ordinal: int
+    name: str
+    kind: str
+    t_start: float | None
+    t_end: float | None
+    image_path: str | None
+    media_path: str | None
+    width: int | None
+    height: int | None
+    text: str | None
+    text_source: str | None
+    status: str
+    error: str | None
+
+
+@dataclass
+class NewItem:
+    """An item derived from a source, ready to be committed with its vectors."""
+
+    source_id: int
+    ordinal: int
+    name: str
+    kind: str
+    status: str
+    t_start: float | None = None
+    t_end: float | None = None
+    image_path: str | None = None
+    media_path: str | None = None
+    width: int | None = None
+    height: int | None = None
+    text: str | None = None
+    text_source: str | None = None
+    error: str | None = None
+
+
+def _enc(path: str) -> str | bytes:
+    """Paths go into SQLite as text, or as the raw bytes when the name is not valid UTF-8."""
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return os.fsencode(path)
+
+
+def _dec(value: str | bytes) -> str:
+    return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+class Manifest:
+    """A corpus's SQLite catalogue. One connection per instance; use from one thread at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise ManifestError(f"cannot open corpus manifest {self.path}: {exc}") from exc
+        version = self.get_meta("schema_version")
+        if version is None:
+            self.set_meta("schema_version", str(SCHEMA_VERSION))
+        elif int(version) > SCHEMA_VERSION:
+            raise ManifestError(
+                f"{self.path} was written by a newer VRAG Desktop (schema {version}); please upgrade"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- transactions
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One atomic write: everything inside commits together or not at all."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        else:
+            self._db.execute("COMMIT")
+
+    # ---- meta
+    def get_meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    # ---- roots (what the user added)
+    def add_root(self, path: str) -> None:
+        self._db.execute("INSERT OR IGNORE INTO roots(path, added_at) VALUES (?, ?)", (_enc(path), time.time()))
+
+    def remove_root(self, path: str) -> bool:
+        return self._db.execute("DELETE FROM roots WHERE path=?", (_enc(path),)).rowcount > 0
+
+    def roots(self) -> list[str]:
+        return [_dec(r[0]) for r in self._db.execute("SELECT path FROM roots ORDER BY path")]
+
+    # ---- sources
+    def sources(self, status: str | None = None) -> list[SourceRow]:
+        sql = "SELECT * FROM sources"
+        args: tuple[object, ...] = ()
+        if status is not None:
+            sql += " WHERE status=?"
+            args = (status,)
+        return [_source(r) for r in self._db.execute(sql + " ORDER BY path", args)]
+
+    def source(self, source_id: int) -> SourceRow | None:
+        row = self._db.execute("SELECT * FROM sources WHERE id=?", (source_id,)).fetchone()
+        return None if row is None else _source(row)
+
+    def source_by_path(self, path: str) -> SourceRow | None:
+        row = self._db.execute("SELECT * FROM sources WHERE path=?", (_enc(path),)).fetchone()
+        return None if row is None else _source(row)
+
+    def source_by_sha(self, sha256: str, exclude_id: int | None = None) -> SourceRow | None:
+        row = self._db.execute(
+            "SELECT * FROM sources WHERE sha256=? AND id IS NOT ? AND status != ? ORDER BY id LIMIT 1",
+            (sha256, exclude_id, S_DUPLICATE),
+        ).fetchone()
+        return None if row is None else _source(row)
+
+    def upsert_source(self, path: str, **fields: object) -> int:
+        fields["updated_at"] = time.time()
+        existing = self.source_by_path(path)
+        if existing is None:
+            cols = ["path", *fields]
+            marks = ",".join("?" * len(cols))
+            cur = self._db.execute(
+                f"INSERT INTO sources({','.join(cols)}) VALUES ({marks})", (_enc(path), *fields.values())
+            )
+            return int(cur.lastrowid or 0)
+        sets = ",".join(f"{k}=?" for k in fields)
+        self._db.execute(f"UPDATE sources SET {sets} WHERE id=?", (*fields.values(), existing.id))
+        return existing.id
+
+    def update_source(self, source_id: int, **fields: object) -> None:
+        fields["updated_at"] = time.time()
+        sets = ",".join(f"{k}=?" for k in fields)
+        self._db.execute(f"UPDATE sources SET {sets} WHERE id=?", (*fields.values(), source_id))
+
+    def delete_source(self, source_id: int) -> list[int]:
+        """Delete a source with its items; return the vector ids that must leave the index."""
+        ids = self.vector_ids_of_source(source_id)
+        self._db.execute("DELETE FROM sources WHERE id=?", (source_id,))
+        return ids
+
+    def clear_items(self, source_id: int) -> list[int]:
+        """Forget a source's derived items (it changed); return their vector ids."""
+        ids = self.vector_ids_of_source(source_id)
+        self._db.execute("DELETE FROM items WHERE source_id=?", (source_id,))
+        return ids
+
+    # ---- items
+    def items(self, source_id: int | None = None, status: str | None = None) -> list[ItemRow]:
+        where, args = [], []
+        if source_id is not None:
+            where.append("source_id=?")
+            args.append(source_id)
+        if status is not None:
+            where.append("status=?")
+            args.append(status)
+        sql = "SELECT * FROM items" + (" WHERE " + " AND ".join(where) if where else "")
+        return [_item(r) for r in self._db.execute(sql + " ORDER BY source_id, ordinal", args)]
+
+    def item(self, item_id: int) -> ItemRow | None:
+        row = self._db.execute("SELECT * FROM items WHERE id=?", (item_id,)).fetchone()
+        return None if row is None else _item(row)
+
+    def done_ordinals(self, source_id: int) -> set[int]:
+        rows = self._db.execute("SELECT ordinal FROM items WHERE source_id=?", (source_id,))
+        return {r[0] for r in rows}
+
+    def insert_item(self, item: NewItem) -> int:
+        cur = self._db.execute(
+            "INSERT INTO items(source_id, ordinal, name, kind, t_start, t_end, image_path, media_path,"
+            " width, height, text, text_source, status, error)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                item.source_id, item.ordinal, item.name, item.kind, item.t_start, item.t_end,
+                item.image_path and _enc(item.image_path), item.media_path and _enc(item.media_path), item.width, item.height, item.text,
+                item.text_source, item.status, item.error,
+            ),
+        )
+        return int(cur.lastrowid or 0)
+
+    # ---- vectors
+    def insert_vector(self, vector_id: int, item_id: int, chunk: int) -> None:
+        self._db.execute(
+            "INSERT INTO vectors(id, item_id, chunk) VALUES (?, ?, ?)", (vector_id, item_id, chunk)
+        )
+
+    def vector_ids(self) -> list[int]:
+        return [r[0] for r in self._db.execute("SELECT id FROM vectors")]
+
+    def max_vector_id(self) -> int:
+        row = self._db.execute("SELECT MAX(id) FROM vectors").fetchone()
+        return -1 if row[0] is None else int(row[0])
+
+    def vector_ids_of_source(self, source_id: int) -> list[int]:
+        rows = self._db.execute(
+            "SELECT v.id FROM vectors v JOIN items i ON v.item_id=i.id WHERE i.source_id=?", (source_id,)
+        )
+        return [r[0] for r in rows]
+
+    def items_for_vectors(self, vector_ids: Iterable[int]) -> dict[int, ItemRow]:
+        """Map vector id → item row (one query for a whole result list)."""
+        ids = list(vector_ids)
+        if not ids:
+            return {}
+        out: dict[int, ItemRow] = {}
+        for start in range(0, len(ids), 900):  # SQLite parameter limit
+            chunk = ids[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT v.id AS vid, i.* FROM vectors v JOIN items i ON v.item_id=i.id WHERE v.id IN ({marks})",
+                chunk,
+            )
+            for r in rows:
+                out[r["vid"]] = _item(r)
+        return out
+
+    def forget_vectors(self, vector_ids: Iterable[int]) -> int:
+        """Drop vector rows whose vectors are not in the index, and mark their items for redo.
+
+        Returns the number of items reset. Used by reconciliation after a crash.
+        """
+        ids = list(vector_ids)
+        if not ids:
+            return 0
+        affected: set[int] = set()
+        for start in range(0, len(ids), 900):
+            chunk = ids[start : start + 900]
+            marks = ",".join("?" * len(chunk))
+            affected.update(
+                r[0] for r in self._db.execute(f"SELECT item_id FROM vectors WHERE id IN ({marks})", chunk)
+            )
+        # An item with a missing vector is deleted entirely (its other vectors go by cascade and then
+        # leave the index as orphans); its source goes back to pending so the item is redone.
+        for item_id in affected:
+            row = self._db.execute("SELECT source_id FROM items WHERE id=?", (item_id,)).fetchone()
+            if row is None:
+                continue
+            self._db.execute("DELETE FROM items WHERE id=?", (item_id,))
+            self._db.execute("UPDATE sources SET status=? WHERE id=?", (S_PENDING, row[0]))
+        return len(affected)
+
+    # ---- statistics
+    def counts(self) -> dict[str, int]:
+        q = self._db.execute
+        return {
+            "sources": q("SELECT COUNT(*) FROM sources").fetchone()[0],
+            "sources_indexed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_INDEXED,)).fetchone()[0],
+            "sources_pending": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_PENDING,)).fetchone()[0],
+            "sources_failed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_FAILED,)).fetchone()[0],
+            "sources_duplicate": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_DUPLICATE,)).fetchone()[0],
+            "sources_unsupported": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_UNSUPPORTED,)).fetchone()[0],
+            "items": q("SELECT COUNT(*) FROM items").fetchone()[0],
+            "items_failed": q("SELECT COUNT(*) FROM items WHERE status=?", (I_FAILED,)).fetchone()[0],
+            "vectors": q("SELECT COUNT(*) FROM vectors").fetchone()[0],
+        }
+
+    def failures(self) -> list[tuple[str, str, str]]:
+        """(path, what, error) for every failed source, failed item and duplicate."""
+        out: list[tuple[str, str, str]] = []
+        for r in self._db.execute(
+            "SELECT path, error FROM sources WHERE status IN (?, ?) ORDER BY path", (S_FAILED, S_UNSUPPORTED)
+        ):
+            out.append((_dec(r[0]), "file", r[1] or "failed"))
+        for r in self._db.execute(
+            "SELECT s.path, i.name, i.error FROM items i JOIN sources s ON i.source_id=s.id"
+            " WHERE i.status=? ORDER BY s.path, i.ordinal",
+            (I_FAILED,),
+        ):
+            out.append((_dec(r[0]), r[1], r[2] or "failed"))
+        for r in self._db.execute(
+            "SELECT s.path, d.path FROM sources s JOIN sources d ON s.duplicate_of=d.id WHERE s.status=?"
+            " ORDER BY s.path",
+            (S_DUPLICATE,),
+        ):
+            out.append((_dec(r[0]), "file", f"duplicate of {_dec(r[1])} (same content; indexed once)"))
+        return out
+
+
+class ManifestError(RuntimeError):
+    """The manifest cannot be opened or is from an incompatible version."""
+
+
+def _source(r: sqlite3.Row) -> SourceRow:
+    return SourceRow(
+        id=r["id"], path=_dec(r["path"]), kind=r["kind"], size=r["size"], mtime_ns=r["mtime_ns"],
+        sha256=r["sha256"], status=r["status"], error=r["error"], duplicate_of=r["duplicate_of"],
+        n_expected=r["n_expected"],
+    )
+
+
+def _item(r: sqlite3.Row) -> ItemRow:
+    return ItemRow(
+        id=r["id"], source_id=r["source_id"], ordinal=r["ordinal"], name=r["name"], kind=r["kind"],
+        t_start=r["t_start"], t_end=r["t_end"], image_path=r["image_path"] and _dec(r["image_path"]),
+        media_path=r["media_path"] and _dec(r["media_path"]),
+        width=r["width"], height=r["height"], text=r["text"], text_source=r["text_source"],
+        status=r["status"], error=r["error"],
+    )

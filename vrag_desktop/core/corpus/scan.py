@@ -1,0 +1,133 @@
+"""Walk the folders and files a person added and find what changed since the last scan.
+
+Nothing here reads more than it must: a file whose size and mtime are unchanged is not even hashed.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vrag_desktop.core.corpus import kinds
+
+
+@dataclass
+class Found:
+    """A file found under a root: its path, kind (None: unsupported) and stat, or why it is unusable."""
+
+    path: str
+    kind: str | None
+    size: int = 0
+    mtime_ns: int = 0
+    error: str | None = None
+
+
+@dataclass
+class ScanReport:
+    added: int = 0
+    changed: int = 0
+    removed: int = 0
+    unchanged: int = 0
+    failed: int = 0
+    duplicates: int = 0
+    unsupported: int = 0
+    missing_roots: list[str] = field(default_factory=list)
+
+    @property
+    def work(self) -> int:
+        return self.added + self.changed
+
+
+def walk(root: str) -> Iterator[Found]:
+    """Every file under ``root`` (or ``root`` itself), following symlinks but never looping.
+
+    Hidden files and folders (``.name``) inside a folder are skipped; a file named explicitly is not.
+    """
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        if os.path.islink(root):
+            yield Found(root, kinds.kind_of(Path(root)), error="broken symbolic link")
+        return
+    except OSError as exc:
+        yield Found(root, kinds.kind_of(Path(root)), error=_os_error(exc))
+        return
+    if not stat.S_ISDIR(st.st_mode):
+        yield _found(root, st)
+        return
+    seen: set[tuple[int, int]] = set()
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        try:
+            fst = os.stat(folder)
+        except OSError as exc:
+            yield Found(folder, None, error=_os_error(exc))
+            continue
+        key = (fst.st_dev, fst.st_ino)
+        if key in seen:  # a symlink loop or a second link to a folder already walked
+            continue
+        seen.add(key)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            yield Found(folder, None, error=f"cannot list folder: {_os_error(exc)}")
+            continue
+        subdirs = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            try:
+                est = os.stat(entry.path)  # follows symlinks
+            except FileNotFoundError:
+                if entry.is_symlink():
+                    yield Found(entry.path, kinds.kind_of(Path(entry.path)), error="broken symbolic link")
+                continue
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    yield Found(entry.path, None, error="symbolic link loop")
+                else:
+                    yield Found(entry.path, kinds.kind_of(Path(entry.path)), error=_os_error(exc))
+                continue
+            if stat.S_ISDIR(est.st_mode):
+                subdirs.append(entry.path)
+            elif stat.S_ISREG(est.st_mode):
+                yield _found(entry.path, est)
+        stack.extend(reversed(subdirs))
+
+
+def _found(path: str, st: os.stat_result) -> Found:
+    return Found(path, kinds.kind_of(Path(path)), size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def sha256_file(path: str, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _os_error(exc: OSError) -> str:
+    if isinstance(exc, PermissionError) or exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied (cannot read this file)"
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop"
+    return exc.strerror or str(exc)
+
+
+def os_error_message(exc: OSError) -> str:
+    """A short, plain message for an OSError met while reading a source."""
+    if isinstance(exc, FileNotFoundError):
+        return "file disappeared while indexing"
+    return _os_error(exc)
+
+
+def display_path(path: str) -> str:
+    """A path fit for printing: undecodable bytes shown as U+FFFD instead of crashing the terminal."""
+    return os.fsencode(path).decode("utf-8", "replace")

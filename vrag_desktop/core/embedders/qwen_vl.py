@@ -1,0 +1,739 @@
+"""Multimodal embedders on Qwen vision-language backbones: Qwen3-VL-Embedding and GVE.
+
+Both embed text, images and videos into one space with a Qwen-VL model run through ``transformers``:
+the input is rendered with the model's chat template, the hidden state of the last real token is
+taken and L2-normalised.
+
+* **Qwen3-VL-Embedding** (2B: dim 2048, 8B: dim 4096; Qwen3-VL, patch 16 × merge 2): a ``system``
+  turn carries the instruction, a ``user`` turn the content [videos…, images…, texts…].
+* **GVE** (3B: dim 2048, 7B: dim 3584; Qwen2.5-VL, patch 14 × merge 2): a single ``user`` turn with
+  one content item, no instruction (queries take the same path).
+
+Images are resized here (aspect kept, sides multiples of the vision factor, pixel count within the
+embedder's bounds, like ``qwen-vl-utils`` does for the reference code) and handed to the processor
+with ``do_resize=False``, so the pixel bounds are this module's, whatever the checkpoint's processor
+config says. torch and transformers are imported only when an embedder is built: the app starts fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from vrag_desktop.core.embedders.base import (
+    IMAGE,
+    TEXT,
+    VIDEO,
+    EmbedderError,
+    EmbedderInfo,
+    EmbedInput,
+    Embedder,
+    l2_normalize,
+    pick_device,
+)
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
+    from PIL import Image
+
+log = logging.getLogger(__name__)
+
+QWEN3_VL_FAMILY = "qwen3-vl-embedding"
+GVE_FAMILY = "gve"
+
+# ---- Qwen3-VL-Embedding reference constants
+QWEN3_FACTOR = 32  # patch 16 × spatial merge 2
+QWEN3_MIN_PIXELS = 4 * QWEN3_FACTOR * QWEN3_FACTOR  # 4,096
+QWEN3_MAX_PIXELS = 1800 * QWEN3_FACTOR * QWEN3_FACTOR  # 1,843,200
+QWEN3_FPS = 1.0
+QWEN3_MAX_FRAMES = 64
+QWEN3_FRAME_MAX_PIXELS = 768 * QWEN3_FACTOR * QWEN3_FACTOR  # 786,432
+# All frames of one video share this budget (the reference's MAX_TOTAL_PIXELS), so a 64-frame clip
+# stays far below MAX_LENGTH tokens instead of being truncated mid-video.
+QWEN3_VIDEO_TOTAL_PIXELS = 10 * QWEN3_FRAME_MAX_PIXELS
+QWEN3_MAX_LENGTH = 8192
+QWEN3_DEFAULT_INSTRUCTION = "Represent the user's input."
+
+# ---- GVE reference constants
+GVE_FACTOR = 28  # patch 14 × spatial merge 2
+GVE_MIN_PIXELS = 4 * GVE_FACTOR * GVE_FACTOR  # 3,136
+GVE_MAX_PIXELS = 256 * GVE_FACTOR * GVE_FACTOR  # 200,704
+GVE_FPS = 1.0
+GVE_MAX_FRAMES = 8
+GVE_FRAME_MAX_PIXELS = 200 * GVE_FACTOR * GVE_FACTOR  # 156,800
+GVE_MAX_LENGTH = 8192
+
+MAX_ASPECT_RATIO = 200  # the Qwen vision processors refuse anything longer/thinner
+# Tokens kept free for the chat template around a text, so the template's final tokens (where the
+# embedding is pooled) survive a long text being clipped.
+_TEMPLATE_RESERVE = 64
+# What is fetched for a hub id: configs, tokenizer, template and safetensors weights, nothing else.
+_HUB_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.safetensors"]
+
+_MODEL_TYPE_FAMILY = {"qwen3_vl": QWEN3_VL_FAMILY, "qwen2_5_vl": GVE_FAMILY}
+
+
+# ------------------------------------------------------------------ family detection
+
+
+def detect_family(spec: str) -> str | None:
+    """Which embedder family a model spec (hub id or local directory) belongs to, or None.
+
+    By name first (case-insensitive: ``qwen3-vl-embedding``/``qwen3_vl_embedding``/``qwen3-vl`` →
+    Qwen3-VL-Embedding, ``gve`` → GVE); for a local directory with an uninformative name, by its
+    ``config.json`` ``model_type`` (``qwen3_vl`` → Qwen3-VL-Embedding, ``qwen2_5_vl`` → GVE).
+    """
+    name = str(spec).lower()
+    if any(s in name for s in ("qwen3-vl-embedding", "qwen3_vl_embedding", "qwen3-vl")):
+        return QWEN3_VL_FAMILY
+    if "gve" in name:
+        return GVE_FAMILY
+    config = Path(spec).expanduser() / "config.json"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return _MODEL_TYPE_FAMILY.get(model_type) if isinstance(model_type, str) else None
+
+
+# ------------------------------------------------------------------ pure helpers
+
+
+def last_token_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Hidden state at each row's last position whose attention mask is 1.
+
+    Works for right padding (the usual case here) and left padding alike, unlike ``mask.sum() - 1``
+    which is only right for right padding.
+    """
+    import torch
+
+    mask = attention_mask.to(torch.long)
+    last_from_end = mask.flip(dims=[1]).argmax(dim=1)
+    col = mask.shape[1] - 1 - last_from_end
+    row = torch.arange(hidden.shape[0], device=hidden.device)
+    return hidden[row, col.to(hidden.device)]
+
+
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """Target (height, width): sides multiples of ``factor``, area within bounds, aspect ratio kept.
+
+    The rule of ``qwen-vl-utils`` (what the reference embedders feed their models), so vectors match
+    the reference's for the same pixel bounds.
+    """
+    if min(height, width) <= 0:
+        raise ValueError(f"empty image ({width}x{height})")
+    if max(height, width) / min(height, width) > MAX_ASPECT_RATIO:
+        raise ValueError(f"aspect ratio above {MAX_ASPECT_RATIO} ({width}x{height})")
+    h_bar = max(factor, round(height / factor) * factor)
+    w_bar = max(factor, round(width / factor) * factor)
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def _with_period(instruction: str) -> str:
+    """The reference ends instructions with punctuation; add a period when there is none."""
+    instruction = instruction.strip()
+    if instruction and not unicodedata.category(instruction[-1]).startswith("P"):
+        instruction += "."
+    return instruction
+
+
+def _sample_indices(n: int, cap: int) -> list[int]:
+    """At most ``cap`` indices spread evenly over ``range(n)``, first and last kept, in order."""
+    if n <= cap:
+        return list(range(n))
+    return sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)}) if cap > 1 else [0]
+
+
+def _describe(item: EmbedInput) -> str:
+    """A short name for an item in error messages (callers use it to find the bad file)."""
+    if item.kind == IMAGE:
+        return f"image {item.image_path}"
+    if item.kind == VIDEO:
+        frames = item.frames or []
+        first = frames[0] if frames else None
+        return f"video with {len(frames)} frames (first {first})"
+    text = (item.text or "").strip().replace("\n", " ")
+    return f"text {text[:40]!r}"
+
+
+def _load_rgb(path: Path, factor: int, min_pixels: int, max_pixels: int) -> Image.Image:
+    """Open an image, honour EXIF rotation, flatten alpha on white, and resize for the model."""
+    from PIL import Image, ImageOps
+
+    try:
+        with Image.open(path) as im:
+            target_h, target_w = smart_resize(im.height, im.width, factor, min_pixels, max_pixels)
+            im.draft("RGB", (target_w, target_h))  # JPEG: decode at a reduced scale when possible
+            im = ImageOps.exif_transpose(im)
+            if im.mode in ("RGBA", "LA", "P", "PA") or "transparency" in im.info:
+                rgba = im.convert("RGBA")
+                im = Image.new("RGB", rgba.size, (255, 255, 255))
+                im.paste(rgba, mask=rgba.split()[3])
+            else:
+                im = im.convert("RGB")
+            target_h, target_w = smart_resize(im.height, im.width, factor, min_pixels, max_pixels)
+            return im.resize((target_w, target_h), Image.Resampling.BICUBIC)
+    except Exception as exc:  # PIL raises many types: unreadable, truncated, not an image, too big
+        raise EmbedderError(f"cannot read image {path}: {exc}") from exc
+
+
+# ------------------------------------------------------------------ loading
+
+
+def _resolve_model_dir(spec: str) -> Path:
+    """A local directory holding the model: ``spec`` itself, or the hub snapshot of hub id ``spec``.
+
+    Hub ids only work online or when already cached; otherwise the user is told how to pass a local
+    directory instead (the app never needs the network once a model is on disk).
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path
+    looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
+    if looks_like_path or path.exists():
+        raise EmbedderError(f"model directory not found: {spec}")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import RepositoryNotFoundError
+    except ImportError as exc:  # pragma: no cover - a transformers dependency
+        raise EmbedderError(f"cannot fetch {spec!r}: huggingface_hub is not installed") from exc
+    try:
+        return Path(snapshot_download(spec, allow_patterns=_HUB_PATTERNS))
+    except RepositoryNotFoundError as exc:
+        raise EmbedderError(
+            f"no model {spec!r} on the Hugging Face Hub, and no local directory of that name"
+        ) from exc
+    except Exception as exc:
+        raise EmbedderError(
+            f"could not download model {spec!r} from the Hugging Face Hub (offline, or not in the local "
+            f"cache: {type(exc).__name__}). Download it once on a machine with internet, e.g. "
+            f"`hf download {spec} --local-dir /path/to/{spec.split('/')[-1]}`, and pass that local "
+            "directory path instead of the hub id."
+        ) from exc
+
+
+def _read_chat_template(model_dir: Path, tokenizer: Any) -> str | None:
+    """The checkpoint's chat template, wherever this checkpoint keeps it."""
+    jinja = model_dir / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    for name in ("chat_template.json", "processor_config.json"):
+        try:
+            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get("chat_template")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(template, str):
+            return template
+    template = getattr(tokenizer, "chat_template", None)
+    return template if isinstance(template, str) else None
+
+
+def _processor_without_video(model_type: str, model_dir: Path) -> Any:
+    """Build the Qwen-VL processor from its parts, with no video processor.
+
+    Why: in transformers 5.x every Qwen-VL video processor needs torchvision, so without it
+    ``AutoProcessor.from_pretrained`` raises ImportError, and passing ``video_processor=None`` to the
+    processor class fails its argument type check (AttributeError on ``VIDEO_PROCESSOR_MAPPING``).
+    A subclass skips that check for a None argument only; the PIL image processor, tokenizer and chat
+    template are loaded on their own. Videos are then embedded as multiple images (see
+    :meth:`_QwenVLEmbedder._video_as_video`).
+    """
+    import transformers
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    base_name = {
+        "qwen3_vl": "Qwen3VLProcessor",
+        "qwen2_5_vl": "Qwen2_5_VLProcessor",
+        "qwen2_vl": "Qwen2VLProcessor",
+    }.get(model_type)
+    if base_name is None:
+        raise EmbedderError(f"unsupported model type {model_type!r} in {model_dir}")
+    base = getattr(transformers, base_name)
+
+    class _ProcessorWithoutVideo(base):  # type: ignore[misc, valid-type]
+        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
+            if argument is None:
+                return None
+            return super().check_argument_for_proper_class(argument_name, argument)
+
+    _ProcessorWithoutVideo.__name__ = base.__name__  # keep the processor's own name in logs/reprs
+    image_processor = AutoImageProcessor.from_pretrained(str(model_dir))
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    return _ProcessorWithoutVideo(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=None,
+        chat_template=_read_chat_template(model_dir, tokenizer),
+    )
+
+
+def load_processor(model_dir: Path, model_type: str) -> Any:
+    """``AutoProcessor`` when it works (torchvision present), else the manual build without video."""
+    from transformers import AutoProcessor
+
+    try:
+        processor = AutoProcessor.from_pretrained(str(model_dir))
+    except (ImportError, AttributeError) as exc:
+        log.info("AutoProcessor unavailable for %s (%s); building it without a video processor", model_dir, exc)
+        processor = _processor_without_video(model_type, model_dir)
+    if getattr(processor, "chat_template", None) is None:
+        processor.chat_template = _read_chat_template(model_dir, processor.tokenizer)
+    if processor.chat_template is None:
+        raise EmbedderError(f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)")
+    # Right padding, as the references use; pooling copes with left padding anyway.
+    processor.tokenizer.padding_side = "right"
+    return processor
+
+
+# ------------------------------------------------------------------ the embedders
+
+
+@dataclass
+class _Prepared:
+    """One input made ready for the processor: its conversation and the pixels it refers to."""
+
+    conversation: list[dict[str, Any]]
+    images: list[Any] = field(default_factory=list)
+    video: list[Any] | None = None  # frames of the one video, when fed as a video
+    video_metadata: dict[str, Any] | None = None
+
+
+class _QwenVLEmbedder(Embedder):
+    """What Qwen3-VL-Embedding and GVE share: loading, image/frame preparation, batching, pooling."""
+
+    family: ClassVar[str]
+    model_types: ClassVar[tuple[str, ...]]
+    default_batch_size: ClassVar[int] = 8
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str],
+        *,
+        device: str | None,
+        batch_size: int | None,
+        min_pixels: int,
+        max_pixels: int,
+        max_length: int,
+        fps: float,
+        max_frames: int,
+        frame_max_pixels: int,
+        video_total_pixels: int | None,
+        dtype: str | None,
+    ) -> None:
+        import torch
+        from transformers import AutoConfig, AutoModel
+
+        if min_pixels <= 0 or max_pixels < min_pixels:
+            raise EmbedderError(f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}")
+        if max_frames < 1:
+            raise EmbedderError(f"max_frames must be at least 1, got {max_frames}")
+        self._torch = torch
+        self.spec = str(model)
+        self.device = pick_device(device)
+        self.batch_size = batch_size or self.default_batch_size
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        self.max_length = max_length
+        self.fps = fps
+        self.max_frames = max_frames
+        self.frame_max_pixels = frame_max_pixels
+        self.video_total_pixels = video_total_pixels
+
+        model_dir = _resolve_model_dir(self.spec)
+        try:
+            config = AutoConfig.from_pretrained(str(model_dir))
+        except Exception as exc:
+            raise EmbedderError(f"cannot read the model config in {model_dir}: {exc}") from exc
+        model_type = getattr(config, "model_type", None)
+        if model_type not in self.model_types:
+            raise EmbedderError(
+                f"{self.spec} is a {model_type!r} model; {type(self).__name__} needs one of {self.model_types}"
+            )
+        self._dtype = self._pick_dtype(dtype)
+        try:
+            self._processor = load_processor(model_dir, model_type)
+            loaded = AutoModel.from_pretrained(
+                str(model_dir),
+                dtype=self._dtype,
+                device_map={"": self.device} if self.device.startswith("cuda") else None,
+                output_loading_info=True,
+            )
+        except EmbedderError:
+            raise
+        except Exception as exc:
+            raise EmbedderError(f"cannot load {self.spec} from {model_dir}: {type(exc).__name__}: {exc}") from exc
+        self._model, loading_info = loaded
+        self._check_weights(loading_info)
+        self._model = self._model.to(self.device).eval()
+
+        image_processor = self._processor.image_processor
+        self.factor = int(image_processor.patch_size) * int(image_processor.merge_size)
+        self.temporal_patch_size = int(getattr(image_processor, "temporal_patch_size", 2) or 2)
+        text_config = getattr(config, "text_config", config)
+        dim = int(text_config.hidden_size)
+        self._video_ok: bool | None = None  # decided on the first video (see _video_as_video)
+        name = self.spec.rstrip("/\\").replace("\\", "/").split("/")[-1].lower() or self.spec
+        self._info = EmbedderInfo(
+            id=f"{self.family}:{name}:{dim}{self._id_suffix()}",
+            model=self.spec,
+            dim=dim,
+            modalities=frozenset({TEXT, IMAGE, VIDEO}),
+            render_pixels=max_pixels,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            extra={"family": self.family, "dtype": str(self._dtype).replace("torch.", ""), "device": self.device},
+        )
+
+    # ---- hooks for the families
+    def _id_suffix(self) -> str:
+        """Anything besides model and dim that changes the stored vectors (e.g. an instruction)."""
+        return ""
+
+    def _query_conversation(self, query: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    # ---- Embedder API
+    @property
+    def info(self) -> EmbedderInfo:
+        return self._info
+
+    def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
+        prepared = [_Prepared(self._query_conversation(self._clip_text(q))) for q in queries]
+        return self._embed_prepared(prepared, [f"query {q[:40]!r}" for q in queries])
+
+    def embed_items(self, items: Sequence[EmbedInput]) -> list[np.ndarray]:
+        out: list[np.ndarray] = []
+        for start in range(0, len(items), self.batch_size):
+            chunk = items[start : start + self.batch_size]
+            prepared = [self._prepare_item(item) for item in chunk]
+            vecs = self._embed_prepared(prepared, [_describe(item) for item in chunk])
+            out.extend(vecs[i : i + 1] for i in range(len(chunk)))
+        return out
+
+    def close(self) -> None:
+        self._model = None
+        if self.device.startswith("cuda"):
+            self._torch.cuda.empty_cache()
+
+    # ---- preparation
+    def _pick_dtype(self, dtype: str | None) -> torch.dtype:
+        """bf16 on CUDA (fp16 where the GPU has no bf16), fp32 on CPU, unless told otherwise."""
+        torch = self._torch
+        if dtype:
+            try:
+                return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+                        "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype.lower()]
+            except KeyError:
+                raise EmbedderError(f"unknown dtype {dtype!r} (float32, bfloat16 or float16)") from None
+        if self.device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+
+    def _check_weights(self, loading_info: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose weights mostly failed to load (the model would be random)."""
+        missing = list(loading_info.get("missing_keys") or [])
+        if not missing:
+            return
+        total = sum(1 for _ in self._model.named_parameters())
+        if len(missing) * 2 > total:
+            raise EmbedderError(
+                f"{self.spec}: {len(missing)} of {total} weights are missing from the checkpoint "
+                f"(e.g. {missing[0]}); is this a {self.family} model?"
+            )
+        log.warning("%s: %d weights not in the checkpoint, left at init: %s", self.spec, len(missing), missing[:5])
+
+    def _clip_text(self, text: str) -> str:
+        """Cut a text to the token budget, so the template's end (where we pool) is never truncated."""
+        budget = self.max_length - _TEMPLATE_RESERVE
+        if len(text) <= budget:  # a token is at least one character: no tokenizing needed
+            return text
+        tok = self._processor.tokenizer
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        return text if len(ids) <= budget else tok.decode(ids[:budget])
+
+    def _prepare_item(self, item: EmbedInput) -> _Prepared:
+        """Load the item's pixels and build its conversation; EmbedderError names a bad item."""
+        if item.kind == IMAGE:
+            if item.image_path is None:
+                raise EmbedderError(f"image item without image_path: {_describe(item)}")
+            image = _load_rgb(Path(item.image_path), self.factor, self.min_pixels, self.max_pixels)
+            return _Prepared(self._item_conversation(item, 1, False), images=[image])
+        if item.kind == VIDEO:
+            return self._prepare_video(item)
+        if item.kind == TEXT:
+            clipped = EmbedInput(kind=TEXT, text=self._clip_text(item.text or ""))
+            return _Prepared(self._item_conversation(clipped, 0, False))
+        raise EmbedderError(f"unknown item kind {item.kind!r}")
+
+    def _prepare_video(self, item: EmbedInput) -> _Prepared:
+        """Keyframes → one video (or several images when video processing is unavailable).
+
+        Frames beyond ``max_frames`` are thinned evenly over the clip. All frames get one size (from
+        the first frame) and the per-frame pixel cap ``min(frame_max_pixels, video_total_pixels / n)``.
+        """
+        frames = list(item.frames or [])
+        if not frames:
+            raise EmbedderError(f"video item without frames: {_describe(item)}")
+        keep = _sample_indices(len(frames), self.max_frames)
+        paths = [Path(frames[i]) for i in keep]
+        times = [float(item.timestamps[i]) for i in keep] if item.timestamps and len(item.timestamps) == len(frames) else None
+        frame_max = self.frame_max_pixels
+        if self.video_total_pixels:
+            frame_max = min(frame_max, max(self.min_pixels, self.video_total_pixels // len(paths)))
+        first = _load_rgb(paths[0], self.factor, self.min_pixels, frame_max)
+        images = [first]
+        for p in paths[1:]:
+            im = _load_rgb(p, self.factor, self.min_pixels, frame_max)
+            images.append(im if im.size == first.size else im.resize(first.size))
+        if self._video_as_video():
+            # Video processors group frames by temporal_patch_size; pad with the last frame like they do.
+            while len(images) % self.temporal_patch_size:
+                images.append(images[-1])
+                if times:
+                    times.append(times[-1])
+            meta = self._video_metadata(len(images), times)
+            return _Prepared(self._item_conversation(item, 0, True), video=images, video_metadata=meta)
+        return _Prepared(self._item_conversation(item, len(images), False), images=images)
+
+    def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
+        """Metadata for pre-sampled frames: frame i at ``times[i]`` seconds (or i / fps)."""
+        indices = [round(t * self.fps) for t in times] if times else list(range(n))
+        indices = [max(0, i) for i in indices]
+        return {
+            "total_num_frames": max(indices) + 1 if indices else n,
+            "fps": self.fps,
+            "frames_indices": indices,
+            "duration": (max(indices) + 1) / self.fps if indices else n / self.fps,
+        }
+
+    def _video_as_video(self) -> bool:
+        """Whether keyframes can go to the model as a video here (decided once, on first use).
+
+        Needs a video processor, i.e. torchvision. Without one the frames are embedded as several
+        images in one user turn: the same visual content, without the temporal merging of a video.
+        A trial run on two tiny frames catches processors that exist but cannot take frame lists.
+        """
+        if self._video_ok is None:
+            ok = getattr(self._processor, "video_processor", None) is not None
+            if ok:
+                from PIL import Image
+
+                frame = Image.new("RGB", (self.factor * 2, self.factor * 2))
+                try:
+                    self._process(
+                        [_Prepared(self._query_conversation("x"))],
+                        videos=[[frame] * self.temporal_patch_size],
+                        video_metadata=[self._video_metadata(self.temporal_patch_size, None)],
+                        text_override=[self._video_probe_text()],
+                    )
+                except Exception as exc:
+                    log.warning("video input unavailable (%s); embedding keyframes as images", exc)
+                    ok = False
+            self._video_ok = ok
+            self._info.extra["video_mode"] = "video" if ok else "frames-as-images"
+        return self._video_ok
+
+    def _video_probe_text(self) -> str:
+        probe = EmbedInput(kind=VIDEO, frames=[Path("probe")])
+        return self._render(self._item_conversation(probe, 0, True))
+
+    # ---- model
+    def _render(self, conversation: list[dict[str, Any]]) -> str:
+        return str(
+            self._processor.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        )
+
+    def _process(
+        self,
+        prepared: list[_Prepared],
+        *,
+        images: list[Any] | None = None,
+        videos: list[list[Any]] | None = None,
+        video_metadata: list[dict[str, Any]] | None = None,
+        text_override: list[str] | None = None,
+    ) -> Any:
+        texts = text_override or [self._render(p.conversation) for p in prepared]
+        kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt", "do_resize": False}
+        if videos:
+            kwargs.update(videos=videos, video_metadata=video_metadata, do_sample_frames=False)
+        return self._processor(text=texts, images=images or None, **kwargs)
+
+    def _embed_prepared(self, prepared: list[_Prepared], names: list[str]) -> np.ndarray:
+        """One forward pass over prepared inputs → (n, dim) float32, rows L2-normalised."""
+        if not prepared:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        torch = self._torch
+        images = [im for p in prepared for im in p.images]
+        videos = [p.video for p in prepared if p.video is not None]
+        metadata = [p.video_metadata for p in prepared if p.video is not None]
+        where = names[0] if len(names) == 1 else f"a batch of {len(names)} ({names[0]}, …)"
+        try:
+            batch = self._process(prepared, images=images, videos=videos or None, video_metadata=metadata or None)
+        except Exception as exc:
+            raise EmbedderError(f"cannot prepare {where} for the model: {type(exc).__name__}: {exc}") from exc
+        batch.pop("video_metadata", None)
+        inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in batch.items()}
+        for key in ("pixel_values", "pixel_values_videos"):
+            if key in inputs:
+                inputs[key] = inputs[key].to(self._dtype)
+        try:
+            with torch.inference_mode():
+                hidden = self._model(**inputs, use_cache=False).last_hidden_state
+                pooled = last_token_pool(hidden, inputs["attention_mask"])
+        except Exception as exc:
+            raise EmbedderError(f"the model failed on {where}: {type(exc).__name__}: {exc}") from exc
+        return l2_normalize(pooled.float().cpu().numpy())
+
+
+class Qwen3VLEmbedder(_QwenVLEmbedder):
+    """Qwen3-VL-Embedding (2B/8B): instruction in a system turn, last-token pooling.
+
+    ``instruction`` is used for corpus items, ``query_instruction`` (default: the same) for queries;
+    both get a final period when they lack punctuation, as in the reference. An item's text is added
+    next to its image/video only with ``include_item_text=True`` (default: visual content alone, so
+    page images embed as in the reference's document side).
+    """
+
+    family = QWEN3_VL_FAMILY
+    model_types = ("qwen3_vl",)
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "Qwen/Qwen3-VL-Embedding-2B",
+        *,
+        device: str | None = None,
+        batch_size: int | None = None,
+        instruction: str = QWEN3_DEFAULT_INSTRUCTION,
+        query_instruction: str | None = None,
+        include_item_text: bool = False,
+        min_pixels: int = QWEN3_MIN_PIXELS,
+        max_pixels: int = QWEN3_MAX_PIXELS,
+        max_length: int = QWEN3_MAX_LENGTH,
+        fps: float = QWEN3_FPS,
+        max_frames: int = QWEN3_MAX_FRAMES,
+        frame_max_pixels: int = QWEN3_FRAME_MAX_PIXELS,
+        video_total_pixels: int | None = QWEN3_VIDEO_TOTAL_PIXELS,
+        dtype: str | None = None,
+    ) -> None:
+        self.instruction = _with_period(instruction) or QWEN3_DEFAULT_INSTRUCTION
+        self.query_instruction = _with_period(query_instruction) if query_instruction else self.instruction
+        self.include_item_text = include_item_text
+        super().__init__(
+            model,
+            device=device,
+            batch_size=batch_size,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            max_length=max_length,
+            fps=fps,
+            max_frames=max_frames,
+            frame_max_pixels=frame_max_pixels,
+            video_total_pixels=video_total_pixels,
+            dtype=dtype,
+        )
+
+    def _id_suffix(self) -> str:
+        suffix = ""
+        if self.instruction != QWEN3_DEFAULT_INSTRUCTION:
+            suffix += ":instr-" + hashlib.sha1(self.instruction.encode()).hexdigest()[:8]
+        if self.include_item_text:
+            suffix += ":with-text"
+        return suffix
+
+    @staticmethod
+    def _conversation(instruction: str, content: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            {"role": "system", "content": [{"type": "text", "text": instruction}]},
+            {"role": "user", "content": content or [{"type": "text", "text": "NULL"}]},
+        ]
+
+    def _query_conversation(self, query: str) -> list[dict[str, Any]]:
+        content = [{"type": "text", "text": query}] if query.strip() else []
+        return self._conversation(self.query_instruction, content)
+
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+        # Reference order: videos, then images, then texts.
+        content: list[dict[str, Any]] = []
+        if has_video:
+            content.append({"type": "video"})
+        content.extend({"type": "image"} for _ in range(n_images))
+        text = (item.text or "").strip()
+        if text and (item.kind == TEXT or self.include_item_text):
+            content.append({"type": "text", "text": self._clip_text(text)})
+        return self._conversation(self.instruction, content)
+
+
+class GVEEmbedder(_QwenVLEmbedder):
+    """GVE (3B/7B, Qwen2.5-VL): one user turn with one content item, no instruction, last-token pooling.
+
+    Queries take the same path as text items. A video's keyframes go in as one video (at most 8
+    frames) — or, without a video processor (no torchvision), as several images in that one turn.
+    """
+
+    family = GVE_FAMILY
+    model_types = ("qwen2_5_vl",)
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "Alibaba-NLP/GVE-3B",
+        *,
+        device: str | None = None,
+        batch_size: int | None = None,
+        min_pixels: int = GVE_MIN_PIXELS,
+        max_pixels: int = GVE_MAX_PIXELS,
+        max_length: int = GVE_MAX_LENGTH,
+        fps: float = GVE_FPS,
+        max_frames: int = GVE_MAX_FRAMES,
+        frame_max_pixels: int = GVE_FRAME_MAX_PIXELS,
+        dtype: str | None = None,
+    ) -> None:
+        super().__init__(
+            model,
+            device=device,
+            batch_size=batch_size,
+            min_pixels=min_pixels,
+            max_pixels=max_pixels,
+            max_length=max_length,
+            fps=fps,
+            max_frames=max_frames,
+            frame_max_pixels=frame_max_pixels,
+            video_total_pixels=None,
+            dtype=dtype,
+        )
+
+    def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
+        # GVE saw frames sampled at a steady 1 fps: keep that spacing (2 s per temporal grid step).
+        return super()._video_metadata(n, None)
+
+    def _query_conversation(self, query: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": [{"type": "text", "text": query}]}]
+
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+        if has_video:
+            content: list[dict[str, Any]] = [{"type": "video"}]
+        elif n_images:
+            content = [{"type": "image"} for _ in range(n_images)]
+        else:
+            content = [{"type": "text", "text": item.text or ""}]
+        return [{"role": "user", "content": content}]

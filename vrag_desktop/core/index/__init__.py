@@ -1,0 +1,1 @@
+"""Vector index (FAISS) and the index builder."""

@@ -1,0 +1,84 @@
+"""The library: every corpus under the data directory, by name."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
+from vrag_desktop.core.paths import resolve_data_dir
+
+DEFAULT_CORPUS = "default"
+_NAME_RE = re.compile(r"^[\w][\w .@+-]{0,63}$")
+
+
+def check_name(name: str) -> str:
+    """A corpus name becomes a directory name: letters, digits, space, ``_ . @ + -``; ≤ 64 chars."""
+    name = name.strip()
+    if not _NAME_RE.match(name) or name in (".", ".."):
+        raise CorpusError(
+            f"invalid corpus name {name!r}: use up to 64 letters, digits, spaces, or _ . @ + - "
+            "(not starting with a space or punctuation)"
+        )
+    return name
+
+
+class Library:
+    """All corpora in ``<data_dir>/corpora/<name>/``."""
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None) -> None:
+        self.data_dir = resolve_data_dir(data_dir)
+        self.corpora_dir = self.data_dir / "corpora"
+        try:
+            self.corpora_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CorpusError(f"cannot create the data directory {self.data_dir}: {exc.strerror or exc}") from exc
+
+    def names(self) -> list[str]:
+        return sorted(p.name for p in self.corpora_dir.iterdir() if (p / "manifest.sqlite").exists())
+
+    def exists(self, name: str) -> bool:
+        return (self.corpora_dir / check_name(name) / "manifest.sqlite").exists()
+
+    def open(self, name: str, create: bool = False) -> Corpus:
+        name = check_name(name)
+        path = self.corpora_dir / name
+        if not (path / "manifest.sqlite").exists() and not create:
+            known = ", ".join(self.names()) or "none yet"
+            raise CorpusError(f"no corpus named '{name}' (corpora: {known})")
+        return Corpus(path, name)
+
+    def remove(self, name: str) -> None:
+        corpus = self.open(name)
+        corpus.lock()  # refuses while another process indexes it
+        corpus.delete_files()
+
+    def rename(self, old: str, new: str) -> None:
+        new = check_name(new)
+        src = self.corpora_dir / check_name(old)
+        dst = self.corpora_dir / new
+        if not (src / "manifest.sqlite").exists():
+            raise CorpusError(f"no corpus named '{old}'")
+        if dst.exists():
+            raise CorpusError(f"a corpus named '{new}' already exists")
+        # Derived paths are stored absolute; rewrite them after the move.
+        shutil.move(str(src), str(dst))
+        corpus = Corpus(dst, new)
+        try:
+            db = corpus.manifest._db
+            old_prefix, new_prefix = str(src) + os.sep, str(dst) + os.sep
+            db.execute(
+                "UPDATE items SET image_path = ? || substr(image_path, ?) WHERE image_path LIKE ? || '%'",
+                (new_prefix, len(old_prefix) + 1, old_prefix),
+            )
+            db.execute(
+                "UPDATE items SET media_path = ? || substr(media_path, ?) WHERE media_path LIKE ? || '%'",
+                (new_prefix, len(old_prefix) + 1, old_prefix),
+            )
+        finally:
+            corpus.close()
+
+    def corpus_dir(self, name: str) -> Path:
+        return self.corpora_dir / check_name(name)
