@@ -54,8 +54,9 @@ RECIPE_TXT = "notes/team_breakfast_pancakes.txt"
 QUESTIONS_JSON = "questions.json"
 README_MD = "README.md"
 
-PAGE_W, PAGE_H = 595, 842  # A4 in points
+PAGE_W, PAGE_H = 595, 842  # A4 in points (annual report, memo)
 MARGIN = 56
+A5_W, A5_H, A5_MARGIN = 420, 595, 40  # pocket field guide
 
 
 # --------------------------------------------------------------------------------------------
@@ -111,29 +112,32 @@ GREEN = (0.16, 0.36, 0.22)
 class PdfWriter:
     """Minimal flowing-layout helper on top of pymupdf's insert_textbox."""
 
-    def __init__(self, body_font: str, bold_font: str, accent, running_title: str):
+    def __init__(self, body_font: str, bold_font: str, accent, running_title: str, *,
+                 size: tuple[float, float] = (PAGE_W, PAGE_H), margin: float = MARGIN):
         self.doc = pymupdf.open()
+        (self.pw, self.ph), self.m = size, margin
+        self.heading_size = 19 if self.pw > 500 else 15
         self.body_font, self.bold_font = body_font, bold_font
         self.accent, self.running_title = accent, running_title
         self.page: pymupdf.Page | None = None
         self.y = 0.0
 
     def new_page(self, heading: str) -> pymupdf.Page:
-        page = self.doc.new_page(width=PAGE_W, height=PAGE_H)
-        page.draw_rect(pymupdf.Rect(0, 0, PAGE_W, 10), color=None, fill=self.accent)
-        page.insert_text((MARGIN, 36), self.running_title, fontsize=8.5,
+        page = self.doc.new_page(width=self.pw, height=self.ph)
+        page.draw_rect(pymupdf.Rect(0, 0, self.pw, 10), color=None, fill=self.accent)
+        page.insert_text((self.m, 36), self.running_title, fontsize=8.5,
                          fontname=self.body_font, color=GREY)
         n = page.number + 1
-        page.insert_text((PAGE_W - MARGIN - 30, PAGE_H - 30), f"Page {n}", fontsize=8.5,
+        page.insert_text((self.pw - self.m - 30, self.ph - 24), f"Page {n}", fontsize=8.5,
                          fontname=self.body_font, color=GREY)
-        self.page, self.y = page, 54.0
+        self.page, self.y = page, 50.0
         if heading:
             self.heading(heading)
         return page
 
-    def heading(self, text: str, size: float = 19) -> None:
-        self.text(text, size=size, bold=True, color=self.accent, gap=2)
-        self.page.draw_line((MARGIN, self.y), (PAGE_W - MARGIN, self.y),
+    def heading(self, text: str, size: float | None = None) -> None:
+        self.text(text, size=size or self.heading_size, bold=True, color=self.accent, gap=2)
+        self.page.draw_line((self.m, self.y), (self.pw - self.m, self.y),
                             color=self.accent, width=0.8)
         self.y += 10
 
@@ -141,8 +145,8 @@ class PdfWriter:
              gap: float = 7, indent: float = 0, lh: float = 1.32, align: int = 0,
              bottom: float | None = None) -> float:
         """Insert a paragraph at the cursor; returns the height used. Raises on overflow."""
-        bottom = bottom or PAGE_H - 50
-        rect = pymupdf.Rect(MARGIN + indent, self.y, PAGE_W - MARGIN, bottom)
+        bottom = bottom or self.ph - 44
+        rect = pymupdf.Rect(self.m + indent, self.y, self.pw - self.m, bottom)
         rc = self.page.insert_textbox(rect, text, fontsize=size, lineheight=lh, align=align,
                                       fontname=self.bold_font if bold else self.body_font,
                                       color=color)
@@ -158,7 +162,7 @@ class PdfWriter:
 
     def bullets(self, items: list[str], **kw) -> None:
         for item in items:
-            self.page.insert_text((MARGIN + 4, self.y + 8.5), "-", fontsize=10.5,
+            self.page.insert_text((self.m + 4, self.y + 8.5), "-", fontsize=10.5,
                                   fontname=self.body_font)
             self.text(item, indent=14, gap=3, **kw)
         self.y += 4
@@ -167,8 +171,8 @@ class PdfWriter:
               right_align_from: int = 1, row_h: float = 16) -> None:
         """Draw a simple ruled table as real text; the first row is the header."""
         page = self.page
-        right_edge = PAGE_W - MARGIN
-        page.draw_line((MARGIN, self.y), (right_edge, self.y), color=self.accent, width=0.9)
+        right_edge = self.pw - self.m
+        page.draw_line((self.m, self.y), (right_edge, self.y), color=self.accent, width=0.9)
         for r, row in enumerate(rows):
             base = self.y + row_h - 4.5
             fname = self.bold_font if r in (0, len(rows) - 1) and row[0] in (
@@ -183,7 +187,7 @@ class PdfWriter:
                     page.insert_text((col_x[c], base), cell, fontsize=size, fontname=fname)
             self.y += row_h
             width = 0.9 if r in (0, len(rows) - 2) else 0.3
-            page.draw_line((MARGIN, self.y), (right_edge, self.y),
+            page.draw_line((self.m, self.y), (right_edge, self.y),
                            color=self.accent if width > 0.5 else GREY, width=width)
         self.y += 10
 
@@ -219,7 +223,8 @@ def draw_region_bar_chart(page: pymupdf.Page, top: float) -> float:
     """Vertical bar chart (2023 vs 2024) drawn with vector shapes; returns its bottom y."""
     left, right, height = MARGIN + 40, PAGE_W - MARGIN - 10, 170
     base = top + 24 + height
-    page.insert_text((MARGIN, top + 10), "Figure 1. Revenue by region, 2023 and 2024 (USD millions)",
+    page.insert_text((MARGIN, top + 10),
+                     "Figure 1. Revenue by region, 2023 and 2024 (USD millions)",
                      fontsize=9.5, fontname="hebo", color=NAVY)
     vmax = 180.0
     for tick in range(0, 181, 60):  # gridlines + axis labels
@@ -250,7 +255,6 @@ def draw_region_bar_chart(page: pymupdf.Page, top: float) -> float:
         page.draw_rect(pymupdf.Rect(lx + k * 55, ly, lx + k * 55 + 9, ly + 9), color=None,
                        fill=col)
         page.insert_text((lx + k * 55 + 13, ly + 8), lab, fontsize=8.5)
-    page.insert_text((MARGIN - 2, top + 30), "USD m", fontsize=8, color=GREY)
     return base + 22
 
 
@@ -264,7 +268,8 @@ def make_annual_report(path: Path) -> None:
                      color=(1, 1, 1))
     page.insert_text((MARGIN + 22, 142), "Annual Report 2024", fontsize=18, fontname="helv",
                      color=(1, 1, 1))
-    page.insert_text((MARGIN + 22, 170), "Autonomous machines for warehouses, ports and factories",
+    page.insert_text((MARGIN + 22, 170),
+                     "Autonomous machines for warehouses, ports and factories",
                      fontsize=10.5, fontname="helv", color=(0.85, 0.88, 0.95))
     w.y = 210
     w.heading("Letter to our shareholders", size=16)
@@ -509,22 +514,26 @@ def make_annual_report(path: Path) -> None:
 
 ZONES = [  # name, from m, to m, fill colour, description
     ("Montane forest", 1000, 1700, (0.20, 0.42, 0.24), "beech, silver fir, spruce"),
-    ("Subalpine zone", 1700, 2100, (0.42, 0.60, 0.32), "larch, stone pine; tree line 2,100 m"),
+    ("Subalpine zone", 1700, 2100, (0.42, 0.60, 0.32), "larch, stone pine, dwarf shrubs"),
     ("Alpine meadows", 2100, 2600, (0.72, 0.80, 0.42), "gentians, edelweiss, grasses"),
     ("Rock and scree", 2600, 3000, (0.62, 0.60, 0.56), "saxifrages, cushion plants"),
     ("Nival zone", 3000, 3800, (0.96, 0.97, 1.00), "snow, ice, lichens"),
 ]
 
 
-def draw_zone_diagram(page: pymupdf.Page, top: float) -> float:
+def draw_zone_diagram(w: PdfWriter, top: float) -> float:
     """A mountain split into altitude bands with an elevation axis and leader-line labels."""
-    h = 300
-    base, peak_y = top + h, top + 10
-    cx, half_base = MARGIN + 150, 140
+    page, m = w.page, w.m
+    h = 235
+    base, peak_y = top + h, top + 8
+    ax = m + 34  # elevation axis
+    half_base = 80
+    cx = ax + 12 + half_base
+    lx = cx + half_base + 14  # label column
     lo, hi = 1000, 3800
 
-    def y_of(m):
-        return base - (m - lo) / (hi - lo) * (base - peak_y)
+    def y_of(metres):
+        return base - (metres - lo) / (hi - lo) * (base - peak_y)
 
     def half_w(y):
         return half_base * (y - peak_y) / (base - peak_y)
@@ -533,35 +542,34 @@ def draw_zone_diagram(page: pymupdf.Page, top: float) -> float:
         y0, y1 = y_of(m0), y_of(m1)
         pts = [(cx - half_w(y0), y0), (cx + half_w(y0), y0), (cx + half_w(y1), y1),
                (cx - half_w(y1), y1)]
-        page.draw_polyline(pts + [pts[0]], color=(0.3, 0.3, 0.3), fill=col, width=0.5)
-        ym = (y0 + y1) / 2
-        x_edge = cx + half_w(ym)
-        lx = MARGIN + 320
-        page.draw_line((x_edge + 3, ym), (lx - 6, ym), color=GREY, width=0.5, dashes="[2] 0")
-        page.insert_text((lx, ym - 2), name, fontsize=10, fontname="tibo")
+        page.draw_polyline([*pts, pts[0]], color=(0.3, 0.3, 0.3), fill=col, width=0.5)
+        ym = (y0 + y1) / 2 + (6 if name == "Nival zone" else 0)
+        page.draw_line((cx + half_w(ym) + 3, ym), (lx - 4, ym), color=GREY, width=0.5,
+                       dashes="[2] 0")
+        page.insert_text((lx, ym), name, fontsize=10, fontname="tibo")
         page.insert_text((lx, ym + 10), desc, fontsize=8.5, fontname="tiro", color=GREY)
-    # elevation axis on the left
-    ax = MARGIN + 2
     page.draw_line((ax, base), (ax, peak_y), color=BLACK, width=0.7)
-    for m in (1000, 1700, 2100, 2600, 3000, 3800):
-        y = y_of(m)
-        page.draw_line((ax, y), (ax + 5, y), color=BLACK, width=0.7)
-        page.insert_text((ax + 8, y + 3), f"{m:,} m", fontsize=8, fontname="tiro")
-    # tree line marker
-    ty = y_of(2100)
-    page.draw_line((cx - half_w(ty) - 8, ty), (cx + half_w(ty) + 8, ty), color=(0.6, 0.1, 0.1),
-                   width=1.2, dashes="[4 2] 0")
-    page.insert_text((cx - half_w(ty) - 8 - 52, ty - 3), "tree line", fontsize=8.5,
-                     fontname="tiit", color=(0.6, 0.1, 0.1))
-    page.insert_text((MARGIN, base + 18),
-                     "Figure 3. Vegetation zones of the Valmora Range by elevation (north slope)",
+    for metres in (1000, 1700, 2100, 2600, 3000, 3800):
+        y = y_of(metres)
+        page.draw_line((ax - 4, y), (ax, y), color=BLACK, width=0.7)
+        label = f"{metres:,} m"
+        tw = pymupdf.get_text_length(label, fontname="tiro", fontsize=8)
+        page.insert_text((ax - 7 - tw, y + 3), label, fontsize=8, fontname="tiro")
+    ty = y_of(2100)  # tree line marker
+    red = (0.6, 0.1, 0.1)
+    page.draw_line((cx - half_w(ty) - 6, ty), (cx + half_w(ty) + 6, ty), color=red, width=1.2,
+                   dashes="[4 2] 0")
+    page.insert_text((cx + half_w(ty) + 9, ty + 3), "tree line", fontsize=8.5, fontname="tiit",
+                     color=red)
+    page.insert_text((m, base + 17), "Diagram: vegetation zones of the Valmora Range by elevation",
                      fontsize=9, fontname="tiit", color=GREY)
-    return base + 34
+    return base + 30
 
 
 def make_field_guide(path: Path) -> None:
-    w = PdfWriter("tiro", "tibo", GREEN, "Field Guide to Alpine Plants of the Valmora Range")
-    body = {"size": 11, "lh": 1.3}
+    w = PdfWriter("tiro", "tibo", GREEN, "Field Guide to Alpine Plants of the Valmora Range",
+                  size=(A5_W, A5_H), margin=A5_MARGIN)
+    body = {"size": 10.5, "lh": 1.25, "gap": 5}
 
     w.new_page("About this Guide")
     w.paragraphs([
@@ -650,7 +658,7 @@ def make_field_guide(path: Path) -> None:
         "weeks near the permanent snow. Plants change with every step upward, forming bands "
         "that are easy to recognise from a distance.",
     ], **body)
-    w.y = draw_zone_diagram(w.page, w.y + 4)
+    w.y = draw_zone_diagram(w, w.y + 2)
     w.paragraphs([
         "Above the tree line trees cannot survive the short summers and winter winds, and "
         "alpine meadows take over. Higher still, on rock and scree, only cushion plants and "
@@ -738,7 +746,7 @@ def render_memo_page(blocks, seed: int) -> bytes:
             for line in wrap(text, fnt, x1 - x0):
                 d.text((x0, y), line, font=fnt, fill=25)
                 y += 46
-            y += 6 if kind == "q" else 26
+            y += 14 if kind == "q" else 26
     if y > hpx - 120:
         raise RuntimeError("memo page overflow")
     rng = np.random.default_rng(seed)
@@ -801,8 +809,7 @@ def make_chart_png(path: Path) -> None:
         y = bottom - (bottom - top) * v / vmax
         colour = (200, 90, 40) if i == 11 else (40, 90, 160)
         d.rectangle([cx - slot * 0.36, y, cx + slot * 0.36, bottom], fill=colour)
-        if i % 2 == 1 or i == 0:  # every other value label, to keep them large and legible
-            d.text((cx, y - 6), f"{v:,}", font=f_val, fill=(30, 30, 30), anchor="mb")
+        d.text((cx, y - 6), f"{v:,}", font=f_val, fill=(30, 30, 30), anchor="mb")
         d.text((cx, bottom + 10), m, font=f_tick, fill="black", anchor="mt")
     d.text(((left + right) // 2, hpx - 20), "Month", font=font("DejaVuSans-Bold", 28),
            fill="black", anchor="mb")
@@ -935,11 +942,11 @@ def make_whiteboard_webp(path: Path) -> None:
                     float(rng.uniform(-1.2, 1.2)))
     marker_line("Demo day: Thursday 3 pm, room Tejo", 80, 505, 38, red, 0.5, bold=True)
     # a sticky note
-    nx, ny = 800, 470
-    d.rectangle([nx + 5, ny + 5, nx + 255, ny + 185], fill=(0, 0, 0, 40))
-    d.rectangle([nx, ny, nx + 250, ny + 180], fill=(250, 232, 110))
+    nx, ny = 850, 36
+    d.rectangle([nx + 5, ny + 5, nx + 215, ny + 145], fill=(0, 0, 0, 40))
+    d.rectangle([nx, ny, nx + 210, ny + 140], fill=(250, 232, 110))
     marker_line("Owner:", nx + 14, ny + 18, 30, black, 0)
-    marker_line("Ana Costa", nx + 14, ny + 70, 32, black, 0, bold=True)
+    marker_line("Ana Costa", nx + 14, ny + 66, 32, black, 0, bold=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     img.save(path, "WEBP", quality=82, method=6)
 
@@ -954,7 +961,7 @@ def make_site_map_png(path: Path) -> None:
     road = (200, 200, 200)
     d.rectangle([40, 420, wpx - 40, 480], fill=road)
     d.rectangle([560, 110, 620, hpx - 30], fill=road)
-    for x in range(60, wpx - 40, 60):
+    for x in range(60, wpx - 70, 60):
         d.line([(x, 450), (x + 30, 450)], fill="white", width=4)
     f_name = font("DejaVuSans-Bold", 30)
     f_use = font("DejaVuSans", 26)
@@ -1030,7 +1037,8 @@ def draw_motion(frame: np.ndarray, scene: int, t: float) -> None:
             tx = 40 + k * 50
             cv2.circle(frame, (tx, y0 + 12), 6, (60, 220, 240), -1)
         ang = math.pi * (0.1 + 0.8 * (0.5 + 0.5 * math.sin(t * 2 * math.pi * 1.2)))
-        ex, ey = int(cx - 260 * math.cos(ang)), int(cy - 260 * math.sin(ang))
+        reach = (cy - y0) / max(math.sin(ang), 0.2)  # stay below the text
+        ex, ey = int(cx - reach * math.cos(ang)), int(cy - reach * math.sin(ang))
         cv2.line(frame, (cx, cy), (ex, ey), (80, 80, 255), 2)
         cv2.circle(frame, (cx, cy), 12, (220, 220, 220), -1)
     else:  # a robot going round an oval track
@@ -1055,10 +1063,7 @@ def make_video(path: Path) -> None:
             card = cv2.cvtColor(scene_card(title, lines, bg), cv2.COLOR_RGB2BGR)
             for i in range(n):
                 frame = card.copy()
-                draw_motion(frame, s, i / n)
-                fade = min(1.0, (i + 1) / 5, (n - i) / 5)  # short fade in/out between scenes
-                if fade < 1.0:
-                    frame = (frame.astype(np.float32) * fade).astype(np.uint8)
+                draw_motion(frame, s, i / n)  # hard cuts between scenes keep the file small
                 writer.write(frame)
     finally:
         writer.release()
@@ -1173,8 +1178,9 @@ QUESTIONS = [
       "for bumblebees"),
     q("What is the highest altitude at which purple saxifrage has been found flowering?",
       GUIDE_PDF, 4, "4,505 metres, on the Dom in the Swiss Alps"),
-    q("Above what elevation does the tree line end and which zone comes above the scree?",
-      GUIDE_PDF, 5, "The tree line is at 2,100 m; the nival zone begins above about 3,000 m"),
+    q("How high is the tree line in the Valmora mountains, and where does the zone of "
+      "lasting snow start?",
+      GUIDE_PDF, 5, "The tree line is at about 2,100 m; the nival zone begins at about 3,000 m"),
     q("When does the Denver team start working at the new Larimer Street address?",
       MEMO_PDF, 1, "Monday, March 3 (1200 Larimer Street, floors 6 and 7)"),
     q("Where should Denver staff park once the office has moved?",

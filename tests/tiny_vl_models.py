@@ -27,16 +27,18 @@ SPECIAL_TOKENS = [
 # A small Qwen-style template: one turn per message, vision placeholders for image and video parts.
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}{{- message['content'] -}}"
     "{%- else -%}{%- for part in message['content'] -%}"
-    "{%- if part['type'] == 'image' or 'image' in part -%}<|vision_start|><|image_pad|><|vision_end|>"
-    "{%- elif part['type'] == 'video' or 'video' in part -%}<|vision_start|><|video_pad|><|vision_end|>"
-    "{%- elif part['type'] == 'text' -%}{{ part['text'] }}"
+    "{%- if part['type'] == 'image' or 'image' in part -%}"
+    "<|vision_start|><|image_pad|><|vision_end|>"
+    "{%- elif part['type'] == 'video' or 'video' in part -%}"
+    "<|vision_start|><|video_pad|><|vision_end|>"
+    "{%- elif part['type'] == 'text' -%}{{- part['text'] -}}"
     "{%- endif -%}{%- endfor -%}{%- endif -%}"
-    "<|im_end|>\n"
+    "{{- '<|im_end|>\\n' -}}"
     "{%- endfor -%}"
-    "{%- if add_generation_prompt -%}<|im_start|>assistant\n{%- endif -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
 )
 
 _CORPUS = [
@@ -72,13 +74,12 @@ def make_tokenizer() -> Any:
 
 
 def _token_ids(tok: Any) -> dict[str, int]:
-    ids = {
+    return {
         "image_token_id": tok.convert_tokens_to_ids("<|image_pad|>"),
         "video_token_id": tok.convert_tokens_to_ids("<|video_pad|>"),
         "vision_start_token_id": tok.convert_tokens_to_ids("<|vision_start|>"),
         "vision_end_token_id": tok.convert_tokens_to_ids("<|vision_end|>"),
     }
-    return ids
 
 
 def _save(model: Any, tok: Any, image_processor: Any, out: Path) -> Path:
@@ -90,10 +91,18 @@ def _save(model: Any, tok: Any, image_processor: Any, out: Path) -> Path:
     return out
 
 
-def build_tiny_qwen25_vl(out: Path, seed: int = 0) -> Path:
-    """A GVE-shaped checkpoint: Qwen2.5-VL (patch 14, merge 2), hidden size 64."""
+def build_tiny_qwen25_vl(out: Path, seed: int = 0, with_lm_head: bool = False) -> Path:
+    """A GVE-shaped checkpoint: Qwen2.5-VL (patch 14, merge 2), hidden size 64.
+
+    ``with_lm_head`` saves the ``ForConditionalGeneration`` layout (as most hub checkpoints are).
+    """
     import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLModel, Qwen2VLImageProcessorPil
+    from transformers import (
+        Qwen2_5_VLConfig,
+        Qwen2_5_VLForConditionalGeneration,
+        Qwen2_5_VLModel,
+        Qwen2VLImageProcessorPil,
+    )
 
     torch.manual_seed(seed)
     tok = make_tokenizer()
@@ -106,6 +115,9 @@ def build_tiny_qwen25_vl(out: Path, seed: int = 0) -> Path:
             num_key_value_heads=2,
             rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
             vocab_size=len(tok),
+            bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
         ),
         vision_config=dict(
             depth=2,
@@ -121,13 +133,16 @@ def build_tiny_qwen25_vl(out: Path, seed: int = 0) -> Path:
         ),
         **_token_ids(tok),
     )
-    model = Qwen2_5_VLModel(config).eval()
-    ip = Qwen2VLImageProcessorPil(min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2)
+    model_cls = Qwen2_5_VLForConditionalGeneration if with_lm_head else Qwen2_5_VLModel
+    model = model_cls(config).eval()
+    ip = Qwen2VLImageProcessorPil(
+        min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2
+    )
     return _save(model, tok, ip, Path(out))
 
 
 def build_tiny_qwen2_vl(out: Path, seed: int = 0) -> Path:
-    """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64 (not a supported embedder family)."""
+    """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64: not an embedder family."""
     import torch
     from transformers import Qwen2VLConfig, Qwen2VLImageProcessorPil, Qwen2VLModel
 
@@ -142,6 +157,9 @@ def build_tiny_qwen2_vl(out: Path, seed: int = 0) -> Path:
             num_key_value_heads=2,
             rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
             vocab_size=len(tok),
+            bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
         ),
         vision_config=dict(
             depth=2,
@@ -156,14 +174,24 @@ def build_tiny_qwen2_vl(out: Path, seed: int = 0) -> Path:
         **_token_ids(tok),
     )
     model = Qwen2VLModel(config).eval()
-    ip = Qwen2VLImageProcessorPil(min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2)
+    ip = Qwen2VLImageProcessorPil(
+        min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2
+    )
     return _save(model, tok, ip, Path(out))
 
 
-def build_tiny_qwen3_vl(out: Path, seed: int = 0) -> Path:
-    """A Qwen3-VL-Embedding-shaped checkpoint: Qwen3-VL (patch 16, merge 2), hidden size 64."""
+def build_tiny_qwen3_vl(out: Path, seed: int = 0, with_lm_head: bool = False) -> Path:
+    """A Qwen3-VL-Embedding-shaped checkpoint: Qwen3-VL (patch 16, merge 2), hidden size 64.
+
+    ``with_lm_head`` saves the ``ForConditionalGeneration`` layout instead of the base model's.
+    """
     import torch
-    from transformers import Qwen2VLImageProcessorPil, Qwen3VLConfig, Qwen3VLModel
+    from transformers import (
+        Qwen2VLImageProcessorPil,
+        Qwen3VLConfig,
+        Qwen3VLForConditionalGeneration,
+        Qwen3VLModel,
+    )
 
     torch.manual_seed(seed)
     tok = make_tokenizer()
@@ -182,6 +210,9 @@ def build_tiny_qwen3_vl(out: Path, seed: int = 0) -> Path:
                 "mrope_interleaved": True,
             },
             vocab_size=len(tok),
+            bos_token_id=None,
+            eos_token_id=tok.eos_token_id,
+            pad_token_id=tok.pad_token_id,
         ),
         vision_config=dict(
             depth=2,
@@ -197,7 +228,8 @@ def build_tiny_qwen3_vl(out: Path, seed: int = 0) -> Path:
         ),
         **_token_ids(tok),
     )
-    model = Qwen3VLModel(config).eval()
+    model_cls = Qwen3VLForConditionalGeneration if with_lm_head else Qwen3VLModel
+    model = model_cls(config).eval()
     ip = Qwen2VLImageProcessorPil(
         min_pixels=4 * 32 * 32,
         max_pixels=16 * 32 * 32,

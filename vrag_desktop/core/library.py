@@ -42,13 +42,13 @@ class Library:
     def exists(self, name: str) -> bool:
         return (self.corpora_dir / check_name(name) / "manifest.sqlite").exists()
 
-    def open(self, name: str, create: bool = False) -> Corpus:
+    def open(self, name: str, create: bool = False, *, shared: bool = False) -> Corpus:
         name = check_name(name)
         path = self.corpora_dir / name
         if not (path / "manifest.sqlite").exists() and not create:
             known = ", ".join(self.names()) or "none yet"
             raise CorpusError(f"no corpus named '{name}' (corpora: {known})")
-        return Corpus(path, name)
+        return Corpus(path, name, shared=shared)
 
     def remove(self, name: str) -> None:
         corpus = self.open(name)

@@ -78,11 +78,11 @@ class _Result:
 class Corpus:
     """One named corpus on disk. Use from one thread at a time (the GUI runs it in a worker)."""
 
-    def __init__(self, directory: Path, name: str | None = None) -> None:
+    def __init__(self, directory: Path, name: str | None = None, *, shared: bool = False) -> None:
         self.dir = Path(directory)
         self.name = name or self.dir.name
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.manifest = Manifest(self.dir / "manifest.sqlite")
+        self.manifest = Manifest(self.dir / "manifest.sqlite", shared=shared)
         self.derived_dir = self.dir / "derived"
         self._store: VectorStore | None = None
         self._lock_file: IO[str] | None = None

@@ -146,11 +146,14 @@ def _dec(value: str | bytes) -> str:
 class Manifest:
     """A corpus's SQLite catalogue. One connection per instance; use from one thread at a time."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, shared: bool = False) -> None:
+        """``shared``: the connection may be used from several threads (the caller serialises)."""
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(str(self.path), timeout=30, isolation_level=None)
+            self._db = sqlite3.connect(
+                str(self.path), timeout=30, isolation_level=None, check_same_thread=not shared
+            )
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")

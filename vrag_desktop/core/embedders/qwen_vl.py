@@ -12,7 +12,7 @@ taken and L2-normalised.
 Images are resized here (aspect kept, sides multiples of the vision factor, pixel count within the
 embedder's bounds, like ``qwen-vl-utils`` does for the reference code) and handed to the processor
 with ``do_resize=False``, so the pixel bounds are this module's, whatever the checkpoint's processor
-config says. torch and transformers are imported only when an embedder is built: the app starts fast.
+config says. torch and transformers are imported only when an embedder is built (fast app start).
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from vrag_desktop.core.embedders.base import (
     IMAGE,
     TEXT,
     VIDEO,
+    Embedder,
     EmbedderError,
     EmbedderInfo,
     EmbedInput,
-    Embedder,
     l2_normalize,
     pick_device,
 )
@@ -124,7 +124,9 @@ def last_token_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch
     return hidden[row, col.to(hidden.device)]
 
 
-def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+def smart_resize(
+    height: int, width: int, factor: int, min_pixels: int, max_pixels: int
+) -> tuple[int, int]:
     """Target (height, width): sides multiples of ``factor``, area within bounds, aspect ratio kept.
 
     The rule of ``qwen-vl-utils`` (what the reference embedders feed their models), so vectors match
@@ -160,6 +162,18 @@ def _sample_indices(n: int, cap: int) -> list[int]:
     if n <= cap:
         return list(range(n))
     return sorted({round(i * (n - 1) / (cap - 1)) for i in range(cap)}) if cap > 1 else [0]
+
+
+def _model_name(spec: str) -> str:
+    """The model's name for :attr:`EmbedderInfo.id`: hub id or directory basename, lower case.
+
+    A hub id and a local copy in a directory of the same name get the same id; a path inside the
+    hub cache (``models--Org--Name/snapshots/<rev>``) is named after the model, not the revision.
+    """
+    parts = [p for p in spec.replace("\\", "/").split("/") if p]
+    if len(parts) >= 3 and parts[-2] == "snapshots" and parts[-3].startswith("models--"):
+        return parts[-3].split("--")[-1].lower()
+    return (parts[-1] if parts else spec).lower()
 
 
 def _describe(item: EmbedInput) -> str:
@@ -207,7 +221,9 @@ def _resolve_model_dir(spec: str) -> Path:
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
-    looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
+    looks_like_path = (
+        path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
+    )
     if looks_like_path or path.exists():
         raise EmbedderError(f"model directory not found: {spec}")
     try:
@@ -223,10 +239,10 @@ def _resolve_model_dir(spec: str) -> Path:
         ) from exc
     except Exception as exc:
         raise EmbedderError(
-            f"could not download model {spec!r} from the Hugging Face Hub (offline, or not in the local "
-            f"cache: {type(exc).__name__}). Download it once on a machine with internet, e.g. "
-            f"`hf download {spec} --local-dir /path/to/{spec.split('/')[-1]}`, and pass that local "
-            "directory path instead of the hub id."
+            f"could not download model {spec!r} from the Hugging Face Hub (offline, or not in the "
+            f"local cache: {type(exc).__name__}). Download it once on a machine with internet, "
+            f"e.g. `hf download {spec} --local-dir /path/to/{spec.split('/')[-1]}`, and pass that "
+            "local directory path instead of the hub id."
         ) from exc
 
 
@@ -237,7 +253,9 @@ def _read_chat_template(model_dir: Path, tokenizer: Any) -> str | None:
         return jinja.read_text(encoding="utf-8")
     for name in ("chat_template.json", "processor_config.json"):
         try:
-            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get("chat_template")
+            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get(
+                "chat_template"
+            )
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(template, str):
@@ -250,11 +268,11 @@ def _processor_without_video(model_type: str, model_dir: Path) -> Any:
     """Build the Qwen-VL processor from its parts, with no video processor.
 
     Why: in transformers 5.x every Qwen-VL video processor needs torchvision, so without it
-    ``AutoProcessor.from_pretrained`` raises ImportError, and passing ``video_processor=None`` to the
-    processor class fails its argument type check (AttributeError on ``VIDEO_PROCESSOR_MAPPING``).
-    A subclass skips that check for a None argument only; the PIL image processor, tokenizer and chat
-    template are loaded on their own. Videos are then embedded as multiple images (see
-    :meth:`_QwenVLEmbedder._video_as_video`).
+    ``AutoProcessor.from_pretrained`` raises ImportError, and passing ``video_processor=None`` to
+    the processor class fails its argument type check (AttributeError on
+    ``VIDEO_PROCESSOR_MAPPING``). A subclass skips that check for a None argument only; the PIL
+    image processor, tokenizer and chat template are loaded on their own. Videos are then embedded
+    as multiple images (see :meth:`_QwenVLEmbedder._video_as_video`).
     """
     import transformers
     from transformers import AutoImageProcessor, AutoTokenizer
@@ -286,18 +304,24 @@ def _processor_without_video(model_type: str, model_dir: Path) -> Any:
 
 
 def load_processor(model_dir: Path, model_type: str) -> Any:
-    """``AutoProcessor`` when it works (torchvision present), else the manual build without video."""
+    """``AutoProcessor`` when it works (torchvision present), else a build without video."""
     from transformers import AutoProcessor
 
     try:
         processor = AutoProcessor.from_pretrained(str(model_dir))
     except (ImportError, AttributeError) as exc:
-        log.info("AutoProcessor unavailable for %s (%s); building it without a video processor", model_dir, exc)
+        log.info(
+            "AutoProcessor unavailable for %s (%s); building it without a video processor",
+            model_dir,
+            exc,
+        )
         processor = _processor_without_video(model_type, model_dir)
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = _read_chat_template(model_dir, processor.tokenizer)
     if processor.chat_template is None:
-        raise EmbedderError(f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)")
+        raise EmbedderError(
+            f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)"
+        )
     # Right padding, as the references use; pooling copes with left padding anyway.
     processor.tokenizer.padding_side = "right"
     return processor
@@ -317,7 +341,7 @@ class _Prepared:
 
 
 class _QwenVLEmbedder(Embedder):
-    """What Qwen3-VL-Embedding and GVE share: loading, image/frame preparation, batching, pooling."""
+    """What Qwen3-VL-Embedding and GVE share: loading, pixel preparation, batching, pooling."""
 
     family: ClassVar[str]
     model_types: ClassVar[tuple[str, ...]]
@@ -342,7 +366,9 @@ class _QwenVLEmbedder(Embedder):
         from transformers import AutoConfig, AutoModel
 
         if min_pixels <= 0 or max_pixels < min_pixels:
-            raise EmbedderError(f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}")
+            raise EmbedderError(
+                f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}"
+            )
         if max_frames < 1:
             raise EmbedderError(f"max_frames must be at least 1, got {max_frames}")
         self._torch = torch
@@ -365,21 +391,23 @@ class _QwenVLEmbedder(Embedder):
         model_type = getattr(config, "model_type", None)
         if model_type not in self.model_types:
             raise EmbedderError(
-                f"{self.spec} is a {model_type!r} model; {type(self).__name__} needs one of {self.model_types}"
+                f"{self.spec} is a {model_type!r} model; "
+                f"{type(self).__name__} needs one of {self.model_types}"
             )
         self._dtype = self._pick_dtype(dtype)
         try:
             self._processor = load_processor(model_dir, model_type)
+            # No device_map: it needs `accelerate`, which the app does not install. Weights load
+            # on the CPU in the target dtype, then move.
             loaded = AutoModel.from_pretrained(
-                str(model_dir),
-                dtype=self._dtype,
-                device_map={"": self.device} if self.device.startswith("cuda") else None,
-                output_loading_info=True,
+                str(model_dir), dtype=self._dtype, output_loading_info=True
             )
         except EmbedderError:
             raise
         except Exception as exc:
-            raise EmbedderError(f"cannot load {self.spec} from {model_dir}: {type(exc).__name__}: {exc}") from exc
+            raise EmbedderError(
+                f"cannot load {self.spec} from {model_dir}: {type(exc).__name__}: {exc}"
+            ) from exc
         self._model, loading_info = loaded
         self._check_weights(loading_info)
         self._model = self._model.to(self.device).eval()
@@ -390,7 +418,7 @@ class _QwenVLEmbedder(Embedder):
         text_config = getattr(config, "text_config", config)
         dim = int(text_config.hidden_size)
         self._video_ok: bool | None = None  # decided on the first video (see _video_as_video)
-        name = self.spec.rstrip("/\\").replace("\\", "/").split("/")[-1].lower() or self.spec
+        name = _model_name(self.spec)
         self._info = EmbedderInfo(
             id=f"{self.family}:{name}:{dim}{self._id_suffix()}",
             model=self.spec,
@@ -399,7 +427,11 @@ class _QwenVLEmbedder(Embedder):
             render_pixels=max_pixels,
             min_pixels=min_pixels,
             max_pixels=max_pixels,
-            extra={"family": self.family, "dtype": str(self._dtype).replace("torch.", ""), "device": self.device},
+            extra={
+                "family": self.family,
+                "dtype": str(self._dtype).replace("torch.", ""),
+                "device": self.device,
+            },
         )
 
     # ---- hooks for the families
@@ -410,7 +442,9 @@ class _QwenVLEmbedder(Embedder):
     def _query_conversation(self, query: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+    def _item_conversation(
+        self, item: EmbedInput, n_images: int, has_video: bool
+    ) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     # ---- Embedder API
@@ -419,8 +453,12 @@ class _QwenVLEmbedder(Embedder):
         return self._info
 
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
-        prepared = [_Prepared(self._query_conversation(self._clip_text(q))) for q in queries]
-        return self._embed_prepared(prepared, [f"query {q[:40]!r}" for q in queries])
+        parts = [np.zeros((0, self.dim), dtype=np.float32)]
+        for start in range(0, len(queries), self.batch_size):
+            chunk = queries[start : start + self.batch_size]
+            prepared = [_Prepared(self._query_conversation(self._clip_text(q))) for q in chunk]
+            parts.append(self._embed_prepared(prepared, [f"query {q[:40]!r}" for q in chunk]))
+        return np.concatenate(parts)
 
     def embed_items(self, items: Sequence[EmbedInput]) -> list[np.ndarray]:
         out: list[np.ndarray] = []
@@ -442,29 +480,38 @@ class _QwenVLEmbedder(Embedder):
         torch = self._torch
         if dtype:
             try:
-                return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-                        "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}[dtype.lower()]
+                return {
+                    "float32": torch.float32,
+                    "fp32": torch.float32,
+                    "bfloat16": torch.bfloat16,
+                    "bf16": torch.bfloat16,
+                    "float16": torch.float16,
+                    "fp16": torch.float16,
+                }[dtype.lower()]
             except KeyError:
-                raise EmbedderError(f"unknown dtype {dtype!r} (float32, bfloat16 or float16)") from None
+                raise EmbedderError(
+                    f"unknown dtype {dtype!r} (float32, bfloat16 or float16)"
+                ) from None
         if self.device.startswith("cuda"):
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
 
     def _check_weights(self, loading_info: dict[str, Any]) -> None:
-        """Refuse a checkpoint whose weights mostly failed to load (the model would be random)."""
-        missing = list(loading_info.get("missing_keys") or [])
-        if not missing:
-            return
-        total = sum(1 for _ in self._model.named_parameters())
-        if len(missing) * 2 > total:
+        """Refuse a checkpoint that leaves weights uninitialised: its vectors would be noise.
+
+        Both checkpoint layouts in use (``Qwen*VLForConditionalGeneration`` with ``lm_head``, and
+        the embedding wrappers around ``Qwen*VLModel``) load into the base model with nothing
+        missing; an unused ``lm_head`` is merely unexpected and harmless.
+        """
+        missing = sorted(loading_info.get("missing_keys") or [])
+        if missing:
             raise EmbedderError(
-                f"{self.spec}: {len(missing)} of {total} weights are missing from the checkpoint "
-                f"(e.g. {missing[0]}); is this a {self.family} model?"
+                f"{self.spec}: {len(missing)} weights are missing from the checkpoint "
+                f"(e.g. {', '.join(missing[:3])}); is this a complete {self.family} model?"
             )
-        log.warning("%s: %d weights not in the checkpoint, left at init: %s", self.spec, len(missing), missing[:5])
 
     def _clip_text(self, text: str) -> str:
-        """Cut a text to the token budget, so the template's end (where we pool) is never truncated."""
+        """Cut a text to the token budget, so the template's end (pooled) is never truncated."""
         budget = self.max_length - _TEMPLATE_RESERVE
         if len(text) <= budget:  # a token is at least one character: no tokenizing needed
             return text
@@ -490,14 +537,19 @@ class _QwenVLEmbedder(Embedder):
         """Keyframes → one video (or several images when video processing is unavailable).
 
         Frames beyond ``max_frames`` are thinned evenly over the clip. All frames get one size (from
-        the first frame) and the per-frame pixel cap ``min(frame_max_pixels, video_total_pixels / n)``.
+        the first frame) and the per-frame pixel cap
+        ``min(frame_max_pixels, video_total_pixels / n)``.
         """
         frames = list(item.frames or [])
         if not frames:
             raise EmbedderError(f"video item without frames: {_describe(item)}")
         keep = _sample_indices(len(frames), self.max_frames)
         paths = [Path(frames[i]) for i in keep]
-        times = [float(item.timestamps[i]) for i in keep] if item.timestamps and len(item.timestamps) == len(frames) else None
+        times = (
+            [float(item.timestamps[i]) for i in keep]
+            if item.timestamps and len(item.timestamps) == len(frames)
+            else None
+        )
         frame_max = self.frame_max_pixels
         if self.video_total_pixels:
             frame_max = min(frame_max, max(self.min_pixels, self.video_total_pixels // len(paths)))
@@ -507,13 +559,15 @@ class _QwenVLEmbedder(Embedder):
             im = _load_rgb(p, self.factor, self.min_pixels, frame_max)
             images.append(im if im.size == first.size else im.resize(first.size))
         if self._video_as_video():
-            # Video processors group frames by temporal_patch_size; pad with the last frame like they do.
+            # Video processors group frames by temporal_patch_size: pad with the last frame.
             while len(images) % self.temporal_patch_size:
                 images.append(images[-1])
                 if times:
                     times.append(times[-1])
             meta = self._video_metadata(len(images), times)
-            return _Prepared(self._item_conversation(item, 0, True), video=images, video_metadata=meta)
+            return _Prepared(
+                self._item_conversation(item, 0, True), video=images, video_metadata=meta
+            )
         return _Prepared(self._item_conversation(item, len(images), False), images=images)
 
     def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
@@ -561,7 +615,9 @@ class _QwenVLEmbedder(Embedder):
     # ---- model
     def _render(self, conversation: list[dict[str, Any]]) -> str:
         return str(
-            self._processor.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+            self._processor.apply_chat_template(
+                conversation, tokenize=False, add_generation_prompt=True
+            )
         )
 
     def _process(
@@ -589,9 +645,13 @@ class _QwenVLEmbedder(Embedder):
         metadata = [p.video_metadata for p in prepared if p.video is not None]
         where = names[0] if len(names) == 1 else f"a batch of {len(names)} ({names[0]}, …)"
         try:
-            batch = self._process(prepared, images=images, videos=videos or None, video_metadata=metadata or None)
+            batch = self._process(
+                prepared, images=images, videos=videos or None, video_metadata=metadata or None
+            )
         except Exception as exc:
-            raise EmbedderError(f"cannot prepare {where} for the model: {type(exc).__name__}: {exc}") from exc
+            raise EmbedderError(
+                f"cannot prepare {where} for the model: {type(exc).__name__}: {exc}"
+            ) from exc
         batch.pop("video_metadata", None)
         inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in batch.items()}
         for key in ("pixel_values", "pixel_values_videos"):
@@ -602,7 +662,9 @@ class _QwenVLEmbedder(Embedder):
                 hidden = self._model(**inputs, use_cache=False).last_hidden_state
                 pooled = last_token_pool(hidden, inputs["attention_mask"])
         except Exception as exc:
-            raise EmbedderError(f"the model failed on {where}: {type(exc).__name__}: {exc}") from exc
+            raise EmbedderError(
+                f"the model failed on {where}: {type(exc).__name__}: {exc}"
+            ) from exc
         return l2_normalize(pooled.float().cpu().numpy())
 
 
@@ -637,7 +699,9 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
         dtype: str | None = None,
     ) -> None:
         self.instruction = _with_period(instruction) or QWEN3_DEFAULT_INSTRUCTION
-        self.query_instruction = _with_period(query_instruction) if query_instruction else self.instruction
+        self.query_instruction = (
+            _with_period(query_instruction) if query_instruction else self.instruction
+        )
         self.include_item_text = include_item_text
         super().__init__(
             model,
@@ -672,7 +736,9 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
         content = [{"type": "text", "text": query}] if query.strip() else []
         return self._conversation(self.query_instruction, content)
 
-    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+    def _item_conversation(
+        self, item: EmbedInput, n_images: int, has_video: bool
+    ) -> list[dict[str, Any]]:
         # Reference order: videos, then images, then texts.
         content: list[dict[str, Any]] = []
         if has_video:
@@ -685,7 +751,7 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
 
 
 class GVEEmbedder(_QwenVLEmbedder):
-    """GVE (3B/7B, Qwen2.5-VL): one user turn with one content item, no instruction, last-token pooling.
+    """GVE (3B/7B, Qwen2.5-VL): one user turn, one content item, no instruction, last-token pooling.
 
     Queries take the same path as text items. A video's keyframes go in as one video (at most 8
     frames) — or, without a video processor (no torchvision), as several images in that one turn.
@@ -729,7 +795,9 @@ class GVEEmbedder(_QwenVLEmbedder):
     def _query_conversation(self, query: str) -> list[dict[str, Any]]:
         return [{"role": "user", "content": [{"type": "text", "text": query}]}]
 
-    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
+    def _item_conversation(
+        self, item: EmbedInput, n_images: int, has_video: bool
+    ) -> list[dict[str, Any]]:
         if has_video:
             content: list[dict[str, Any]] = [{"type": "video"}]
         elif n_images:

@@ -1,0 +1,7 @@
+"""``python -m vrag_desktop`` = the ``vrag-desktop`` command."""
+
+import sys
+
+from vrag_desktop.cli import main
+
+sys.exit(main())

@@ -1,0 +1,51 @@
+"""Embedders: one interface (:class:`Embedder`), several models, created by name with :func:`create_embedder`."""
+
+from __future__ import annotations
+
+from vrag_desktop.core.embedders.base import (
+    Embedder,
+    EmbedderError,
+    EmbedderInfo,
+    EmbedInput,
+)
+
+DEFAULT_EMBEDDER = "minilm"
+_MINILM_ALIASES = {
+    "minilm",
+    "minilm-l6-v2",
+    "all-minilm-l6-v2",
+    "sentence-transformers/all-minilm-l6-v2",
+}
+
+__all__ = [
+    "DEFAULT_EMBEDDER",
+    "EmbedInput",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderInfo",
+    "create_embedder",
+]
+
+
+def create_embedder(spec: str | None = None, *, device: str | None = None) -> Embedder:
+    """Build an embedder from a name, hub id or local model directory.
+
+    ``minilm`` (default, offline, text); a Qwen3-VL-Embedding or GVE hub id or local directory
+    (multimodal, needs the weights: downloaded when online, else pass a local path).
+    """
+    spec = (spec or DEFAULT_EMBEDDER).strip()
+    if spec.lower() in _MINILM_ALIASES:
+        from vrag_desktop.core.embedders.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder(device=device)
+    from vrag_desktop.core.embedders import qwen_vl
+
+    family = qwen_vl.detect_family(spec)
+    if family == "qwen3-vl-embedding":
+        return qwen_vl.Qwen3VLEmbedder(spec, device=device)
+    if family == "gve":
+        return qwen_vl.GVEEmbedder(spec, device=device)
+    raise EmbedderError(
+        f"unknown embedder {spec!r}: use 'minilm' (offline default), a Qwen3-VL-Embedding or GVE "
+        "model id (e.g. Qwen/Qwen3-VL-Embedding-2B, Alibaba-NLP/GVE-3B) or a local model directory"
+    )

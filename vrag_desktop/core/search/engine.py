@@ -1,0 +1,188 @@
+"""Search one or more corpora with the embedder that built them, returning typed hits.
+
+Scores are cosine similarities (inner product of L2-normalised vectors). An item with several
+vectors (text chunks) scores as its best chunk. Corpora built by different embedders cannot be
+searched together: their scores live in different spaces, so the engine refuses with a message.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from vrag_desktop.core.corpus.corpus import Corpus
+from vrag_desktop.core.corpus.kinds import ITEM_CLIP, ITEM_PAGE
+from vrag_desktop.core.corpus.manifest import ItemRow
+from vrag_desktop.core.embedders import Embedder, create_embedder
+from vrag_desktop.core.library import Library
+
+RRF_K = 60
+
+
+class SearchError(RuntimeError):
+    """The search cannot run as asked (no corpus, embedder mismatch …); message says why."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved item."""
+
+    score: float  # ranking score: cosine similarity, or the fused score in hybrid mode
+    corpus: str
+    item_id: int
+    name: str  # original-compatible id: "{stem}_{page}", "{stem}_{clip}", or the stem
+    source: str  # the user's file
+    modality: str  # page | image | clip | text
+    page: int | None = None  # 1-based PDF page
+    clip: int | None = None  # 1-based clip number
+    t_start: float | None = None  # clip span in seconds
+    t_end: float | None = None
+    image: str | None = None  # image to show (page render, image copy, clip contact sheet)
+    media: str | None = None  # raw media: original image, clip video, text file
+    text: str = ""
+    dense_score: float | None = None
+    lexical_score: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SearchEngine:
+    """Holds the corpora's stores and one embedder; thread-safe (searches are serialised)."""
+
+    def __init__(
+        self,
+        library: Library,
+        corpora: Sequence[str] | None = None,
+        embedder: Embedder | None = None,
+        *,
+        hybrid: bool = False,
+        device: str | None = None,
+    ) -> None:
+        names = list(corpora) if corpora else library.names()
+        if not names:
+            raise SearchError("there is no corpus yet: index some files first (vrag-desktop index PATH)")
+        self._lock = threading.Lock()
+        self.corpora: list[Corpus] = []
+        for name in names:
+            c = library.open(name, shared=True)
+            if c.embedder_id is None:
+                if corpora:
+                    raise SearchError(f"corpus '{name}' has not been indexed yet")
+                continue
+            self.corpora.append(c)
+        if not self.corpora:
+            raise SearchError("no corpus has been indexed yet: run vrag-desktop index PATH first")
+        ids = {c.embedder_id for c in self.corpora}
+        if len(ids) > 1:
+            detail = ", ".join(f"'{c.name}' ({c.embedder_id})" for c in self.corpora)
+            raise SearchError(f"these corpora were built with different embedders and cannot be searched together: {detail}")
+        wanted = ids.pop()
+        if embedder is None:
+            model = self.corpora[0].manifest.get_meta("embedder_model") or wanted
+            embedder = create_embedder(model, device=device)
+        if embedder.info.id != wanted:
+            raise SearchError(
+                f"corpus '{self.corpora[0].name}' was indexed with embedder '{wanted}'; "
+                f"searching it with '{embedder.info.id}' would compare unrelated vectors. "
+                f"Use --embedder {wanted} or re-index."
+            )
+        self.embedder = embedder
+        self.hybrid = hybrid
+        self._lexical: dict[str, Any] = {}
+        for c in self.corpora:
+            c.store()  # load + reconcile now, not on the first query
+
+    def close(self) -> None:
+        for c in self.corpora:
+            c.close()
+
+    # ---------------------------------------------------------------- search
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        """Top-``k`` hits per query; all queries share one embedder forward pass."""
+        if k < 1:
+            raise SearchError("k must be at least 1")
+        queries = [str(q) for q in queries]
+        if not queries:
+            return []
+        qv = self.embedder.embed_queries(queries)
+        with self._lock:
+            return [self._search_one(q, qv[i : i + 1], k) for i, q in enumerate(queries)]
+
+    def _search_one(self, query: str, qvec: np.ndarray, k: int) -> list[Hit]:
+        dense: list[tuple[float, Corpus, ItemRow]] = []
+        for c in self.corpora:
+            store = c.store()
+            if store.ntotal == 0:
+                continue
+            # Several vectors can belong to one item (chunks): over-fetch, then keep each item's best.
+            scores, ids = store.search(qvec, min(store.ntotal, k * 4))
+            rows = c.manifest.items_for_vectors(int(i) for i in ids[0] if i >= 0)
+            best: dict[int, tuple[float, ItemRow]] = {}
+            for s, vid in zip(scores[0].tolist(), ids[0].tolist(), strict=True):
+                row = rows.get(vid)
+                if row is not None and (row.id not in best or s > best[row.id][0]):
+                    best[row.id] = (s, row)
+            dense += [(s, c, row) for s, row in best.values()]
+        dense.sort(key=lambda t: -t[0])
+        if not self.hybrid:
+            return [_hit(c, row, s, dense_score=s) for s, c, row in dense[:k]]
+        return self._fuse(query, dense, k)
+
+    def _fuse(self, query: str, dense: list[tuple[float, Corpus, ItemRow]], k: int) -> list[Hit]:
+        """Reciprocal-rank fusion of dense and BM25 results (equal weights, k = 60)."""
+        from vrag_desktop.core.search.lexical import LexicalIndex
+
+        fused: dict[tuple[str, int], list[Any]] = {}
+        for rank, (s, c, row) in enumerate(dense):
+            fused[(c.name, row.id)] = [1.0 / (RRF_K + rank + 1), c, row, s, None]
+        lexical: list[tuple[float, Corpus, int]] = []
+        for c in self.corpora:
+            if c.name not in self._lexical:
+                self._lexical[c.name] = LexicalIndex.build(c.manifest)
+            lexical += [(s, c, item_id) for s, item_id in self._lexical[c.name].search(query, k * 4)]
+        lexical.sort(key=lambda t: -t[0])
+        for rank, (s, c, item_id) in enumerate(lexical):
+            key = (c.name, item_id)
+            if key not in fused:
+                row = c.manifest.item(item_id)
+                if row is None:
+                    continue
+                fused[key] = [0.0, c, row, None, None]
+            fused[key][0] += 1.0 / (RRF_K + rank + 1)
+            fused[key][4] = s
+        ranked = sorted(fused.values(), key=lambda t: -t[0])[:k]
+        return [_hit(c, row, score, dense_score=ds, lexical_score=ls) for score, c, row, ds, ls in ranked]
+
+    # ---------------------------------------------------------------- files
+    def known_files(self) -> set[str]:
+        """Every image/media path the corpora know: the only files the HTTP server will serve."""
+        out: set[str] = set()
+        with self._lock:
+            for c in self.corpora:
+                for row in c.manifest.items():
+                    out.update(p for p in (row.image_path, row.media_path) if p)
+        return out
+
+    def total_vectors(self) -> int:
+        return sum(c.store().ntotal for c in self.corpora)
+
+
+def _hit(c: Corpus, row: ItemRow, score: float, *, dense_score: float | None = None,
+         lexical_score: float | None = None) -> Hit:
+    src = c.manifest.source(row.source_id)
+    return Hit(
+        score=float(score), corpus=c.name, item_id=row.id, name=row.name, source=src.path if src else "",
+        modality=row.kind, page=row.ordinal if row.kind == ITEM_PAGE else None,
+        clip=row.ordinal if row.kind == ITEM_CLIP else None, t_start=row.t_start, t_end=row.t_end,
+        image=row.image_path, media=row.media_path, text=row.text or "",
+        dense_score=None if dense_score is None else float(dense_score),
+        lexical_score=None if lexical_score is None else float(lexical_score),
+    )
