@@ -718,6 +718,9 @@ MEMO_PAGES = [
 ]
 
 
+MEMO_SKEW_DEG, MEMO_NOISE, MEMO_BLUR = 0.35, 5.0, 0.5  # how "scanned" the memo looks
+
+
 def render_memo_page(blocks, seed: int) -> bytes:
     """Render one memo page as a slightly noisy, slightly skewed greyscale 'scan' (JPEG bytes)."""
     wpx, hpx = 1240, 1754  # A4 at 150 dpi
@@ -750,15 +753,15 @@ def render_memo_page(blocks, seed: int) -> bytes:
     if y > hpx - 120:
         raise RuntimeError("memo page overflow")
     rng = np.random.default_rng(seed)
-    img = img.rotate(0.35, resample=Image.BICUBIC, fillcolor=250)  # a slightly crooked scan
+    img = img.rotate(MEMO_SKEW_DEG, resample=Image.BICUBIC, fillcolor=250)  # a slightly crooked scan
     arr = np.asarray(img, dtype=np.float32)
-    arr += rng.normal(0.0, 5.0, arr.shape)
+    arr += rng.normal(0.0, MEMO_NOISE, arr.shape)
     # a faint grey shadow along the left edge, as from a scanner lid
     arr[:, :18] -= np.linspace(60, 0, 18, dtype=np.float32)[None, :]
     specks = rng.random(arr.shape) < 0.0004
     arr[specks] = rng.uniform(60, 160, int(specks.sum()))
     img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "L")
-    img = img.filter(ImageFilter.GaussianBlur(0.5))
+    img = img.filter(ImageFilter.GaussianBlur(MEMO_BLUR))
     buf = io.BytesIO()
     img.save(buf, "JPEG", quality=55, optimize=True)
     return buf.getvalue()

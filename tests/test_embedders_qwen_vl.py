@@ -29,17 +29,31 @@ pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).parent))
 import tiny_vl_models
 
-# Tiny pixel budgets (2×3 merged patches at most) keep the vision towers cheap on 2 CPU cores.
-SMALL = {
-    GVE_FAMILY: dict(min_pixels=4 * 28 * 28, max_pixels=6 * 28 * 28, frame_max_pixels=4 * 28 * 28),
+# Tiny pixel budgets (2×3 merged patches at most) keep the vision towers cheap on 2 CPU cores;
+# CPU (fp32) everywhere, so batch/single comparisons hold to 1e-4 on GPU machines too.
+SMALL: dict[str, dict[str, Any]] = {
+    GVE_FAMILY: dict(
+        device="cpu", min_pixels=4 * 28 * 28, max_pixels=6 * 28 * 28, frame_max_pixels=4 * 28 * 28
+    ),
     QWEN3_VL_FAMILY: dict(
-        min_pixels=4 * 32 * 32, max_pixels=6 * 32 * 32, frame_max_pixels=4 * 32 * 32
+        device="cpu", min_pixels=4 * 32 * 32, max_pixels=6 * 32 * 32, frame_max_pixels=4 * 32 * 32
     ),
 }
 CLASSES = {GVE_FAMILY: GVEEmbedder, QWEN3_VL_FAMILY: Qwen3VLEmbedder}
 
 
 # ------------------------------------------------------------------ fixtures
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread() -> Any:
+    """Tiny models run fastest on one thread; OpenMP spinning hurts on a busy 2-core machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -185,9 +199,9 @@ def test_info(family: str, embedders: dict[str, Any], model_dirs: dict[str, Path
 
 
 def test_default_pixel_bounds(model_dirs: dict[str, Path]) -> None:
-    gve = GVEEmbedder(str(model_dirs[GVE_FAMILY]))
+    gve = GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu")
     assert gve.info.render_pixels == 200_704 and gve.info.min_pixels == 3_136
-    qwen = Qwen3VLEmbedder(str(model_dirs[QWEN3_VL_FAMILY]))
+    qwen = Qwen3VLEmbedder(str(model_dirs[QWEN3_VL_FAMILY]), device="cpu")
     assert qwen.info.render_pixels == 1_843_200 and qwen.info.min_pixels == 4_096
 
 
@@ -316,18 +330,36 @@ def test_video_path_with_a_video_processor(
     assert not np.allclose(as_images[0], batch[3], atol=1e-3)
 
 
+def test_unusable_video_processor_falls_back_to_images(
+    model_dirs: dict[str, Path], images: list[Path]
+) -> None:
+    """A video processor that cannot take frame lists is detected once, up front, not per item."""
+
+    class Broken:
+        merge_size = 2
+        temporal_patch_size = 2
+
+        def __call__(self, videos: Any, **kwargs: Any) -> Any:
+            raise TypeError("frame lists not supported")
+
+    e = GVEEmbedder(str(model_dirs[GVE_FAMILY]), **SMALL[GVE_FAMILY])
+    e._processor.video_processor = Broken()
+    vec = e.embed_items([EmbedInput(kind="video", frames=images[1:4])])
+    assert vec[0].shape == (1, 64)
+    assert e.info.extra["video_mode"] == "frames-as-images"
+
+
 def test_frames_fall_back_to_images_without_torchvision(
     embedders: dict[str, Any], images: list[Path]
 ) -> None:
-    pytest.importorskip("PIL")
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
-        pass
-    else:
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is not None:
         pytest.skip("torchvision present: the real video processor is used")
     for e in embedders.values():
-        e.embed_items([EmbedInput(kind="video", frames=images[1:3])])
+        assert e._processor.video_processor is None
+        vec = e.embed_items([EmbedInput(kind="video", frames=images[1:3])])
+        assert vec[0].shape == (1, 64)
         assert e.info.extra["video_mode"] == "frames-as-images"
 
 
@@ -432,6 +464,30 @@ def test_info_id_names(tmp_path: Path) -> None:
 def test_missing_local_dir(tmp_path: Path) -> None:
     with pytest.raises(EmbedderError, match="not found"):
         GVEEmbedder(str(tmp_path / "no-such-model"))
+
+
+def test_cached_hub_id_offline(
+    monkeypatch: pytest.MonkeyPatch, model_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A hub id already in the local cache loads offline, under the same id as a local copy."""
+    import huggingface_hub.constants as hub_constants
+
+    cache = tmp_path / "hub-cache"
+    repo = cache / "models--vrag-tests--tiny-gve"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    shutil.copytree(model_dirs[GVE_FAMILY], repo / "snapshots" / ("0" * 40))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)
+    e = GVEEmbedder("vrag-tests/tiny-gve", **SMALL[GVE_FAMILY])
+    assert (
+        e.info.id
+        == "gve:tiny-gve:64"
+        == GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu").info.id
+    )
+    _check_unit_rows(e.embed_queries(["hello"]), 64)
 
 
 def test_uncached_hub_id_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

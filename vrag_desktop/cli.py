@@ -189,7 +189,13 @@ def _index(corpus, embedder_spec, device, quiet, *, clip_seconds=None, ocr=None,
 
 
 def _run_build(corpus, embedder, cancel, quiet, ocr):  # type: ignore[no-untyped-def]
-    gen = corpus.build(embedder, cancel, ocr=ocr)
+    # Checkpoint cadence (tuning knobs; defaults suit interactive use).
+    kw = {}
+    if os.environ.get("VRAG_DESKTOP_CHECKPOINT_SECONDS"):
+        kw["checkpoint_seconds"] = float(os.environ["VRAG_DESKTOP_CHECKPOINT_SECONDS"])
+    if os.environ.get("VRAG_DESKTOP_CHECKPOINT_ITEMS"):
+        kw["checkpoint_items"] = int(os.environ["VRAG_DESKTOP_CHECKPOINT_ITEMS"])
+    gen = corpus.build(embedder, cancel, ocr=ocr, **kw)
     bar = None
     if not quiet:
         from tqdm import tqdm

@@ -13,6 +13,11 @@ Images are resized here (aspect kept, sides multiples of the vision factor, pixe
 embedder's bounds, like ``qwen-vl-utils`` does for the reference code) and handed to the processor
 with ``do_resize=False``, so the pixel bounds are this module's, whatever the checkpoint's processor
 config says. torch and transformers are imported only when an embedder is built (fast app start).
+
+Videos arrive as keyframes (``EmbedInput.frames``, in time order), thinned evenly to the family's
+frame cap and fed to the processor as one video. Where no video processor can be had (transformers
+5.x needs torchvision for every Qwen-VL video processor, and CPU installs here have none), the same
+frames go in as several images in one user turn instead; ``info.extra["video_mode"]`` says which.
 """
 
 from __future__ import annotations
@@ -228,11 +233,16 @@ def _resolve_model_dir(spec: str) -> Path:
         raise EmbedderError(f"model directory not found: {spec}")
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import RepositoryNotFoundError
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
     except ImportError as exc:  # pragma: no cover - a transformers dependency
         raise EmbedderError(f"cannot fetch {spec!r}: huggingface_hub is not installed") from exc
     try:
         return Path(snapshot_download(spec, allow_patterns=_HUB_PATTERNS))
+    except GatedRepoError as exc:
+        raise EmbedderError(
+            f"model {spec!r} is gated on the Hugging Face Hub: accept its terms there and log in "
+            "(`hf auth login`), or pass a local directory path"
+        ) from exc
     except RepositoryNotFoundError as exc:
         raise EmbedderError(
             f"no model {spec!r} on the Hugging Face Hub, and no local directory of that name"
@@ -309,6 +319,8 @@ def load_processor(model_dir: Path, model_type: str) -> Any:
 
     try:
         processor = AutoProcessor.from_pretrained(str(model_dir))
+        if not hasattr(processor, "image_processor"):  # a bare tokenizer: no processor config
+            raise AttributeError(f"AutoProcessor gave a {type(processor).__name__}")
     except (ImportError, AttributeError) as exc:
         log.info(
             "AutoProcessor unavailable for %s (%s); building it without a video processor",
@@ -594,12 +606,12 @@ class _QwenVLEmbedder(Embedder):
                 from PIL import Image
 
                 frame = Image.new("RGB", (self.factor * 2, self.factor * 2))
+                probe = EmbedInput(kind=VIDEO, frames=[Path("probe")])
                 try:
                     self._process(
-                        [_Prepared(self._query_conversation("x"))],
+                        [self._render(self._item_conversation(probe, 0, True))],
                         videos=[[frame] * self.temporal_patch_size],
                         video_metadata=[self._video_metadata(self.temporal_patch_size, None)],
-                        text_override=[self._video_probe_text()],
                     )
                 except Exception as exc:
                     log.warning("video input unavailable (%s); embedding keyframes as images", exc)
@@ -607,10 +619,6 @@ class _QwenVLEmbedder(Embedder):
             self._video_ok = ok
             self._info.extra["video_mode"] = "video" if ok else "frames-as-images"
         return self._video_ok
-
-    def _video_probe_text(self) -> str:
-        probe = EmbedInput(kind=VIDEO, frames=[Path("probe")])
-        return self._render(self._item_conversation(probe, 0, True))
 
     # ---- model
     def _render(self, conversation: list[dict[str, Any]]) -> str:
@@ -622,14 +630,13 @@ class _QwenVLEmbedder(Embedder):
 
     def _process(
         self,
-        prepared: list[_Prepared],
+        texts: list[str],
         *,
         images: list[Any] | None = None,
         videos: list[list[Any]] | None = None,
         video_metadata: list[dict[str, Any]] | None = None,
-        text_override: list[str] | None = None,
     ) -> Any:
-        texts = text_override or [self._render(p.conversation) for p in prepared]
+        """Rendered texts + pre-sized pixels → model inputs (tensors), right-padded."""
         kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt", "do_resize": False}
         if videos:
             kwargs.update(videos=videos, video_metadata=video_metadata, do_sample_frames=False)
@@ -645,8 +652,9 @@ class _QwenVLEmbedder(Embedder):
         metadata = [p.video_metadata for p in prepared if p.video is not None]
         where = names[0] if len(names) == 1 else f"a batch of {len(names)} ({names[0]}, …)"
         try:
+            texts = [self._render(p.conversation) for p in prepared]
             batch = self._process(
-                prepared, images=images, videos=videos or None, video_metadata=metadata or None
+                texts, images=images, videos=videos or None, video_metadata=metadata or None
             )
         except Exception as exc:
             raise EmbedderError(

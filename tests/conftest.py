@@ -1,0 +1,116 @@
+"""Shared fixtures. Everything runs offline: no model hub, only what ships in packages or is built here."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "resources" / "sample_corpus"
+
+
+@pytest.fixture(scope="session")
+def minilm():  # type: ignore[no-untyped-def]
+    """The real offline default embedder, loaded once per test session."""
+    from vrag_desktop.core.embedders.minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder(device="cpu")
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private data directory (never the user's real one)."""
+    d = tmp_path / "data"
+    monkeypatch.setenv("VRAG_DESKTOP_DATA_DIR", str(d))
+    return d
+
+
+@pytest.fixture
+def library(data_dir: Path):  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.library import Library
+
+    return Library(data_dir)
+
+
+def drain(gen):  # type: ignore[no-untyped-def]
+    """Run a progress generator to the end; return its value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def index_paths(library, name, paths, embedder, **build_kw):  # type: ignore[no-untyped-def]
+    """Add paths to corpus ``name`` and index them in-process; return (corpus, scan, build reports)."""
+    corpus = library.open(name, create=True)
+    corpus.add_paths(paths)
+    scan = drain(corpus.scan())
+    build = drain(corpus.build(embedder, **build_kw))
+    return corpus, scan, build
+
+
+def cli(*args: str, data_dir: Path, timeout: float = 600, env: dict[str, str] | None = None,
+        check: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the real ``vrag-desktop`` command in a subprocess, as a user would."""
+    full_env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data_dir), **(env or {})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "vrag_desktop", *args], capture_output=True, text=True, timeout=timeout, env=full_env
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"vrag-desktop {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return proc
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def make_pdf(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Write a PDF with a real text layer: one page per string."""
+
+    def make(name: str, pages: list[str], folder: Path | None = None) -> Path:
+        import pymupdf
+
+        folder = folder or tmp_path / "docs"
+        folder.mkdir(parents=True, exist_ok=True)
+        doc = pymupdf.open()
+        for text in pages:
+            page = doc.new_page()
+            page.insert_textbox(pymupdf.Rect(50, 50, 550, 800), text, fontsize=12)
+        path = folder / name
+        doc.save(str(path))
+        doc.close()
+        return path
+
+    return make
+
+
+@pytest.fixture
+def sample_corpus() -> Iterator[Path]:
+    assert SAMPLE.exists(), "resources/sample_corpus is missing (scripts/make_sample_corpus.py builds it)"
+    yield SAMPLE
+
+
+@pytest.fixture(scope="session")
+def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir where the real CLI indexed the bundled sample corpus (PDFs, scans, images, a video,
+    notes) as corpus 'sample'. Built once per session: OCR of the scanned pages takes a while."""
+    d = tmp_path_factory.mktemp("sample-data")
+    proc = cli("index", str(SAMPLE), "--corpus", "sample", "--quiet", data_dir=d, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    return d
