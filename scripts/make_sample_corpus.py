@@ -719,6 +719,7 @@ MEMO_PAGES = [
 
 
 MEMO_SKEW_DEG, MEMO_NOISE, MEMO_BLUR = 0.35, 5.0, 0.5  # how "scanned" the memo looks
+MEMO_LINE_PX = 46
 
 
 def render_memo_page(blocks, seed: int) -> bytes:
@@ -748,7 +749,7 @@ def render_memo_page(blocks, seed: int) -> bytes:
             fnt = f_q if kind == "q" else f_body
             for line in wrap(text, fnt, x1 - x0):
                 d.text((x0, y), line, font=fnt, fill=25)
-                y += 46
+                y += MEMO_LINE_PX
             y += 14 if kind == "q" else 26
     if y > hpx - 120:
         raise RuntimeError("memo page overflow")

@@ -312,7 +312,9 @@ class Corpus:
         opts = DeriveOptions(render_pixels=embedder.info.render_pixels, ocr=use_ocr, clip_seconds=self.clip_seconds)
         report = BuildReport()
         started = time.perf_counter()
-        next_id = max(int(store.ids().max(initial=-1)), self.manifest.max_vector_id()) + 1
+        # Ids only grow (a high-water mark in the manifest), so a removed vector's id is never reused.
+        next_id = max(int(store.ids().max(initial=-1)) + 1, self.manifest.max_vector_id() + 1,
+                      int(self.manifest.get_meta("next_vector_id") or 0))
         total = self.pending_work()
         done = 0
         meter = RateMeter()
@@ -399,6 +401,7 @@ class Corpus:
                 )
                 for chunk, vid in enumerate(vids):
                     m.insert_vector(vid, item_id, chunk)
+            m.set_meta("next_vector_id", str(next_id))
             for sid, err in done_sources.items():
                 finished.pop(sid)
                 src = m.source(sid)

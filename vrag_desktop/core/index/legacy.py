@@ -20,6 +20,7 @@ import numpy as np
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
 from vrag_desktop.core.corpus.manifest import I_EMBEDDED, S_INDEXED, NewItem
+from vrag_desktop.core.index.store import VectorStore
 
 INDEX_SUFFIX = "_faiss_index.bin"
 META_SUFFIX = "_meta_data.json"
@@ -128,7 +129,9 @@ def import_legacy_index(library: Any, folder: str | os.PathLike[str], name: str,
                     text=str(rec.get("content") or ""), text_source="file" if rec.get("content") else "none",
                 ))
                 m.insert_vector(int(ids[row]), item_id, 0)
-        store = corpus.store()
+        # Write the vectors before anything opens the store: opening reconciles it with the manifest,
+        # which already lists these ids.
+        store = VectorStore(corpus.dir / "index", legacy.dim)
         store.add(ids, legacy.vectors)
         store.compact()
     except BaseException:
