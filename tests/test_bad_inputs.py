@@ -227,14 +227,6 @@ def test_truncated_pdf_keeps_readable_pages(library, make_pdf, tmp_path, minilm)
     _assert_good_indexed(library, corpus, good, minilm)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "derive._derive_pdf indexes the pages a truncated PDF lost (missing page objects, cut "
-        "content streams, which pymupdf 'repairs' into blank pages) as embedded items with empty "
-        "text and no error"
-    ),
-)
 def test_truncated_pdf_reports_lost_pages(library, make_pdf, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
     """Every page is indexed with its own text or is a failed item whose error names the page
     (or the whole file fails with a clear message): no page silently indexed as blank."""
@@ -650,14 +642,6 @@ def test_non_utf8_text_file_name(library, make_pdf, tmp_path, minilm) -> None:  
     _assert_good_indexed(library, corpus, good, minilm)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "derive._open_pdf passes str(path) to pymupdf.open, which cannot open a name that is not "
-        "valid UTF-8 (surrogate-escaped): the PDF fails with 'not a readable PDF (corrupt or "
-        "truncated)'"
-    ),
-)
 def test_non_utf8_pdf_file_name(library, make_pdf, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.corpus.manifest import S_INDEXED
     from vrag_desktop.core.search import SearchEngine
@@ -705,13 +689,6 @@ _VIDEO_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "derive._video_meta/_derive_video pass str(path) to cv2.VideoCapture, which SEGFAULTS "
-        "on a file name that is not valid UTF-8: the whole indexing process dies at scan time"
-    ),
-)
 def test_non_utf8_video_file_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """In a subprocess: today this kills the interpreter (SIGSEGV); pytest must survive it."""
     folder = tmp_path / "docs"
@@ -754,14 +731,6 @@ def _cli_bytes(
 _STRICT_UTF8 = {"PYTHONIOENCODING": "utf-8:strict"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "cli.cmd_search prints json.dumps(..., ensure_ascii=False): a hit whose source path is not "
-        "valid UTF-8 raises UnicodeEncodeError on a UTF-8 terminal (and writes invalid UTF-8 JSON "
-        "under C/POSIX locales)"
-    ),
-)
 def test_non_utf8_name_cli_search_json(library, data_dir, make_pdf, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.corpus.scan import display_path
 
@@ -788,13 +757,6 @@ def test_non_utf8_name_cli_search_json(library, data_dir, make_pdf, tmp_path, mi
     assert os.fsencode(src) == bpath or src == display_path(os.fsdecode(bpath)), src
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "cli.cmd_corpus 'list --json' prints json.dumps(stats, ensure_ascii=False); a root folder "
-        "whose name is not valid UTF-8 raises UnicodeEncodeError on a UTF-8 terminal"
-    ),
-)
 def test_non_utf8_root_cli_corpus_list_json(library, data_dir, tmp_path) -> None:  # type: ignore[no-untyped-def]
     broot = os.path.join(os.fsencode(tmp_path), b"Dokumente_\xfcber")
     os.mkdir(broot)

@@ -262,7 +262,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     finally:
         engine.close()
     if args.json:
-        print(json.dumps([_hit_json(h) for h in hits], ensure_ascii=False, indent=2))
+        # ASCII escapes keep file names that are not valid UTF-8 printable and round-trippable.
+        print(json.dumps([_hit_json(h) for h in hits], ensure_ascii=True, indent=2))
         return EXIT_OK
     if not hits:
         print("No results.")
@@ -332,7 +333,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
             finally:
                 c.close()
         if args.json:
-            print(json.dumps(rows, indent=2, ensure_ascii=False))
+            print(json.dumps(rows, indent=2, ensure_ascii=True))
         elif not rows:
             print("No corpora yet. Create one with: vrag-desktop index PATH --corpus NAME")
         else:

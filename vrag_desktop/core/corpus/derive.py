@@ -110,7 +110,10 @@ class _open_pdf:
         import pymupdf
 
         try:
-            doc = pymupdf.open(str(self.path), filetype="pdf")
+            if _utf8_ok(self.path):
+                doc = pymupdf.open(str(self.path), filetype="pdf")
+            else:  # mupdf cannot open a name that is not valid UTF-8; read the bytes ourselves
+                doc = pymupdf.open(stream=self.path.read_bytes(), filetype="pdf")
         except Exception as exc:
             raise SourceError(f"not a readable PDF (corrupt or truncated): {_msg(exc)}") from exc
         if doc.needs_pass and not doc.authenticate(""):
@@ -141,7 +144,12 @@ def _derive_pdf(
             name = f"{stem}_{ordinal}"
             try:
                 page = doc.load_page(index)
+                if doc.is_repaired and doc.xref_get_key(page.xref, "Type") != ("name", "/Page"):
+                    raise ValueError("missing from the file (truncated or corrupt PDF)")
+                pymupdf.TOOLS.reset_mupdf_warnings()
                 text = page.get_text("text").strip()
+                if doc.is_repaired and not text and _lost_content(pymupdf.TOOLS.mupdf_warnings()):
+                    raise ValueError("content is missing from the file (truncated or corrupt PDF)")
                 rect = page.rect
                 if rect.width <= 0 or rect.height <= 0:
                     raise ValueError("page has no area")
@@ -211,7 +219,8 @@ def _video_meta(path: Path, clip_seconds: float) -> tuple[float, int, int]:
     """(fps, frame count, clip count) or SourceError for a file opencv cannot decode."""
     import cv2
 
-    cap = cv2.VideoCapture(str(path))
+    with _cv_path(path) as p:
+        cap = cv2.VideoCapture(p)
     try:
         if not cap.isOpened():
             raise SourceError("cannot open video (corrupt file or unsupported codec)")
@@ -235,7 +244,8 @@ def _derive_video(
     fps, total, n_clips = _video_meta(path, opts.clip_seconds)
     stem = safe_stem(path)
     frames_per_clip = max(1, round(opts.clip_seconds * fps))
-    cap = cv2.VideoCapture(str(path))
+    with _cv_path(path) as p:
+        cap = cv2.VideoCapture(p)
     try:
         frame_no = 0
         for clip in range(1, n_clips + 1):
@@ -347,6 +357,45 @@ def _derive_text(path: Path) -> Derived:
 
 
 # ---------------------------------------------------------------- helpers
+def _utf8_ok(path: Path) -> bool:
+    try:
+        str(path).encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+class _cv_path:
+    """A path opencv can open: itself, or an ASCII-named symlink to it (opencv crashes, not
+    errors, on file names that are not valid UTF-8). Opening happens inside the ``with``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.tmp: str | None = None
+
+    def __enter__(self) -> str:
+        if _utf8_ok(self.path):
+            return str(self.path)
+        import tempfile
+
+        self.tmp = tempfile.mkdtemp(prefix="vrag-video-")
+        link = os.path.join(self.tmp, "video" + (os.fsencode(self.path.suffix).decode("ascii", "ignore") or ".mp4"))
+        os.symlink(os.path.abspath(self.path), link)
+        return link
+
+    def __exit__(self, *exc: object) -> None:
+        # The capture keeps its file open; the link itself can go now.
+        if self.tmp is not None:
+            import shutil
+
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _lost_content(warnings: str) -> bool:
+    w = warnings.lower()
+    return any(s in w for s in ("premature end", "length incorrect", "cannot find object", "object out of range"))
+
+
 def _msg(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) < 300 else text[:297] + "…"
