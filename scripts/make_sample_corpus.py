@@ -322,8 +322,8 @@ def make_annual_report(path: Path) -> None:
     w.y = draw_region_bar_chart(w.page, w.y)
     w.paragraphs([
         "Currency effects were minor: a stronger US dollar reduced reported revenue by about 0.6 "
-        "percent. The order backlog at year end stood at USD 186 million, which gives us good "
-        "visibility into the first half of the new year.",
+        "percent. Services revenue was spread evenly across the year, while hardware deliveries "
+        "peaked in the fourth quarter, as they usually do before the holiday shopping season.",
     ])
 
     # --- Page 3: Atlas warehouse robot
@@ -372,8 +372,8 @@ def make_annual_report(path: Path) -> None:
         "Every incident was analysed by our safety review board within 48 hours. The findings "
         "led to two firmware changes: a lower speed limit near blind corners and a longer "
         "warning signal before a robot reverses. Every robot carries four emergency-stop "
-        "buttons and a safety-rated lidar field that slows the robot when a person comes within "
-        "2 metres and stops it completely at 0.5 metres.",
+        "buttons and a safety-rated protective field that slows the robot when a person comes "
+        "within 2 metres and stops it completely at 0.5 metres.",
         "Our total recordable incident rate for employees was 0.21 per 200,000 hours worked, "
         "compared with an industry average of 2.8.",
     ])
@@ -480,11 +480,12 @@ def make_annual_report(path: Path) -> None:
 
     # --- Page 8: outlook 2025
     w.new_page("Outlook 2025")
+    w.text("Financial guidance", size=12, bold=True, color=NAVY, gap=3)
     w.paragraphs([
-        "We expect revenue between USD 480 million and USD 510 million in 2025 and a gross "
-        "margin of about 39 percent. Planned capital expenditure is USD 35 million, mainly for a "
-        "third assembly line in Osaka and new test equipment. We do not plan to pay a dividend; "
-        "cash will be reinvested in growth.",
+        "For 2025 we forecast revenue between USD 480 million and USD 510 million, growth of "
+        "16 to 24 percent, and a gross margin of about 39 percent. Planned capital expenditure "
+        "is USD 35 million, mainly for a third assembly line in Osaka and new test equipment. "
+        "We do not plan to pay a dividend; cash will be reinvested in growth.",
     ])
     w.text("Priorities for the year", size=12, bold=True, color=NAVY, gap=3)
     w.bullets([
@@ -693,11 +694,11 @@ MEMO_PAGES = [
                  "can enter either building during the weekend of March 1 and 2."),
         ("body", "IT will move all laptops, monitors and docking stations. Please do not pack "
                  "them yourself."),
-        ("body", "Questions and answers about parking, badges and bikes are on page 2."),
+        ("body", "Please turn over for answers to common questions."),
         ("body", "Thank you for your help!   - Priya"),
     ],
     [
-        ("title", "OFFICE MOVE - QUESTIONS AND ANSWERS"),
+        ("title", "DENVER OFFICE MOVE - QUESTIONS AND ANSWERS"),
         ("rule", ""),
         ("q", "Where do I park after the move?"),
         ("body", "The new building has no staff parking. Northwind pays for a monthly pass "
@@ -718,8 +719,10 @@ MEMO_PAGES = [
 ]
 
 
-MEMO_SKEW_DEG, MEMO_NOISE, MEMO_BLUR = 0.35, 5.0, 0.5  # how "scanned" the memo looks
-MEMO_LINE_PX = 46
+# How "scanned" the memo looks. Text is large (36 px body on a 150 dpi page) with generous line
+# spacing: PP-OCR's angle classifier occasionally flips a dense upright line and drops it.
+MEMO_SKEW_DEG, MEMO_NOISE, MEMO_BLUR = 0.3, 5.0, 0.5
+MEMO_BODY_PX, MEMO_LINE_PX = 36, 54
 
 
 def render_memo_page(blocks, seed: int) -> bytes:
@@ -727,10 +730,10 @@ def render_memo_page(blocks, seed: int) -> bytes:
     wpx, hpx = 1240, 1754  # A4 at 150 dpi
     img = Image.new("L", (wpx, hpx), 250)
     d = ImageDraw.Draw(img)
-    f_title = font("DejaVuSerif-Bold", 36)
-    f_body = font("DejaVuSerif", 32)
-    f_field = font("DejaVuSansMono", 30)
-    f_q = font("DejaVuSerif-Bold", 32)
+    f_title = font("DejaVuSerif-Bold", MEMO_BODY_PX + 4)
+    f_body = font("DejaVuSerif", MEMO_BODY_PX)
+    f_field = font("DejaVuSansMono", MEMO_BODY_PX - 4)
+    f_q = font("DejaVuSerif-Bold", MEMO_BODY_PX)
     x0, x1, y = 120, wpx - 120, 150
     for kind, text in blocks:
         if kind == "gap":
@@ -741,10 +744,10 @@ def render_memo_page(blocks, seed: int) -> bytes:
             y += 36
         elif kind == "title":
             d.text((x0, y), text, font=f_title, fill=20)
-            y += 70
+            y += MEMO_LINE_PX + 24
         elif kind == "field":
             d.text((x0, y), text, font=f_field, fill=30)
-            y += 48
+            y += MEMO_LINE_PX
         else:
             fnt = f_q if kind == "q" else f_body
             for line in wrap(text, fnt, x1 - x0):
@@ -754,7 +757,7 @@ def render_memo_page(blocks, seed: int) -> bytes:
     if y > hpx - 120:
         raise RuntimeError("memo page overflow")
     rng = np.random.default_rng(seed)
-    img = img.rotate(MEMO_SKEW_DEG, resample=Image.BICUBIC, fillcolor=250)  # a slightly crooked scan
+    img = img.rotate(MEMO_SKEW_DEG, resample=Image.BICUBIC, fillcolor=250)  # a crooked scan
     arr = np.asarray(img, dtype=np.float32)
     arr += rng.normal(0.0, MEMO_NOISE, arr.shape)
     # a faint grey shadow along the left edge, as from a scanner lid
@@ -1164,16 +1167,16 @@ QUESTIONS = [
       "certified to?",
       REPORT_PDF, 4, "Seven minor incidents, no injuries, zero lost-time injuries; ISO 3691-4, "
       "UL 3100, CE, ISO 45001, ISO 9001"),
-    q("How far can the in-house solid-state lidar see?",
+    q("What range does Northwind's new solid-state lidar sensor have?",
       REPORT_PDF, 5, "Up to 120 metres (the Lumen-3 sensor)"),
-    q("How big is the solar installation on the Japanese factory and how much of its power "
-      "does it provide?",
+    q("How much of the factory's electricity comes from the rooftop solar panels?",
       REPORT_PDF, 6, "4.8 MW, supplying 62 percent of the Osaka plant's electricity"),
     q("How many people work in the Portuguese office?",
       REPORT_PDF, 7, "620 employees in Lisbon"),
-    q("What revenue is the company forecasting for next year?",
-      REPORT_PDF, 8, "Between USD 480 million and USD 510 million in 2025"),
-    q("What is the penalty for picking protected flowers in the nature park?",
+    q("What sales does management expect next year, and which new products are planned?",
+      REPORT_PDF, 8, "Revenue of USD 480-510 million in 2025; launch of Atlas Mini in Q2 and "
+      "series production of the Lumen-3 lidar"),
+    q("How much is the fine for picking protected flowers in the Valmora park?",
       GUIDE_PDF, 1, "A fine of up to 500 euros"),
     q("Why is edelweiss covered in white woolly hairs?",
       GUIDE_PDF, 2, "The hairs reflect ultraviolet light, reduce water loss and trap warm air"),
@@ -1187,7 +1190,7 @@ QUESTIONS = [
       GUIDE_PDF, 5, "The tree line is at about 2,100 m; the nival zone begins at about 3,000 m"),
     q("When does the Denver team start working at the new Larimer Street address?",
       MEMO_PDF, 1, "Monday, March 3 (1200 Larimer Street, floors 6 and 7)"),
-    q("Where should Denver staff park once the office has moved?",
+    q("Where can I park my car after we move to Larimer Street?",
       MEMO_PDF, 2, "At the Larimer Square garage on 14th Street, with a monthly pass paid by "
       "Northwind"),
     q("In which month were the most robots active in 2024?",
@@ -1210,35 +1213,53 @@ QUESTIONS = [
 ]
 
 
+README_ROWS = [  # file, type, contents: topics only, no facts (see the README text)
+    (REPORT_PDF, "PDF with text layer, 8 pages",
+     "A robotics company's annual report, one topic per page: letter to shareholders, revenue by "
+     "region (table and bar chart), flagship product, safety, research, sustainability, staff and "
+     "offices, outlook"),
+    (GUIDE_PDF, "PDF with text layer, 5 pages (A5)",
+     "A pocket guide to mountain flowers: introduction, three plant groups, and a labelled "
+     "diagram of vegetation zones"),
+    (MEMO_PDF, "PDF, **image only**, 2 pages",
+     "A scanned internal memo and its Q&A page; there is no text layer, so only OCR can read it"),
+    (CHART_PNG, "PNG", "A bar chart with title, axis labels and values"),
+    (LIGHTHOUSE_JPG, "JPEG", "A photo-like coastal scene with an information sign"),
+    (WHITEBOARD_WEBP, "WEBP", "A team whiteboard with a sticky note"),
+    (SITE_MAP_PNG, "PNG", "A labelled map of a factory site"),
+    (VIDEO_MP4,
+     f"MP4 (mp4v), {VIDEO_W}x{VIDEO_H}, {VIDEO_FPS} fps, {len(SCENES) * SCENE_SECONDS} s",
+     f"A lab tour made of {len(SCENES)} title-card scenes with moving shapes"),
+    (MEETING_MD, "Markdown", "Notes from a supplier meeting"),
+    (RECIPE_TXT, "Plain text", "A recipe for a team breakfast"),
+    (QUESTIONS_JSON, "JSON", f"{len(QUESTIONS)} test questions with the expected file and page"),
+]
+
+
+def _readme_table() -> str:
+    lines = ["| File | Type | Contents |", "|------|------|----------|"]
+    lines += [f"| `{f}` | {t} | {c} |" for f, t, c in README_ROWS]
+    return "\n".join(lines)
+
+
 README_TEXT = f"""\
 # Sample corpus
 
 A small, **entirely fictional** document collection that ships with VRAG Desktop. It is indexed
-on first run, used by the tests and by the README demo. Every file here is generated by
-[`scripts/make_sample_corpus.py`](../../scripts/make_sample_corpus.py); do not edit the files by
-hand, change the script and run it again:
+on first run and used by the tests and the README demo. Every file here is generated by
+[`scripts/make_sample_corpus.py`](../../scripts/make_sample_corpus.py): do not edit the files by
+hand; change the script and run it again (it is deterministic and overwrites its outputs):
 
 ```bash
-.venv/bin/python scripts/make_sample_corpus.py          # regenerate (deterministic, overwrites)
-.venv/bin/python scripts/make_sample_corpus.py --check  # verify the files without rewriting
+.venv/bin/python scripts/make_sample_corpus.py          # regenerate
+.venv/bin/python scripts/make_sample_corpus.py --check  # only verify the files
 ```
 
-"Northwind Robotics", its people, products and figures, "Kestrel Batteries", the "Valmora Range"
-and its alpine club are invented. (The plant facts in the field guide follow common botany.)
+The companies, people, places, products and figures are invented; only the plant facts in the
+field guide follow common botany. This README deliberately names topics, not facts, so that it
+does not compete with the documents when the whole folder is indexed.
 
-| File | Type | What it contains |
-|------|------|------------------|
-| `{REPORT_PDF}` | PDF, text layer, 8 pages | Northwind Robotics annual report: 1 letter to shareholders, 2 revenue by region (table + bar chart), 3 Atlas robot specs, 4 safety, 5 R&D, 6 sustainability, 7 employees and offices, 8 outlook 2025 |
-| `{GUIDE_PDF}` | PDF, text layer, 5 pages | Alpine plant guide: 1 about/code of conduct, 2 edelweiss, 3 gentians, 4 saxifrages, 5 vegetation zones (labelled diagram) |
-| `{MEMO_PDF}` | PDF, **image-only**, 2 pages | A scanned memo about the Denver office moving to 1200 Larimer Street on March 3 (page 2: Q&A on parking, badges, bikes). No text layer: readable through OCR only |
-| `{CHART_PNG}` | PNG | Bar chart "Monthly active robots 2024" with title, axis labels and values |
-| `{LIGHTHOUSE_JPG}` | JPEG | Photo-like harbour scene with a sign "Harbor Lighthouse — built 1871" |
-| `{WHITEBOARD_WEBP}` | WEBP | Whiteboard with "Sprint 14 goals" and the demo day |
-| `{SITE_MAP_PNG}` | PNG | Labelled site map of the Osaka plant (buildings A-D, docks, parking) |
-| `{VIDEO_MP4}` | MP4 (mp4v), {VIDEO_W}x{VIDEO_H}, {VIDEO_FPS} fps, {len(SCENES) * SCENE_SECONDS} s | Three title-card scenes: battery lab, lidar calibration room, robot test track |
-| `{MEETING_MD}` | Markdown | Meeting notes with the battery supplier Kestrel Batteries |
-| `{RECIPE_TXT}` | Plain text | Buckwheat pancake recipe for the team breakfast |
-| `{QUESTIONS_JSON}` | JSON | {len(QUESTIONS)} questions with the expected file/page and a short answer |
+{_readme_table()}
 
 ## questions.json
 
@@ -1249,9 +1270,9 @@ A list of objects:
 ```
 
 `file` is relative to this folder; `page` is the 1-based page number for PDFs and `null` for
-images, videos and notes. Each question is answerable from exactly one page or file and is
-phrased in a user's own words rather than copied from the source. Text in images and video
-frames is at least 24 px high so OCR can read it.
+images, the video and the notes. Each question is answerable from exactly one page or file and is
+worded the way a user would ask, not copied from the source. Text in the images and video frames
+is at least 24 px high so that OCR can read it.
 """
 
 

@@ -230,3 +230,29 @@ def test_inconsistent_original_index_is_refused(minilm, tmp_path: Path, data_dir
     proc = cli("corpus", "import-legacy", str(tmp_path), "--name", "bad", data_dir=data_dir)
     assert proc.returncode == 1 and "not an original VRAG index folder" in proc.stderr
     assert "bad" not in cli("corpus", "list", data_dir=data_dir).stdout
+
+
+def test_clip_length_is_kept_per_corpus_and_changing_it_recuts(library, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import cv2
+
+    path = tmp_path / "v" / "clip.mp4"
+    path.parent.mkdir()
+    w = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (64, 48))
+    for i in range(120):  # 12 s
+        w.write(np.full((48, 64, 3), i * 2, np.uint8))
+    w.release()
+    corpus = library.open("clips", create=True)
+    corpus.clip_seconds = 5
+    corpus.add_paths([path])
+    drain(corpus.scan())
+    drain(corpus.build(minilm, ocr=False))
+    assert len(corpus.manifest.items()) == 3
+    corpus.close()
+    corpus = library.open("clips")  # reopened: still 5-s clips, nothing to redo
+    assert corpus.clip_seconds == 5.0
+    assert drain(corpus.scan()).unchanged == 1 and corpus.pending_work() == 0
+    corpus.clip_seconds = 6
+    drain(corpus.scan())
+    drain(corpus.build(minilm, ocr=False))
+    assert [(c.t_start, c.t_end) for c in corpus.manifest.items()] == [(0.0, 6.0), (6.0, 12.0)]
+    assert sorted(corpus.store().ids().tolist()) == sorted(corpus.manifest.vector_ids())

@@ -124,6 +124,7 @@ def _library(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 # ---------------------------------------------------------------- index
 def cmd_index(args: argparse.Namespace) -> int:
     lib = _library(args)
+    is_new = not lib.exists(args.corpus)
     corpus = lib.open(args.corpus, create=True)
     try:
         corpus.lock()
@@ -131,8 +132,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             try:
                 corpus.add_paths(args.paths)
             except Exception as exc:
-                if not corpus.manifest.roots():
-                    corpus.delete_files() if not corpus.embedder_id else None
+                if is_new and not corpus.manifest.roots():
+                    corpus.delete_files()  # do not leave an empty corpus behind a typo
                 raise CLIError(str(exc)) from exc
         elif not corpus.manifest.roots():
             raise CLIError(f"corpus '{corpus.name}' has no files yet: vrag-desktop index PATH --corpus {corpus.name}")
@@ -150,9 +151,8 @@ def _index(corpus, embedder_spec, device, quiet, *, clip_seconds=None, ocr=None,
         if clip_seconds <= 0:
             raise CLIError("--clip-seconds must be positive")
         corpus.clip_seconds = clip_seconds
-    spec = embedder_spec or corpus.manifest.get_meta("embedder_model") or corpus.embedder_id
-    if embedder_spec is None and corpus.embedder_id is None:
-        spec = None
+    # The corpus's own embedder unless one is named; the default one for a new corpus.
+    spec = embedder_spec or corpus.manifest.get_meta("embedder_model")
     if embedder_spec and corpus.embedder_id:
         # Refuse a mismatch before loading a multi-GB model.
         from vrag_desktop.core.embedders.minilm import MINILM_ID

@@ -29,7 +29,14 @@ from typing import IO
 import numpy as np
 
 from vrag_desktop.core.corpus import kinds
-from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError, derive, expected_count
+from vrag_desktop.core.corpus.derive import (
+    DEFAULT_CLIP_SECONDS,
+    Derived,
+    DeriveOptions,
+    SourceError,
+    derive,
+    expected_count,
+)
 from vrag_desktop.core.corpus.manifest import (
     I_EMBEDDED,
     I_FAILED,
@@ -230,7 +237,28 @@ class Corpus:
         yield Progress("scan", n, n)
         return report
 
-    clip_seconds: float = 60.0
+    @property
+    def clip_seconds(self) -> float:
+        """Video clip length, fixed per corpus so a rescan never re-cuts unchanged videos."""
+        return float(self.manifest.get_meta("clip_seconds") or DEFAULT_CLIP_SECONDS)
+
+    @clip_seconds.setter
+    def clip_seconds(self, seconds: float) -> None:
+        if not seconds > 0:
+            raise CorpusError("clip length must be a positive number of seconds")
+        if float(seconds) == self.clip_seconds:
+            return
+        m = self.manifest
+        removed: list[int] = []
+        with m.transaction():
+            m.set_meta("clip_seconds", repr(float(seconds)))
+            for src in m.sources():  # videos already cut to the old length are cut again
+                if src.kind == kinds.VIDEO and src.status == S_INDEXED:
+                    removed += m.clear_items(src.id)
+                    m.update_source(src.id, status=S_PENDING, n_expected=None)
+        if removed:
+            self.store().remove(removed)
+            self.store().checkpoint()
 
     def _scan_one(self, f, opts: DeriveOptions, report: ScanReport, retry_failed: bool) -> list[int]:  # type: ignore[no-untyped-def]
         m = self.manifest
