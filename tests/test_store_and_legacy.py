@@ -256,3 +256,33 @@ def test_clip_length_is_kept_per_corpus_and_changing_it_recuts(library, minilm, 
     drain(corpus.build(minilm, ocr=False))
     assert [(c.t_start, c.t_end) for c in corpus.manifest.items()] == [(0.0, 6.0), (6.0, 12.0)]
     assert sorted(corpus.store().ids().tolist()) == sorted(corpus.manifest.vector_ids())
+
+
+@pytest.mark.parametrize("how", ["token", "close"])
+def test_cancel_keeps_work_and_resume_completes(library, minilm, make_pdf, tmp_path: Path, how: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.progress import CancelToken
+
+    monkeypatch.setattr(minilm, "batch_size", 4)
+    pdf = make_pdf("long.pdf", [f"Section {i}: notes on topic number {i}." for i in range(30)])
+    corpus = library.open("cancel", create=True)
+    corpus.add_paths([pdf])
+    drain(corpus.scan())
+    token = CancelToken()
+    gen = corpus.build(minilm, token)
+    first = next(gen)
+    assert first.phase == "index" and first.total == 30 and 0 < first.done < 30 and first.rate > 0
+    if how == "token":
+        token.cancel()
+        report = drain(gen)
+        assert report.cancelled
+    else:
+        gen.close()
+    kept = len(corpus.manifest.items())
+    assert kept >= first.done  # what was embedded before the stop is saved
+    assert kept < 30
+    assert sorted(corpus.store().ids().tolist()) == sorted(corpus.manifest.vector_ids())
+    report = drain(corpus.build(minilm))
+    assert report.items == 30 - kept and not report.cancelled
+    assert sorted(i.ordinal for i in corpus.manifest.items()) == list(range(1, 31))
+    assert sorted(corpus.store().ids().tolist()) == sorted(corpus.manifest.vector_ids())

@@ -1,0 +1,60 @@
+"""Retrieval quality: dense (MiniLM) vs. hybrid (dense + BM25, reciprocal-rank fusion) on the labelled
+questions of a corpus folder (default: the bundled sample corpus). Decides which mode is the default.
+
+    .venv/bin/python bench/retrieval.py [--corpus-dir DIR] [--questions FILE] [--data-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vrag_desktop.core.embedders.minilm import MiniLMEmbedder  # noqa: E402
+from vrag_desktop.core.library import Library  # noqa: E402
+from vrag_desktop.core.search import SearchEngine  # noqa: E402
+from vrag_desktop.core.search.evaluate import evaluate, load_questions  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--corpus-dir", type=Path, default=ROOT / "resources" / "sample_corpus")
+    ap.add_argument("--questions", type=Path, default=None)
+    ap.add_argument("--data-dir", type=Path, default=None, help="reuse an index built here (else a temp dir)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "retrieval.json")
+    args = ap.parse_args()
+    questions = load_questions(args.questions or args.corpus_dir / "questions.json")
+    data = args.data_dir or Path(tempfile.mkdtemp(prefix="vrag-retrieval-"))
+    lib = Library(data)
+    embedder = MiniLMEmbedder()
+    corpus = lib.open("eval", create=True)
+    corpus.add_paths([args.corpus_dir])
+    for gen in (corpus.scan(), corpus.build(embedder)):
+        for _ in gen:
+            pass
+    corpus.close()
+    rows = {}
+    for mode, hybrid in (("dense", False), ("hybrid", True)):
+        engine = SearchEngine(lib, ["eval"], embedder, hybrid=hybrid)
+        t0 = time.perf_counter()
+        report = evaluate(engine, questions, args.corpus_dir, k=5)
+        rows[mode] = {**report.to_dict(), "ms_per_query": 1000 * (time.perf_counter() - t0) / len(questions)}
+        engine.close()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    print(f"{len(questions)} questions, corpus {args.corpus_dir}")
+    print("| mode | recall@1 | recall@3 | recall@5 | MRR | ms/query |")
+    print("|---|---|---|---|---|---|")
+    for mode, r in rows.items():
+        print(f"| {mode} | {r['recall@1']:.3f} | {r['recall@3']:.3f} | {r['recall@5']:.3f} | {r['mrr']:.3f} | "
+              f"{r['ms_per_query']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
