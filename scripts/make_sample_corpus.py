@@ -162,7 +162,7 @@ class PdfWriter:
 
     def bullets(self, items: list[str], **kw) -> None:
         for item in items:
-            self.page.insert_text((self.m + 4, self.y + 8.5), "-", fontsize=10.5,
+            self.page.insert_text((self.m + 4, self.y + 11.3), "-", fontsize=10.5,
                                   fontname=self.body_font)
             self.text(item, indent=14, gap=3, **kw)
         self.y += 4

@@ -34,7 +34,9 @@ def ocr_image(image: Path | np.ndarray) -> str:
     engine = _get_engine()
     arg = str(image) if isinstance(image, Path) else image
     with _lock:  # one onnxruntime session; calls are not re-entrant
-        result, _ = engine(arg)
+        # No angle classifier: it sometimes flags an upright line as upside down and the line is lost;
+        # scans and slides are upright, and skipping it also saves time.
+        result, _ = engine(arg, use_cls=False)
     if not result:
         return ""
     boxes = []
