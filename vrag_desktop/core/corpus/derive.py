@@ -155,9 +155,12 @@ def _derive_pdf(
                     raise ValueError("page has no area")
                 pixels = min(opts.render_pixels, MAX_RENDER_PIXELS)
                 zoom = math.sqrt(pixels / (rect.width * rect.height))
-                pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False)
+                pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB)
                 image_path = out_dir / f"{name}.jpg"
-                _atomic_write(image_path, pix.tobytes("jpeg", jpg_quality=JPEG_QUALITY))
+                # PIL's libjpeg-turbo encodes ~10x faster than pymupdf's own JPEG writer (bench/ingest.py).
+                from PIL import Image
+
+                _save_jpeg(Image.frombytes("RGB", (pix.width, pix.height), pix.samples), image_path)
                 source = "layer"
                 if len("".join(text.split())) < MIN_TEXT_CHARS:
                     source = "none"
@@ -399,12 +402,6 @@ def _lost_content(warnings: str) -> bool:
 def _msg(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text if len(text) < 300 else text[:297] + "…"
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _save_jpeg(image, path: Path) -> None:  # type: ignore[no-untyped-def]
