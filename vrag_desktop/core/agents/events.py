@@ -1,0 +1,253 @@
+"""The one typed event stream both agents emit; runs are saved as these events, and replayed.
+
+Each event is a frozen dataclass with an ``event`` kind. Events also read like the original VRAG /
+VimRAG dicts (``ev["event"] == "answer"``, ``ev["content"]``), so code written for the original demo
+keeps working. ``to_dict`` / ``event_from_dict`` give the JSON form used in saved runs: images are
+referenced by path (saved beside the run), never inlined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class AgentEvent(Mapping[str, Any]):
+    """Base of every event: ``step`` (1-based model turn) and ``time`` (seconds since run start)."""
+
+    event: ClassVar[str] = "event"
+    step: int = 0
+    time: float = 0.0
+
+    # ---- Mapping interface: read like the original's dicts
+    def __getitem__(self, key: str) -> Any:
+        if key == "event":
+            return self.event
+        if key in self._names():
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield "event"
+        yield from self._names()
+
+    def __len__(self) -> int:
+        return 1 + len(self._names())
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (nested dataclasses become dicts)."""
+        return {"event": self.event, **dataclasses.asdict(self)}
+
+
+@dataclass(frozen=True)
+class ThinkDelta(AgentEvent):
+    """A piece of the model's reasoning (streamed ``reasoning_content`` or text inside <think>)."""
+
+    event: ClassVar[str] = "think"
+    content: str = ""
+
+
+@dataclass(frozen=True)
+class ContentDelta(AgentEvent):
+    """A piece of the model's visible output as it streams."""
+
+    event: ClassVar[str] = "content"
+    content: str = ""
+
+
+@dataclass(frozen=True)
+class HitRef:
+    """A retrieved item as shown to the model and the person."""
+
+    score: float
+    name: str
+    source: str
+    modality: str
+    image: str | None = None
+    page: int | None = None
+    clip: int | None = None
+    t_start: float | None = None
+    t_end: float | None = None
+    label: str = ""  # how the model saw it: "Picture 1", "Text 2", "Video 1"
+
+
+@dataclass(frozen=True)
+class SearchStarted(AgentEvent):
+    event: ClassVar[str] = "search"
+    content: str = ""  # the query
+    node_id: str | None = None  # VimRAG node this search belongs to
+
+
+@dataclass(frozen=True)
+class SearchResults(AgentEvent):
+    """What a search returned (all hits with scores) and which of them were given to the model."""
+
+    event: ClassVar[str] = "search_results"
+    content: str = ""  # the query
+    hits: tuple[HitRef, ...] = ()
+    shown: tuple[int, ...] = ()  # indices into hits given to the model
+    node_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ImageShown(AgentEvent):
+    """An image put in the model's context: the resized copy it sees, and the raw image behind it."""
+
+    event: ClassVar[str] = "search_image"
+    image: str = ""  # path of what the model saw
+    raw: str = ""  # full-resolution image behind it
+    width: int = 0  # size of what the model saw
+    height: int = 0
+    source: str = ""
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class BBox(AgentEvent):
+    """A region the model asked for, in the coordinates of the last image it was shown."""
+
+    event: ClassVar[str] = "bbox"
+    content: str = ""  # the raw text, e.g. "[10, 20, 300, 400]"
+    box: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Crop(AgentEvent):
+    """The crop actually taken: region in raw-image pixels (after padding and clamping)."""
+
+    event: ClassVar[str] = "crop_image"
+    region: tuple[int, int, int, int] = (0, 0, 0, 0)  # x1, y1, x2, y2 in raw pixels
+    raw: str = ""  # the raw image cropped
+    image: str = ""  # the crop as the model sees it (resized)
+    width: int = 0
+    height: int = 0
+    source: str = ""
+    page: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryItem:
+    information_id: str  # "Picture 3", "Video 1", "Text 2"
+    useful: bool
+    priority: int
+    energy: float = 0.0
+    pixel_budget: int = 0
+    image: str | None = None
+    timestamps: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class Memorize(AgentEvent):
+    event: ClassVar[str] = "memorize"
+    content: str = ""  # the summary
+    node_id: str | None = None
+    items: tuple[MemoryItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    id: str
+    kind: str  # root | search | answer | think | crop (VRAG chains use think/search/crop/answer)
+    parents: tuple[str, ...] = ()
+    label: str = ""
+    query: str = ""
+    summary: str = ""
+
+
+@dataclass(frozen=True)
+class GraphChanged(AgentEvent):
+    """The reasoning graph after a change (full snapshot: simple to render and to replay)."""
+
+    event: ClassVar[str] = "graph"
+    nodes: tuple[GraphNode, ...] = ()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    source: str
+    image: str | None = None
+    page: int | None = None
+    region: tuple[int, int, int, int] | None = None  # raw pixels, when a crop supports the answer
+
+
+@dataclass(frozen=True)
+class Answer(AgentEvent):
+    event: ClassVar[str] = "answer"
+    content: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    forced: bool = False  # produced after the step limit, or a graceful fallback
+
+
+@dataclass(frozen=True)
+class AgentError(AgentEvent):
+    """Something went wrong; ``recoverable`` errors lead to a corrective turn, not the end of the run."""
+
+    event: ClassVar[str] = "error"
+    content: str = ""
+    kind: str = ""  # parse | bbox | tool | search | endpoint | cancelled | internal
+    recoverable: bool = True
+
+
+@dataclass(frozen=True)
+class MaxSteps(AgentEvent):
+    event: ClassVar[str] = "max_steps"
+    content: str = "Reached maximum steps"
+
+
+@dataclass(frozen=True)
+class Timing(AgentEvent):
+    """Per model turn: seconds in the model call and in tools (search, crop, graph)."""
+
+    event: ClassVar[str] = "timing"
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Usage(AgentEvent):
+    event: ClassVar[str] = "usage"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+EVENT_TYPES: dict[str, type[AgentEvent]] = {
+    cls.event: cls
+    for cls in (ThinkDelta, ContentDelta, SearchStarted, SearchResults, ImageShown, BBox, Crop, Memorize,
+                GraphChanged, Answer, AgentError, MaxSteps, Timing, Usage)
+}
+_NESTED: dict[str, type] = {"hits": HitRef, "items": MemoryItem, "nodes": GraphNode, "evidence": Evidence}
+
+
+def event_from_dict(d: Mapping[str, Any]) -> AgentEvent:
+    """Rebuild an event from :meth:`AgentEvent.to_dict` output (unknown keys are ignored)."""
+    cls = EVENT_TYPES.get(str(d.get("event")))
+    if cls is None:
+        raise ValueError(f"unknown event kind {d.get('event')!r}")
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in d:
+            continue
+        value = d[f.name]
+        if f.name in _NESTED and isinstance(value, list | tuple):
+            sub = _NESTED[f.name]
+            value = tuple(sub(**_tuplify(sub, v)) for v in value)
+        elif isinstance(value, list | tuple):
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def _tuplify(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: tuple(v) if isinstance(v, list | tuple) else v for k, v in d.items() if k in names}
+
+
+__all__ = [name for name in list(globals()) if name[:1].isupper()] + ["event_from_dict"]
+
