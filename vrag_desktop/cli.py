@@ -28,17 +28,28 @@ def _parser() -> argparse.ArgumentParser:
         description="Multimodal retrieval-augmented reasoning over your own documents, images and videos.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    p.add_argument("--data-dir", metavar="DIR", help="where corpora and indexes live (default: $VRAG_DESKTOP_DATA_DIR "
-                   "or the per-user data directory)")
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="where corpora and indexes live (default: $VRAG_DESKTOP_DATA_DIR "
+        "or the per-user data directory)",
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
 
     ix = sub.add_parser("index", help="add files/folders to a corpus and index them (resumes if interrupted)")
-    ix.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (recursive); none: re-scan the corpus")
+    ix.add_argument(
+        "paths", nargs="*", metavar="PATH", help="files or folders (recursive); none: re-scan the corpus"
+    )
     ix.add_argument("--corpus", default="default", help="corpus name (created if new; default: %(default)s)")
-    ix.add_argument("--embedder", default=None, help="minilm (default, offline), or a Qwen3-VL-Embedding / GVE "
-                    "model id or local directory")
+    ix.add_argument(
+        "--embedder",
+        default=None,
+        help="minilm (default, offline), or a Qwen3-VL-Embedding / GVE model id or local directory",
+    )
     ix.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA if available)")
-    ix.add_argument("--clip-seconds", type=float, default=None, help="video clip length in seconds (default 60)")
+    ix.add_argument(
+        "--clip-seconds", type=float, default=None, help="video clip length in seconds (default 60)"
+    )
     ix.add_argument("--no-ocr", action="store_true", help="do not OCR pages and images without a text layer")
     ix.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -50,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     se.add_argument("--hybrid", action="store_true", help="fuse dense and BM25 (keyword) results")
     se.add_argument("--device", default=None)
 
-    sv = sub.add_parser("serve-search", help="HTTP search API compatible with the original VRAG search engine")
+    sv = sub.add_parser(
+        "serve-search", help="HTTP search API compatible with the original VRAG search engine"
+    )
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8001)
     sv.add_argument("--corpus", action="append", help="corpus to serve (repeatable; default: all)")
@@ -68,11 +81,16 @@ def _parser() -> argparse.ArgumentParser:
     cs_.add_argument("--retry-failed", action="store_true", help="try failed files again even if unchanged")
     cs_.add_argument("--device", default=None)
     cs_.add_argument("--quiet", action="store_true")
-    ci = cs.add_parser("import-legacy", help="import an original VRAG index folder (*_faiss_index.bin, "
-                       "*_meta_data.json, *_file_data_list.jsonl)")
+    ci = cs.add_parser(
+        "import-legacy",
+        help="import an original VRAG index folder (*_faiss_index.bin, "
+        "*_meta_data.json, *_file_data_list.jsonl)",
+    )
     ci.add_argument("folder")
     ci.add_argument("--name", required=True, help="name of the new corpus")
-    ci.add_argument("--embedder", default=None, help="embedder for queries (default: from the index's model_name)")
+    ci.add_argument(
+        "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
+    )
     return p
 
 
@@ -136,9 +154,17 @@ def cmd_index(args: argparse.Namespace) -> int:
                     corpus.delete_files()  # do not leave an empty corpus behind a typo
                 raise CLIError(str(exc)) from exc
         elif not corpus.manifest.roots():
-            raise CLIError(f"corpus '{corpus.name}' has no files yet: vrag-desktop index PATH --corpus {corpus.name}")
-        return _index(corpus, args.embedder, args.device, args.quiet, clip_seconds=args.clip_seconds,
-                      ocr=False if args.no_ocr else None)
+            raise CLIError(
+                f"corpus '{corpus.name}' has no files yet: vrag-desktop index PATH --corpus {corpus.name}"
+            )
+        return _index(
+            corpus,
+            args.embedder,
+            args.device,
+            args.quiet,
+            clip_seconds=args.clip_seconds,
+            ocr=False if args.no_ocr else None,
+        )
     finally:
         corpus.close()
 
@@ -158,7 +184,9 @@ def _index(corpus, embedder_spec, device, quiet, *, clip_seconds=None, ocr=None,
         from vrag_desktop.core.embedders.minilm import MINILM_ID
 
         if embedder_spec.lower().startswith("minilm") and corpus.embedder_id != MINILM_ID:
-            raise CLIError(f"corpus '{corpus.name}' is indexed with '{corpus.embedder_id}', not '{embedder_spec}'")
+            raise CLIError(
+                f"corpus '{corpus.name}' is indexed with '{corpus.embedder_id}', not '{embedder_spec}'"
+            )
     _err(f"Scanning {len(corpus.manifest.roots())} location(s) for corpus '{corpus.name}'…", quiet)
     scan = _drain(corpus.scan(retry_failed=retry_failed))
     _err(
@@ -200,8 +228,13 @@ def _run_build(corpus, embedder, cancel, quiet, ocr):  # type: ignore[no-untyped
     if not quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=corpus.pending_work(), unit="item", dynamic_ncols=True, file=sys.stderr,
-                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}] {postfix}")
+        bar = tqdm(
+            total=corpus.pending_work(),
+            unit="item",
+            dynamic_ncols=True,
+            file=sys.stderr,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}] {postfix}",
+        )
     try:
         while True:
             try:
@@ -211,7 +244,9 @@ def _run_build(corpus, embedder, cancel, quiet, ocr):  # type: ignore[no-untyped
             if bar is not None:
                 bar.total = max(bar.total or 0, p.total)
                 bar.update(p.done - bar.n)
-                bar.set_postfix_str(p.message[-40:] + (f" ({p.failed} failed)" if p.failed else ""), refresh=False)
+                bar.set_postfix_str(
+                    p.message[-40:] + (f" ({p.failed} failed)" if p.failed else ""), refresh=False
+                )
     finally:
         gen.close()
         if bar is not None:
@@ -222,8 +257,10 @@ def _print_summary(corpus, report) -> None:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.corpus.scan import display_path
 
     st = corpus.stats()
-    line = (f"Corpus '{corpus.name}': {st['indexed_files']} file(s) indexed, {st['items']} item(s), "
-            f"{st['vectors']} vector(s)")
+    line = (
+        f"Corpus '{corpus.name}': {st['indexed_files']} file(s) indexed, {st['items']} item(s), "
+        f"{st['vectors']} vector(s)"
+    )
     if report is not None and report.seconds > 0:
         line += f"; this run: {report.items} item(s) in {report.seconds:.1f} s ({report.items / report.seconds:.1f}/s)"
     print(line, file=sys.stderr)
@@ -294,7 +331,7 @@ def _hit_json(h) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 def _ts(t: float | None) -> str:
     if t is None:
         return "?"
-    m, s = divmod(int(round(t)), 60)
+    m, s = divmod(round(t), 60)
     return f"{m}:{s:02d}"
 
 
@@ -310,8 +347,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = SearchEngine(_library(args), args.corpus, hybrid=args.hybrid, device=args.device)
     app = create_app(engine)
     names = ", ".join(c.name for c in engine.corpora)
-    print(f"Serving {engine.total_vectors()} vectors from {names} on http://{args.host}:{args.port} "
-          "(POST /search, GET /search, GET /health)", file=sys.stderr)
+    print(
+        f"Serving {engine.total_vectors()} vectors from {names} on http://{args.host}:{args.port} "
+        "(POST /search, GET /search, GET /health)",
+        file=sys.stderr,
+    )
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     except OSError as exc:
@@ -339,8 +379,10 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         else:
             print(f"{'corpus':<20} {'files':>6} {'items':>7} {'vectors':>8} {'failed':>6}  embedder")
             for r in rows:
-                print(f"{r['name']:<20} {r['source_files']:>6} {r['items']:>7} {r['vectors']:>8} {r['failures']:>6}  "
-                      f"{r['embedder'] or '-'}")
+                print(
+                    f"{r['name']:<20} {r['source_files']:>6} {r['items']:>7} {r['vectors']:>8} {r['failures']:>6}  "
+                    f"{r['embedder'] or '-'}"
+                )
         return EXIT_OK
     if args.corpus_command == "remove":
         lib.remove(args.name)
@@ -359,7 +401,9 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         corpus = import_legacy_index(lib, args.folder, args.name, embedder=args.embedder)
         try:
             st = corpus.stats()
-            print(f"Imported {st['vectors']} vectors into corpus '{corpus.name}' (embedder {st['embedder']}).")
+            print(
+                f"Imported {st['vectors']} vectors into corpus '{corpus.name}' (embedder {st['embedder']})."
+            )
         finally:
             corpus.close()
         return EXIT_OK

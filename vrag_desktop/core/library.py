@@ -34,7 +34,9 @@ class Library:
         try:
             self.corpora_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CorpusError(f"cannot create the data directory {self.data_dir}: {exc.strerror or exc}") from exc
+            raise CorpusError(
+                f"cannot create the data directory {self.data_dir}: {exc.strerror or exc}"
+            ) from exc
 
     def names(self) -> list[str]:
         return sorted(p.name for p in self.corpora_dir.iterdir() if (p / "manifest.sqlite").exists())

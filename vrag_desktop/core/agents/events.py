@@ -219,8 +219,22 @@ class Usage(AgentEvent):
 
 EVENT_TYPES: dict[str, type[AgentEvent]] = {
     cls.event: cls
-    for cls in (ThinkDelta, ContentDelta, SearchStarted, SearchResults, ImageShown, BBox, Crop, Memorize,
-                GraphChanged, Answer, AgentError, MaxSteps, Timing, Usage)
+    for cls in (
+        ThinkDelta,
+        ContentDelta,
+        SearchStarted,
+        SearchResults,
+        ImageShown,
+        BBox,
+        Crop,
+        Memorize,
+        GraphChanged,
+        Answer,
+        AgentError,
+        MaxSteps,
+        Timing,
+        Usage,
+    )
 }
 _NESTED: dict[str, type] = {"hits": HitRef, "items": MemoryItem, "nodes": GraphNode, "evidence": Evidence}
 
@@ -250,4 +264,3 @@ def _tuplify(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:
 
 
 __all__ = [name for name in list(globals()) if name[:1].isupper()] + ["event_from_dict"]
-

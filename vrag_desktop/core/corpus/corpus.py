@@ -15,6 +15,7 @@ duplicated.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import queue
@@ -50,7 +51,7 @@ from vrag_desktop.core.corpus.manifest import (
     SourceRow,
 )
 from vrag_desktop.core.corpus.scan import ScanReport, os_error_message, sha256_file, walk
-from vrag_desktop.core.embedders.base import EmbedderError, EmbedInput, Embedder
+from vrag_desktop.core.embedders.base import Embedder, EmbedderError, EmbedInput
 from vrag_desktop.core.index.store import VectorStore
 from vrag_desktop.core.progress import CancelToken, Progress, RateMeter
 
@@ -183,7 +184,9 @@ class Corpus:
         return sum(self.manifest.remove_root(os.path.abspath(os.fspath(p))) for p in paths)
 
     # ---------------------------------------------------------------- scan
-    def scan(self, cancel: CancelToken | None = None, retry_failed: bool = False) -> Generator[Progress, None, ScanReport]:
+    def scan(
+        self, cancel: CancelToken | None = None, retry_failed: bool = False
+    ) -> Generator[Progress, None, ScanReport]:
         """Compare the roots with the manifest: new, changed, deleted files. Cheap when nothing changed."""
         report = ScanReport()
         m = self.manifest
@@ -267,13 +270,21 @@ class Corpus:
         if f.error:
             report.failed += 1
             ids = m.clear_items(row.id) if row else []
-            m.upsert_source(f.path, kind=f.kind, status=S_FAILED, error=f.error, size=None, mtime_ns=None, sha256=None)
+            m.upsert_source(
+                f.path, kind=f.kind, status=S_FAILED, error=f.error, size=None, mtime_ns=None, sha256=None
+            )
             return ids
         if f.kind is None:
             report.unsupported += 1
             ext = Path(f.path).suffix or "(no extension)"
-            m.upsert_source(f.path, kind=None, size=f.size, mtime_ns=f.mtime_ns, status=S_UNSUPPORTED,
-                            error=f"unsupported file type {ext}; supported: {', '.join(sorted(kinds.EXTENSIONS))}")
+            m.upsert_source(
+                f.path,
+                kind=None,
+                size=f.size,
+                mtime_ns=f.mtime_ns,
+                status=S_UNSUPPORTED,
+                error=f"unsupported file type {ext}; supported: {', '.join(sorted(kinds.EXTENSIONS))}",
+            )
             return []
         if row is not None and same_stat and not (retry_failed and row.status == S_FAILED):
             if row.status == S_PENDING:
@@ -284,16 +295,30 @@ class Corpus:
         if f.size == 0:
             report.failed += 1
             ids = m.clear_items(row.id) if row else []
-            m.upsert_source(f.path, kind=f.kind, size=0, mtime_ns=f.mtime_ns, sha256=None, status=S_FAILED,
-                            error="empty file (0 bytes)")
+            m.upsert_source(
+                f.path,
+                kind=f.kind,
+                size=0,
+                mtime_ns=f.mtime_ns,
+                sha256=None,
+                status=S_FAILED,
+                error="empty file (0 bytes)",
+            )
             return ids
         try:
             sha = sha256_file(f.path)
         except OSError as exc:
             report.failed += 1
             ids = m.clear_items(row.id) if row else []
-            m.upsert_source(f.path, kind=f.kind, status=S_FAILED, error=os_error_message(exc), size=f.size,
-                            mtime_ns=f.mtime_ns, sha256=None)
+            m.upsert_source(
+                f.path,
+                kind=f.kind,
+                status=S_FAILED,
+                error=os_error_message(exc),
+                size=f.size,
+                mtime_ns=f.mtime_ns,
+                sha256=None,
+            )
             return ids
         if row is not None and row.sha256 == sha and row.status in (S_INDEXED, S_DUPLICATE):
             m.update_source(row.id, size=f.size, mtime_ns=f.mtime_ns)  # touched, not changed
@@ -303,15 +328,33 @@ class Corpus:
         dup = m.source_by_sha(sha, exclude_id=row.id if row else None)
         if dup is not None and dup.status not in (S_FAILED, S_UNSUPPORTED):
             report.duplicates += 1
-            m.upsert_source(f.path, kind=f.kind, size=f.size, mtime_ns=f.mtime_ns, sha256=sha, status=S_DUPLICATE,
-                            duplicate_of=dup.id, error=None, n_expected=0)
+            m.upsert_source(
+                f.path,
+                kind=f.kind,
+                size=f.size,
+                mtime_ns=f.mtime_ns,
+                sha256=sha,
+                status=S_DUPLICATE,
+                duplicate_of=dup.id,
+                error=None,
+                n_expected=0,
+            )
             return ids
         if row is None:
             report.added += 1
         else:
             report.changed += 1
-        m.upsert_source(f.path, kind=f.kind, size=f.size, mtime_ns=f.mtime_ns, sha256=sha, status=S_PENDING,
-                        error=None, duplicate_of=None, n_expected=None)
+        m.upsert_source(
+            f.path,
+            kind=f.kind,
+            size=f.size,
+            mtime_ns=f.mtime_ns,
+            sha256=sha,
+            status=S_PENDING,
+            error=None,
+            duplicate_of=None,
+            n_expected=None,
+        )
         return ids
 
     # ---------------------------------------------------------------- build
@@ -337,12 +380,17 @@ class Corpus:
         store = self.store()
         cancel = cancel or CancelToken()
         use_ocr = (not embedder.info.is_multimodal) if ocr is None else ocr
-        opts = DeriveOptions(render_pixels=embedder.info.render_pixels, ocr=use_ocr, clip_seconds=self.clip_seconds)
+        opts = DeriveOptions(
+            render_pixels=embedder.info.render_pixels, ocr=use_ocr, clip_seconds=self.clip_seconds
+        )
         report = BuildReport()
         started = time.perf_counter()
         # Ids only grow (a high-water mark in the manifest), so a removed vector's id is never reused.
-        next_id = max(int(store.ids().max(initial=-1)) + 1, self.manifest.max_vector_id() + 1,
-                      int(self.manifest.get_meta("next_vector_id") or 0))
+        next_id = max(
+            int(store.ids().max(initial=-1)) + 1,
+            self.manifest.max_vector_id() + 1,
+            int(self.manifest.get_meta("next_vector_id") or 0),
+        )
         total = self.pending_work()
         done = 0
         meter = RateMeter()
@@ -358,7 +406,9 @@ class Corpus:
             finished: dict[int, str | None] = {}
             last_ckpt = time.perf_counter()
 
-            def checkpoint() -> None:
+            def checkpoint(
+                pipeline: _Pipeline = pipeline, finished: dict[int, str | None] = finished
+            ) -> None:
                 nonlocal next_id, buffer
                 next_id = self._commit(store, buffer, finished, pipeline.in_flight_sources(), next_id, report)
                 buffer = []
@@ -371,8 +421,15 @@ class Corpus:
                         done += n
                         rate = meter.update(n)
                         last = payload[-1].derived  # type: ignore[index]
-                        yield Progress("index", done, max(total, done), rate, meter.eta(max(total - done, 0)),
-                                       message=last.name, failed=report.failed_items + report.failed_sources)
+                        yield Progress(
+                            "index",
+                            done,
+                            max(total, done),
+                            rate,
+                            meter.eta(max(total - done, 0)),
+                            message=last.name,
+                            failed=report.failed_items + report.failed_sources,
+                        )
                     else:  # a source finished: its final status is committed with its last items
                         sid, err = payload  # type: ignore[misc]
                         finished[sid] = err
@@ -420,11 +477,20 @@ class Corpus:
                 d = r.derived
                 item_id = m.insert_item(
                     NewItem(
-                        source_id=r.source_id, ordinal=d.ordinal, name=d.name, kind=d.kind,
-                        status=I_EMBEDDED if vids else I_FAILED, t_start=d.t_start, t_end=d.t_end,
+                        source_id=r.source_id,
+                        ordinal=d.ordinal,
+                        name=d.name,
+                        kind=d.kind,
+                        status=I_EMBEDDED if vids else I_FAILED,
+                        t_start=d.t_start,
+                        t_end=d.t_end,
                         image_path=str(d.image_path) if d.image_path else None,
                         media_path=str(d.media_path) if d.media_path else None,
-                        width=d.width, height=d.height, text=d.text, text_source=d.text_source, error=d.error,
+                        width=d.width,
+                        height=d.height,
+                        text=d.text,
+                        text_source=d.text_source,
+                        error=d.error,
                     )
                 )
                 for chunk, vid in enumerate(vids):
@@ -444,12 +510,18 @@ class Corpus:
                     report.changed_during.append(src.path)
                     redo += m.clear_items(sid)
                     st = _stat(src.path)
-                    m.update_source(sid, status=S_PENDING, n_expected=None, error="changed while indexing",
-                                    size=st.st_size if st else None, mtime_ns=st.st_mtime_ns if st else None)
-                    try:
-                        m.update_source(sid, n_expected=expected_count(Path(src.path), src.kind or "", DeriveOptions()))
-                    except (SourceError, OSError):
-                        pass
+                    m.update_source(
+                        sid,
+                        status=S_PENDING,
+                        n_expected=None,
+                        error="changed while indexing",
+                        size=st.st_size if st else None,
+                        mtime_ns=st.st_mtime_ns if st else None,
+                    )
+                    with contextlib.suppress(SourceError, OSError):
+                        m.update_source(
+                            sid, n_expected=expected_count(Path(src.path), src.kind or "", DeriveOptions())
+                        )
                 else:
                     m.update_source(sid, status=S_INDEXED, error=None)
         if redo:
@@ -489,8 +561,9 @@ class _Pipeline:
 
     _END = object()
 
-    def __init__(self, corpus: Corpus, sources: list[SourceRow], opts: DeriveOptions, embedder: Embedder,
-                 use_ocr: bool) -> None:
+    def __init__(
+        self, corpus: Corpus, sources: list[SourceRow], opts: DeriveOptions, embedder: Embedder, use_ocr: bool
+    ) -> None:
         self.corpus = corpus
         self.sources = sources
         self.opts = opts
@@ -538,7 +611,9 @@ class _Pipeline:
                 err: str | None = None
                 try:
                     out_dir = self.corpus.derived_dir / str(src.id)
-                    for d in derive(Path(src.path), src.kind or "", out_dir, self.opts, self._skip[src.id], ocr_fn):
+                    for d in derive(
+                        Path(src.path), src.kind or "", out_dir, self.opts, self._skip[src.id], ocr_fn
+                    ):
                         if not self._put(("item", src.id, d)):
                             return
                 except SourceError as exc:
@@ -635,8 +710,13 @@ class _Pipeline:
 
 def _embed_input(d: Derived) -> EmbedInput:
     kind = {kinds.ITEM_CLIP: "video", kinds.ITEM_TEXT: "text"}.get(d.kind, "image")
-    return EmbedInput(kind=kind, text=d.text, image_path=d.image_path, frames=d.frames or None,
-                      timestamps=d.timestamps or None)
+    return EmbedInput(
+        kind=kind,
+        text=d.text,
+        image_path=d.image_path,
+        frames=d.frames or None,
+        timestamps=d.timestamps or None,
+    )
 
 
 def _stat(path: str) -> os.stat_result | None:

@@ -65,7 +65,7 @@ OCRFunc = Callable[[Path], str]
 def safe_stem(path: Path) -> str:
     """The file stem made safe for derived file names (undecodable bytes and separators replaced)."""
     stem = os.fsencode(path.stem).decode("utf-8", "replace").replace("\ufffd", "_")
-    return "".join(c if c not in '/\\\0' else "_" for c in stem) or "file"
+    return "".join(c if c not in "/\\\0" else "_" for c in stem) or "file"
 
 
 def expected_count(path: Path, kind: str, opts: DeriveOptions) -> int:
@@ -155,7 +155,9 @@ def _derive_pdf(
                     raise ValueError("page has no area")
                 pixels = min(opts.render_pixels, MAX_RENDER_PIXELS)
                 zoom = math.sqrt(pixels / (rect.width * rect.height))
-                pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB)
+                pix = page.get_pixmap(
+                    matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB
+                )
                 image_path = out_dir / f"{name}.jpg"
                 # PIL's libjpeg-turbo encodes ~10x faster than pymupdf's own JPEG writer (bench/ingest.py).
                 from PIL import Image
@@ -169,13 +171,21 @@ def _derive_pdf(
                         if ocr_text:
                             text, source = ocr_text, "ocr"
                 yield Derived(
-                    ordinal=ordinal, name=name, kind=kinds.ITEM_PAGE, image_path=image_path,
-                    width=pix.width, height=pix.height, text=text, text_source=source,
+                    ordinal=ordinal,
+                    name=name,
+                    kind=kinds.ITEM_PAGE,
+                    image_path=image_path,
+                    width=pix.width,
+                    height=pix.height,
+                    text=text,
+                    text_source=source,
                 )
             except SourceError:
                 raise
             except Exception as exc:
-                yield Derived(ordinal=ordinal, name=name, kind=kinds.ITEM_PAGE, error=f"page {ordinal}: {_msg(exc)}")
+                yield Derived(
+                    ordinal=ordinal, name=name, kind=kinds.ITEM_PAGE, error=f"page {ordinal}: {_msg(exc)}"
+                )
 
 
 # ---------------------------------------------------------------- images
@@ -201,19 +211,19 @@ def _derive_image(path: Path, out_dir: Path, opts: DeriveOptions, ocr: OCRFunc |
         raise SourceError(f"image too large (possible decompression bomb): {_msg(exc)}") from exc
     except Exception as exc:
         raise SourceError(f"cannot decode image (corrupt or truncated): {_msg(exc)}") from exc
-    pixels = min(opts.render_pixels, MAX_RENDER_PIXELS)
-    if w * h > pixels:
-        scale = math.sqrt(pixels / (w * h))
-        rgb = rgb.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.LANCZOS)
     image_path = out_dir / f"{stem}.jpg"
-    _save_jpeg(rgb, image_path)
-    text, source = "", "none"
-    if opts.ocr and ocr is not None:
-        text = ocr(image_path).strip()
-        source = "ocr" if text else "none"
+    _save_jpeg(_shrink(rgb, opts.render_pixels), image_path)
+    text, source = _ocr_text(image_path, opts, ocr)
     return Derived(
-        ordinal=1, name=stem, kind=kinds.ITEM_IMAGE, image_path=image_path, media_path=path,
-        width=w, height=h, text=text, text_source=source,
+        ordinal=1,
+        name=stem,
+        kind=kinds.ITEM_IMAGE,
+        image_path=image_path,
+        media_path=path,
+        width=w,
+        height=h,
+        text=text,
+        text_source=source,
     )
 
 
@@ -254,7 +264,10 @@ def _derive_video(
         for clip in range(1, n_clips + 1):
             first, last = frame_no, min(total, frame_no + frames_per_clip)
             name = f"{stem}_{clip}"
-            want = {first + round(j * (last - first - 1) / max(KEYFRAMES_PER_CLIP - 1, 1)) for j in range(KEYFRAMES_PER_CLIP)}
+            want = {
+                first + round(j * (last - first - 1) / max(KEYFRAMES_PER_CLIP - 1, 1))
+                for j in range(KEYFRAMES_PER_CLIP)
+            }
             todo = clip not in skip
             writer = None
             clip_path = out_dir / f"{name}.mp4"
@@ -269,7 +282,9 @@ def _derive_video(
                     if opts.write_clips:
                         if writer is None:
                             h, w = frame.shape[:2]
-                            writer = cv2.VideoWriter(str(clip_path) + ".part.mp4", cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
+                            writer = cv2.VideoWriter(
+                                str(clip_path) + ".part.mp4", cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h)
+                            )
                         writer.write(frame)
                     if frame_no in want:
                         keyframes.append((frame_no / fps, frame))
@@ -282,22 +297,16 @@ def _derive_video(
                     break
                 continue
             if not keyframes:
-                yield Derived(ordinal=clip, name=name, kind=kinds.ITEM_CLIP, error=f"clip {clip}: no decodable frames")
+                yield Derived(
+                    ordinal=clip, name=name, kind=kinds.ITEM_CLIP, error=f"clip {clip}: no decodable frames"
+                )
                 if not read_ok:
-                    # The rest of the file cannot be read either: report the remaining clips once each.
-                    for rest in range(clip + 1, n_clips + 1):
-                        if rest not in skip:
-                            yield Derived(ordinal=rest, name=f"{stem}_{rest}", kind=kinds.ITEM_CLIP,
-                                          error=f"clip {rest}: video ends early (truncated or corrupt)")
+                    yield from _unreadable_rest(stem, clip, n_clips, skip)
                     return
                 continue
             frame_paths, stamps, images = [], [], []
-            pixels = min(opts.render_pixels, MAX_RENDER_PIXELS)
             for j, (t, frame) in enumerate(keyframes):
-                im = Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))  # type: ignore[call-overload]
-                if im.width * im.height > pixels:
-                    s = math.sqrt(pixels / (im.width * im.height))
-                    im = im.resize((max(1, round(im.width * s)), max(1, round(im.height * s))))
+                im = _shrink(Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)), opts.render_pixels)  # type: ignore[call-overload]
                 fp = out_dir / f"{name}_f{j + 1}.jpg"
                 _save_jpeg(im, fp)
                 frame_paths.append(fp)
@@ -306,24 +315,59 @@ def _derive_video(
             sheet = _contact_sheet(images)
             sheet_path = out_dir / f"{name}.jpg"
             _save_jpeg(sheet, sheet_path)
-            text, source = "", "none"
-            if opts.ocr and ocr is not None:
-                text = ocr(sheet_path).strip()
-                source = "ocr" if text else "none"
+            text, source = _ocr_text(sheet_path, opts, ocr)
             yield Derived(
-                ordinal=clip, name=name, kind=kinds.ITEM_CLIP, image_path=sheet_path,
-                media_path=clip_path if opts.write_clips else path, frames=frame_paths, timestamps=stamps,
-                width=sheet.width, height=sheet.height, text=text, text_source=source,
-                t_start=round(first / fps, 3), t_end=round(frame_no / fps, 3),
+                ordinal=clip,
+                name=name,
+                kind=kinds.ITEM_CLIP,
+                image_path=sheet_path,
+                media_path=clip_path if opts.write_clips else path,
+                frames=frame_paths,
+                timestamps=stamps,
+                width=sheet.width,
+                height=sheet.height,
+                text=text,
+                text_source=source,
+                t_start=round(first / fps, 3),
+                t_end=round(frame_no / fps, 3),
             )
             if not read_ok:
-                for rest in range(clip + 1, n_clips + 1):
-                    if rest not in skip:
-                        yield Derived(ordinal=rest, name=f"{stem}_{rest}", kind=kinds.ITEM_CLIP,
-                                      error=f"clip {rest}: video ends early (truncated or corrupt)")
+                yield from _unreadable_rest(stem, clip, n_clips, skip)
                 return
     finally:
         cap.release()
+
+
+def _unreadable_rest(stem: str, clip: int, n_clips: int, skip: set[int]) -> Iterator[Derived]:
+    """The video stopped decoding in ``clip``: report each remaining clip once, as failed."""
+    for rest in range(clip + 1, n_clips + 1):
+        if rest not in skip:
+            yield Derived(
+                ordinal=rest,
+                name=f"{stem}_{rest}",
+                kind=kinds.ITEM_CLIP,
+                error=f"clip {rest}: video ends early (truncated or corrupt)",
+            )
+
+
+def _shrink(image, pixels: int):  # type: ignore[no-untyped-def]
+    """``image`` scaled down (never up) to at most ``pixels`` (capped by MAX_RENDER_PIXELS)."""
+    from PIL import Image
+
+    pixels = min(pixels, MAX_RENDER_PIXELS)
+    w, h = image.size
+    if w * h <= pixels:
+        return image
+    scale = math.sqrt(pixels / (w * h))
+    return image.resize((max(1, round(w * scale)), max(1, round(h * scale))), Image.Resampling.LANCZOS)
+
+
+def _ocr_text(image_path: Path, opts: DeriveOptions, ocr: OCRFunc | None) -> tuple[str, str]:
+    """(text, origin) read from an image when OCR is on: origin "ocr", or "none" if nothing was read."""
+    if not opts.ocr or ocr is None:
+        return "", "none"
+    text = ocr(image_path).strip()
+    return text, "ocr" if text else "none"
 
 
 def _contact_sheet(images: list) -> object:  # type: ignore[type-arg]
@@ -355,8 +399,14 @@ def _derive_text(path: Path) -> Derived:
         text = data.decode("latin-1")  # never fails; better a few odd characters than a lost note
     if "\0" in text:
         raise SourceError("binary data in a text file")
-    return Derived(ordinal=1, name=safe_stem(path), kind=kinds.ITEM_TEXT, media_path=path, text=text.strip(),
-                   text_source="file")
+    return Derived(
+        ordinal=1,
+        name=safe_stem(path),
+        kind=kinds.ITEM_TEXT,
+        media_path=path,
+        text=text.strip(),
+        text_source="file",
+    )
 
 
 # ---------------------------------------------------------------- helpers
@@ -382,7 +432,9 @@ class _cv_path:
         import tempfile
 
         self.tmp = tempfile.mkdtemp(prefix="vrag-video-")
-        link = os.path.join(self.tmp, "video" + (os.fsencode(self.path.suffix).decode("ascii", "ignore") or ".mp4"))
+        link = os.path.join(
+            self.tmp, "video" + (os.fsencode(self.path.suffix).decode("ascii", "ignore") or ".mp4")
+        )
         os.symlink(os.path.abspath(self.path), link)
         return link
 
@@ -396,7 +448,9 @@ class _cv_path:
 
 def _lost_content(warnings: str) -> bool:
     w = warnings.lower()
-    return any(s in w for s in ("premature end", "length incorrect", "cannot find object", "object out of range"))
+    return any(
+        s in w for s in ("premature end", "length incorrect", "cannot find object", "object out of range")
+    )
 
 
 def _msg(exc: BaseException) -> str:

@@ -195,7 +195,9 @@ class Manifest:
 
     # ---- roots (what the user added)
     def add_root(self, path: str) -> None:
-        self._db.execute("INSERT OR IGNORE INTO roots(path, added_at) VALUES (?, ?)", (_enc(path), time.time()))
+        self._db.execute(
+            "INSERT OR IGNORE INTO roots(path, added_at) VALUES (?, ?)", (_enc(path), time.time())
+        )
 
     def remove_root(self, path: str) -> bool:
         return self._db.execute("DELETE FROM roots WHERE path=?", (_enc(path),)).rowcount > 0
@@ -284,9 +286,20 @@ class Manifest:
             " width, height, text, text_source, status, error)"
             " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                item.source_id, item.ordinal, item.name, item.kind, item.t_start, item.t_end,
-                item.image_path and _enc(item.image_path), item.media_path and _enc(item.media_path), item.width, item.height, item.text,
-                item.text_source, item.status, item.error,
+                item.source_id,
+                item.ordinal,
+                item.name,
+                item.kind,
+                item.t_start,
+                item.t_end,
+                item.image_path and _enc(item.image_path),
+                item.media_path and _enc(item.media_path),
+                item.width,
+                item.height,
+                item.text,
+                item.text_source,
+                item.status,
+                item.error,
             ),
         )
         return int(cur.lastrowid or 0)
@@ -360,8 +373,12 @@ class Manifest:
             "sources_indexed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_INDEXED,)).fetchone()[0],
             "sources_pending": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_PENDING,)).fetchone()[0],
             "sources_failed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_FAILED,)).fetchone()[0],
-            "sources_duplicate": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_DUPLICATE,)).fetchone()[0],
-            "sources_unsupported": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_UNSUPPORTED,)).fetchone()[0],
+            "sources_duplicate": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_DUPLICATE,)).fetchone()[
+                0
+            ],
+            "sources_unsupported": q(
+                "SELECT COUNT(*) FROM sources WHERE status=?", (S_UNSUPPORTED,)
+            ).fetchone()[0],
             "items": q("SELECT COUNT(*) FROM items").fetchone()[0],
             "items_failed": q("SELECT COUNT(*) FROM items WHERE status=?", (I_FAILED,)).fetchone()[0],
             "vectors": q("SELECT COUNT(*) FROM vectors").fetchone()[0],
@@ -395,17 +412,34 @@ class ManifestError(RuntimeError):
 
 def _source(r: sqlite3.Row) -> SourceRow:
     return SourceRow(
-        id=r["id"], path=_dec(r["path"]), kind=r["kind"], size=r["size"], mtime_ns=r["mtime_ns"],
-        sha256=r["sha256"], status=r["status"], error=r["error"], duplicate_of=r["duplicate_of"],
+        id=r["id"],
+        path=_dec(r["path"]),
+        kind=r["kind"],
+        size=r["size"],
+        mtime_ns=r["mtime_ns"],
+        sha256=r["sha256"],
+        status=r["status"],
+        error=r["error"],
+        duplicate_of=r["duplicate_of"],
         n_expected=r["n_expected"],
     )
 
 
 def _item(r: sqlite3.Row) -> ItemRow:
     return ItemRow(
-        id=r["id"], source_id=r["source_id"], ordinal=r["ordinal"], name=r["name"], kind=r["kind"],
-        t_start=r["t_start"], t_end=r["t_end"], image_path=r["image_path"] and _dec(r["image_path"]),
+        id=r["id"],
+        source_id=r["source_id"],
+        ordinal=r["ordinal"],
+        name=r["name"],
+        kind=r["kind"],
+        t_start=r["t_start"],
+        t_end=r["t_end"],
+        image_path=r["image_path"] and _dec(r["image_path"]),
         media_path=r["media_path"] and _dec(r["media_path"]),
-        width=r["width"], height=r["height"], text=r["text"], text_source=r["text_source"],
-        status=r["status"], error=r["error"],
+        width=r["width"],
+        height=r["height"],
+        text=r["text"],
+        text_source=r["text_source"],
+        status=r["status"],
+        error=r["error"],
     )

@@ -15,10 +15,10 @@ import numpy as np
 
 from vrag_desktop.core.embedders.base import (
     TEXT,
+    Embedder,
     EmbedderError,
     EmbedderInfo,
     EmbedInput,
-    Embedder,
     l2_normalize,
     pick_device,
 )
@@ -78,7 +78,9 @@ class MiniLMEmbedder(Embedder):
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         if not queries:
             return np.zeros((0, self.dim), dtype=np.float32)
-        enc = self._tok(list(queries), truncation=True, max_length=MAX_TOKENS, padding=True, return_tensors="pt")
+        enc = self._tok(
+            list(queries), truncation=True, max_length=MAX_TOKENS, padding=True, return_tensors="pt"
+        )
         return self._forward(enc["input_ids"], enc["attention_mask"])
 
     def embed_items(self, items: Sequence[EmbedInput]) -> list[np.ndarray]:
@@ -126,7 +128,9 @@ class MiniLMEmbedder(Embedder):
     def _forward(self, ids, mask) -> np.ndarray:  # type: ignore[no-untyped-def]
         torch = self._torch
         with torch.inference_mode():
-            hidden = self._model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+            hidden = self._model(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device)
+            ).last_hidden_state
             m = mask.to(self.device).unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
         return l2_normalize(pooled.float().cpu().numpy())

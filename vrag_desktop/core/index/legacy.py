@@ -76,7 +76,9 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
             f"{index.ntotal} of dimension {index.d}, the record list has {len(records)} lines"
         )
     vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, dim), np.float32)
-    return LegacyIndex(name=name, model_name=model, dim=dim, vectors=vectors.astype(np.float32), records=records)
+    return LegacyIndex(
+        name=name, model_name=model, dim=dim, vectors=vectors.astype(np.float32), records=records
+    )
 
 
 def legacy_embedder_id(model_name: str, dim: int) -> str:
@@ -92,8 +94,9 @@ def legacy_embedder_id(model_name: str, dim: int) -> str:
     return f"{family or 'legacy'}:{base}:{dim}"
 
 
-def import_legacy_index(library: Any, folder: str | os.PathLike[str], name: str,
-                        embedder: str | None = None) -> Corpus:
+def import_legacy_index(
+    library: Any, folder: str | os.PathLike[str], name: str, embedder: str | None = None
+) -> Corpus:
     """Create corpus ``name`` from an original index folder (vectors copied, files referenced)."""
     legacy = read_legacy_index(folder)
     if library.exists(name):
@@ -112,22 +115,40 @@ def import_legacy_index(library: Any, folder: str | os.PathLike[str], name: str,
             for row, rec in enumerate(legacy.records):
                 path = _resolve(str(rec.get("file_path") or rec.get("uid") or f"record-{row}"), base)
                 rtype = str(rec.get("type", "image"))
-                kind = {"image": kinds.ITEM_IMAGE, "video": kinds.ITEM_CLIP, "text": kinds.ITEM_TEXT}.get(rtype, kinds.ITEM_IMAGE)
+                kind = {"image": kinds.ITEM_IMAGE, "video": kinds.ITEM_CLIP, "text": kinds.ITEM_TEXT}.get(
+                    rtype, kinds.ITEM_IMAGE
+                )
                 src = m.source_by_path(path)
                 st = os.stat(path) if os.path.exists(path) else None
-                sid = src.id if src else m.upsert_source(
-                    path, kind=kinds.kind_of(Path(path)) or rtype, size=st.st_size if st else None,
-                    mtime_ns=st.st_mtime_ns if st else None, sha256=None, status=S_INDEXED, n_expected=1,
+                sid = (
+                    src.id
+                    if src
+                    else m.upsert_source(
+                        path,
+                        kind=kinds.kind_of(Path(path)) or rtype,
+                        size=st.st_size if st else None,
+                        mtime_ns=st.st_mtime_ns if st else None,
+                        sha256=None,
+                        status=S_INDEXED,
+                        n_expected=1,
+                    )
                 )
                 if st is not None:
                     m.add_root(path)
                 ordinal = len(m.done_ordinals(sid)) + 1
-                item_id = m.insert_item(NewItem(
-                    source_id=sid, ordinal=ordinal, name=_name(path), kind=kind, status=I_EMBEDDED,
-                    image_path=path if kind == kinds.ITEM_IMAGE else None,
-                    media_path=path if kind != kinds.ITEM_IMAGE else None,
-                    text=str(rec.get("content") or ""), text_source="file" if rec.get("content") else "none",
-                ))
+                item_id = m.insert_item(
+                    NewItem(
+                        source_id=sid,
+                        ordinal=ordinal,
+                        name=_name(path),
+                        kind=kind,
+                        status=I_EMBEDDED,
+                        image_path=path if kind == kinds.ITEM_IMAGE else None,
+                        media_path=path if kind != kinds.ITEM_IMAGE else None,
+                        text=str(rec.get("content") or ""),
+                        text_source="file" if rec.get("content") else "none",
+                    )
+                )
                 m.insert_vector(int(ids[row]), item_id, 0)
         # Write the vectors before anything opens the store: opening reconciles it with the manifest,
         # which already lists these ids.

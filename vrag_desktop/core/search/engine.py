@@ -80,7 +80,9 @@ class SearchEngine:
         ids = {c.embedder_id for c in self.corpora}
         if len(ids) > 1:
             detail = ", ".join(f"'{c.name}' ({c.embedder_id})" for c in self.corpora)
-            raise SearchError(f"these corpora were built with different embedders and cannot be searched together: {detail}")
+            raise SearchError(
+                f"these corpora were built with different embedders and cannot be searched together: {detail}"
+            )
         wanted = ids.pop()
         if embedder is None:
             model = self.corpora[0].manifest.get_meta("embedder_model") or wanted
@@ -175,14 +177,29 @@ class SearchEngine:
         return sum(c.store().ntotal for c in self.corpora)
 
 
-def _hit(c: Corpus, row: ItemRow, score: float, *, dense_score: float | None = None,
-         lexical_score: float | None = None) -> Hit:
+def _hit(
+    c: Corpus,
+    row: ItemRow,
+    score: float,
+    *,
+    dense_score: float | None = None,
+    lexical_score: float | None = None,
+) -> Hit:
     src = c.manifest.source(row.source_id)
     return Hit(
-        score=float(score), corpus=c.name, item_id=row.id, name=row.name, source=src.path if src else "",
-        modality=row.kind, page=row.ordinal if row.kind == ITEM_PAGE else None,
-        clip=row.ordinal if row.kind == ITEM_CLIP else None, t_start=row.t_start, t_end=row.t_end,
-        image=row.image_path, media=row.media_path, text=row.text or "",
+        score=float(score),
+        corpus=c.name,
+        item_id=row.id,
+        name=row.name,
+        source=src.path if src else "",
+        modality=row.kind,
+        page=row.ordinal if row.kind == ITEM_PAGE else None,
+        clip=row.ordinal if row.kind == ITEM_CLIP else None,
+        t_start=row.t_start,
+        t_end=row.t_end,
+        image=row.image_path,
+        media=row.media_path,
+        text=row.text or "",
         dense_score=None if dense_score is None else float(dense_score),
         lexical_score=None if lexical_score is None else float(lexical_score),
     )

@@ -63,12 +63,17 @@ def is_match(hit: Hit, corpus_root: Path, file: str, page: int | None) -> bool:
     return same and (page is None or hit.page == page)
 
 
-def evaluate(engine: SearchEngine, questions: list[dict[str, Any]], corpus_root: Path, k: int = 5) -> EvalReport:
+def evaluate(
+    engine: SearchEngine, questions: list[dict[str, Any]], corpus_root: Path, k: int = 5
+) -> EvalReport:
     hits_per_q = engine.search_batch([q["question"] for q in questions], k)
     results = []
     for q, hits in zip(questions, hits_per_q, strict=True):
         exp = q["expected"]
-        rank = next((i + 1 for i, h in enumerate(hits) if is_match(h, corpus_root, exp["file"], exp.get("page"))), None)
+        rank = next(
+            (i + 1 for i, h in enumerate(hits) if is_match(h, corpus_root, exp["file"], exp.get("page"))),
+            None,
+        )
         top = f"{Path(hits[0].source).name} p{hits[0].page}" if hits else "-"
         results.append(QuestionResult(q["question"], exp["file"], exp.get("page"), rank, top))
     return EvalReport(k, results)

@@ -51,8 +51,16 @@ def record(hit: Hit) -> dict[str, Any]:
     else:
         rec = {"type": "text", "file_path": hit.media or hit.source, "content": hit.text}
     rec.update(
-        name=hit.name, source=hit.source, modality=hit.modality, page=hit.page, clip=hit.clip,
-        t_start=hit.t_start, t_end=hit.t_end, image=hit.image, corpus=hit.corpus, item_id=hit.item_id,
+        name=hit.name,
+        source=hit.source,
+        modality=hit.modality,
+        page=hit.page,
+        clip=hit.clip,
+        t_start=hit.t_start,
+        t_end=hit.t_end,
+        image=hit.image,
+        corpus=hit.corpus,
+        item_id=hit.item_id,
     )
     return rec
 
@@ -67,6 +75,7 @@ def create_app(engine: SearchEngine):  # type: ignore[no-untyped-def]
     from fastapi import FastAPI, HTTPException, Query, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse
+
     app = FastAPI(title="VRAG Desktop search", version=__version__)
     known: dict[str, set[str]] = {}
 
@@ -81,8 +90,11 @@ def create_app(engine: SearchEngine):  # type: ignore[no-untyped-def]
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
             problems.append(f"{where}: {err.get('msg')}")
-        hint = ('expected JSON like {"queries": ["your question"], "top_k": 3, "vrag_ret": false}'
-                if request.method == "POST" else "expected /search?queries=your+question[&queries=…][&top_k=10]")
+        hint = (
+            'expected JSON like {"queries": ["your question"], "top_k": 3, "vrag_ret": false}'
+            if request.method == "POST"
+            else "expected /search?queries=your+question[&queries=…][&top_k=10]"
+        )
         return JSONResponse(status_code=422, content={"detail": "; ".join(problems) + f" ({hint})"})
 
     def run(queries: list[str], top_k: int) -> list[list[Hit]]:
@@ -102,7 +114,11 @@ def create_app(engine: SearchEngine):  # type: ignore[no-untyped-def]
             return [legacy_list(hits) for hits in results]
         return {
             "results": [
-                {"score": [h.score for h in hits], "indice": [h.item_id for h in hits], "data": [record(h) for h in hits]}
+                {
+                    "score": [h.score for h in hits],
+                    "indice": [h.item_id for h in hits],
+                    "data": [record(h) for h in hits],
+                }
                 for hits in results
             ]
         }

@@ -1,0 +1,479 @@
+"""The VRAG agent: search pages, zoom into regions, answer — as a typed async event stream.
+
+Protocol (reference §3, see :mod:`.vrag_protocol`): one user turn with the VRAG prompt and no system
+prompt; each model reply is appended as an assistant message; each observation is a new user message
+with one ``image_url`` part (the resized image as a JPEG data URI). The released VRAG model was
+trained on exactly this, so the prompt bytes, tags, sizing and crop math are not ours to change.
+
+What we do differently from the original demo (reference §9), on purpose:
+
+- never raises into the caller: bad tags, bad boxes, failed searches and endpoint errors become
+  :class:`AgentError` events plus a corrective user turn; a fatal endpoint error ends the run with
+  ``AgentError(recoverable=False)``; the step limit ends with ``MaxSteps`` and a forced ``Answer``.
+- one **new** image per search; when every hit was already shown the model is told so in words
+  (the original re-sent the last path).
+- nested zoom: a box refers to the last image shown (a crop after a crop); every ``Crop`` carries its
+  region in the *page's* raw pixels so the UI can draw it on the page.
+- invalid replies (no tag, bad box) do not consume steps, up to ``max_invalid`` per run (after
+  that they do, so a model that never uses tags still ends); a search that fails does consume one.
+- the served model name is the :class:`ChatModel`'s business, never hard-coded here.
+
+Streaming choice: ``ContentDelta`` carries the model's raw text as it arrives, tags included
+(concatenated per step it equals the assistant message); ``ThinkDelta`` carries the text inside
+``<think>…</think>`` (tags stripped) and any ``reasoning_content``. So a UI shows either the raw
+transcript or a thinking pane without re-parsing. Non-streaming models get the same events once the
+reply is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from vrag_desktop.core.agents import vrag_protocol as vp
+from vrag_desktop.core.agents.events import (
+    AgentError,
+    AgentEvent,
+    Answer,
+    BBox,
+    ContentDelta,
+    Crop,
+    Evidence,
+    GraphChanged,
+    GraphNode,
+    HitRef,
+    ImageShown,
+    MaxSteps,
+    SearchResults,
+    SearchStarted,
+    ThinkDelta,
+    Timing,
+    Usage,
+)
+from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
+from vrag_desktop.core.endpoints.base import ChatModel, ChatResult, EndpointError
+
+log = logging.getLogger(__name__)
+
+#: Endpoint failures that retrying the same request will not fix.
+FATAL_ENDPOINT_KINDS = frozenset({"auth", "unreachable", "not_found", "bad_request"})
+
+
+@dataclass
+class _Shown:
+    """The last image in the model's context and what is behind it."""
+
+    hit: SearchHit
+    page_raw: str  # local path of the page's raw image (crops are cut from it)
+    view: vp.View
+
+
+class _Fatal(Exception):
+    """Internal: the model endpoint is gone for good; the run ends cleanly."""
+
+
+_DONE = object()
+
+
+class VRAGAgent:
+    """Answers a question by searching a corpus and zooming into page regions (VRAG protocol).
+
+    ``image_dir`` receives every image shown to the model (resized JPEGs, exactly the bytes sent)
+    and crops, named per run, so events and saved runs can reference them by path. Sampling
+    parameters left as None are not sent (the original sent none)."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        searcher: Searcher,
+        *,
+        image_dir: Path,
+        max_steps: int = 10,
+        top_k: int = 3,
+        min_pixels: int = vp.MIN_PIXELS,
+        max_pixels: int = vp.MAX_PIXELS,
+        crop_pad: int = vp.CROP_PAD,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_tokens: int | None = None,
+        params: Mapping[str, Any] | None = None,
+        trailing_newline: bool = True,
+        snap: int | None = None,
+        max_invalid: int = 3,
+        endpoint_retries: int = 1,
+        retry_delay: float = 1.0,
+        jpeg_quality: int = 90,
+    ) -> None:
+        if max_steps < 0 or top_k < 1 or min_pixels < 1 or max_pixels < min_pixels or crop_pad < 0:
+            raise ValueError("need max_steps >= 0, top_k >= 1, 1 <= min_pixels <= max_pixels, crop_pad >= 0")
+        self.model = model
+        self.searcher = searcher
+        self.image_dir = Path(image_dir)
+        self.max_steps = max_steps
+        self.top_k = top_k
+        self.min_pixels = min_pixels
+        self.max_pixels = max_pixels
+        self.crop_pad = crop_pad
+        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        self.params: dict[str, Any] = {k: v for k, v in sampling.items() if v is not None} | dict(params or {})
+        self.trailing_newline = trailing_newline
+        self.snap = snap
+        self.max_invalid = max_invalid
+        self.endpoint_retries = endpoint_retries
+        self.retry_delay = retry_delay
+        self.jpeg_quality = jpeg_quality
+
+    async def run(self, question: str) -> AsyncIterator[AgentEvent]:
+        """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
+
+        To cancel, close the stream (``await stream.aclose()``, or iterate inside
+        ``contextlib.aclosing``) or cancel the consuming task: the model request is cancelled at
+        once and nothing more is emitted. (A stream merely dropped is closed later by the loop.)"""
+        run = _Run(self, question)
+        try:
+            async with aclosing(run.events()) as events:
+                async for ev in events:
+                    yield ev
+        except Exception as exc:  # a bug or an unwritable image_dir must not kill the caller's UI
+            log.exception("VRAG run failed")
+            yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+
+
+class _Run:
+    """State of one question: the conversation, what was shown, the graph, the clock."""
+
+    def __init__(self, agent: VRAGAgent, question: str) -> None:
+        self.a = agent
+        self.question = question
+        self.t0 = time.monotonic()
+        self.step = 0
+        self.run_id = uuid.uuid4().hex[:8]
+        self.messages: list[dict[str, Any]] = []
+        self.shown_images: set[str] = set()
+        self.n_shown = 0
+        self.current: _Shown | None = None
+        self.evidence: list[Evidence] = []
+        self.nodes: list[GraphNode] = [GraphNode(id="root", kind="root", label=question, query=question)]
+        self.observation: list[dict[str, Any]] = []
+        self.model_seconds = 0.0
+        self.tool_seconds = 0.0
+
+    # ------------------------------------------------------------ helpers
+    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:
+        return cls(step=self.step, time=round(time.monotonic() - self.t0, 4), **kw)
+
+    def node(self, kind: str, label: str, **kw: Any) -> None:
+        nid = f"s{self.step}-{kind}" if kind != "answer" else "answer"
+        self.nodes.append(GraphNode(id=nid, kind=kind, parents=(self.nodes[-1].id,), label=label[:120], **kw))
+
+    def graph(self) -> AgentEvent:
+        return self.ev(GraphChanged, nodes=tuple(self.nodes))
+
+    def say(self, text: str) -> None:
+        self.observation.append({"type": "text", "text": text})
+
+    def add_evidence(self, e: Evidence) -> None:
+        if e not in self.evidence:
+            self.evidence.append(e)
+
+    def out_path(self, what: str, suffix: str = ".jpg") -> Path:
+        return self.a.image_dir / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
+
+    # ------------------------------------------------------------ loop
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        a = self.a
+        a.image_dir.mkdir(parents=True, exist_ok=True)
+        prompt = vp.build_prompt(self.question, a.trailing_newline)
+        first: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+        if a.max_steps == 0:
+            first.append({"type": "text", "text": vp.ANSWER_NOW})
+        self.messages.append({"role": "user", "content": first})
+        yield self.graph()
+        steps_left, free_invalid = a.max_steps, a.max_invalid
+        while True:
+            self.step += 1
+            self.model_seconds = self.tool_seconds = 0.0
+            final = steps_left <= 0
+            result: ChatResult | None = None
+            try:
+                async with aclosing(self.call_model()) as calls:
+                    async for item in calls:
+                        if isinstance(item, ChatResult):
+                            result = item
+                        else:
+                            yield item
+            except _Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+                yield self.timing()
+                yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+                return
+            assert result is not None
+            content = result.content or ""
+            self.messages.append({"role": "assistant", "content": content})
+            turn = vp.parse_turn(content)
+            think = turn.think or (result.reasoning or "").strip() or None
+            if think:
+                self.node("think", think, summary=think)
+            if turn.action == "answer":
+                if turn.problems:
+                    yield self.ev(AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True)
+                self.node("answer", turn.argument, summary=turn.argument)
+                yield self.graph()
+                yield self.timing()
+                yield self.ev(Answer, content=turn.argument, evidence=tuple(self.evidence))
+                return
+            if final:
+                yield self.ev(MaxSteps, content=f"Reached maximum steps ({a.max_steps}) without an answer")
+                self.node("answer", vp.FALLBACK_ANSWER, summary="forced")
+                yield self.graph()
+                yield self.timing()
+                yield self.ev(Answer, content=vp.FALLBACK_ANSWER, evidence=tuple(self.evidence), forced=True)
+                return
+            self.observation = []
+            valid = True
+            if turn.action is None:
+                valid = False
+                problem = "; ".join(turn.problems)
+                yield self.ev(AgentError, kind="parse", content=problem, recoverable=True)
+                self.say(vp.invalid_action_message(problem))
+            else:
+                if turn.problems:  # carried out, but the model should hear about it
+                    yield self.ev(AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True)
+                t = time.monotonic()
+                tool = self.search(turn.argument) if turn.action == "search" else self.crop(turn.argument)
+                async with aclosing(tool) as tool_events:
+                    async for ev in tool_events:
+                        if turn.action == "bbox" and isinstance(ev, AgentError):
+                            valid = False
+                        yield ev
+                self.tool_seconds += time.monotonic() - t
+                if turn.problems and valid:
+                    self.say("Note: " + "; ".join(turn.problems) + ".")
+            if valid or free_invalid <= 0:
+                steps_left -= 1
+            else:
+                free_invalid -= 1
+            if steps_left <= 0:
+                self.say(vp.ANSWER_NOW)
+            self.messages.append({"role": "user", "content": self.observation})
+            yield self.graph()
+            yield self.timing()
+
+    def timing(self) -> AgentEvent:
+        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
+
+    # ------------------------------------------------------------ model
+    async def call_model(self) -> AsyncIterator[AgentEvent | ChatResult]:
+        """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error
+        is reported (``AgentError(recoverable=True)``) and the same request retried: the model said
+        nothing, so there is nothing to correct (the client already retried transport-level
+        failures). Raises :class:`_Fatal` with the message when the endpoint is gone for good."""
+        attempt = 0
+        while True:
+            t = time.monotonic()
+            try:
+                async with aclosing(self.stream_once()) as stream:
+                    async for item in stream:
+                        yield item
+                return
+            except Exception as exc:  # EndpointError, or any failure of a client we do not own
+                self.model_seconds += time.monotonic() - t
+                kind = exc.kind if isinstance(exc, EndpointError) else "other"
+                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
+                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
+                if not recoverable:
+                    raise _Fatal(msg) from exc
+                yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
+                attempt += 1
+                await asyncio.sleep(self.a.retry_delay * attempt)
+
+    async def stream_once(self) -> AsyncIterator[AgentEvent | ChatResult]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        splitter = vp.ThinkSplitter()
+        streamed = False
+
+        def put(item: Any) -> None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                queue.put_nowait(item)
+            else:  # a client calling back from another thread
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def on_delta(kind: str, text: str) -> None:
+            nonlocal streamed
+            if not text:
+                return
+            streamed = True
+            if kind == "think":
+                put(self.ev(ThinkDelta, content=text))
+                return
+            put(self.ev(ContentDelta, content=text))
+            inner = splitter.feed(text)
+            if inner:
+                put(self.ev(ThinkDelta, content=inner))
+
+        t = time.monotonic()
+        task = asyncio.ensure_future(
+            self.a.model.chat(list(self.messages), stream=True, on_delta=on_delta, **self.a.params))
+        task.add_done_callback(lambda _: put(_DONE))
+        try:
+            while (item := await queue.get()) is not _DONE:
+                yield item
+            result = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+        self.model_seconds += result.model_seconds or (time.monotonic() - t)
+        if not streamed:  # a non-streaming model: same events, all at once
+            if result.reasoning:
+                yield self.ev(ThinkDelta, content=result.reasoning)
+            if result.content:
+                yield self.ev(ContentDelta, content=result.content)
+                inner = splitter.feed(result.content)
+                if inner:
+                    yield self.ev(ThinkDelta, content=inner)
+        tail = splitter.flush()
+        if tail:
+            yield self.ev(ThinkDelta, content=tail)
+        yield self.ev(Usage, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        yield result
+
+    # ------------------------------------------------------------ tools
+    async def search(self, query: str) -> AsyncIterator[AgentEvent]:
+        self.node("search", query, query=query)
+        yield self.ev(SearchStarted, content=query)
+        try:
+            hits = await asyncio.to_thread(self.a.searcher.search, query, self.a.top_k)
+        except Exception as exc:  # SearchFailed or anything else from a searcher we do not own
+            msg = str(exc) if isinstance(exc, SearchFailed) else f"search failed: {exc}"
+            yield self.ev(SearchResults, content=query)
+            yield self.ev(AgentError, kind="search", content=msg, recoverable=True)
+            self.say(f"The search failed ({msg}). You can search again, crop the last image with <bbox>, "
+                     "or answer inside <answer> and </answer>.")
+            return
+        if not hits:
+            yield self.ev(SearchResults, content=query)
+            yield self.ev(AgentError, kind="search", content=f"the search for '{query}' returned nothing",
+                          recoverable=True)
+            self.say("The search returned no results. Try a different query, or answer inside <answer> and </answer>.")
+            return
+        shown_idx: int | None = None
+        shown: tuple[Path, str] | None = None
+        problems: list[str] = []
+        for i, hit in enumerate(hits):
+            if not hit.image or hit.image in self.shown_images:
+                continue
+            try:
+                shown = await asyncio.to_thread(self.show_page, hit)
+            except Exception as exc:  # an unreadable image: try the next hit
+                problems.append(f"cannot open the image of '{hit.name}': {exc}")
+                continue
+            shown_idx = i
+            break
+        refs = tuple(_ref(h, f"Image {self.n_shown + 1}" if i == shown_idx else "") for i, h in enumerate(hits))
+        yield self.ev(SearchResults, content=query, hits=refs, shown=() if shown_idx is None else (shown_idx,))
+        for p in problems:
+            yield self.ev(AgentError, kind="search", content=p, recoverable=True)
+        if shown_idx is None:
+            if problems:
+                reason = "the images of the results could not be opened"
+            elif any(h.image for h in hits):
+                reason = "all results of this search have already been shown to you"
+            else:
+                reason = "the results of this search have no image to show"
+            self.say(f"No new image: {reason}. Try a different query, crop the last image with <bbox>, "
+                     "or answer inside <answer> and </answer>.")
+            return
+        assert shown is not None
+        shown_path, uri = shown
+        hit = hits[shown_idx]
+        assert self.current is not None
+        self.n_shown += 1
+        self.shown_images.add(str(hit.image))
+        self.add_evidence(Evidence(source=hit.source, image=self.current.page_raw, page=hit.page))
+        w, h = self.current.view.shown_size
+        yield self.ev(ImageShown, image=str(shown_path), raw=self.current.page_raw, width=w, height=h,
+                      source=hit.source, page=hit.page)
+        self.observation.insert(0, {"type": "image_url", "image_url": {"url": uri}})
+
+    def show_page(self, hit: SearchHit) -> tuple[Path, str]:
+        """(Worker thread.) Load a hit's raw image, write the resized copy, make it current."""
+        assert hit.image
+        data = self.a.searcher.load_image(hit.image)
+        with Image.open(io.BytesIO(data)) as im:
+            raw = im.convert("RGB")
+        raw_path = hit.image
+        if not (getattr(self.a.searcher, "local_files", True) and Path(raw_path).is_file()):
+            # fetched from a search server: keep a local copy to crop and to draw crops on
+            local = self.out_path("raw", Path(raw_path).suffix or ".img")
+            local.write_bytes(data)
+            raw_path = str(local)
+        shown = vp.resize_for_model(raw, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
+        path, uri = self.write_jpeg(shown, "page")
+        self.current = _Shown(hit, raw_path, vp.View(shown.size, raw.size))
+        return path, uri
+
+    def write_jpeg(self, img: Image.Image, what: str) -> tuple[Path, str]:
+        jpeg = vp.jpeg_bytes(img, self.a.jpeg_quality)
+        path = self.out_path(what)
+        path.write_bytes(jpeg)
+        return path, vp.data_uri(jpeg)
+
+    async def crop(self, text: str) -> AsyncIterator[AgentEvent]:
+        cur = self.current
+        if cur is None:
+            yield self.ev(AgentError, kind="bbox", content="bbox before any image was shown", recoverable=True)
+            self.say(vp.invalid_action_message("There is no image to crop yet: search first with <search> query "
+                                               "</search>"))
+            return
+        w, h = cur.view.shown_size
+        try:
+            box = vp.parse_bbox(text, (w, h))
+        except vp.BBoxError as exc:
+            yield self.ev(AgentError, kind="bbox", content=str(exc), recoverable=True)
+            self.say(vp.invalid_action_message(f"{str(exc)[:1].upper()}{str(exc)[1:]}. The coordinates are absolute "
+                                               f"pixels of the last image you were shown ({w}x{h})"))
+            return
+        self.node("crop", text, query=text)
+        yield self.ev(BBox, content=text, box=box)
+        region, view = cur.view.zoom(box, self.a.crop_pad, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
+        try:
+            path, uri = await asyncio.to_thread(self.cut, cur.page_raw, region, view.shown_size)
+        except Exception as exc:
+            yield self.ev(AgentError, kind="bbox", content=f"cannot crop the image: {exc}", recoverable=True)
+            self.say(f"The crop failed ({exc}). Search again or answer inside <answer> and </answer>.")
+            return
+        self.current = _Shown(cur.hit, cur.page_raw, view)
+        self.add_evidence(Evidence(source=cur.hit.source, image=cur.page_raw, page=cur.hit.page, region=region))
+        yield self.ev(Crop, region=region, raw=cur.page_raw, image=str(path), width=view.shown_size[0],
+                      height=view.shown_size[1], source=cur.hit.source, page=cur.hit.page)
+        self.observation.insert(0, {"type": "image_url", "image_url": {"url": uri}})
+
+    def cut(self, page_raw: str, region: vp.Region, size: tuple[int, int]) -> tuple[Path, str]:
+        """(Worker thread.) Crop the page's raw at a page-pixel region and size it for the model."""
+        with Image.open(page_raw) as im:
+            piece = im.convert("RGB").crop(region)
+        if piece.size != size:
+            piece = piece.resize(size, Image.Resampling.BICUBIC)
+        return self.write_jpeg(piece, "crop")
+
+
+def _ref(h: SearchHit, label: str) -> HitRef:
+    return HitRef(score=float(h.score), name=h.name, source=h.source, modality=h.modality, image=h.image,
+                  page=h.page, clip=h.clip, t_start=h.t_start, t_end=h.t_end, label=label)
+
+
+__all__ = ["FATAL_ENDPOINT_KINDS", "VRAGAgent"]
