@@ -5,6 +5,17 @@ imports Qt; :mod:`vrag_desktop.qt` renders core state. Heavy libraries are impor
 ``import vrag_desktop`` stays fast.
 """
 
+from typing import Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = ["VRAG", "VimRAG", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """``from vrag_desktop import VRAG, VimRAG`` without importing the agents at package import."""
+    if name in ("VRAG", "VimRAG"):
+        from vrag_desktop import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'vrag_desktop' has no attribute {name!r}")

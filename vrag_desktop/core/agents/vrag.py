@@ -336,6 +336,8 @@ class _Run:
         finally:
             if not task.done():
                 task.cancel()
+                # Let the cancelled request close its connection now, not when the loop is torn down.
+                await asyncio.wait({task}, timeout=5)
         self.model_seconds += result.model_seconds or (time.monotonic() - t)
         if not streamed:  # a non-streaming model: same events, all at once
             if result.reasoning:

@@ -1,0 +1,122 @@
+"""The original-shaped Python API (`from vrag_desktop import VRAG`) end to end against a scripted model
+over real HTTP and a real index; every run saved, listed, replayed identically, and exported."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from conftest import index_paths
+from scripted_openai import ScriptedOpenAI
+
+from vrag_desktop import VRAG
+from vrag_desktop.core.agents.vrag_protocol import VRAG_PROMPT
+from vrag_desktop.core.runs import RunStore
+
+SCRIPT = [
+    {"content": "<think>I need the spec page.</think>\n<search>Atlas robot payload</search>"},
+    {"content": "<think>Zoom into the table.</think>\n<bbox>[20, 30, 300, 200]</bbox>"},
+    {"content": "<think>It says 450 kg.</think>\n<answer>450 kg</answer>"},
+]
+
+
+def _corpus(library, minilm, make_pdf) -> None:  # type: ignore[no-untyped-def]
+    pdf = make_pdf(
+        "robots.pdf",
+        [
+            "Northwind annual report. Letter to shareholders about a good year.",
+            "Atlas warehouse robot specifications: payload 450 kg, battery 14 hours, top speed 2 m/s.",
+            "Safety: seven minor incidents, no injuries.",
+        ],
+    )
+    index_paths(library, "c", [pdf], minilm)
+
+
+def test_vrag_api_runs_saves_and_replays(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    _corpus(library, minilm, make_pdf)
+    with ScriptedOpenAI(SCRIPT, api_key="secret-key-123") as srv:
+        agent = VRAG(
+            base_url=srv.base_url,
+            search_url=None,
+            model_name="served-name",
+            api_key="secret-key-123",
+            corpora=["c"],
+            data_dir=data_dir,
+        )
+        events = list(agent.run("How heavy a load can the Atlas robot carry?"))
+        bodies = srv.chat_bodies
+    kinds = [e["event"] for e in events]
+    for k in ("search", "search_results", "search_image", "bbox", "crop_image", "answer"):
+        assert k in kinds, kinds
+    answer = (
+        events[-1] if events[-1]["event"] == "answer" else next(e for e in events if e["event"] == "answer")
+    )
+    assert answer["content"] == "450 kg"
+    assert [b["model"] for b in bodies] == ["served-name"] * 3
+    first_user = bodies[0]["messages"][0]["content"]
+    text = first_user if isinstance(first_user, str) else first_user[0]["text"]
+    assert text.startswith(VRAG_PROMPT.split("{question}")[0]) and "Atlas robot" in text
+    shown = next(e for e in events if e["event"] == "search_image")
+    assert Path(shown["source"]).name == "robots.pdf" and shown["page"] == 2
+
+    store = RunStore(data_dir / "runs")
+    (run,) = store.list()
+    assert run.agent == "vrag" and run.status == "answered" and run.answer == "450 kg"
+    assert run.question.startswith("How heavy") and run.model == "served-name"
+    assert "secret-key-123" not in (data_dir / "runs" / run.id / "run.json").read_text()
+    replayed = list(store.events(run.id))
+    assert replayed == events  # same types, same fields, same order
+    for e in replayed:
+        if e["event"] in ("search_image", "crop_image"):
+            assert Path(e["image"]).exists() and (data_dir / "runs" / run.id) in Path(e["image"]).parents
+
+    n = store.export_sft([run.id], data_dir / "export" / "sft.json")
+    (sample,) = json.loads((data_dir / "export" / "sft.json").read_text())
+    assert n == 1
+    roles = [m["role"] for m in sample["messages"]]
+    assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
+    assert sample["messages"][1]["content"].endswith("<search>Atlas robot payload</search>")
+    assert sample["messages"][-1]["content"].endswith("<answer>450 kg</answer>")
+    assert len(sample["images"]) == 2 and all(Path(p).exists() for p in sample["images"])
+
+    assert store.export_rl([run.id], data_dir / "export" / "rl.jsonl") == 1
+    row = json.loads((data_dir / "export" / "rl.jsonl").read_text())
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "450 kg"}
+    assert row["file_name"] == "robots.pdf" and row["reference_page"] == [2]
+    assert row["prompt"][0]["content"].endswith("Question: How heavy a load can the Atlas robot carry?")
+
+
+def test_closing_the_generator_cancels_and_saves(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    _corpus(library, minilm, make_pdf)
+    script = [SCRIPT[0], {"hang": 30, "content": "never"}]
+    with ScriptedOpenAI(script) as srv:
+        gen = VRAG(
+            base_url=srv.base_url, search_url=None, model_name="m", corpora=["c"], data_dir=data_dir
+        ).run("q")
+        for ev in gen:
+            if ev["event"] == "search_image":
+                break
+        assert srv.wait_requests(2, timeout=10)  # the second (hanging) model call is in flight
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        gen.close()
+        assert time.monotonic() - t0 < 5
+        assert srv.wait_disconnect(5)
+    (run,) = RunStore(data_dir / "runs").list()
+    assert run.status == "cancelled"
+    assert any(e["event"] == "search_image" for e in RunStore(data_dir / "runs").events(run.id))
+
+
+def test_unreachable_endpoint_is_an_event_not_an_exception(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import free_port
+
+    _corpus(library, minilm, make_pdf)
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    events = list(
+        VRAG(base_url=url, search_url=None, model_name="m", corpora=["c"], data_dir=data_dir).run("q")
+    )
+    errors = [e for e in events if e["event"] == "error"]
+    assert errors and not errors[-1]["recoverable"] and errors[-1]["kind"] == "endpoint"
+    (run,) = RunStore(data_dir / "runs").list()
+    assert run.status == "failed"

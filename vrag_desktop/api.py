@@ -1,0 +1,213 @@
+"""The original system's Python API shape, on top of the core agents.
+
+    from vrag_desktop import VRAG
+    for event in VRAG(base_url=..., search_url=..., model_name=..., api_key=...).run(question):
+        if event["event"] == "answer":
+            print(event["content"])
+
+``run`` is a plain generator (the agents are async inside: each run gets its own event loop in a
+worker thread); closing it early cancels the run. ``arun`` is the async form. The search side is
+an HTTP search URL (such as ``vrag-desktop serve-search``'s) or, with ``search_url=None``, the
+local corpora in process. Every run is saved (see :mod:`vrag_desktop.core.runs`) unless
+``save=False``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.agents.events import AgentError, AgentEvent
+
+_DONE = object()
+
+
+def iterate_in_thread(make: Callable[[], AsyncIterator[AgentEvent]]) -> Iterator[AgentEvent]:
+    """Run an async event stream in a private loop on a worker thread; yield its events here.
+
+    Closing this generator cancels the async stream and waits for it to wind down.
+    """
+    q: queue.Queue[object] = queue.Queue()
+    loop = asyncio.new_event_loop()
+    task_box: list[asyncio.Task[None]] = []
+
+    async def pump() -> None:
+        try:
+            async for ev in make():
+                q.put(ev)
+        except asyncio.CancelledError:
+            pass
+        except BaseException as exc:  # surfaced on the caller's side
+            q.put(exc)
+        finally:
+            q.put(_DONE)
+
+    def main() -> None:
+        asyncio.set_event_loop(loop)
+        task_box.append(loop.create_task(pump()))
+        try:
+            loop.run_until_complete(task_box[0])
+        finally:
+            # As asyncio.run does: cancel what is left (e.g. an HTTP request) and let it finish.
+            leftover = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for t in leftover:
+                t.cancel()
+            if leftover:
+                loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=main, name="vrag-agent", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = q.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        if thread.is_alive():
+            while not task_box and thread.is_alive():
+                thread.join(0.01)
+            if task_box and not loop.is_closed():
+                loop.call_soon_threadsafe(task_box[0].cancel)
+            thread.join(timeout=10)
+
+
+class _Base:
+    agent_name = ""
+
+    def __init__(
+        self,
+        base_url: str,
+        search_url: str | None,
+        model_name: str,
+        api_key: str | None,
+        *,
+        corpora: Sequence[str] | None = None,
+        data_dir: str | Path | None = None,
+        save: bool = True,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.base_url = base_url
+        self.search_url = search_url
+        self.model_name = model_name
+        self.api_key = api_key
+        self.corpora = list(corpora) if corpora else None
+        self.data_dir = data_dir
+        self.save = save
+        self.extra_body = extra_body
+
+    # ---- pieces
+    def _model(self) -> Any:
+        from vrag_desktop.core.endpoints.client import OpenAIChatModel
+
+        return OpenAIChatModel(
+            self.base_url,
+            self.model_name,
+            None if self.api_key in (None, "", "EMPTY") else self.api_key,
+            extra_body=self.extra_body,
+        )
+
+    def _searcher(self) -> Any:
+        from vrag_desktop.core.agents.searchers import EngineSearcher, HttpSearcher
+
+        if self.search_url:
+            return HttpSearcher(self.search_url)
+        from vrag_desktop.core.library import Library
+        from vrag_desktop.core.search.engine import SearchEngine
+
+        return EngineSearcher(SearchEngine(Library(self.data_dir), self.corpora))
+
+    def _runs(self) -> Any:
+        from vrag_desktop.core.paths import resolve_data_dir
+        from vrag_desktop.core.runs import RunStore
+
+        return RunStore(resolve_data_dir(self.data_dir) / "runs")
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            "model": self.model_name,
+            "base_url": self.base_url,
+            "search_url": self.search_url,
+            "corpora": self.corpora,
+        }
+
+    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
+        raise NotImplementedError
+
+    # ---- running
+    async def arun(self, question: str) -> AsyncIterator[AgentEvent]:
+        """Async form of :meth:`run`."""
+        import tempfile
+
+        from vrag_desktop.core.runs import CANCELLED
+
+        recorder = self._runs().recorder(self.agent_name, question, self._settings()) if self.save else None
+        image_dir = recorder.image_dir if recorder else Path(tempfile.mkdtemp(prefix="vrag-run-"))
+        model = self._model()
+        status = None
+        try:
+            searcher = self._searcher()
+            agent = self._agent(model, searcher, image_dir)
+            async for ev in agent.run(question):
+                if recorder:
+                    recorder.record(ev)
+                yield ev
+        except asyncio.CancelledError:
+            status = CANCELLED
+            raise
+        except GeneratorExit:
+            status = CANCELLED
+            raise
+        except Exception as exc:  # a setup failure (no corpus, bad URL) is an event too
+            ev = AgentError(content=str(exc), kind="internal", recoverable=False)
+            if recorder:
+                recorder.record(ev)
+            yield ev
+        finally:
+            if recorder:
+                recorder.finish(status)
+            await model.aclose()
+
+    def run(self, question: str) -> Iterator[AgentEvent]:
+        """Events of one run, as they happen (a generator; close it to cancel the run)."""
+        return iterate_in_thread(lambda: self.arun(question))
+
+
+class VRAG(_Base):
+    """The VRAG agent (search + crop/zoom), compatible with the released Qwen2.5-VL-7B-VRAG model."""
+
+    agent_name = "vrag"
+
+    def __init__(
+        self,
+        base_url: str = "http://127.0.0.1:8002/v1",
+        search_url: str | None = "http://127.0.0.1:8001/search",
+        model_name: str = "Qwen/Qwen2.5-VL-7B-Instruct",
+        api_key: str | None = "EMPTY",
+        *,
+        max_steps: int = 10,
+        top_k: int = 3,
+        **kw: Any,
+    ) -> None:
+        super().__init__(base_url, search_url, model_name, api_key, **kw)
+        self.max_steps = max_steps
+        self.top_k = top_k
+
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "max_steps": self.max_steps, "top_k": self.top_k}
+
+    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
+        from vrag_desktop.core.agents.vrag import VRAGAgent
+
+        return VRAGAgent(model, searcher, image_dir=image_dir, max_steps=self.max_steps, top_k=self.top_k)
+
+
+__all__ = ["VRAG", "iterate_in_thread"]

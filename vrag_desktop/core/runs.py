@@ -1,0 +1,325 @@
+"""Saved runs: every agent run kept on disk for inspection, replay and export.
+
+Layout of ``<data dir>/runs/<run id>/``::
+
+    run.json       question, agent, settings, status, answer, totals (rewritten atomically)
+    events.jsonl   one event per line, appended and flushed as the run goes (a crash keeps all
+                   events so far); the format of ``AgentEvent.to_dict``
+    images/        every image the model was shown and every crop, referenced by path in events
+
+Replaying a run yields the same event sequence it recorded. Exports: SFT samples in the
+LLaMA-Factory messages+images format the original used, and RL records with the original's fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop import __version__
+from vrag_desktop.core.agents.events import (
+    AgentError,
+    AgentEvent,
+    Answer,
+    ContentDelta,
+    Crop,
+    ImageShown,
+    MaxSteps,
+    Timing,
+    Usage,
+    event_from_dict,
+)
+from vrag_desktop.core.index.store import atomic_write_bytes
+
+RUNNING, ANSWERED, MAX_STEPS, FAILED, CANCELLED, INTERRUPTED = (
+    "running",
+    "answered",
+    "max_steps",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+_ID_RE = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
+
+
+class RunError(RuntimeError):
+    """A run cannot be found, read or exported (message says why)."""
+
+
+@dataclass
+class RunSummary:
+    id: str
+    agent: str
+    question: str
+    status: str
+    started_at: float
+    finished_at: float | None = None
+    answer: str = ""
+    model: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    steps: int = 0
+    model_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    errors: int = 0
+    version: str = __version__
+
+    @property
+    def dir_name(self) -> str:
+        return self.id
+
+
+class RunRecorder:
+    """Writes one run as it happens. Use as a context manager or call :meth:`finish`."""
+
+    def __init__(self, root: Path, agent: str, question: str, settings: dict[str, Any] | None = None) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime())
+        self.id = f"{stamp}-{uuid.uuid4().hex[:6]}"
+        self.dir = Path(root) / self.id
+        self.image_dir.mkdir(parents=True, exist_ok=True)
+        settings = dict(settings or {})
+        self.summary = RunSummary(
+            id=self.id,
+            agent=agent,
+            question=question,
+            status=RUNNING,
+            started_at=time.time(),
+            model=str(settings.get("model", "")),
+            settings=settings,
+        )
+        self._events = open(self.dir / "events.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._write_meta()
+
+    @property
+    def image_dir(self) -> Path:
+        """Where the agent should write shown images and crops (kept with the run)."""
+        return self.dir / "images"
+
+    def record(self, event: AgentEvent) -> None:
+        self._events.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+        self._events.flush()
+        s = self.summary
+        s.steps = max(s.steps, event.step)
+        if isinstance(event, Answer):
+            s.answer = event.content
+            if not event.forced:
+                s.status = ANSWERED
+            elif s.status == RUNNING:  # a fallback answer: the run ran out of steps or hit an error
+                s.status = MAX_STEPS
+        elif isinstance(event, MaxSteps):
+            s.status = MAX_STEPS
+        elif isinstance(event, AgentError):
+            s.errors += 1
+            if not event.recoverable:
+                s.status = CANCELLED if event.kind == "cancelled" else FAILED
+        elif isinstance(event, Timing):
+            s.model_seconds += event.model_seconds
+            s.tool_seconds += event.tool_seconds
+        elif isinstance(event, Usage):
+            s.prompt_tokens += event.prompt_tokens
+            s.completion_tokens += event.completion_tokens
+
+    def finish(self, status: str | None = None) -> RunSummary:
+        """Close the run; ``status`` overrides (e.g. ``cancelled`` when the person pressed Stop)."""
+        if status is not None:
+            self.summary.status = status
+        elif self.summary.status == RUNNING:
+            self.summary.status = INTERRUPTED
+        self.summary.finished_at = time.time()
+        self._events.close()
+        self._write_meta()
+        return self.summary
+
+    def _write_meta(self) -> None:
+        atomic_write_bytes(
+            self.dir / "run.json",
+            json.dumps(self.summary.__dict__, indent=2, ensure_ascii=False, default=str).encode(),
+        )
+
+    def __enter__(self) -> RunRecorder:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if not self._events.closed:
+            self.finish(CANCELLED if exc_type is not None else None)
+
+
+class RunStore:
+    """All saved runs under one root (``<data dir>/runs``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def recorder(self, agent: str, question: str, settings: dict[str, Any] | None = None) -> RunRecorder:
+        return RunRecorder(self.root, agent, question, settings)
+
+    def list(self) -> list[RunSummary]:
+        """Every run, newest first; a run whose process died is reported as interrupted."""
+        out = []
+        for d in self.root.iterdir():
+            if _ID_RE.match(d.name) and (d / "run.json").exists():
+                try:
+                    out.append(self.summary(d.name))
+                except RunError:
+                    continue
+        return sorted(out, key=lambda r: r.started_at, reverse=True)
+
+    def summary(self, run_id: str) -> RunSummary:
+        path = self._dir(run_id) / "run.json"
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            s = RunSummary(**{k: v for k, v in data.items() if k in RunSummary.__dataclass_fields__})
+        except (OSError, ValueError, TypeError) as exc:
+            raise RunError(f"run {run_id} is unreadable: {exc}") from exc
+        if (
+            s.status == RUNNING
+            and s.finished_at is None
+            and not _recently_written(path.parent / "events.jsonl")
+        ):
+            s.status = INTERRUPTED
+        return s
+
+    def events(self, run_id: str) -> Iterator[AgentEvent]:
+        """Replay: the recorded events in order (a torn last line from a crash is skipped)."""
+        path = self._dir(run_id) / "events.jsonl"
+        try:
+            f = open(path, encoding="utf-8")  # noqa: SIM115
+        except OSError as exc:
+            raise RunError(f"run {run_id} has no events: {exc}") from exc
+        with f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    yield event_from_dict(json.loads(line))
+                except ValueError:
+                    continue  # a line cut by a crash
+
+    def resolve(self, prefix: str) -> str:
+        """A full run id from a unique prefix (or ``last`` for the newest run)."""
+        runs = self.list()
+        if prefix == "last":
+            if not runs:
+                raise RunError("no saved runs yet")
+            return runs[0].id
+        matches = [r.id for r in runs if r.id.startswith(prefix)]
+        if not matches:
+            raise RunError(f"no run matches '{prefix}'")
+        if len(matches) > 1:
+            raise RunError(f"'{prefix}' matches {len(matches)} runs; give more of the id")
+        return matches[0]
+
+    def delete(self, run_id: str) -> None:
+        shutil.rmtree(self._dir(run_id))
+
+    def _dir(self, run_id: str) -> Path:
+        if not _ID_RE.match(run_id):
+            raise RunError(f"not a run id: {run_id!r}")
+        d = self.root / run_id
+        if not d.is_dir():
+            raise RunError(f"no run {run_id}")
+        return d
+
+    # ---------------------------------------------------------------- exports
+    def export_sft(self, run_ids: Iterable[str], out: Path) -> int:
+        """VRAG runs that answered cleanly → LLaMA-Factory samples (``messages`` + ``images``), one JSON
+        list in ``out``; images are copied to ``out``'s folder. Returns the number of samples."""
+        from vrag_desktop.core.agents.vrag_protocol import build_prompt
+
+        samples = []
+        img_dir = out.parent / (out.stem + "_images")
+        for rid in run_ids:
+            s = self.summary(rid)
+            if s.agent != "vrag" or s.status != ANSWERED:
+                continue
+            events = list(self.events(rid))
+            if any(isinstance(e, AgentError) for e in events):
+                continue  # corrective turns are not training material
+            messages: list[dict[str, str]] = [{"role": "user", "content": build_prompt(s.question, False)}]
+            images: list[str] = []
+            step_text: dict[int, list[str]] = {}
+            for e in events:
+                if isinstance(e, ContentDelta):
+                    step_text.setdefault(e.step, []).append(e.content)
+            done_steps: set[int] = set()
+            for e in events:
+                if (
+                    e.step
+                    and e.step not in done_steps
+                    and e.step in step_text
+                    and isinstance(e, ImageShown | Crop | Answer)
+                ):
+                    messages.append({"role": "assistant", "content": "".join(step_text[e.step]).strip()})
+                    done_steps.add(e.step)
+                if isinstance(e, ImageShown | Crop):
+                    images.append(_copy(Path(e.image), img_dir, rid))
+                    messages.append({"role": "user", "content": "<image>"})
+            samples.append({"id": rid, "messages": messages, "images": images})
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(samples, indent=2, ensure_ascii=False), encoding="utf-8")
+        return len(samples)
+
+    def export_rl(self, run_ids: Iterable[str], out: Path, data_source: str = "rag") -> int:
+        """Answered runs → RL records (JSON lines) with the original's fields: ``data_source``,
+        ``prompt``, ``reward_model.ground_truth`` (the run's answer — review before training),
+        ``extra_info``, and top-level ``file_name`` / ``reference_page`` from the evidence."""
+        from vrag_desktop.core.agents.vrag_protocol import build_prompt
+
+        n = 0
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", encoding="utf-8") as f:
+            for index, rid in enumerate(run_ids):
+                s = self.summary(rid)
+                if s.status != ANSWERED:
+                    continue
+                answer = next((e for e in self.events(rid) if isinstance(e, Answer)), None)
+                pages = [
+                    (Path(ev.source).name, ev.page) for ev in (answer.evidence if answer else ()) if ev.page
+                ]
+                file_name = pages[0][0] if pages else ""
+                reference_page = sorted({p for name, p in pages if name == file_name})
+                row = {
+                    "data_source": data_source,
+                    "prompt": [{"role": "user", "content": build_prompt(s.question, False)}],
+                    "ability": "rag",
+                    "reward_model": {"style": "rule", "ground_truth": s.answer},
+                    "extra_info": {
+                        "split": "train",
+                        "index": index,
+                        "answer": s.answer,
+                        "question": s.question,
+                        "file_name": file_name,
+                        "reference_page": reference_page,
+                        "run_id": rid,
+                    },
+                    "file_name": file_name,
+                    "reference_page": reference_page,
+                }
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+        return n
+
+
+def _copy(src: Path, folder: Path, run_id: str) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    dst = folder / f"{run_id}-{src.name}"
+    if src.exists() and not dst.exists():
+        shutil.copy2(src, dst)
+    return str(dst)
+
+
+def _recently_written(path: Path, seconds: float = 120.0) -> bool:
+    try:
+        return time.time() - os.path.getmtime(path) < seconds
+    except OSError:
+        return False
