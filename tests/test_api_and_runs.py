@@ -120,3 +120,29 @@ def test_unreachable_endpoint_is_an_event_not_an_exception(library, minilm, make
     assert errors and not errors[-1]["recoverable"] and errors[-1]["kind"] == "endpoint"
     (run,) = RunStore(data_dir / "runs").list()
     assert run.status == "failed"
+
+
+def test_cli_ask_and_runs(library, minilm, make_pdf, data_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import cli
+
+    _corpus(library, minilm, make_pdf)
+    with ScriptedOpenAI(SCRIPT, api_key="k-abcdef") as srv:
+        proc = cli("ask", "How heavy a load can the Atlas robot carry?", "--base-url", srv.base_url,
+                   "--model", "served", "--corpus", "c", data_dir=data_dir, env={"VRAG_DESKTOP_API_KEY": "k-abcdef"})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "search: Atlas robot payload" in out and "robots.pdf p2" in out
+    assert "crop" in out and "Answer: 450 kg" in out and "evidence: robots.pdf, page 2" in out
+    runs = json.loads(cli("runs", "list", "--json", data_dir=data_dir, check=True).stdout)
+    assert len(runs) == 1 and runs[0]["status"] == "answered"
+    lines = cli("runs", "show", "last", "--json", data_dir=data_dir, check=True).stdout.splitlines()
+    assert json.loads(lines[-1])["event"] in ("answer", "graph", "timing", "usage")
+    assert any(json.loads(x)["event"] == "answer" for x in lines)
+    out_file = tmp_path / "rl.jsonl"
+    proc = cli("runs", "export", "--format", "rl", "--out", str(out_file), data_dir=data_dir, check=True)
+    assert "Exported 1 record" in proc.stdout and out_file.exists()
+    # a wrong key: a clear error, the key not echoed, a non-zero exit
+    with ScriptedOpenAI(SCRIPT, api_key="right-key") as srv:
+        proc = cli("ask", "q", "--base-url", srv.base_url, "--model", "m", "--corpus", "c", data_dir=data_dir,
+                   env={"VRAG_DESKTOP_API_KEY": "wrong-key-999"})
+    assert proc.returncode == 1 and "auth" in proc.stdout and "wrong-key-999" not in proc.stdout + proc.stderr

@@ -94,6 +94,7 @@ class _Base:
         data_dir: str | Path | None = None,
         save: bool = True,
         extra_body: dict[str, Any] | None = None,
+        model_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.base_url = base_url
         self.search_url = search_url
@@ -103,9 +104,14 @@ class _Base:
         self.data_dir = data_dir
         self.save = save
         self.extra_body = extra_body
+        # Builds the ChatModel inside the run's event loop (clients are bound to the loop they run in);
+        # given, it replaces base_url/model_name/api_key (e.g. an endpoint profile with a keyring key).
+        self.model_factory = model_factory
 
     # ---- pieces
     def _model(self) -> Any:
+        if self.model_factory is not None:
+            return self.model_factory()
         from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
         return OpenAIChatModel(

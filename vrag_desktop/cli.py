@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     ci.add_argument(
         "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
     )
+
+    from vrag_desktop import cli_ask
+
+    cli_ask.add_parsers(sub)
     return p
 
 
@@ -101,11 +105,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     _quiet_libraries()
     try:
+        from vrag_desktop import cli_ask
+
         handler = {
             "index": cmd_index,
             "search": cmd_search,
             "serve-search": cmd_serve,
             "corpus": cmd_corpus,
+            "ask": cli_ask.cmd_ask,
+            "runs": cli_ask.cmd_runs,
         }[args.command]
         return handler(args)
     except KeyboardInterrupt:
@@ -117,9 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         from vrag_desktop.core.corpus.corpus import CorpusError
         from vrag_desktop.core.embedders.base import EmbedderError
+        from vrag_desktop.core.endpoints.profiles import ProfileError
         from vrag_desktop.core.search.engine import SearchError
 
-        if isinstance(exc, CorpusError | EmbedderError | SearchError):
+        if isinstance(exc, CorpusError | EmbedderError | SearchError | ProfileError):
             print(f"vrag-desktop: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
         raise

@@ -1,0 +1,234 @@
+"""``vrag-desktop ask`` (stream an agent run to the terminal) and ``vrag-desktop runs`` (saved runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_ERROR = 0, 1
+
+
+def add_parsers(sub: Any) -> None:
+    ask = sub.add_parser(
+        "ask", help="answer a question from your corpora with an agent, streaming its reasoning"
+    )
+    ask.add_argument("question")
+    ask.add_argument("--agent", choices=["vrag", "vimrag"], default="vrag")
+    ask.add_argument(
+        "--endpoint",
+        metavar="PROFILE",
+        help="endpoint profile (default: the active one; see 'vrag-desktop endpoints')",
+    )
+    ask.add_argument(
+        "--base-url", help="an OpenAI-compatible server instead of a profile, e.g. http://127.0.0.1:8002/v1"
+    )
+    ask.add_argument("--model", help="served model name (with --base-url, or to override the profile's)")
+    ask.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        default="VRAG_DESKTOP_API_KEY",
+        help="environment variable holding the key for --base-url (default: %(default)s)",
+    )
+    ask.add_argument("--corpus", action="append", help="corpus to search (repeatable; default: all)")
+    ask.add_argument(
+        "--search-url", help="use an HTTP search server (e.g. serve-search) instead of local corpora"
+    )
+    ask.add_argument("--max-steps", type=int, default=None)
+    ask.add_argument("--top-k", type=int, default=None)
+    ask.add_argument("--no-thinking", action="store_true", help="VimRAG: thinking mode off")
+    ask.add_argument("--json", action="store_true", help="print every event as a JSON line")
+    ask.add_argument("--no-save", action="store_true", help="do not keep this run")
+
+    runs = sub.add_parser("runs", help="saved runs: list, show, export")
+    rs = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    rl = rs.add_parser("list", help="saved runs, newest first")
+    rl.add_argument("--json", action="store_true")
+    rsh = rs.add_parser("show", help="replay a run's events (id prefix, or 'last')")
+    rsh.add_argument("run_id")
+    rsh.add_argument("--json", action="store_true")
+    rex = rs.add_parser("export", help="export runs as SFT samples or RL records")
+    rex.add_argument("run_ids", nargs="*", help="id prefixes (default: all answered runs)")
+    rex.add_argument("--format", choices=["sft", "rl"], required=True)
+    rex.add_argument("--out", required=True, help="output file (.json for sft, .jsonl for rl)")
+
+
+# ---------------------------------------------------------------- ask
+def cmd_ask(args: argparse.Namespace) -> int:
+    from vrag_desktop.api import VRAG
+    from vrag_desktop.core.paths import resolve_data_dir
+
+    if not args.question.strip():
+        print("vrag-desktop: error: the question is empty", file=sys.stderr)
+        return EXIT_ERROR
+    data_dir = resolve_data_dir(args.data_dir)
+    factory, model_name = _model_factory(args, data_dir)
+    kw: dict[str, Any] = {
+        "corpora": args.corpus,
+        "data_dir": data_dir,
+        "save": not args.no_save,
+        "model_factory": factory,
+    }
+    if args.max_steps is not None:
+        kw["max_steps"] = args.max_steps
+    if args.top_k is not None:
+        kw["top_k"] = args.top_k
+    cls: Any = VRAG
+    if args.agent == "vimrag":
+        from vrag_desktop.api import VimRAG
+
+        cls = VimRAG
+        kw["enable_thinking"] = not args.no_thinking
+    agent = cls(
+        base_url=args.base_url or "", search_url=args.search_url, model_name=model_name, api_key=None, **kw
+    )
+    printer = EventPrinter(sys.stdout, as_json=args.json, color=sys.stdout.isatty())
+    gen = agent.run(args.question)
+    try:
+        for ev in gen:
+            printer(ev)
+    except KeyboardInterrupt:
+        gen.close()
+        print("\nStopped; the run is saved as cancelled.", file=sys.stderr)
+        return 130
+    return EXIT_OK if printer.answered else EXIT_ERROR
+
+
+def _model_factory(args: argparse.Namespace, data_dir: Path) -> tuple[Any, str]:
+    """A ChatModel factory from --base-url/--model, or from an endpoint profile (keys from keyring/env)."""
+    from vrag_desktop.core.endpoints.profiles import ProfileStore
+
+    if args.base_url:
+        if not args.model:
+            raise SystemExit("vrag-desktop: error: --base-url needs --model (the served model name)")
+        key = os.environ.get(args.api_key_env) or None
+
+        def make() -> Any:
+            from vrag_desktop.core.endpoints.client import OpenAIChatModel
+
+            return OpenAIChatModel(args.base_url, args.model, key)
+
+        return make, args.model
+    store = ProfileStore(data_dir / "config")
+    name = args.endpoint or store.active
+    profile = store.get(name)
+    overrides = {"model": args.model} if args.model else {}
+
+    def make_profile() -> Any:
+        model = store.to_model(name)
+        if overrides:
+            model.model_name = overrides["model"]
+        return model
+
+    return make_profile, args.model or profile.model
+
+
+class EventPrinter:
+    """Renders agent events for a terminal: thinking dimmed, actions on their own lines, the answer
+    with the evidence it rests on."""
+
+    def __init__(self, out: TextIO, *, as_json: bool = False, color: bool = False) -> None:
+        self.out = out
+        self.as_json = as_json
+        self.color = color
+        self.answered = False
+        self._mode = ""
+
+    def _style(self, text: str, code: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.color else text
+
+    def _line(self, text: str = "") -> None:
+        if self._mode:
+            self.out.write("\n")
+            self._mode = ""
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def __call__(self, ev: Any) -> None:
+        kind = ev["event"]
+        if self.as_json:
+            self.out.write(json.dumps(ev.to_dict(), ensure_ascii=True, default=str) + "\n")
+            self.out.flush()
+            self.answered |= kind == "answer" and not ev["forced"]
+            return
+        if kind == "think":
+            if self._mode != "think":
+                self._line()
+                self.out.write(self._style("💭 ", "2"))
+                self._mode = "think"
+            self.out.write(self._style(ev["content"], "2"))
+            self.out.flush()
+        elif kind == "search":
+            self._line(self._style(f"🔍 search: {ev['content']}", "36"))
+        elif kind == "search_results":
+            for i, h in enumerate(ev["hits"]):
+                mark = "→" if i in ev["shown"] else " "
+                where = (
+                    Path(h.source).name
+                    + (f" p{h.page}" if h.page else "")
+                    + (f" clip {h.clip}" if h.clip else "")
+                )
+                self._line(f"   {mark} {h.score:.3f}  {where}")
+        elif kind == "bbox":
+            self._line(self._style(f"📐 region: {ev['content']}", "35"))
+        elif kind == "crop_image":
+            x1, y1, x2, y2 = ev["region"]
+            self._line(
+                f"   ✂ crop {x2 - x1}×{y2 - y1} px at ({x1}, {y1}) of {Path(ev['source']).name}"
+                + (f" p{ev['page']}" if ev["page"] else "")
+            )
+        elif kind == "memorize":
+            self._line(self._style(f"💾 memory: {ev['content']}", "33"))
+        elif kind == "error":
+            self._line(self._style(f"⚠ {ev['content']}", "31"))
+        elif kind == "max_steps":
+            self._line(self._style(f"⏱ {ev['content']}", "31"))
+        elif kind == "answer":
+            self.answered = not ev["forced"]
+            self._line()
+            self._line(self._style("✅ Answer: ", "1;32") + ev["content"])
+            for e in ev["evidence"]:
+                where = Path(e.source).name + (f", page {e.page}" if e.page else "")
+                if e.region:
+                    where += f", region {list(e.region)}"
+                self._line(f"   evidence: {where}")
+
+
+# ---------------------------------------------------------------- runs
+def cmd_runs(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.paths import resolve_data_dir
+    from vrag_desktop.core.runs import RunError, RunStore
+
+    store = RunStore(resolve_data_dir(args.data_dir) / "runs")
+    try:
+        if args.runs_command == "list":
+            runs = store.list()
+            if args.json:
+                print(json.dumps([r.__dict__ for r in runs], indent=2, ensure_ascii=True, default=str))
+            elif not runs:
+                print('No saved runs yet. Ask something: vrag-desktop ask "your question"')
+            for r in [] if args.json else runs:
+                print(f"{r.id}  {r.agent:<6} {r.status:<11} {r.question[:60]!r} → {r.answer[:40]!r}")
+            return EXIT_OK
+        if args.runs_command == "show":
+            rid = store.resolve(args.run_id)
+            printer = EventPrinter(sys.stdout, as_json=args.json, color=sys.stdout.isatty())
+            s = store.summary(rid)
+            if not args.json:
+                print(f"Run {rid} ({s.agent}, {s.model or 'model?'}, {s.status}): {s.question}")
+            for ev in store.events(rid):
+                printer(ev)
+            return EXIT_OK
+        if args.runs_command == "export":
+            ids = [store.resolve(p) for p in args.run_ids] if args.run_ids else [r.id for r in store.list()]
+            out = Path(args.out)
+            n = store.export_sft(ids, out) if args.format == "sft" else store.export_rl(ids, out)
+            print(f"Exported {n} {'sample' if args.format == 'sft' else 'record'}(s) to {out}")
+            return EXIT_OK
+    except RunError as exc:
+        print(f"vrag-desktop: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_ERROR
