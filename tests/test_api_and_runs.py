@@ -146,3 +146,26 @@ def test_cli_ask_and_runs(library, minilm, make_pdf, data_dir: Path, tmp_path: P
         proc = cli("ask", "q", "--base-url", srv.base_url, "--model", "m", "--corpus", "c", data_dir=data_dir,
                    env={"VRAG_DESKTOP_API_KEY": "wrong-key-999"})
     assert proc.returncode == 1 and "auth" in proc.stdout and "wrong-key-999" not in proc.stdout + proc.stderr
+
+
+def test_vimrag_api_original_shape(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop import VimRAG
+
+    _corpus(library, minilm, make_pdf)
+    turns = json.loads(Path(__file__).with_name("data").joinpath("vimrag_turns.json").read_text())
+    with ScriptedOpenAI(turns) as srv:
+        agent = VimRAG(base_url=srv.base_url, search_url=None, model_name="qwen3.5-plus", api_key="EMPTY",
+                       corpora=["c"], data_dir=data_dir, search_top_k=2)
+        events = list(agent.run({"query": "How heavy a load can the Atlas robot carry?"}))
+        body = srv.chat_bodies[0]
+    assert body["messages"][0]["role"] == "system" and "add_search_node" in body["messages"][0]["content"]
+    assert body.get("chat_template_kwargs", {}).get("enable_thinking") is True
+    kinds = [e["event"] for e in events]
+    assert kinds.index("search") < kinds.index("memorize") < kinds.index("answer")
+    answer = next(e for e in events if e["event"] == "answer")
+    assert answer["content"] == "450 kg" and Path(answer["evidence"][0].source).name == "robots.pdf"
+    graph = [e for e in events if e["event"] == "graph"][-1]
+    assert [n.kind for n in graph["nodes"]] == ["root", "search", "answer"]
+    (run,) = RunStore(data_dir / "runs").list()
+    assert run.agent == "vimrag" and run.status == "answered"
+    assert list(RunStore(data_dir / "runs").events(run.id)) == events

@@ -216,4 +216,68 @@ class VRAG(_Base):
         return VRAGAgent(model, searcher, image_dir=image_dir, max_steps=self.max_steps, top_k=self.top_k)
 
 
-__all__ = ["VRAG", "iterate_in_thread"]
+class VimRAG(_Base):
+    """The VimRAG agent (multimodal memory graph). ``run`` takes a question or ``{"query": ...}`` like
+    the original's ``run(sample)``."""
+
+    agent_name = "vimrag"
+
+    def __init__(
+        self,
+        base_url: str = "https://dashscope.aliyuncs.com/compatible-mode/v1",
+        search_url: str | None = "http://127.0.0.1:8001/search",
+        model_name: str = "qwen3.5-plus",
+        api_key: str | None = None,
+        *,
+        max_pixels_image: int = 1_003_520,
+        max_pixels_video: int = 401_408,
+        memory_buffer_pixels: int = 2_007_040,
+        search_top_k: int = 3,
+        max_mem_steps: int = 20,
+        enable_thinking: bool = True,
+        top_k: int | None = None,
+        max_steps: int | None = None,
+        **kw: Any,
+    ) -> None:
+        if api_key is None:
+            import os
+
+            api_key = os.environ.get("DASHSCOPE_API_KEY")
+        super().__init__(base_url, search_url, model_name, api_key, **kw)
+        self.max_pixels_image = max_pixels_image
+        self.max_pixels_video = max_pixels_video
+        self.memory_buffer_pixels = memory_buffer_pixels
+        self.search_top_k = top_k or search_top_k
+        self.max_steps = max_steps or max_mem_steps
+        self.enable_thinking = enable_thinking
+
+    def _settings(self) -> dict[str, Any]:
+        return {
+            **super()._settings(),
+            "max_steps": self.max_steps,
+            "top_k": self.search_top_k,
+            "enable_thinking": self.enable_thinking,
+        }
+
+    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
+        from vrag_desktop.core.agents.vimrag import VimRAGAgent
+
+        return VimRAGAgent(
+            model,
+            searcher,
+            image_dir=image_dir,
+            max_steps=self.max_steps,
+            search_top_k=self.search_top_k,
+            max_pixels_image=self.max_pixels_image,
+            max_pixels_video=self.max_pixels_video,
+            memory_buffer_pixels=self.memory_buffer_pixels,
+            enable_thinking=self.enable_thinking,
+        )
+
+    def run(self, question: str | dict[str, Any]) -> Iterator[AgentEvent]:  # type: ignore[override]
+        if isinstance(question, dict):
+            question = str(question.get("query", ""))
+        return super().run(question)
+
+
+__all__ = ["VRAG", "VimRAG", "iterate_in_thread"]

@@ -1,0 +1,817 @@
+"""The VimRAG agent: a search DAG with graph-weighted visual memory, as a typed async event stream.
+
+Control loop (reference §4.4): the context is rebuilt from scratch whenever the graph changes —
+``[system, user(question + action graph + energy-selected memory)]`` — so the graph plus memory is
+the agent's whole state. The model acts through three tools (:mod:`.vimrag_prompts`): after
+``add_search_node`` the results go in one ``<tool_response>`` user message (Text n / Picture n /
+Video n, videos as key frames each preceded by ``<t seconds>``) followed by the SUMMARY_PROMPT; the
+next call must be ``summarize_and_memorize``, which attaches a summary and the kept pictures / key
+frames to the node and triggers the rebuild; ``add_answer_node`` ends the run.
+
+What we do differently from the original demo (reference §9), on purpose:
+
+- parent ids, node ids and the search → memorize alternation are validated
+  (:class:`~.memory_graph.MemoryGraph`); a bad call becomes an ``AgentError`` plus a corrective
+  ``<tool_response>`` naming what to fix, and does not consume a step, up to ``max_invalid`` per run
+  (after that they do, so a model that never gets the format right still ends).
+- image parts are plain OpenAI ``image_url`` parts (no non-standard ``max_pixels`` key): sizing is
+  done here — pictures fitted to ``max_pixels_image``, video frames to ``max_pixels_video``, memory
+  items to their energy budget — then JPEG q75, shrunk until ≤ ``max_image_bytes``.
+- a key timestamp that matches no shown frame (tolerance 0.5 s) is reported in an ``AgentError``
+  (kind ``tool``, recoverable) next to the ``Memorize`` event, not dropped silently.
+- closing the stream or cancelling the consumer stops the model request at once.
+- the step limit gives the model one last turn asking for ``add_answer_node``; if it still does not
+  answer: ``MaxSteps`` and a forced ``Answer`` (the original ended without any answer). The forced
+  fallback adds no answer node, so :meth:`MemoryGraph.answer_path` stays empty for GGPO.
+
+Video key frames: the searcher's hits do not carry the frame list or times, and the manifest does
+not store them. The corpus writes a clip's key frames next to its contact sheet as
+``{name}_f{n}.jpg``, evenly spaced over the clip (``derive._derive_video``), so the frames are found
+by name and their times computed as ``t_start + j·(t_end − t_start)/(n − 1)``. This matches the
+corpus to within one video frame (its last key frame is the clip's last frame, ``t_end − 1/fps``);
+the times shown to the model and the ones its ``key_timestamp`` values are matched against are the
+same numbers, so memory selection is exact either way. A clip whose key frames cannot be found
+(e.g. behind an HTTP search server that only serves contact sheets) is shown as its contact sheet,
+labelled with the clip's start time. Of the frames found, at most ``min(max_frames_video,
+max(1, ⌊duration·fps_video⌋))`` are shown, evenly thinned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from vrag_desktop.core.agents import vimrag_prompts as P
+from vrag_desktop.core.agents import vrag_protocol as vp
+from vrag_desktop.core.agents.events import (
+    AgentError,
+    AgentEvent,
+    Answer,
+    ContentDelta,
+    Evidence,
+    GraphChanged,
+    GraphNode,
+    HitRef,
+    MaxSteps,
+    Memorize,
+    MemoryItem,
+    SearchResults,
+    SearchStarted,
+    ThinkDelta,
+    Timing,
+    Usage,
+)
+from vrag_desktop.core.agents.memory_graph import (
+    Frame,
+    GraphEditError,
+    MemoryEntry,
+    MemoryGraph,
+    ScoredItem,
+    normalize_label,
+)
+from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
+from vrag_desktop.core.agents.vrag import FATAL_ENDPOINT_KINDS
+from vrag_desktop.core.endpoints.base import ChatModel, ChatResult, EndpointError
+
+log = logging.getLogger(__name__)
+
+_DONE = object()
+_MODALITY = {"text": "text", "page": "image", "image": "image", "clip": "video"}
+_LABEL = {"text": "Text", "image": "Picture", "video": "Video"}
+_ORDER = ("text", "image", "video")
+#: Most key frames looked up per clip (the corpus writes 4).
+_MAX_KEYFRAME_FILES = 64
+
+
+# ---------------------------------------------------------------- pure helpers
+
+def encode_capped(
+    img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
+) -> tuple[bytes, tuple[int, int]]:
+    """JPEG (q``quality``) of ``img`` fitted to ``max_pixels`` (never enlarged), then shrunk until it
+    is ≤ ``max_bytes`` (the original's API payload cap). Returns (bytes, size). Best effort below
+    16 px a side: such an image is returned even if still larger than the cap."""
+    img = vp.resize_for_model(img, 1, max(1, int(max_pixels)))
+    while True:
+        data = vp.jpeg_bytes(img, quality)
+        w, h = img.size
+        if len(data) <= max_bytes or min(w, h) <= 16:
+            return data, (w, h)
+        scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
+        img = img.resize((max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
+
+
+def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
+    """Times of ``n`` key frames spread evenly over ``[t_start, t_end]`` (see the module docstring)."""
+    if n <= 0:
+        return []
+    if n == 1 or t_end <= t_start:
+        return [round(t_start, 3)] * n
+    return [round(t_start + j * (t_end - t_start) / (n - 1), 3) for j in range(n)]
+
+
+def thin_indices(n: int, keep: int) -> list[int]:
+    """``keep`` indices of ``range(n)`` evenly spread, first and last included (``linspace``)."""
+    if keep >= n:
+        return list(range(n))
+    if keep <= 1:
+        return [0]
+    return sorted({round(j * (n - 1) / (keep - 1)) for j in range(keep)})
+
+
+def image_part(uri: str) -> dict[str, Any]:
+    """A standard OpenAI image part: the URL only, no non-standard ``max_pixels`` key (§9)."""
+    return {"type": "image_url", "image_url": {"url": uri}}
+
+
+def text_part(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+# ---------------------------------------------------------------- run state
+
+@dataclass
+class _Shown:
+    """One retrieved item as the model saw it in the pending search's tool response."""
+
+    label: str
+    hit: SearchHit
+    modality: str  # text | image | video
+    frames: list[Frame] = field(default_factory=list)  # path = local full-size file, shown = JPEG sent
+
+
+@dataclass
+class _Pending:
+    """The search waiting for its summarize_and_memorize."""
+
+    node_id: str
+    items: dict[str, _Shown]  # by label
+
+
+@dataclass
+class _Prepared:
+    parts: list[dict[str, Any]]
+    items: dict[str, _Shown]
+    refs: tuple[HitRef, ...]
+    shown: tuple[int, ...]
+    problems: list[str]
+
+
+class _Fatal(Exception):
+    """Internal: the model endpoint is gone for good; the run ends cleanly."""
+
+
+class VimRAGAgent:
+    """Answers a question by building a search graph with visual memory (VimRAG protocol).
+
+    ``image_dir`` receives every image put in a tool response (the exact JPEG bytes sent), named per
+    run, so events and saved runs reference them by path. ``params`` override the sampling
+    parameters (thinking on: temperature 0.6, top_p 0.95; off: temperature 0; max_tokens 4096, and
+    ``chat_template_kwargs.enable_thinking`` as the original sent it)."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        searcher: Searcher,
+        *,
+        image_dir: Path,
+        max_steps: int = 20,
+        search_top_k: int = 3,
+        max_pixels_image: int = 1_003_520,
+        max_pixels_video: int = 401_408,
+        memory_buffer_pixels: int = 2_007_040,
+        memory_top_k: int = 5,
+        fps_video: float = 1.0,
+        max_frames_video: int = 32,
+        enable_thinking: bool = True,
+        max_image_bytes: int = 38_000,
+        jpeg_quality: int = 75,
+        max_tokens: int | None = 4096,
+        params: Mapping[str, Any] | None = None,
+        max_invalid: int = 3,
+        endpoint_retries: int = 1,
+        retry_delay: float = 1.0,
+        max_text_chars: int = 4000,
+        timestamp_tolerance: float = 0.5,
+        lambda_decay: float = 0.1,
+        gamma_gain: float = 0.3,
+    ) -> None:
+        if max_steps < 0 or search_top_k < 1 or memory_top_k < 0 or max_frames_video < 1 or fps_video <= 0:
+            raise ValueError("need max_steps >= 0, search_top_k >= 1, memory_top_k >= 0, max_frames_video >= 1, "
+                             "fps_video > 0")
+        if min(max_pixels_image, max_pixels_video, memory_buffer_pixels, max_image_bytes) < 1:
+            raise ValueError("pixel and byte limits must be positive")
+        self.model = model
+        self.searcher = searcher
+        self.image_dir = Path(image_dir)
+        self.max_steps = max_steps
+        self.search_top_k = search_top_k
+        self.max_pixels_image = max_pixels_image
+        self.max_pixels_video = max_pixels_video
+        self.memory_buffer_pixels = memory_buffer_pixels
+        self.memory_top_k = memory_top_k
+        self.fps_video = fps_video
+        self.max_frames_video = max_frames_video
+        self.enable_thinking = enable_thinking
+        self.max_image_bytes = max_image_bytes
+        self.jpeg_quality = jpeg_quality
+        sampling: dict[str, Any] = (
+            {"temperature": 0.6, "top_p": 0.95} if enable_thinking else {"temperature": 0}
+        )
+        if max_tokens is not None:
+            sampling["max_tokens"] = max_tokens
+        sampling["extra_body"] = {"chat_template_kwargs": {"enable_thinking": enable_thinking}}
+        self.params: dict[str, Any] = sampling | dict(params or {})
+        self.max_invalid = max_invalid
+        self.endpoint_retries = endpoint_retries
+        self.retry_delay = retry_delay
+        self.max_text_chars = max_text_chars
+        self.timestamp_tolerance = timestamp_tolerance
+        self.lambda_decay = lambda_decay
+        self.gamma_gain = gamma_gain
+        self.last_graph: MemoryGraph | None = None
+
+    async def run(self, query: str) -> AsyncIterator[AgentEvent]:
+        """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
+
+        To cancel, close the stream (``await stream.aclose()``) or cancel the consuming task: the
+        model request is cancelled at once and nothing more is emitted. The finished graph is on
+        :attr:`last_graph` (for saving runs and GGPO's answer path)."""
+        run = _Run(self, query)
+        self.last_graph = run.graph
+        try:
+            async with aclosing(run.events()) as events:
+                async for ev in events:
+                    yield ev
+        except Exception as exc:  # a bug or an unwritable image_dir must not kill the caller's UI
+            log.exception("VimRAG run failed")
+            yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+
+
+class _Run:
+    """State of one question: graph, current messages, the pending search, the clock."""
+
+    def __init__(self, agent: VimRAGAgent, query: str) -> None:
+        self.a = agent
+        self.query = query
+        self.graph = MemoryGraph(query, lambda_decay=agent.lambda_decay, gamma_gain=agent.gamma_gain)
+        self.t0 = time.monotonic()
+        self.step = 0
+        self.run_id = uuid.uuid4().hex[:8]
+        self.messages: list[dict[str, Any]] = []
+        self.rebuild = True
+        self.pending: _Pending | None = None
+        self.valid = False  # set by each tool: did the call do what it asked?
+        self.done = False
+        self.model_seconds = 0.0
+        self.tool_seconds = 0.0
+        self._memory_cache: dict[tuple[str, int], str] = {}
+
+    # ------------------------------------------------------------ helpers
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 4)
+
+    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:
+        return cls(step=self.step, time=self.now(), **kw)
+
+    def graph_event(self, extra: Sequence[GraphNode] = ()) -> AgentEvent:
+        return self.ev(GraphChanged, nodes=self.graph.snapshot(extra))
+
+    def timing(self) -> AgentEvent:
+        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
+
+    def out_path(self, what: str, suffix: str = ".jpg") -> Path:
+        return self.a.image_dir / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
+
+    def expected(self) -> str:
+        """What the model may do next, for corrective messages."""
+        if self.pending is not None:
+            return (f'Your next call must be summarize_and_memorize for the search node "{self.pending.node_id}" '
+                    "(or add_answer_node if you can answer).")
+        return "Call add_search_node to search, or add_answer_node to answer."
+
+    def correct(self, content: str, problem: str) -> None:
+        """Tell the model its call was rejected, in the tool-response convention."""
+        self.messages.append({"role": "assistant", "content": content})
+        self.messages.append({"role": "user", "content": (
+            f"<tool_response>\nError: {problem}\n</tool_response>\n"
+            f"Nothing was changed. {self.expected()} Call exactly one tool in the format "
+            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.')})
+
+    # ------------------------------------------------------------ loop
+    async def events(self) -> AsyncIterator[AgentEvent]:
+        a = self.a
+        a.image_dir.mkdir(parents=True, exist_ok=True)
+        yield self.graph_event()
+        steps_left, free_invalid = a.max_steps, a.max_invalid
+        while True:
+            self.step += 1
+            self.model_seconds = self.tool_seconds = 0.0
+            final = steps_left <= 0
+            if self.rebuild:
+                t = time.monotonic()
+                self.messages = await asyncio.to_thread(self.build_context)
+                self.tool_seconds += time.monotonic() - t
+                self.rebuild = False
+            request = list(self.messages)
+            if final:
+                request.append({"role": "user", "content": P.ANSWER_NOW_PROMPT})
+            result: ChatResult | None = None
+            try:
+                async with aclosing(self.call_model(request)) as calls:
+                    async for item in calls:
+                        if isinstance(item, ChatResult):
+                            result = item
+                        else:
+                            yield item
+            except _Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+                yield self.timing()
+                yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+                return
+            assert result is not None
+            content = result.content or ""
+            try:
+                call: P.ToolCall | None = P.parse_tool_call(content)
+                problem = ""
+            except P.ToolCallError as exc:
+                call, problem = None, str(exc)
+            if final:
+                async for ev in self.final_turn(content, call, problem):
+                    yield ev
+                return
+            self.valid = False
+            if call is None:
+                yield self.ev(AgentError, kind="parse", content=problem, recoverable=True)
+                self.correct(content, problem)
+            else:
+                for note in call.notes:
+                    yield self.ev(AgentError, kind="parse", content=note, recoverable=True)
+                tool = {P.ADD_SEARCH_NODE: self.search, P.SUMMARIZE_AND_MEMORIZE: self.memorize,
+                        P.ADD_ANSWER_NODE: self.answer}[call.name]
+                t = time.monotonic()
+                async with aclosing(tool(content, call)) as tool_events:
+                    async for ev in tool_events:
+                        yield ev
+                self.tool_seconds += time.monotonic() - t
+                if self.done:
+                    return
+            if self.valid or free_invalid <= 0:
+                steps_left -= 1
+            else:
+                free_invalid -= 1
+            yield self.timing()
+
+    async def final_turn(self, content: str, call: P.ToolCall | None, problem: str) -> AsyncIterator[AgentEvent]:
+        """The turn after the step budget: only add_answer_node counts; else MaxSteps + fallback."""
+        if call is not None and call.name == P.ADD_ANSWER_NODE:
+            async with aclosing(self.answer(content, call)) as tool_events:
+                async for ev in tool_events:
+                    yield ev
+            if self.done:
+                return
+        elif call is None:
+            yield self.ev(AgentError, kind="parse", content=problem, recoverable=False)
+        else:
+            yield self.ev(AgentError, kind="tool", recoverable=False,
+                          content=f"{call.name} was called after the step limit; only add_answer_node is allowed")
+        yield self.ev(MaxSteps, content=f"Reached maximum steps ({self.a.max_steps}) without an answer")
+        yield self.timing()
+        yield self.ev(Answer, content=P.FALLBACK_ANSWER, evidence=self.evidence(all_nodes=True), forced=True)
+
+    # ------------------------------------------------------------ context
+    def build_context(self) -> list[dict[str, Any]]:
+        """(Worker thread.) ``[system, user]`` from the graph and the energy-selected memory."""
+        text = P.build_user_prompt(self.query, self.graph.action_graph_json())
+        groups = self.graph.select_memory(self.a.memory_top_k, self.a.memory_buffer_pixels)
+        parts: list[dict[str, Any]] = [text_part(text + ("\n\n" + P.MEMORY_HEADER if groups else ""))]
+        for group in groups:
+            parts.append(text_part(f"Node: {group.node_id}\n"))
+            for scored in group.items:
+                parts += self.memory_parts(scored)
+        return [{"role": "system", "content": P.SYSTEM_PROMPT}, {"role": "user", "content": parts}]
+
+    def memory_parts(self, scored: ScoredItem) -> list[dict[str, Any]]:
+        """An item re-encoded at its budget; a video's frames share it, each after ``<t seconds>``."""
+        frames = scored.entry.frames
+        per_frame = max(1, scored.budget // max(1, len(frames)))
+        parts: list[dict[str, Any]] = []
+        for f in frames:
+            if scored.entry.modality == "video" and f.timestamp is not None:
+                parts.append(text_part(f"<{f.timestamp:.1f} seconds>"))
+            uri = self.memory_uri(f, per_frame)
+            if uri is None:
+                if parts and parts[-1]["type"] == "text":
+                    parts.pop()  # no timestamp label without its frame
+                continue
+            parts.append(image_part(uri))
+        return parts
+
+    def memory_uri(self, frame: Frame, pixels: int) -> str | None:
+        """Data URI of a kept frame at ``pixels``, from its full-size file, or from the JPEG first
+        shown when that file has gone (a corpus re-indexed mid-run); None when neither opens."""
+        key = (frame.path, pixels)
+        if key not in self._memory_cache:
+            for path in (frame.path, frame.shown):
+                if not path:
+                    continue
+                try:
+                    with Image.open(path) as im:
+                        data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
+                except OSError:
+                    log.warning("memory image %s cannot be opened", path)
+                    continue
+                self._memory_cache[key] = vp.data_uri(data)
+                break
+            else:
+                return None
+        return self._memory_cache[key]
+
+    # ------------------------------------------------------------ model
+    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+        """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error
+        is reported and the same request retried (as the VRAG agent does); raises :class:`_Fatal`
+        when the endpoint is gone for good."""
+        attempt = 0
+        while True:
+            t = time.monotonic()
+            try:
+                async with aclosing(self.stream_once(messages)) as stream:
+                    async for item in stream:
+                        yield item
+                return
+            except Exception as exc:  # EndpointError, or any failure of a client we do not own
+                self.model_seconds += time.monotonic() - t
+                kind = exc.kind if isinstance(exc, EndpointError) else "other"
+                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
+                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
+                if not recoverable:
+                    raise _Fatal(msg) from exc
+                yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
+                attempt += 1
+                await asyncio.sleep(self.a.retry_delay * attempt)
+
+    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        splitter = vp.ThinkSplitter()
+        streamed = False
+        text = ""
+        early_done = False
+
+        def put(item: Any) -> None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                queue.put_nowait(item)
+            else:  # a client calling back from another thread
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def on_delta(kind: str, chunk: str) -> None:
+            nonlocal streamed, early_done, text
+            if not chunk:
+                return
+            streamed = True
+            if kind == "think":
+                put(self.ev(ThinkDelta, content=chunk))
+                return
+            put(self.ev(ContentDelta, content=chunk))
+            inner = splitter.feed(chunk)
+            if inner:
+                put(self.ev(ThinkDelta, content=inner))
+            text += chunk
+            if not early_done and "</tool_call>" in text[-(len(chunk) + 12):]:
+                early_done = True  # one try per reply: the first call is the one that counts
+                early = self.early_node(text)
+                if early is not None:
+                    put(self.graph_event((early,)))
+
+        t = time.monotonic()
+        task = asyncio.ensure_future(self.a.model.chat(messages, stream=True, on_delta=on_delta, **self.a.params))
+        task.add_done_callback(lambda _: put(_DONE))
+        try:
+            while (item := await queue.get()) is not _DONE:
+                yield item
+            result = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+        self.model_seconds += result.model_seconds or (time.monotonic() - t)
+        if not streamed:  # a non-streaming model: same events, all at once
+            if result.reasoning:
+                yield self.ev(ThinkDelta, content=result.reasoning)
+            if result.content:
+                yield self.ev(ContentDelta, content=result.content)
+                inner = splitter.feed(result.content)
+                if inner:
+                    yield self.ev(ThinkDelta, content=inner)
+        tail = splitter.flush()
+        if tail:
+            yield self.ev(ThinkDelta, content=tail)
+        yield self.ev(Usage, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        yield result
+
+    def early_node(self, text: str) -> GraphNode | None:
+        """The node of a complete, valid add_search_node already in the stream (drawn before the
+        reply ends, as the original UI did); None otherwise. The graph itself is not changed."""
+        try:
+            call = P.parse_tool_call(text)
+        except P.ToolCallError:
+            return None
+        if call.name != P.ADD_SEARCH_NODE or self.pending is not None:
+            return None
+        args = call.arguments
+        if self.graph.check_search(args["id"], args["parent_ids"], args["query"]):
+            return None
+        return GraphNode(id=args["id"], kind="search", parents=tuple(dict.fromkeys(args["parent_ids"])),
+                         label=args["id"], query=args["query"])
+
+    # ------------------------------------------------------------ tools
+    def reject(self, content: str, problem: str, kind: str = "tool") -> AgentEvent:
+        self.correct(content, problem)
+        return self.ev(AgentError, kind=kind, content=problem, recoverable=True)
+
+    async def search(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+        args = call.arguments
+        if self.pending is not None:
+            yield self.reject(content, f'add_search_node was called before summarize_and_memorize for the search '
+                                       f'node "{self.pending.node_id}": every search must be summarized first')
+            return
+        try:
+            node = self.graph.add_search(args["id"], args["parent_ids"], args["query"], created_at=self.now())
+        except GraphEditError as exc:
+            yield self.reject(content, f"add_search_node rejected: {exc}")
+            return
+        self.valid = True  # a search consumes a step even when it fails
+        yield self.graph_event()
+        yield self.ev(SearchStarted, content=node.query, node_id=node.id)
+        try:
+            hits = await asyncio.to_thread(self.a.searcher.search, node.query, self.a.search_top_k)
+        except Exception as exc:  # SearchFailed or anything else from a searcher we do not own
+            msg = str(exc) if isinstance(exc, SearchFailed) else f"search failed: {exc}"
+            self.graph.remove(node.id)
+            yield self.ev(SearchResults, content=node.query, node_id=node.id)
+            yield self.ev(AgentError, kind="search", content=msg, recoverable=True)
+            yield self.graph_event()
+            self.messages.append({"role": "assistant", "content": content})
+            self.messages.append({"role": "user", "content": (
+                f"<tool_response>\nThe search failed ({msg}); the node \"{node.id}\" was not added.\n"
+                "</tool_response>\nYou may call add_search_node again, or add_answer_node.")})
+            return
+        prepared = await asyncio.to_thread(self.prepare, hits, call.notes)
+        yield self.ev(SearchResults, content=node.query, hits=prepared.refs, shown=prepared.shown, node_id=node.id)
+        for p in prepared.problems:
+            yield self.ev(AgentError, kind="search", content=p, recoverable=True)
+        if not hits:
+            yield self.ev(AgentError, kind="search", content=f"the search for '{node.query}' returned nothing",
+                          recoverable=True)
+        self.pending = _Pending(node.id, prepared.items)
+        self.messages += [
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": prepared.parts},
+            {"role": "user", "content": P.SUMMARY_PROMPT},
+        ]
+
+    def prepare(self, hits: list[SearchHit], notes: Sequence[str] = ()) -> _Prepared:
+        """(Worker thread.) The tool response: items ordered text, image, video, labelled per modality;
+        images written to ``image_dir`` exactly as sent. Unreadable items are skipped and reported."""
+        if not hits:
+            parts = [text_part("<tool_response>\nNo information was retrieved for this query.\n</tool_response>")]
+            return _Prepared(parts, {}, (), (), [])
+        parts = [text_part("<tool_response>\nHere are the retrieved information:")]
+        items: dict[str, _Shown] = {}
+        labels: dict[int, str] = {}
+        problems: list[str] = []
+        counters = dict.fromkeys(_ORDER, 0)
+        order = sorted(range(len(hits)), key=lambda i: _ORDER.index(_MODALITY.get(hits[i].modality, "text")))
+        for i in order:
+            hit = hits[i]
+            modality = _MODALITY.get(hit.modality, "text")
+            label = f"{_LABEL[modality]} {counters[modality] + 1}"
+            try:
+                item_parts, frames = self.render(hit, modality, label)
+            except Exception as exc:  # an unreadable image or file: the others still go to the model
+                problems.append(f"cannot show '{hit.name}' to the model: {exc}")
+                continue
+            counters[modality] += 1
+            labels[i] = label
+            items[label] = _Shown(label, hit, modality, frames)
+            parts += item_parts
+        for note in notes:
+            parts.append(text_part(f"\nNote: {note}."))
+        parts.append(text_part("\n</tool_response>"))
+        refs = tuple(_ref(h, labels.get(i, "")) for i, h in enumerate(hits))
+        return _Prepared(parts, items, refs, tuple(sorted(labels)), problems)
+
+    def render(self, hit: SearchHit, modality: str, label: str) -> tuple[list[dict[str, Any]], list[Frame]]:
+        """Parts for one item and the frames behind them."""
+        slug = label.lower().replace(" ", "")
+        if modality == "text":
+            data = self.a.searcher.load_image(hit.source)
+            text = data.decode("utf-8", errors="replace").strip()
+            if len(text) > self.a.max_text_chars:
+                text = text[: self.a.max_text_chars] + " […]"
+            return [text_part(f"\n{label}: {text}")], []
+        if modality == "image":
+            if not hit.image:
+                raise SearchFailed("the hit has no image")
+            frame, uri = self.show(hit.image, self.a.max_pixels_image, slug)
+            return [text_part(f"\n{label}:"), image_part(uri)], [frame]
+        parts = [text_part(f"\n{label}:")]
+        frames: list[Frame] = []
+        for k, (t, path) in enumerate(self.clip_frames(hit, slug)):
+            frame, uri = self.show(path, self.a.max_pixels_video, f"{slug}-f{k + 1}", timestamp=t)
+            frames.append(frame)
+            parts += [text_part(f"<{t:.1f} seconds>"), image_part(uri)]
+        return parts, frames
+
+    def local_file(self, path: str, what: str) -> str:
+        """A local path for a hit's file: as is when the searcher's files are local, else a copy."""
+        if getattr(self.a.searcher, "local_files", True) and Path(path).is_file():
+            return path
+        data = self.a.searcher.load_image(path)
+        local = self.out_path(f"{what}-raw", Path(path).suffix or ".img")
+        local.write_bytes(data)
+        return str(local)
+
+    def show(self, path: str, max_pixels: int, what: str, timestamp: float | None = None) -> tuple[Frame, str]:
+        """Fit an image to ``max_pixels``, cap its bytes, write the JPEG sent; (frame, data URI)."""
+        raw = self.local_file(path, what)
+        with Image.open(raw) as im:
+            data, _ = encode_capped(im, max_pixels, self.a.max_image_bytes, self.a.jpeg_quality)
+        out = self.out_path(what)
+        out.write_bytes(data)
+        return Frame(path=raw, shown=str(out), timestamp=timestamp), vp.data_uri(data)
+
+    def clip_frames(self, hit: SearchHit, slug: str) -> list[tuple[float, str]]:
+        """(time, path) of the key frames to show for a clip (see the module docstring)."""
+        if not hit.image:
+            raise SearchFailed("the clip has no image")
+        t0 = float(hit.t_start or 0.0)
+        t1 = float(hit.t_end if hit.t_end is not None else t0)
+        stem = hit.image.rsplit(".", 1)[0]
+        local = getattr(self.a.searcher, "local_files", True) and Path(hit.image).is_file()
+        paths: list[str] = []
+        for n in range(1, _MAX_KEYFRAME_FILES + 1):
+            p = f"{stem}_f{n}.jpg"
+            if local:
+                if not Path(p).is_file():
+                    break
+                paths.append(p)
+            else:
+                try:
+                    paths.append(self.local_file(p, f"{slug}-k{n}"))
+                except Exception:
+                    break
+        if not paths:  # no key frames reachable: the contact sheet stands for the clip
+            return [(round(t0, 3), hit.image)]
+        times = keyframe_times(t0, t1, len(paths))
+        keep = min(len(paths), self.a.max_frames_video, max(1, math.floor((t1 - t0) * self.a.fps_video)))
+        return [(times[i], paths[i]) for i in thin_indices(len(paths), keep)]
+
+    async def memorize(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+        pending = self.pending
+        if pending is None:
+            yield self.reject(content, "summarize_and_memorize was called without a pending search: call "
+                                       "add_search_node first (or add_answer_node to answer)")
+            return
+        args = call.arguments
+        entries, judged, problems = self.judge(pending, args["memorize"])
+        self.graph.memorize(pending.node_id, args["summarize"], entries)
+        self.pending = None
+        self.rebuild = True
+        self.valid = True
+        scored = self.graph.scored_with_budgets(self.a.memory_top_k, self.a.memory_buffer_pixels)
+        items = []
+        kept = {e.information_id: k for k, e in enumerate(entries)}
+        for label, useful, priority in judged:
+            shown = pending.items[label]
+            s = scored.get((pending.node_id, kept[label])) if label in kept else None
+            frames = entries[kept[label]].frames if label in kept else shown.frames
+            items.append(MemoryItem(
+                information_id=label, useful=useful, priority=priority,
+                energy=round(s.omega, 6) if s else 0.0, pixel_budget=s.budget if s else 0,
+                image=frames[0].shown if frames else None,
+                timestamps=tuple(f.timestamp for f in frames if f.timestamp is not None) if label in kept else (),
+            ))
+        yield self.ev(Memorize, content=self.graph.node(pending.node_id).summary, node_id=pending.node_id,
+                      items=tuple(items))
+        for p in problems:
+            yield self.ev(AgentError, kind="tool", content=p, recoverable=True)
+        yield self.graph_event()
+
+    def judge(
+        self, pending: _Pending, memorize: list[dict[str, Any]]
+    ) -> tuple[list[MemoryEntry], list[tuple[str, bool, int]], list[str]]:
+        """The model's judgements applied: (memory entries kept, (label, useful, priority) per judged
+        item, problems to report). Kept: useful pictures, and useful videos' frames whose time matches
+        a key_timestamp; texts never (their content lives on in the summary)."""
+        entries: list[MemoryEntry] = []
+        judged: list[tuple[str, bool, int]] = []
+        problems: list[str] = []
+        for m in memorize:
+            label = normalize_label(m["information_id"])
+            if label is None or label not in pending.items:
+                have = ", ".join(pending.items) or "none"
+                problems.append(f'"{m["information_id"]}" is not an item of this search (items: {have}); ignored')
+                continue
+            if any(j[0] == label for j in judged):
+                problems.append(f"{label} was judged twice; the first judgement is used")
+                continue
+            useful, priority = bool(m["is_useful"]), int(m["priority_score"])
+            judged.append((label, useful, priority))
+            shown = pending.items[label]
+            if not useful or shown.modality == "text" or not shown.frames:
+                continue
+            frames = shown.frames
+            if shown.modality == "video":
+                frames, note = self.key_frames(label, shown.frames, m["key_timestamp"])
+                if note:
+                    problems.append(note)
+            hit = shown.hit
+            entries.append(MemoryEntry(information_id=label, modality=shown.modality, priority=priority,
+                                       frames=list(frames), source=hit.source, name=hit.name, page=hit.page,
+                                       clip=hit.clip))
+        missing = [label for label in pending.items if all(j[0] != label for j in judged)]
+        if missing:
+            problems.append(f"not judged: {', '.join(missing)} (every returned item must be listed in memorize); "
+                            "treated as not useful")
+        return entries, judged, problems
+
+    def key_frames(self, label: str, frames: list[Frame], stamps: list[float]) -> tuple[list[Frame], str]:
+        """Frames matching the key timestamps (nearest shown frame within the tolerance), and a note
+        naming the timestamps that matched none. No match at all keeps every frame: the model called
+        the video useful, and an empty memory would lose it."""
+        times = [f.timestamp if f.timestamp is not None else 0.0 for f in frames]
+        keep: set[int] = set()
+        dropped: list[float] = []
+        for ts in stamps:
+            best = min(range(len(times)), key=lambda i: abs(times[i] - ts))
+            if abs(times[best] - ts) <= self.a.timestamp_tolerance:
+                keep.add(best)
+            else:
+                dropped.append(ts)
+        shown = ", ".join(f"{t:.1f}" for t in times)
+        notes = []
+        if dropped:
+            notes.append(f"{label}: key_timestamp {', '.join(f'{t:g}' for t in dropped)} s match no frame shown "
+                         f"(frames at {shown} s, tolerance {self.a.timestamp_tolerance:g} s); dropped")
+        if not keep:
+            notes.append(f"{label}: no key_timestamp matched a shown frame; all {len(frames)} frames kept")
+            return list(frames), "; ".join(notes)
+        return [frames[i] for i in sorted(keep)], "; ".join(notes)
+
+    async def answer(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+        args = call.arguments
+        try:
+            self.graph.add_answer(args["parent_ids"], args["answer"], created_at=self.now())
+        except GraphEditError as exc:
+            yield self.reject(content, f"add_answer_node rejected: {exc}")
+            return
+        self.valid = self.done = True
+        yield self.graph_event()
+        yield self.timing()
+        yield self.ev(Answer, content=args["answer"], evidence=self.evidence())
+
+    def evidence(self, all_nodes: bool = False) -> tuple[Evidence, ...]:
+        """Memory items of the nodes on the answer path (of every node for a forced answer), plus the
+        items of a still-pending search on that path (the model answered right after seeing them)."""
+        on_path = set(self.graph.ids if all_nodes else self.graph.answer_path())
+        out: list[Evidence] = []
+
+        def add(e: Evidence) -> None:
+            if e not in out:
+                out.append(e)
+
+        for node in self.graph.nodes:
+            if node.id not in on_path:
+                continue
+            for entry in node.items:
+                for f in entry.frames:
+                    add(Evidence(source=entry.source, image=f.path, page=entry.page))
+            if self.pending is not None and self.pending.node_id == node.id:
+                for shown in self.pending.items.values():
+                    if not shown.frames:
+                        add(Evidence(source=shown.hit.source, page=shown.hit.page))
+                    for f in shown.frames:
+                        add(Evidence(source=shown.hit.source, image=f.path, page=shown.hit.page))
+        return tuple(out)
+
+
+def _ref(h: SearchHit, label: str) -> HitRef:
+    return HitRef(score=float(h.score), name=h.name, source=h.source, modality=h.modality, image=h.image,
+                  page=h.page, clip=h.clip, t_start=h.t_start, t_end=h.t_end, label=label)
+
+
+__all__ = ["VimRAGAgent", "encode_capped", "keyframe_times", "thin_indices"]
