@@ -92,9 +92,10 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
     )
 
-    from vrag_desktop import cli_ask
+    from vrag_desktop import cli_ask, cli_runtime
 
     cli_ask.add_parsers(sub)
+    cli_runtime.add_parsers(sub)
     return p
 
 
@@ -105,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
     _quiet_libraries()
     try:
-        from vrag_desktop import cli_ask
+        from vrag_desktop import cli_ask, cli_runtime
 
         handler = {
             "index": cmd_index,
@@ -114,6 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "corpus": cmd_corpus,
             "ask": cli_ask.cmd_ask,
             "runs": cli_ask.cmd_runs,
+            "runtime": cli_runtime.cmd_runtime,
         }[args.command]
         return handler(args)
     except KeyboardInterrupt:
