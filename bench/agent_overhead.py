@@ -70,10 +70,10 @@ def main() -> None:
         make_page(p, i)
         pages.append(p)
 
-    def vrag_search_step() -> None:
-        with Image.open(pages[0]) as im:
-            im.load()
-            shown = vp.resize_for_model(im.convert("RGB"))
+    def vrag_search_step() -> None:  # as VRAGAgent's show_page: reduced-scale decode, exact resize, encode
+        decoded, raw_size = vp.open_for_pixels(pages[0].read_bytes(), vp.MAX_PIXELS)
+        size = vp.fit_pixels(*raw_size)
+        shown = decoded if decoded.size == size else decoded.resize(size, Image.Resampling.BICUBIC)
         vp.encode_image(shown)
 
     reply = "<think>The table in the middle holds the figure.</think>\n<bbox>[80, 190, 460, 330]</bbox>"

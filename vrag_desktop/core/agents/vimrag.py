@@ -425,8 +425,8 @@ class _Run:
                 if not path:
                     continue
                 try:
-                    with Image.open(path) as im:
-                        data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
+                    im, _ = vp.open_for_pixels(path, pixels)  # reduced-scale decode for a small budget
+                    data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
                 except OSError:
                     log.warning("memory image %s cannot be opened", path)
                     continue
@@ -648,8 +648,8 @@ class _Run:
     def show(self, path: str, max_pixels: int, what: str, timestamp: float | None = None) -> tuple[Frame, str]:
         """Fit an image to ``max_pixels``, cap its bytes, write the JPEG sent; (frame, data URI)."""
         raw = self.local_file(path, what)
-        with Image.open(raw) as im:
-            data, _ = encode_capped(im, max_pixels, self.a.max_image_bytes, self.a.jpeg_quality)
+        im, _ = vp.open_for_pixels(raw, max_pixels)
+        data, _ = encode_capped(im, max_pixels, self.a.max_image_bytes, self.a.jpeg_quality)
         out = self.out_path(what)
         out.write_bytes(data)
         return Frame(path=raw, shown=str(out), timestamp=timestamp), vp.data_uri(data)

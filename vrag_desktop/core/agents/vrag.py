@@ -415,17 +415,18 @@ class _Run:
         """(Worker thread.) Load a hit's raw image, write the resized copy, make it current."""
         assert hit.image
         data = self.a.searcher.load_image(hit.image)
-        with Image.open(io.BytesIO(data)) as im:
-            raw = im.convert("RGB")
+        view_pixels = max(self.a.max_pixels, self.a.min_pixels)
+        decoded, raw_size = vp.open_for_pixels(data, view_pixels)  # reduced-scale decode: only the view is needed
         raw_path = hit.image
         if not (getattr(self.a.searcher, "local_files", True) and Path(raw_path).is_file()):
             # fetched from a search server: keep a local copy to crop and to draw crops on
             local = self.out_path("raw", Path(raw_path).suffix or ".img")
             local.write_bytes(data)
             raw_path = str(local)
-        shown = vp.resize_for_model(raw, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
+        size = vp.fit_pixels(*raw_size, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
+        shown = decoded if decoded.size == size else decoded.resize(size, Image.Resampling.BICUBIC)
         path, uri = self.write_jpeg(shown, "page")
-        self.current = _Shown(hit, raw_path, vp.View(shown.size, raw.size))
+        self.current = _Shown(hit, raw_path, vp.View(shown.size, raw_size))
         return path, uri
 
     def write_jpeg(self, img: Image.Image, what: str) -> tuple[Path, str]:

@@ -19,6 +19,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from pathlib import Path
+
 from PIL import Image
 
 # ---------------------------------------------------------------- constants (reference §3)
@@ -326,6 +328,25 @@ def resize_for_model(img: Image.Image, min_pixels: int = MIN_PIXELS, max_pixels:
     img = img.convert("RGB")
     size = fit_pixels(img.width, img.height, min_pixels, max_pixels, snap=snap)
     return img if size == img.size else img.resize(size, Image.Resampling.BICUBIC)
+
+
+def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.Image, tuple[int, int]]:
+    """(RGB image of at least ``max_pixels`` area where possible, full size of the source).
+
+    JPEGs are decoded at the largest 1/2, 1/4 or 1/8 scale that still covers ``max_pixels`` (libjpeg
+    draft mode): a 2000×2800 page meant for a 400k-pixel view decodes ~4× faster. The caller resizes
+    exactly; full-resolution work (crops) opens the file normally.
+    """
+    import io
+
+    im = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
+    with im:
+        full = im.size
+        w, h = full
+        if w * h > max_pixels > 0:
+            s = (max_pixels / (w * h)) ** 0.5
+            im.draft("RGB", (max(1, math.ceil(w * s)), max(1, math.ceil(h * s))))
+        return im.convert("RGB"), full
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 90) -> bytes:
