@@ -28,7 +28,6 @@ reply is complete.
 from __future__ import annotations
 
 import asyncio
-import io
 import logging
 import time
 import uuid

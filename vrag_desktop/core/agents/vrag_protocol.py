@@ -18,7 +18,6 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-
 from pathlib import Path
 
 from PIL import Image
