@@ -15,11 +15,15 @@ each page's text layer) with the same batch size (``--batch-size``, default the 
     the derive thread (text extraction, render, JPEG encode, write, OCR), measured by wrapping those
     calls, plus the commit time (index segment + manifest) on the embedding thread.
 
-(d) *what-if, not the product* (only with ``--order ...,d``): (c) with page JPEGs encoded by Pillow
-    (libjpeg-turbo) instead of mupdf's encoder – ``pymupdf.Pixmap.tobytes("jpeg")`` monkeypatched –
-    to show how much of (c)'s gap to (b) the derive thread's JPEG encoding accounts for.
+(d) (diagnostic, in the default order) our pipeline with OCR off (``build(..., ocr=False)``, the
+    CLI's ``--no-ocr``): the baselines do no OCR, and OCR of the few pages without a text layer
+    competes with the embedder for the two CPUs.
 
-Targets: (c) >= 2x (a) and (c) >= 0.9x (b), in pages/s. The machine is shared with other work, so
+Targets: (c) >= 2x (a) and (c) >= 0.9x (b), in pages/s. By default (b) and (c) run twice (order
+b, a, c, d, b, c); each run is reported, ratios use each one's fastest run, plus (c)/(b) per pair.
+A run during which other processes took more than ``--max-other-share`` of the CPUs is repeated
+(up to ``--max-attempts``, while the bench has run less than ``--retry-budget`` s); the contended
+attempts stay in the JSON under ``discarded_runs``. The machine is shared with other work, so
 each phase also records how much CPU other processes used meanwhile (``other_cpu_share``).
 
 Corpus: bench/get_pdf_corpus.sh (real Debian documentation manuals, 449 pages), fetched on demand.
@@ -210,7 +214,9 @@ class StageTimer:
         self._lock = threading.Lock()
 
     def wrap(self, owner: object, attr: str, stage: str) -> None:
-        orig = getattr(owner, attr)
+        orig = getattr(owner, attr, None)
+        if orig is None:  # the code under test changed shape: time what is there
+            return
 
         @functools.wraps(orig)
         def timed(*a, **kw):  # type: ignore[no-untyped-def]
@@ -236,24 +242,7 @@ class StageTimer:
         return {k: {"seconds": round(v, 2), "calls": self.calls[k]} for k, v in sorted(self.seconds.items())}
 
 
-def _pil_jpeg(orig):  # type: ignore[no-untyped-def]
-    """Pixmap.tobytes replacement for the what-if run (d): JPEG through Pillow / libjpeg-turbo."""
-
-    def tobytes(self, output="png", jpg_quality=95):  # type: ignore[no-untyped-def]
-        if output not in ("jpg", "jpeg") or self.n != 3 or self.alpha:
-            return orig(self, output, jpg_quality)
-        import io
-
-        from PIL import Image
-
-        buf = io.BytesIO()
-        Image.frombytes("RGB", (self.width, self.height), self.samples).save(buf, format="JPEG", quality=jpg_quality)
-        return buf.getvalue()
-
-    return tobytes
-
-
-def run_ours(embedder, pdf_dir: Path, workdir: Path, pil_jpeg: bool = False) -> dict:  # type: ignore[no-untyped-def]
+def run_ours(embedder, pdf_dir: Path, workdir: Path, ocr: bool | None = None) -> dict:  # type: ignore[no-untyped-def]
     import pymupdf
 
     from vrag_desktop.core import ocr as ocr_mod
@@ -261,14 +250,12 @@ def run_ours(embedder, pdf_dir: Path, workdir: Path, pil_jpeg: bool = False) -> 
     from vrag_desktop.core.corpus import derive as derive_mod
     from vrag_desktop.core.library import Library
 
-    orig_tobytes = pymupdf.Pixmap.tobytes
-    if pil_jpeg:
-        pymupdf.Pixmap.tobytes = _pil_jpeg(orig_tobytes)
     timer = StageTimer()
     timer.wrap(pymupdf.Page, "get_text", "text extraction")
     timer.wrap(pymupdf.Page, "get_pixmap", "render")
-    timer.wrap(pymupdf.Pixmap, "tobytes", "jpeg encode")
-    timer.wrap(derive_mod, "_atomic_write", "write jpeg")
+    timer.wrap(pymupdf.Pixmap, "tobytes", "jpeg encode (pymupdf)")
+    timer.wrap(derive_mod, "_save_jpeg", "jpeg encode + write (Pillow)")
+    timer.wrap(derive_mod, "_atomic_write", "write file")
     timer.wrap(ocr_mod, "ocr_image", "ocr")
     timer.wrap(corpus_mod.Corpus, "_commit", "commit (index segment + manifest)")
     try:
@@ -288,7 +275,7 @@ def run_ours(embedder, pdf_dir: Path, workdir: Path, pil_jpeg: bool = False) -> 
                             break
                 scan_info = ph.info
                 with Phase() as ph:
-                    gen = c.build(embedder)
+                    gen = c.build(embedder, ocr=ocr)
                     while True:
                         try:
                             next(gen)
@@ -301,7 +288,6 @@ def run_ours(embedder, pdf_dir: Path, workdir: Path, pil_jpeg: bool = False) -> 
             c.close()
     finally:
         timer.restore()
-        pymupdf.Pixmap.tobytes = orig_tobytes
     pages = int(stats["items"])
     return {
         "pages": pages,
@@ -322,9 +308,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pdfs", type=Path, default=None, help="folder of PDFs (default: bench/get_pdf_corpus.sh)")
     ap.add_argument("--batch-size", type=int, default=None, help="items per embed_items call (default: embedder's)")
-    ap.add_argument("--order", default="b,a,c", help="order of the runs (a, b, c; a letter may repeat)")
+    ap.add_argument("--order", default="b,a,c,d,b,c",
+                    help="order of the runs (a, b, c, d; a letter may repeat: b and c twice by default, "
+                         "as their ratio is the close one)")
     ap.add_argument("--wait-quiet", type=float, default=0.0,
                     help="before each run wait up to this many seconds for other processes to go quiet")
+    ap.add_argument("--max-other-share", type=float, default=0.05,
+                    help="a run during which other processes used more of the CPUs than this is repeated")
+    ap.add_argument("--max-attempts", type=int, default=3, help="attempts per run (see --max-other-share)")
+    ap.add_argument("--retry-budget", type=float, default=600.0,
+                    help="no repeats once the benchmark has run this many seconds (keeps it < 15 min)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ingest.json")
     args = ap.parse_args()
 
@@ -360,40 +353,76 @@ def main() -> None:
         "targets": {"ours_vs_naive_min": 2.0, "ours_vs_embedder_alone_min": 0.9},
         "runs": {},
     }
-    names = {"a": "naive", "b": "embedder_alone", "c": "ours", "d": "whatif_ours_pil_jpeg"}
+    names = {"a": "naive", "b": "embedder_alone", "c": "ours", "d": "ours_no_ocr"}
     workroot = args.out.parent / "tmp"
     workroot.mkdir(parents=True, exist_ok=True)
+    t_bench = time.perf_counter()
+    result["discarded_runs"] = []
     for i, key in enumerate(x.strip() for x in args.order.split(",") if x.strip()):
-        wq = wait_quiet(args.wait_quiet) if args.wait_quiet else None
-        print(f"run ({key}) {names[key]} ...", flush=True)
-        work = Path(tempfile.mkdtemp(prefix=f"ingest-{key}-", dir=workroot))
-        try:
-            if key == "a":
-                r = run_naive(embedder, pdfs, bs, work)
-            elif key == "b":
-                r = run_embedder_alone(embedder, texts, bs)
-            elif key == "c":
-                r = run_ours(embedder, pdf_dir, work)
-            else:
-                r = run_ours(embedder, pdf_dir, work, pil_jpeg=True)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if wq:
-            r["wait_quiet"] = wq
-        r["order"] = i
-        print(f"   {r['pages']} pages in {r['seconds']:.1f} s = {r['pages_per_s']:.2f} pages/s "
-              f"(others used {r['other_cpu_share']:.0%} of the CPUs)", flush=True)
+        attempt = 0
+        while True:
+            attempt += 1
+            wq = wait_quiet(args.wait_quiet) if args.wait_quiet else None
+            print(f"run ({key}) {names[key]} ...", flush=True)
+            work = Path(tempfile.mkdtemp(prefix=f"ingest-{key}-", dir=workroot))
+            try:
+                if key == "a":
+                    r = run_naive(embedder, pdfs, bs, work)
+                elif key == "b":
+                    r = run_embedder_alone(embedder, texts, bs)
+                elif key == "c":
+                    r = run_ours(embedder, pdf_dir, work)
+                else:
+                    r = run_ours(embedder, pdf_dir, work, ocr=False)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            if wq:
+                r["wait_quiet"] = wq
+            r["order"], r["attempt"] = i, attempt
+            print(f"   {r['pages']} pages in {r['seconds']:.1f} s = {r['pages_per_s']:.2f} pages/s "
+                  f"(others used {r['other_cpu_share']:.0%} of the CPUs)", flush=True)
+            busy = r["other_cpu_share"] > args.max_other_share
+            if busy and attempt < args.max_attempts and time.perf_counter() - t_bench < args.retry_budget:
+                # another process competed for the 2 CPUs: keep the record, measure again
+                print(f"   others used more than {args.max_other_share:.0%} of the CPUs: run again", flush=True)
+                result["discarded_runs"].append({"run": names[key], **r})
+                continue
+            r["contended"] = busy
+            break
         result["runs"].setdefault(names[key], []).append(r)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2))
+    result["bench_seconds"] = round(time.perf_counter() - t_bench, 1)
 
+    # with repeated runs (--order b,a,c,b,a,c) each is summarised by its fastest run
     best = {k: max(v, key=lambda r: r["pages_per_s"]) for k, v in result["runs"].items()}
+    if "ours_no_ocr" in best and "embedder_alone" in best:
+        result["ours_no_ocr_vs_embedder_alone"] = round(
+            best["ours_no_ocr"]["pages_per_s"] / best["embedder_alone"]["pages_per_s"], 3)
     if "ours" in best:
         o = best["ours"]["pages_per_s"]
         if "naive" in best:
             result["ours_vs_naive"] = round(o / best["naive"]["pages_per_s"], 3)
         if "embedder_alone" in best:
             result["ours_vs_embedder_alone"] = round(o / best["embedder_alone"]["pages_per_s"], 3)
+            b = best["embedder_alone"]
+            br = best["ours"]["build_report"]
+            derive_busy = sum(v["seconds"] for k, v in best["ours"]["stages"].items() if "[vrag-derive]" in k)
+            result["analysis"] = {
+                "embed_seconds_in_pipeline": br["embed_seconds"],
+                "embed_seconds_alone": b["seconds"],
+                "embed_slowdown_seconds": round(br["embed_seconds"] - b["seconds"], 2),
+                "derive_thread_busy_seconds": round(derive_busy, 2),
+                "embedder_wait_seconds": br["wait_seconds"],
+            }
+    bs_, cs_ = result["runs"].get("embedder_alone", []), result["runs"].get("ours", [])
+    if len(bs_) > 1 and len(bs_) == len(cs_):  # i-th (c) against the i-th (b): run-to-run spread
+        result["ours_vs_embedder_alone_per_pair"] = [
+            round(c["pages_per_s"] / b["pages_per_s"], 3) for b, c in zip(bs_, cs_, strict=True)
+        ]
+    if "naive" in best and "embedder_alone" in best:
+        # A pipeline can at best run at the embedder's own speed: the highest ratio to naive possible.
+        result["ceiling_ours_vs_naive"] = round(best["naive"]["seconds"] / best["embedder_alone"]["seconds"], 3)
     args.out.write_text(json.dumps(result, indent=2))
     print_table(result)
     print(f"\nwrote {args.out}")
@@ -411,21 +440,37 @@ def print_table(result: dict) -> None:
             if name == "naive":
                 st = r["stages"]
                 note = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in st.items())
-            elif name in ("ours", "whatif_ours_pil_jpeg"):
+            elif name in ("ours", "ours_no_ocr"):
                 br = r["build_report"]
                 note = (f"scan {r['scan']['seconds']:.1f}s, build {r['build']['seconds']:.1f}s "
                         f"(embed {br['embed_seconds']:.1f}s, wait {br['wait_seconds']:.1f}s)")
+            flag = " (contended)" if r.get("contended") else ""
             print(f"| {name} | {r['pages']} | {r['seconds']:.1f} | {r['pages_per_s']:.2f} | "
-                  f"{r['other_cpu_share']:.0%} | {note} |")
+                  f"{r['other_cpu_share']:.0%}{flag} | {note} |")
+    if result.get("discarded_runs"):
+        print(f"\n({len(result['discarded_runs'])} run(s) repeated because other processes competed for the "
+              "CPUs; kept in the JSON under discarded_runs)")
     if "ours_vs_naive" in result:
         print(f"\nours / naive = {result['ours_vs_naive']:.2f}x (target >= 2.0x)")
     if "ours_vs_embedder_alone" in result:
         print(f"ours / embedder alone = {result['ours_vs_embedder_alone']:.2f}x (target >= 0.9x)")
-    for r in result["runs"].get("ours", []) + result["runs"].get("whatif_ours_pil_jpeg", []):
-        print(f"\nour pipeline{' (what-if: Pillow JPEG)' if r in result['runs'].get('whatif_ours_pil_jpeg', []) else ''}, "
-              "per stage (thread):")
-        for k, v in r["stages"].items():
-            print(f"  {k:60s} {v['seconds']:7.1f} s  ({v['calls']} calls)")
+    if "ours_no_ocr_vs_embedder_alone" in result:
+        print(f"ours with OCR off / embedder alone = {result['ours_no_ocr_vs_embedder_alone']:.2f}x (diagnostic)")
+    if "ours_vs_embedder_alone_per_pair" in result:
+        print(f"  per (b, c) pair: {result['ours_vs_embedder_alone_per_pair']}")
+    if "ceiling_ours_vs_naive" in result:
+        print(f"ceiling for ours / naive (a pipeline exactly as fast as the embedder alone) = "
+              f"{result['ceiling_ours_vs_naive']:.2f}x")
+    if "analysis" in result:
+        a = result["analysis"]
+        print(f"embedding took {a['embed_seconds_in_pipeline']:.1f} s inside the pipeline vs "
+              f"{a['embed_seconds_alone']:.1f} s alone; the derive thread was busy {a['derive_thread_busy_seconds']:.1f} s; "
+              f"the embedder waited {a['embedder_wait_seconds']:.1f} s for input")
+    for name in ("ours", "ours_no_ocr"):
+        for r in result["runs"].get(name, []):
+            print(f"\n{name}, per stage (thread):")
+            for k, v in r["stages"].items():
+                print(f"  {k:60s} {v['seconds']:7.1f} s  ({v['calls']} calls)")
 
 
 if __name__ == "__main__":

@@ -400,6 +400,36 @@ def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int, per_list: int) ->
     return store, info
 
 
+def build_ivf_grown(db: DiskVectors, tmp: Path, n0: int) -> tuple[VectorStore, dict]:
+    """The IVF a corpus that *grew* to N gets in the product: ``compact()`` switches to IVF once, at
+    the first compaction past ``ann_threshold`` (e.g. after 32 checkpoints of 512 items = 16,384
+    vectors), training ``nlist = ivf_nlist(n0)`` cells on those first ``n0`` vectors; nothing
+    re-trains it later, so every vector added afterwards goes into those few cells."""
+    nlist = store_mod.ivf_nlist(n0)
+    quantizer = faiss.IndexFlatIP(D)
+    ivf = faiss.IndexIVFFlat(quantizer, D, nlist, faiss.METRIC_INNER_PRODUCT)
+    info: dict = {"n0": n0, "nlist": nlist, "train_niter": int(ivf.cp.niter)}
+    with Phase("train") as ph:
+        first = db.read(0, n0)
+        rng = np.random.default_rng(0)  # _to_ivf's sample rule on the first n0 vectors
+        sample = first if n0 <= nlist * 64 else first[rng.choice(n0, nlist * 64, replace=False)]
+        ivf.train(np.ascontiguousarray(sample))
+        del first, sample
+    info["train"] = ph.info
+    with Phase("add") as ph:
+        for a, b, x in db.chunks():
+            ivf.add_with_ids(x, np.arange(a, b, dtype=np.int64))
+            del x
+    info["add"] = ph.info
+    sizes = np.array([ivf.invlists.list_size(i) for i in range(nlist)])
+    info["list_size_mean"] = round(float(sizes.mean()), 1)
+    info["list_size_max"] = int(sizes.max())
+    ivf.nprobe = store_mod.default_nprobe(nlist)
+    store = VectorStore(tmp / "grown", D)
+    store._index = ivf
+    return store, info
+
+
 def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndarray, qh: np.ndarray,
              workdir: Path) -> dict:
     res: dict = {"n": n, "d": D}
@@ -437,20 +467,30 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
                 store.compact()
             res["compact"] = ph.info | {"rss_before_gib": rss0, "peak_rss_gib": peak_rss_gib()}
             res["peak_rss_flat_phase_gib"] = peak_flat
-            builds = [("product", store)]
+            builds = [("product", lambda st=store: st)]
             if store.kind == "ivf" and args.validate_training:
                 # same index with the reduced training used at 1M, to measure its effect on recall
-                rstore, rinfo = build_ivf_streamed(db, tmp, args.train_niter, args.train_per_list)
-                res["reduced_training_build"] = rinfo
-                builds.append(("reduced training", rstore))
+                builds.append(("reduced training", lambda: _streamed(res, "reduced_training_build")))
+            del store
         else:
             del store
             gc.collect()
+            builds = [("streamed", lambda: _streamed(res, "ivf_build"))]
+        if args.grown_from and args.grown_from < n:
+            builds.append((f"grown from {args.grown_from // 1000}k", lambda: _grown(res)))
+
+        def _streamed(res: dict, key: str) -> VectorStore:
             print(f"   building IVF (streamed), rss {rss_gib()} GiB ...", flush=True)
-            store, info = build_ivf_streamed(db, tmp, args.train_niter, args.train_per_list)
-            res["ivf_build"] = info
-            builds = [("streamed", store)]
-        for label, st in builds:
+            st, res[key] = build_ivf_streamed(db, tmp, args.train_niter, args.train_per_list)
+            return st
+
+        def _grown(res: dict) -> VectorStore:
+            print(f"   building IVF as grown from {args.grown_from:,} vectors, rss {rss_gib()} GiB ...", flush=True)
+            st, res["grown_build"] = build_ivf_grown(db, tmp, args.grown_from)
+            return st
+
+        for label, make in builds:
+            st = make()
             if st.kind != "ivf":
                 rows.append({"build": label, "kind": "flat", "nprobe": None, **res["flat"]})
                 continue
@@ -458,15 +498,24 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
             nlist = int(ivf.nlist)
             dflt = store_mod.default_nprobe(nlist)
             sweep = sorted({p for p in args.nprobe if p <= nlist} | {dflt})
+            n_q = args.queries
             if label == "reduced training":
                 sweep = [p for p in sweep if p in (4, 8, dflt)] or [dflt]
+            elif label.startswith("grown"):
+                sweep = sorted({p for p in (4, 8) if p <= nlist} | {dflt})
+                n_q = min(args.queries, 300)  # slow (large cells): fewer single queries
             for p in sweep:
-                r = measure(st, q, gt, qh, gth, p, args.queries)
+                wq = wait_quiet(min(args.wait_quiet, 30.0)) if args.wait_quiet else None
+                r = measure(st, q, gt, qh, gth, p, n_q)
+                if wq:
+                    r["wait_quiet"] = wq
                 r |= {"build": label, "kind": "ivf", "nlist": nlist, "nprobe": p, "default": p == dflt}
                 rows.append(r)
                 print(f"   {label:>16} nlist {nlist} nprobe {p:4d}{'*' if p == dflt else ' '} recall@10 "
                       f"{r['recall_at_10']:.3f} (hard {r['recall_at_10_hard_queries']:.3f}) p50 {r['p50_ms']:.2f} ms "
                       f"p99 {r['p99_ms']:.2f} ms batched {r['batched_ms_per_query']:.3f} ms/q", flush=True)
+            del st, ivf
+            gc.collect()
         res["rows"] = rows
         res["peak_rss_gib"] = max(peak_rss_gib(), res.get("peak_rss_flat_phase_gib", 0.0))
         return res
@@ -481,7 +530,8 @@ def parse_size(s: str) -> int:
 
 
 def best_under_target(rows: list[dict], recall: float) -> dict | None:
-    ok = [r for r in rows if r.get("kind") == "ivf" and r["build"] != "reduced training" and r["recall_at_10"] >= recall]
+    ok = [r for r in rows if r.get("kind") == "ivf" and r["build"] in ("product", "streamed")
+          and r["recall_at_10"] >= recall]
     return min(ok, key=lambda r: r["p50_ms"]) if ok else None
 
 
@@ -497,6 +547,9 @@ def main() -> None:
     ap.add_argument("--train-per-list", type=int, default=40, help="training points per cell, streamed build")
     ap.add_argument("--no-validate-training", dest="validate_training", action="store_false",
                     help="skip the reduced-training comparison at product-path sizes >= 100k")
+    ap.add_argument("--grown-from", type=parse_size, default=16_384,
+                    help="also measure the IVF a corpus that grew to N gets (trained once at this size; "
+                         "0 = skip), for every N larger than this")
     ap.add_argument("--nlist", type=int, default=None, help="what-if: monkeypatch store.ivf_nlist to this")
     ap.add_argument("--nprobe-default", type=int, default=None, help="what-if: monkeypatch store.default_nprobe")
     ap.add_argument("--threads", type=int, default=2)
@@ -555,20 +608,21 @@ def main() -> None:
 
 
 def print_table(result: dict) -> None:
-    print("\n| N | index | nlist | nprobe | recall@10 | recall@10 (hard q) | p50 ms | p99 ms | batched ms/q |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n| N | index | nlist | nprobe | recall@10 | recall@10 (hard q) | p50 ms | p99 ms | batched ms/q "
+          "| others' CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for s in result["sizes"]:
         f = s["flat"]
         print(f"| {s['n']:,} | flat (exact, before compact) | – | – | 1.000 | 1.000 | {f['p50_ms']:.2f} | "
-              f"{f['p99_ms']:.2f} | {f['batched_ms_per_query']:.3f} |")
+              f"{f['p99_ms']:.2f} | {f['batched_ms_per_query']:.3f} | {f['single_phase']['other_cpu_share']:.0%} |")
         for r in s["rows"]:
             if r["kind"] != "ivf":
                 continue
-            label = "IVFFlat" + (" (reduced training)" if r["build"] == "reduced training" else "")
+            label = "IVFFlat" + ("" if r["build"] in ("product", "streamed") else f" ({r['build']})")
             mark = " (default)" if r["default"] else ""
             print(f"| {s['n']:,} | {label} | {r['nlist']} | {r['nprobe']}{mark} | {r['recall_at_10']:.3f} | "
                   f"{r['recall_at_10_hard_queries']:.3f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-                  f"{r['batched_ms_per_query']:.3f} |")
+                  f"{r['batched_ms_per_query']:.3f} | {r['single_phase']['other_cpu_share']:.0%} |")
     print("\n| N | build path | generate s | add s | compact/IVF build s | peak RSS GiB | others' CPU share (single-query phase, median) |")
     print("|---|---|---|---|---|---|---|")
     for s in result["sizes"]:
