@@ -57,7 +57,6 @@ from vrag_desktop.core.agents.events import (
     AgentError,
     AgentEvent,
     Answer,
-    ContentDelta,
     Evidence,
     GraphChanged,
     GraphNode,
@@ -67,9 +66,7 @@ from vrag_desktop.core.agents.events import (
     MemoryItem,
     SearchResults,
     SearchStarted,
-    ThinkDelta,
     Timing,
-    Usage,
 )
 from vrag_desktop.core.agents.memory_graph import (
     Frame,
@@ -79,13 +76,12 @@ from vrag_desktop.core.agents.memory_graph import (
     ScoredItem,
     normalize_label,
 )
+from vrag_desktop.core.agents.model_turn import Fatal, ModelTurns
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
-from vrag_desktop.core.agents.vrag import FATAL_ENDPOINT_KINDS
-from vrag_desktop.core.endpoints.base import ChatModel, ChatResult, EndpointError
+from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
 
 log = logging.getLogger(__name__)
 
-_DONE = object()
 _MODALITY = {"text": "text", "page": "image", "image": "image", "clip": "video"}
 _LABEL = {"text": "Text", "image": "Picture", "video": "Video"}
 _ORDER = ("text", "image", "video")
@@ -165,10 +161,6 @@ class _Prepared:
     refs: tuple[HitRef, ...]
     shown: tuple[int, ...]
     problems: list[str]
-
-
-class _Fatal(Exception):
-    """Internal: the model endpoint is gone for good; the run ends cleanly."""
 
 
 class VimRAGAgent:
@@ -258,7 +250,7 @@ class VimRAGAgent:
             yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
 
 
-class _Run:
+class _Run(ModelTurns):
     """State of one question: graph, current messages, the pending search, the clock."""
 
     def __init__(self, agent: VimRAGAgent, query: str) -> None:
@@ -328,13 +320,14 @@ class _Run:
                 request.append({"role": "user", "content": P.ANSWER_NOW_PROMPT})
             result: ChatResult | None = None
             try:
+                self._early_done = False
                 async with aclosing(self.call_model(request)) as calls:
                     async for item in calls:
                         if isinstance(item, ChatResult):
                             result = item
                         else:
                             yield item
-            except _Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+            except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
                 yield self.timing()
                 yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
                 return
@@ -437,90 +430,13 @@ class _Run:
         return self._memory_cache[key]
 
     # ------------------------------------------------------------ model
-    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
-        """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error
-        is reported and the same request retried (as the VRAG agent does); raises :class:`_Fatal`
-        when the endpoint is gone for good."""
-        attempt = 0
-        while True:
-            t = time.monotonic()
-            try:
-                async with aclosing(self.stream_once(messages)) as stream:
-                    async for item in stream:
-                        yield item
-                return
-            except Exception as exc:  # EndpointError, or any failure of a client we do not own
-                self.model_seconds += time.monotonic() - t
-                kind = exc.kind if isinstance(exc, EndpointError) else "other"
-                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
-                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
-                if not recoverable:
-                    raise _Fatal(msg) from exc
-                yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
-                attempt += 1
-                await asyncio.sleep(self.a.retry_delay * attempt)
-
-    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        splitter = vp.ThinkSplitter()
-        streamed = False
-        text = ""
-        early_done = False
-
-        def put(item: Any) -> None:
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                queue.put_nowait(item)
-            else:  # a client calling back from another thread
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        def on_delta(kind: str, chunk: str) -> None:
-            nonlocal streamed, early_done, text
-            if not chunk:
-                return
-            streamed = True
-            if kind == "think":
-                put(self.ev(ThinkDelta, content=chunk))
-                return
-            put(self.ev(ContentDelta, content=chunk))
-            inner = splitter.feed(chunk)
-            if inner:
-                put(self.ev(ThinkDelta, content=inner))
-            text += chunk
-            if not early_done and "</tool_call>" in text[-(len(chunk) + 12):]:
-                early_done = True  # one try per reply: the first call is the one that counts
-                early = self.early_node(text)
-                if early is not None:
-                    put(self.graph_event((early,)))
-
-        t = time.monotonic()
-        task = asyncio.ensure_future(self.a.model.chat(messages, stream=True, on_delta=on_delta, **self.a.params))
-        task.add_done_callback(lambda _: put(_DONE))
-        try:
-            while (item := await queue.get()) is not _DONE:
-                yield item
-            result = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-        self.model_seconds += result.model_seconds or (time.monotonic() - t)
-        if not streamed:  # a non-streaming model: same events, all at once
-            if result.reasoning:
-                yield self.ev(ThinkDelta, content=result.reasoning)
-            if result.content:
-                yield self.ev(ContentDelta, content=result.content)
-                inner = splitter.feed(result.content)
-                if inner:
-                    yield self.ev(ThinkDelta, content=inner)
-        tail = splitter.flush()
-        if tail:
-            yield self.ev(ThinkDelta, content=tail)
-        yield self.ev(Usage, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
-        yield result
+    def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
+        """Draw a new search node as soon as its complete add_search_node call has streamed in."""
+        if self._early_done or "</tool_call>" not in text_so_far[-(len(chunk) + 12):]:
+            return []
+        self._early_done = True  # one try per reply: the first call is the one that counts
+        early = self.early_node(text_so_far)
+        return [] if early is None else [self.graph_event((early,))]
 
     def early_node(self, text: str) -> GraphNode | None:
         """The node of a complete, valid add_search_node already in the stream (drawn before the

@@ -45,7 +45,6 @@ from vrag_desktop.core.agents.events import (
     AgentEvent,
     Answer,
     BBox,
-    ContentDelta,
     Crop,
     Evidence,
     GraphChanged,
@@ -55,17 +54,15 @@ from vrag_desktop.core.agents.events import (
     MaxSteps,
     SearchResults,
     SearchStarted,
-    ThinkDelta,
     Timing,
-    Usage,
 )
+from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, Fatal, ModelTurns
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
-from vrag_desktop.core.endpoints.base import ChatModel, ChatResult, EndpointError
+from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
 
 log = logging.getLogger(__name__)
 
 #: Endpoint failures that retrying the same request will not fix.
-FATAL_ENDPOINT_KINDS = frozenset({"auth", "unreachable", "not_found", "bad_request"})
 
 
 @dataclass
@@ -75,13 +72,6 @@ class _Shown:
     hit: SearchHit
     page_raw: str  # local path of the page's raw image (crops are cut from it)
     view: vp.View
-
-
-class _Fatal(Exception):
-    """Internal: the model endpoint is gone for good; the run ends cleanly."""
-
-
-_DONE = object()
 
 
 class VRAGAgent:
@@ -148,7 +138,7 @@ class VRAGAgent:
             yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
 
 
-class _Run:
+class _Run(ModelTurns):
     """State of one question: the conversation, what was shown, the graph, the clock."""
 
     def __init__(self, agent: VRAGAgent, question: str) -> None:
@@ -205,13 +195,13 @@ class _Run:
             final = steps_left <= 0
             result: ChatResult | None = None
             try:
-                async with aclosing(self.call_model()) as calls:
+                async with aclosing(self.call_model(list(self.messages))) as calls:
                     async for item in calls:
                         if isinstance(item, ChatResult):
                             result = item
                         else:
                             yield item
-            except _Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+            except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
                 yield self.timing()
                 yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
                 return
@@ -271,87 +261,6 @@ class _Run:
         return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
 
     # ------------------------------------------------------------ model
-    async def call_model(self) -> AsyncIterator[AgentEvent | ChatResult]:
-        """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error
-        is reported (``AgentError(recoverable=True)``) and the same request retried: the model said
-        nothing, so there is nothing to correct (the client already retried transport-level
-        failures). Raises :class:`_Fatal` with the message when the endpoint is gone for good."""
-        attempt = 0
-        while True:
-            t = time.monotonic()
-            try:
-                async with aclosing(self.stream_once()) as stream:
-                    async for item in stream:
-                        yield item
-                return
-            except Exception as exc:  # EndpointError, or any failure of a client we do not own
-                self.model_seconds += time.monotonic() - t
-                kind = exc.kind if isinstance(exc, EndpointError) else "other"
-                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
-                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
-                if not recoverable:
-                    raise _Fatal(msg) from exc
-                yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
-                attempt += 1
-                await asyncio.sleep(self.a.retry_delay * attempt)
-
-    async def stream_once(self) -> AsyncIterator[AgentEvent | ChatResult]:
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        splitter = vp.ThinkSplitter()
-        streamed = False
-
-        def put(item: Any) -> None:
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                queue.put_nowait(item)
-            else:  # a client calling back from another thread
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-
-        def on_delta(kind: str, text: str) -> None:
-            nonlocal streamed
-            if not text:
-                return
-            streamed = True
-            if kind == "think":
-                put(self.ev(ThinkDelta, content=text))
-                return
-            put(self.ev(ContentDelta, content=text))
-            inner = splitter.feed(text)
-            if inner:
-                put(self.ev(ThinkDelta, content=inner))
-
-        t = time.monotonic()
-        task = asyncio.ensure_future(
-            self.a.model.chat(list(self.messages), stream=True, on_delta=on_delta, **self.a.params))
-        task.add_done_callback(lambda _: put(_DONE))
-        try:
-            while (item := await queue.get()) is not _DONE:
-                yield item
-            result = task.result()
-        finally:
-            if not task.done():
-                task.cancel()
-                # Let the cancelled request close its connection now, not when the loop is torn down.
-                await asyncio.wait({task}, timeout=5)
-        self.model_seconds += result.model_seconds or (time.monotonic() - t)
-        if not streamed:  # a non-streaming model: same events, all at once
-            if result.reasoning:
-                yield self.ev(ThinkDelta, content=result.reasoning)
-            if result.content:
-                yield self.ev(ContentDelta, content=result.content)
-                inner = splitter.feed(result.content)
-                if inner:
-                    yield self.ev(ThinkDelta, content=inner)
-        tail = splitter.flush()
-        if tail:
-            yield self.ev(ThinkDelta, content=tail)
-        yield self.ev(Usage, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
-        yield result
-
     # ------------------------------------------------------------ tools
     async def search(self, query: str) -> AsyncIterator[AgentEvent]:
         self.node("search", query, query=query)

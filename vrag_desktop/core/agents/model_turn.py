@@ -1,0 +1,126 @@
+"""One model turn for an agent: stream the reply as events, retry recoverable endpoint errors.
+
+Shared by the VRAG and VimRAG agents (their runs mix in :class:`ModelTurns`). The model call runs as
+its own task; deltas (which a client may deliver from another thread) are queued back to the agent's
+loop and yielded as ``ThinkDelta`` / ``ContentDelta`` events in order, then ``Usage`` and the
+``ChatResult``. Cancelling the consumer cancels the request and waits for it to close its connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from vrag_desktop.core.agents import vrag_protocol as vp
+from vrag_desktop.core.agents.events import AgentError, AgentEvent, ContentDelta, ThinkDelta, Usage
+from vrag_desktop.core.endpoints.base import ChatResult, EndpointError
+
+#: endpoint failures no retry can fix: the run ends with a clear error
+FATAL_ENDPOINT_KINDS = frozenset({"auth", "unreachable", "not_found", "bad_request"})
+_DONE = object()
+
+
+class Fatal(Exception):
+    """The endpoint is gone for good; the message is the run's last (unrecoverable) error event."""
+
+
+class ModelTurns:
+    """Mixin for an agent's run state. Needs ``self.a`` (the agent: ``model``, ``params``,
+    ``endpoint_retries``, ``retry_delay``), ``self.ev(cls, **kw)`` and ``self.model_seconds``."""
+
+    a: Any
+    model_seconds: float
+
+    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:  # pragma: no cover - provided by the run
+        raise NotImplementedError
+
+    def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
+        """Hook: extra events while the reply streams (VimRAG draws a new node early). Default: none."""
+        return []
+
+    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+        """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error is
+        reported (``AgentError(recoverable=True)``) and the same request retried: the model said
+        nothing, so there is nothing to correct (the client already retried transport failures).
+        Raises :class:`Fatal` when the endpoint is gone for good."""
+        attempt = 0
+        while True:
+            t = time.monotonic()
+            try:
+                async with aclosing(self.stream_once(messages)) as stream:
+                    async for item in stream:
+                        yield item
+                return
+            except Exception as exc:  # EndpointError, or any failure of a client we do not own
+                self.model_seconds += time.monotonic() - t
+                kind = exc.kind if isinstance(exc, EndpointError) else "other"
+                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
+                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
+                if not recoverable:
+                    raise Fatal(msg) from exc
+                yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
+                attempt += 1
+                await asyncio.sleep(self.a.retry_delay * attempt)
+
+    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        splitter = vp.ThinkSplitter()
+        streamed = False
+        text = ""
+
+        def put(item: Any) -> None:
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                queue.put_nowait(item)
+            else:  # a client calling back from another thread
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+
+        def on_delta(kind: str, chunk: str) -> None:
+            nonlocal streamed, text
+            if not chunk:
+                return
+            streamed = True
+            if kind == "think":
+                put(self.ev(ThinkDelta, content=chunk))
+                return
+            put(self.ev(ContentDelta, content=chunk))
+            inner = splitter.feed(chunk)
+            if inner:
+                put(self.ev(ThinkDelta, content=inner))
+            text += chunk
+            for extra in self.on_content(text, chunk):
+                put(extra)
+
+        t = time.monotonic()
+        task = asyncio.ensure_future(self.a.model.chat(messages, stream=True, on_delta=on_delta, **self.a.params))
+        task.add_done_callback(lambda _: put(_DONE))
+        try:
+            while (item := await queue.get()) is not _DONE:
+                yield item
+            result = task.result()
+        finally:
+            if not task.done():
+                task.cancel()
+                # Let the cancelled request close its connection now, not when the loop is torn down.
+                await asyncio.wait({task}, timeout=5)
+        self.model_seconds += result.model_seconds or (time.monotonic() - t)
+        if not streamed:  # a non-streaming model: same events, all at once
+            if result.reasoning:
+                yield self.ev(ThinkDelta, content=result.reasoning)
+            if result.content:
+                yield self.ev(ContentDelta, content=result.content)
+                inner = splitter.feed(result.content)
+                if inner:
+                    yield self.ev(ThinkDelta, content=inner)
+        tail = splitter.flush()
+        if tail:
+            yield self.ev(ThinkDelta, content=tail)
+        yield self.ev(Usage, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens)
+        yield result
