@@ -78,11 +78,14 @@ def main() -> None:
 
     reply = "<think>The table in the middle holds the figure.</think>\n<bbox>[80, 190, 460, 330]</bbox>"
 
-    def vrag_crop_step() -> None:
+    raw_cache: dict[str, Image.Image] = {}
+
+    def vrag_crop_step() -> None:  # as VRAGAgent's crop: the run keeps the decoded page it zooms into
         turn = vp.parse_turn(reply)
-        with Image.open(pages[0]) as im:
-            im.load()
-            raw = im.convert("RGB")
+        if str(pages[0]) not in raw_cache:
+            with Image.open(pages[0]) as im:
+                raw_cache[str(pages[0])] = im.convert("RGB")
+        raw = raw_cache[str(pages[0])]
         view = vp.View(vp.fit_pixels(*raw.size), raw.size)
         box = vp.parse_bbox(turn.argument or "", view.shown_size)
         region, crop_view = view.zoom(box)

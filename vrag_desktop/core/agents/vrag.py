@@ -375,8 +375,13 @@ class _Run(ModelTurns):
 
     def cut(self, page_raw: str, region: vp.Region, size: tuple[int, int]) -> tuple[Path, str]:
         """(Worker thread.) Crop the page's raw at a page-pixel region and size it for the model."""
-        with Image.open(page_raw) as im:
-            piece = im.convert("RGB").crop(region)
+        # Nested zooms crop the same page again: keep its full-resolution decode for the run.
+        cached = getattr(self, "_raw_page", None)
+        if cached is None or cached[0] != page_raw:
+            with Image.open(page_raw) as im:
+                cached = (page_raw, im.convert("RGB"))
+            self._raw_page = cached
+        piece = cached[1].crop(region)
         if piece.size != size:
             piece = piece.resize(size, Image.Resampling.BICUBIC)
         return self.write_jpeg(piece, "crop")
