@@ -117,9 +117,20 @@ def main() -> None:
         run = fresh_run(20)  # new graph → new budgets → every selected image re-encoded (worst case)
         run.build_context()
 
+    steady = fresh_run(20)
+    steady.build_context()
+    grow = iter(range(20, 10_000))
+
+    def vimrag_rebuild_step() -> None:  # one real step of a 20+-node run: new node + memory, rebuild
+        i = next(grow)
+        steady.graph.add_search(f"search {i}", [f"search {i - 1}"], f"query {i}", created_at=i)
+        steady.graph.memorize(f"search {i}", "s", [MemoryEntry("Picture 1", "image", 3, [Frame(path=str(pages[i % 21]))])])
+        steady.build_context()
+
     results = {}
     for name, fn in [("vrag_search_step", vrag_search_step), ("vrag_crop_step", vrag_crop_step),
-                     ("vimrag_graph_step", vimrag_graph_step), ("vimrag_context_rebuild_20_nodes", vimrag_rebuild_20)]:
+                     ("vimrag_graph_step", vimrag_graph_step), ("vimrag_context_rebuild_20_nodes", vimrag_rebuild_20),
+                     ("vimrag_context_rebuild_per_step", vimrag_rebuild_step)]:
         fn()  # warm-up
         ms = timed(fn, args.repeat)
         results[name] = {"p50_ms": statistics.median(ms), "p90_ms": float(np.percentile(ms, 90)),

@@ -116,6 +116,34 @@ def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
     return [round(t_start + j * (t_end - t_start) / (n - 1), 3) for j in range(n)]
 
 
+class _LRU(dict):  # type: ignore[type-arg]
+    """A dict that keeps only its ``size`` most recently set or read entries."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            value = self.pop(key)
+            super().__setitem__(key, value)  # most recent last
+            return value
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.pop(key, None)
+        super().__setitem__(key, value)
+        while len(self) > self.size:
+            del self[next(iter(self))]
+
+
+def quantize_pixels(pixels: int, steps_per_octave: int = 4) -> int:
+    """``pixels`` rounded down to a geometric grid (4 steps per doubling, ~19 % apart)."""
+    if pixels <= 1:
+        return max(1, pixels)
+    return max(1, int(2 ** (math.floor(math.log2(pixels) * steps_per_octave) / steps_per_octave)))
+
+
 def thin_indices(n: int, keep: int) -> list[int]:
     """``keep`` indices of ``range(n)`` evenly spread, first and last included (``linspace``)."""
     if keep >= n:
@@ -268,6 +296,7 @@ class _Run(ModelTurns):
         self.model_seconds = 0.0
         self.tool_seconds = 0.0
         self._memory_cache: dict[tuple[str, int], str] = {}
+        self._decoded = _LRU(8)  # decoded memory images (a few MB each): enough for the top-k selection
 
     # ------------------------------------------------------------ helpers
     def now(self) -> float:
@@ -412,13 +441,20 @@ class _Run(ModelTurns):
     def memory_uri(self, frame: Frame, pixels: int) -> str | None:
         """Data URI of a kept frame at ``pixels``, from its full-size file, or from the JPEG first
         shown when that file has gone (a corpus re-indexed mid-run); None when neither opens."""
+        # Budgets shift a little with every new node; on a ~19 % geometric grid (rounded down, so never
+        # over budget) most items reuse their encoding from the previous step.
+        pixels = quantize_pixels(pixels)
         key = (frame.path, pixels)
         if key not in self._memory_cache:
             for path in (frame.path, frame.shown):
                 if not path:
                     continue
                 try:
-                    im, _ = vp.open_for_pixels(path, pixels)  # reduced-scale decode for a small budget
+                    cached = self._decoded.get(path)  # (decoded image, full size)
+                    if cached is None or (cached[0].width * cached[0].height < pixels and cached[0].size != cached[1]):
+                        cached = vp.open_for_pixels(path, pixels)  # reduced-scale decode, reused while big enough
+                        self._decoded[path] = cached
+                    im = cached[0]
                     data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
                 except OSError:
                     log.warning("memory image %s cannot be opened", path)
