@@ -100,8 +100,12 @@ def main() -> None:
             nid = f"search {i}"
             parents = ["root"] if i == 0 else [f"search {max(0, i - 1 - (i % 3))}"]
             run.graph.add_search(nid, parents, f"query number {i} about revenue", created_at=i)
-            entry = MemoryEntry(information_id="Picture 1", modality="image", priority=1 + i % 5,
-                                frames=[Frame(path=str(pages[i % len(pages)]))])
+            entry = MemoryEntry(
+                information_id="Picture 1",
+                modality="image",
+                priority=1 + i % 5,
+                frames=[Frame(path=str(pages[i % len(pages)]))],
+            )
             run.graph.memorize(nid, f"summary of search {i}", [entry])
         return run
 
@@ -124,17 +128,27 @@ def main() -> None:
     def vimrag_rebuild_step() -> None:  # one real step of a 20+-node run: new node + memory, rebuild
         i = next(grow)
         steady.graph.add_search(f"search {i}", [f"search {i - 1}"], f"query {i}", created_at=i)
-        steady.graph.memorize(f"search {i}", "s", [MemoryEntry("Picture 1", "image", 3, [Frame(path=str(pages[i % 21]))])])
+        steady.graph.memorize(
+            f"search {i}", "s", [MemoryEntry("Picture 1", "image", 3, [Frame(path=str(pages[i % 21]))])]
+        )
         steady.build_context()
 
     results = {}
-    for name, fn in [("vrag_search_step", vrag_search_step), ("vrag_crop_step", vrag_crop_step),
-                     ("vimrag_graph_step", vimrag_graph_step), ("vimrag_context_rebuild_20_nodes", vimrag_rebuild_20),
-                     ("vimrag_context_rebuild_per_step", vimrag_rebuild_step)]:
+    for name, fn in [
+        ("vrag_search_step", vrag_search_step),
+        ("vrag_crop_step", vrag_crop_step),
+        ("vimrag_graph_step", vimrag_graph_step),
+        ("vimrag_context_rebuild_20_nodes", vimrag_rebuild_20),
+        ("vimrag_context_rebuild_per_step", vimrag_rebuild_step),
+    ]:
         fn()  # warm-up
         ms = timed(fn, args.repeat)
-        results[name] = {"p50_ms": statistics.median(ms), "p90_ms": float(np.percentile(ms, 90)),
-                         "max_ms": max(ms), "n": len(ms)}
+        results[name] = {
+            "p50_ms": statistics.median(ms),
+            "p90_ms": float(np.percentile(ms, 90)),
+            "max_ms": max(ms),
+            "n": len(ms),
+        }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print("| step (2000×2800 page) | p50 ms | p90 ms | max ms | target p50 |")
