@@ -352,6 +352,24 @@ def measure(store: VectorStore, q: np.ndarray, gt: np.ndarray, qh: np.ndarray, g
     }
 
 
+def measure_quietest(args: argparse.Namespace, fn) -> dict:  # type: ignore[no-untyped-def]
+    """Run a measurement; while other processes took more than ``--max-other-share`` of the CPUs
+    during it, run it again (up to ``--max-attempts``) and keep the least disturbed attempt."""
+    best = None
+    for attempt in range(1, args.max_attempts + 1):
+        wq = wait_quiet(min(args.wait_quiet, 30.0)) if args.wait_quiet else None
+        r = fn()
+        r["attempt"] = attempt
+        if wq:
+            r["wait_quiet"] = wq
+        if best is None or r["single_phase"]["other_cpu_share"] < best["single_phase"]["other_cpu_share"]:
+            best = r
+        if best["single_phase"]["other_cpu_share"] <= args.max_other_share:
+            break
+    best["attempts"] = attempt
+    return best
+
+
 def exact_ground_truth(store: VectorStore, q: np.ndarray, qh: np.ndarray) -> tuple[np.ndarray, ...]:
     assert store.kind == "flat"
     s, gt = store.search(q, K)
@@ -453,7 +471,7 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
         # exact search latency: what a flat store would cost at this N
         est_s = n * D * 4 / 10e9  # ~10 GB/s scan: bound this part to ~10 s
         n_flat = int(min(args.queries, max(10, 10 / est_s)))
-        res["flat"] = measure(store, q, gt, qh, gth, None, n_flat, batched=False)
+        res["flat"] = measure_quietest(args, lambda: measure(store, q, gt, qh, gth, None, n_flat, batched=False))
         res["flat"] |= {"kind": "flat", "recall_at_10_hard_queries": 1.0,
                         "batched_ms_per_query": round(res["ground_truth"]["seconds"] * 1000 / (len(q) + len(qh)), 3)}
         print(f"   flat exact: p50 {res['flat']['p50_ms']} ms", flush=True)
@@ -505,10 +523,7 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
                 sweep = sorted({p for p in (4, 8) if p <= nlist} | {dflt})
                 n_q = min(args.queries, 300)  # slow (large cells): fewer single queries
             for p in sweep:
-                wq = wait_quiet(min(args.wait_quiet, 30.0)) if args.wait_quiet else None
-                r = measure(st, q, gt, qh, gth, p, n_q)
-                if wq:
-                    r["wait_quiet"] = wq
+                r = measure_quietest(args, lambda p=p, st=st, n_q=n_q: measure(st, q, gt, qh, gth, p, n_q))
                 r |= {"build": label, "kind": "ivf", "nlist": nlist, "nprobe": p, "default": p == dflt}
                 rows.append(r)
                 print(f"   {label:>16} nlist {nlist} nprobe {p:4d}{'*' if p == dflt else ' '} recall@10 "
@@ -553,6 +568,10 @@ def main() -> None:
     ap.add_argument("--nlist", type=int, default=None, help="what-if: monkeypatch store.ivf_nlist to this")
     ap.add_argument("--nprobe-default", type=int, default=None, help="what-if: monkeypatch store.default_nprobe")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-other-share", type=float, default=0.05,
+                    help="a latency measurement during which other processes used more of the CPUs than "
+                         "this is repeated (the machine may be shared); the least disturbed attempt is kept")
+    ap.add_argument("--max-attempts", type=int, default=3)
     ap.add_argument("--wait-quiet", type=float, default=0.0,
                     help="wait up to this many seconds for other processes to go quiet before each size")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "search_latency.json"))
