@@ -286,3 +286,30 @@ def test_cancel_keeps_work_and_resume_completes(library, minilm, make_pdf, tmp_p
     assert report.items == 30 - kept and not report.cancelled
     assert sorted(i.ordinal for i in corpus.manifest.items()) == list(range(1, 31))
     assert sorted(corpus.store().ids().tolist()) == sorted(corpus.manifest.vector_ids())
+
+
+def test_ivf_is_retrained_when_the_collection_outgrows_it(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    centres = rng.normal(size=(64, 16))
+
+    def draw(n: int) -> np.ndarray:
+        x = centres[rng.integers(0, 64, n)] + 0.3 * rng.normal(size=(n, 16))
+        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+    first = draw(1000)
+    s = VectorStore(tmp_path, 16, ann_threshold=16 * 900)
+    s.add(np.arange(1000), first)
+    s.compact()
+    import faiss
+
+    small_nlist = faiss.extract_index_ivf(s._index).nlist
+    more = draw(30000)
+    s.add(np.arange(1000, 31000), more)
+    s.compact()  # 31x more vectors: re-trained with more cells, nothing lost
+    reopened = VectorStore(tmp_path, 16)
+    assert faiss.extract_index_ivf(reopened._index).nlist >= 4 * small_nlist
+    ids = reopened.ids()
+    assert len(ids) == 31000 and len(set(ids.tolist())) == 31000
+    scores, found = reopened.search(np.concatenate([first[:3], more[:3]]), 1)
+    assert found[:, 0].tolist() == [0, 1, 2, 1000, 1001, 1002]
+    assert np.allclose(scores[:, 0], 1.0, atol=1e-5)

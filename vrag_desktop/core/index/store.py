@@ -198,8 +198,13 @@ class VectorStore:
         """Write everything into a new base (switching to IVF when large) and drop the segments."""
         faiss = _faiss()
         with self._lock:
-            if not _is_ivf(self._index) and self._index.ntotal * self.dim >= self.ann_threshold:
-                self._index = self._to_ivf(self._index)
+            n = int(self._index.ntotal)
+            if not _is_ivf(self._index) and n * self.dim >= self.ann_threshold:
+                self._index = self._to_ivf(*_all_vectors(self._index))
+            elif _is_ivf(self._index) and ivf_nlist(n) >= 4 * faiss.extract_index_ivf(self._index).nlist:
+                # Grown far past the cells it was trained with (e.g. 16k -> 1M): lists get long and
+                # every query slow (bench/search_latency.py "grown" rows). Re-train for the new size.
+                self._index = self._to_ivf(*_all_vectors(self._index))
             data = faiss.serialize_index(self._index)
         segs = self._segments()
         atomic_write_bytes(self.dir / BASE, data.tobytes())
@@ -209,11 +214,9 @@ class VectorStore:
         self._pending_ids, self._pending_vecs = [], []
         self._removed_since_base = False
 
-    def _to_ivf(self, flat: Any) -> Any:
+    def _to_ivf(self, ids: np.ndarray, vecs: np.ndarray) -> Any:
         faiss = _faiss()
-        ids = _ids_of(flat)
         n = len(ids)
-        vecs = flat.index.reconstruct_n(0, n) if n else np.zeros((0, self.dim), np.float32)
         nlist = ivf_nlist(n)
         quantizer = faiss.IndexFlatIP(self.dim)
         ivf = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -282,6 +285,27 @@ def _is_ivf(index: Any) -> bool:
         return True
     except Exception:
         return False
+
+
+def _all_vectors(index: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, vectors) of every entry of a flat IDMap or an IVF-Flat index."""
+    faiss = _faiss()
+    if isinstance(index, faiss.IndexIDMap2 | faiss.IndexIDMap):
+        n = int(index.ntotal)
+        vecs = index.index.reconstruct_n(0, n) if n else np.zeros((0, index.d), np.float32)
+        return _ids_of(index), vecs
+    ivf = faiss.extract_index_ivf(index)
+    invlists = ivf.invlists
+    ids_parts, vec_parts = [], []
+    for lst in range(ivf.nlist):
+        size = invlists.list_size(lst)
+        if size:
+            ids_parts.append(np.array(faiss.rev_swig_ptr(invlists.get_ids(lst), size), dtype=np.int64))
+            codes = faiss.rev_swig_ptr(invlists.get_codes(lst), size * invlists.code_size)
+            vec_parts.append(np.frombuffer(bytes(codes), dtype=np.float32).reshape(size, ivf.d))
+    if not ids_parts:
+        return np.zeros(0, np.int64), np.zeros((0, ivf.d), np.float32)
+    return np.concatenate(ids_parts), np.ascontiguousarray(np.concatenate(vec_parts))
 
 
 def _ids_of(index: Any) -> np.ndarray:
