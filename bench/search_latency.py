@@ -21,19 +21,24 @@ How the index is built:
 
 * N <= ``--product-path-max`` (default 100k): exactly the product path – ``store.add`` in chunks, then
   ``store.compact()``, which switches to IVF above ``ann_threshold`` using store.py's ``ivf_nlist`` /
-  ``default_nprobe`` and faiss' default 25 k-means iterations.
-* larger N (1M): the product's ``compact()`` cannot run inside this benchmark's limits (it keeps a
-  second copy of every vector for the next checkpoint, copies the flat index out with
-  ``reconstruct_n``, serialises the whole index to a bytes object and copies that again: ~5× the raw
-  8 GB; and 25 k-means iterations over 64·nlist points take ~30 min on 2 cores). So the bench builds
-  the flat store with ``store.add`` (exact search + ground truth through the product code), then frees
-  it and builds *the same kind of index* ``_to_ivf`` builds – ``IndexIVFFlat`` over an ``IndexFlatIP``
-  quantizer, inner product, ``nlist = ivf_nlist(N)``, ``nprobe = default_nprobe(nlist)``, training
-  sample drawn like ``_to_ivf`` – from the vectors streamed in chunks, with ``--train-niter`` k-means
-  iterations and ``--train-per-list`` training points per cell; it then installs that index in a
-  ``VectorStore`` so searches go through ``VectorStore.search``. Fewer k-means iterations give cells
-  no better than the product's, so recall here is if anything conservative; the 100k run measures
-  the difference (row "reduced training").
+  ``default_nprobe`` and faiss' IVF training defaults (10 k-means iterations on 64·nlist points).
+* larger N (1M): the product's ``compact()`` does not fit in memory here: it copies the flat index
+  out with ``reconstruct_n``, builds the IVF beside it, then serialises the index to a bytes object
+  and copies that again (and, called directly, still holds the copy of every vector ``add`` kept for
+  the next checkpoint). Measured peak RSS: 3.9 GiB at 100k (0.76 GiB of vectors), 11.1 GiB at 300k
+  (2.3 GiB) – 3.8-4.2x the vectors without that copy, ~5x with it – i.e. ~30-37 GiB at 1M on a 23.5 GiB
+  machine. So the bench builds the flat store with ``store.add`` (exact search and the ground truth
+  go through the product code), frees it, and builds *the index ``_to_ivf`` builds* – ``IndexIVFFlat``
+  over an ``IndexFlatIP`` quantizer, inner product, ``nlist = ivf_nlist(N)``, the same training
+  sample (``default_rng(0).choice(N, 64·nlist)``), faiss' default training, ``nprobe =
+  default_nprobe(nlist)`` – from the vectors streamed from disk in chunks, then installs it in a
+  ``VectorStore`` so searches go through ``VectorStore.search``. ``--train-niter`` /
+  ``--train-per-list`` shrink that training for quick runs (``--validate-training`` then also
+  measures the shrunk training at the product-path sizes, to compare).
+* "grown" rows (``--grown-from``, default 16,384): an IVF converted once, at the first compaction
+  past the threshold (``nlist = ivf_nlist(n0)`` cells trained on the first n0 vectors), then grown
+  to N by appends and *never re-trained* – what store.py did before it re-trained indexes that
+  outgrow their cells (``ivf_nlist(n) >= 4 * nlist`` at compaction).
 
 ``--nlist`` / ``--nprobe-default`` monkeypatch store.py's ``ivf_nlist`` / ``default_nprobe`` for a
 what-if run (store.py itself is not edited).
@@ -389,11 +394,11 @@ def build_flat(db: DiskVectors, tmp: Path, drop_pending: bool) -> tuple[VectorSt
     return store, ph.info
 
 
-def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int, per_list: int) -> tuple[VectorStore, dict]:
+def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int | None, per_list: int) -> tuple[VectorStore, dict]:
     """Build the index _to_ivf builds, streaming the vectors in chunks (see module docstring)."""
     n = len(db)
     nlist = store_mod.ivf_nlist(n)
-    info: dict = {"nlist": nlist, "train_niter": niter}
+    info: dict = {"nlist": nlist}
     rng = np.random.default_rng(0)  # same sample rule as VectorStore._to_ivf
     idx = np.arange(n) if n <= nlist * 64 else np.sort(rng.choice(n, nlist * 64, replace=False))
     if per_list < 64 and len(idx) > nlist * per_list:
@@ -401,7 +406,9 @@ def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int, per_list: int) ->
     info["train_points"] = int(len(idx))
     quantizer = faiss.IndexFlatIP(D)
     ivf = faiss.IndexIVFFlat(quantizer, D, nlist, faiss.METRIC_INNER_PRODUCT)
-    ivf.cp.niter = niter
+    if niter:
+        ivf.cp.niter = niter
+    info["train_niter"] = int(ivf.cp.niter)
     with Phase("train") as ph:
         sample = db.gather(idx)
         ivf.train(sample)
@@ -419,10 +426,10 @@ def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int, per_list: int) ->
 
 
 def build_ivf_grown(db: DiskVectors, tmp: Path, n0: int) -> tuple[VectorStore, dict]:
-    """The IVF a corpus that *grew* to N gets in the product: ``compact()`` switches to IVF once, at
-    the first compaction past ``ann_threshold`` (e.g. after 32 checkpoints of 512 items = 16,384
-    vectors), training ``nlist = ivf_nlist(n0)`` cells on those first ``n0`` vectors; nothing
-    re-trains it later, so every vector added afterwards goes into those few cells."""
+    """An IVF that *grew* to N without re-training: ``compact()`` switches to IVF at the first
+    compaction past ``ann_threshold`` (e.g. after 32 checkpoints of 512 items = 16,384 vectors),
+    training ``nlist = ivf_nlist(n0)`` cells on those first ``n0`` vectors; without a re-train every
+    vector added afterwards goes into those few cells (store.py before it re-trained outgrown indexes)."""
     nlist = store_mod.ivf_nlist(n0)
     quantizer = faiss.IndexFlatIP(D)
     ivf = faiss.IndexIVFFlat(quantizer, D, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -538,6 +545,15 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _source(fn) -> str:  # type: ignore[no-untyped-def]
+    import inspect
+
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return repr(fn)
+
+
 def parse_size(s: str) -> int:
     s = s.strip().lower()
     mult = {"k": 1_000, "m": 1_000_000}.get(s[-1], 1)
@@ -558,13 +574,15 @@ def main() -> None:
     ap.add_argument("--nprobe", default="1,2,4,8,16,32,64,128", help="nprobe sweep (default_nprobe is added)")
     ap.add_argument("--product-path-max", type=parse_size, default=100_000,
                     help="largest N built with the product's own store.compact()")
-    ap.add_argument("--train-niter", type=int, default=6, help="k-means iterations for the streamed (1M) build")
-    ap.add_argument("--train-per-list", type=int, default=40, help="training points per cell, streamed build")
-    ap.add_argument("--no-validate-training", dest="validate_training", action="store_false",
-                    help="skip the reduced-training comparison at product-path sizes >= 100k")
+    ap.add_argument("--train-niter", type=int, default=None,
+                    help="k-means iterations for the streamed (1M) build (default: faiss' default, as the product)")
+    ap.add_argument("--train-per-list", type=int, default=64,
+                    help="training points per cell for the streamed build (64 = the product's sample)")
+    ap.add_argument("--validate-training", action="store_true",
+                    help="at product-path sizes also build with --train-niter/--train-per-list, to compare")
     ap.add_argument("--grown-from", type=parse_size, default=16_384,
-                    help="also measure the IVF a corpus that grew to N gets (trained once at this size; "
-                         "0 = skip), for every N larger than this")
+                    help="also measure an IVF trained once at this size and grown to N without re-training "
+                         "(0 = skip), for every N larger than this")
     ap.add_argument("--nlist", type=int, default=None, help="what-if: monkeypatch store.ivf_nlist to this")
     ap.add_argument("--nprobe-default", type=int, default=None, help="what-if: monkeypatch store.default_nprobe")
     ap.add_argument("--threads", type=int, default=2)
@@ -596,6 +614,8 @@ def main() -> None:
         "machine": machine_info(),
         "k": K,
         "ann_threshold": store_mod.DEFAULT_ANN_THRESHOLD,
+        # the rules measured (store.py changes; keep what this run used)
+        "store_rules": {"ivf_nlist": _source(store_mod.ivf_nlist), "default_nprobe": _source(store_mod.default_nprobe)},
         "what_if": {"nlist": args.nlist, "nprobe_default": args.nprobe_default},
         "args": {k: v for k, v in vars(args).items() if k != "out"},
         "generator": {
@@ -660,8 +680,10 @@ def print_table(result: dict) -> None:
         if best:
             print(f"\nN={s['n']:,}: fastest setting with recall@10 >= 0.95: nlist {best['nlist']} nprobe {best['nprobe']} "
                   f"-> p50 {best['p50_ms']:.2f} ms, p99 {best['p99_ms']:.2f} ms")
-        else:
+        elif any(r.get("nlist") for r in s["rows"]):
             print(f"\nN={s['n']:,}: no swept setting reaches recall@10 >= 0.95")
+        else:
+            print(f"\nN={s['n']:,}: below the IVF threshold; the store stays exact (flat)")
 
 
 if __name__ == "__main__":
