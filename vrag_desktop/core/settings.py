@@ -1,0 +1,152 @@
+"""Application preferences: a small typed record kept as JSON in the per-user config directory.
+
+The settings file lives outside the data directory because the data directory is itself a setting.
+A damaged file never stops the app: it is moved aside (so nothing the person wrote is lost) and the
+defaults are used, with a message saying where the damaged copy went.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.paths import APP_NAME
+
+CONFIG_DIR_ENV = "VRAG_DESKTOP_CONFIG_DIR"
+SETTINGS_FILE = "settings.json"
+SCHEMA_VERSION = 1
+THEMES = ("system", "light", "dark")
+AGENTS = ("vrag", "vimrag")
+
+
+class SettingsError(RuntimeError):
+    """Settings cannot be saved (message says why and where)."""
+
+
+def default_config_dir() -> Path:
+    """``$VRAG_DESKTOP_CONFIG_DIR``, else the per-user config directory (``~/.config/vrag-desktop``)."""
+    env = os.environ.get(CONFIG_DIR_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    import platformdirs
+
+    return platformdirs.user_config_path(APP_NAME, appauthor=False)
+
+
+@dataclass
+class AppSettings:
+    """What the person chose. ``data_dir`` None: ``$VRAG_DESKTOP_DATA_DIR`` or the platform default."""
+
+    data_dir: str | None = None
+    embedder: str = "minilm"
+    theme: str = "system"
+    agent: str = "vrag"
+    profile: str | None = None
+    top_k: int = 3
+    max_steps: int = 10
+    thinking: bool = True
+    corpora: list[str] | None = None  # corpora to search; None: all
+    first_run_done: bool = False
+    schema_version: int = SCHEMA_VERSION
+
+    def validate(self) -> list[str]:
+        """Problems, as sentences (empty: fine). Invalid fields are reset by :func:`load_settings`."""
+        problems = []
+        if self.theme not in THEMES:
+            problems.append(f"theme must be one of {', '.join(THEMES)}, not {self.theme!r}")
+        if self.agent not in AGENTS:
+            problems.append(f"agent must be one of {', '.join(AGENTS)}, not {self.agent!r}")
+        if not (isinstance(self.top_k, int) and 1 <= self.top_k <= 50):
+            problems.append(f"top_k must be a whole number from 1 to 50, not {self.top_k!r}")
+        if not (isinstance(self.max_steps, int) and 1 <= self.max_steps <= 100):
+            problems.append(f"max_steps must be a whole number from 1 to 100, not {self.max_steps!r}")
+        if not isinstance(self.embedder, str) or not self.embedder.strip():
+            problems.append("embedder must be a model name or directory")
+        return problems
+
+
+_DEFAULTS = AppSettings()
+
+
+def _coerce(data: dict[str, Any]) -> tuple[AppSettings, list[str]]:
+    """Keep every valid field; reset the others to defaults (with a note each)."""
+    notes: list[str] = []
+    known = {f.name: f for f in fields(AppSettings)}
+    kept: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in known:
+            kept[key] = value
+    s = AppSettings(**kept)
+    for problem in s.validate():
+        notes.append(problem)
+    for f in ("theme", "agent", "top_k", "max_steps", "embedder"):
+        probe = AppSettings(**{**asdict(_DEFAULTS), f: getattr(s, f)})
+        if probe.validate():
+            setattr(s, f, getattr(_DEFAULTS, f))
+    if not isinstance(s.thinking, bool):
+        s.thinking = bool(s.thinking)
+    if s.corpora is not None and not (
+        isinstance(s.corpora, list) and all(isinstance(c, str) for c in s.corpora)
+    ):
+        notes.append("corpora must be a list of names; searching all corpora")
+        s.corpora = None
+    if s.data_dir is not None and not isinstance(s.data_dir, str):
+        notes.append("data_dir must be a path; using the default")
+        s.data_dir = None
+    s.schema_version = SCHEMA_VERSION
+    return s, notes
+
+
+def load_settings(config_dir: Path | None = None) -> tuple[AppSettings, str | None]:
+    """Read the settings; never raises. Returns (settings, message for the person or None)."""
+    path = (config_dir or default_config_dir()) / SETTINGS_FILE
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return AppSettings(), None
+    except OSError as exc:
+        return (
+            AppSettings(),
+            f"Could not read the settings file {path} ({exc.strerror or exc}); using defaults.",
+        )
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        backup = path.with_name(f"{path.stem}.damaged-{time.strftime('%Y%m%d-%H%M%S')}{path.suffix}")
+        try:
+            path.replace(backup)
+            where = f"it was kept as {backup}"
+        except OSError:
+            where = "it could not be moved aside"
+        return AppSettings(), f"The settings file {path} was damaged ({exc}); {where}. Using defaults."
+    settings, notes = _coerce(data)
+    msg = ("Some settings were invalid and were reset: " + "; ".join(notes) + ".") if notes else None
+    return settings, msg
+
+
+def save_settings(settings: AppSettings, config_dir: Path | None = None) -> Path:
+    """Write atomically (a crash mid-write leaves the previous file). Raises SettingsError."""
+    directory = config_dir or default_config_dir()
+    path = directory / SETTINGS_FILE
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(asdict(settings), fh, indent=2, ensure_ascii=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise SettingsError(f"Could not save settings to {path}: {exc.strerror or exc}") from exc
+    return path

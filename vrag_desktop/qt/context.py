@@ -1,0 +1,80 @@
+"""What every panel shares: where data and config live, the settings, and the core stores.
+
+The stores are created on first use so the window opens before anything touches the disk, and a
+data directory that cannot be created is reported once, when a panel needs it, not at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vrag_desktop.core.paths import resolve_data_dir
+from vrag_desktop.core.settings import AppSettings, default_config_dir, load_settings, save_settings
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.endpoints.profiles import ProfileStore
+    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.runs import RunStore
+
+
+@dataclass
+class AppContext:
+    data_dir: Path
+    config_dir: Path
+    settings: AppSettings
+    settings_message: str | None = None  # why the settings file was reset, if it was
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def load(cls, data_dir: str | Path | None = None, config_dir: str | Path | None = None) -> AppContext:
+        """From the settings file; an explicit ``data_dir`` (``--data-dir``) wins over the setting."""
+        cfg = Path(config_dir).expanduser().resolve() if config_dir else default_config_dir()
+        settings, message = load_settings(cfg)
+        root = resolve_data_dir(data_dir or settings.data_dir)
+        return cls(data_dir=root, config_dir=cfg, settings=settings, settings_message=message)
+
+    @classmethod
+    def for_dirs(cls, data_dir: str | Path, config_dir: str | Path) -> AppContext:
+        """For tests and embedding: explicit directories, settings read from ``config_dir``."""
+        return cls.load(data_dir=data_dir, config_dir=config_dir)
+
+    # ---- stores (lazy)
+    @property
+    def library(self) -> Library:
+        if "library" not in self._cache:
+            from vrag_desktop.core.library import Library
+
+            self._cache["library"] = Library(self.data_dir)
+        return self._cache["library"]  # type: ignore[no-any-return]
+
+    @property
+    def runs(self) -> RunStore:
+        if "runs" not in self._cache:
+            from vrag_desktop.core.runs import RunStore
+
+            self._cache["runs"] = RunStore(self.data_dir / "runs")
+        return self._cache["runs"]  # type: ignore[no-any-return]
+
+    @property
+    def profiles(self) -> ProfileStore:
+        if "profiles" not in self._cache:
+            from vrag_desktop.core.endpoints.profiles import ProfileStore
+
+            self._cache["profiles"] = ProfileStore(self.data_dir / "config")
+        return self._cache["profiles"]  # type: ignore[no-any-return]
+
+    @property
+    def log_dir(self) -> Path:
+        return self.data_dir / "logs"
+
+    def save(self) -> Path:
+        """Persist the settings (raises SettingsError with a clear message)."""
+        return save_settings(self.settings, self.config_dir)
+
+    def set_data_dir(self, path: str | Path | None) -> None:
+        """Switch data directory: stores are reopened there on next use."""
+        self.settings.data_dir = str(path) if path else None
+        self.data_dir = resolve_data_dir(path)
+        self._cache.clear()
