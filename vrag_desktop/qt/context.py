@@ -6,12 +6,15 @@ data directory that cannot be created is reported once, when a panel needs it, n
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.paths import resolve_data_dir
 from vrag_desktop.core.settings import AppSettings, default_config_dir, load_settings, save_settings
+
+_EMBEDDER_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
@@ -65,6 +68,18 @@ class AppContext:
             self._cache["profiles"] = ProfileStore(self.data_dir / "config")
         return self._cache["profiles"]  # type: ignore[no-any-return]
 
+    def embedder(self) -> Any:
+        """The indexing/search embedder named in the settings, loaded once (call off the GUI thread:
+        the first call imports torch and loads the model)."""
+        with _EMBEDDER_LOCK:
+            spec = self.settings.embedder
+            cached = self._cache.get("embedder")
+            if cached is None or cached[0] != spec:
+                from vrag_desktop.core.embedders import create_embedder
+
+                self._cache["embedder"] = (spec, create_embedder(spec))
+            return self._cache["embedder"][1]
+
     @property
     def log_dir(self) -> Path:
         return self.data_dir / "logs"
@@ -77,4 +92,7 @@ class AppContext:
         """Switch data directory: stores are reopened there on next use."""
         self.settings.data_dir = str(path) if path else None
         self.data_dir = resolve_data_dir(path)
+        embedder = self._cache.get("embedder")
         self._cache.clear()
+        if embedder is not None:  # the model does not depend on where data lives
+            self._cache["embedder"] = embedder
