@@ -95,6 +95,7 @@ class _Base:
         save: bool = True,
         extra_body: dict[str, Any] | None = None,
         model_factory: Callable[[], Any] | None = None,
+        searcher_factory: Callable[[], Any] | None = None,
     ) -> None:
         self.base_url = base_url
         self.search_url = search_url
@@ -107,6 +108,9 @@ class _Base:
         # Builds the ChatModel inside the run's event loop (clients are bound to the loop they run in);
         # given, it replaces base_url/model_name/api_key (e.g. an endpoint profile with a keyring key).
         self.model_factory = model_factory
+        # Builds the searcher (the app passes one that reuses its loaded embedder).
+        self.searcher_factory = searcher_factory
+        self.run_id: str | None = None  # id of the saved run, once ``run``/``arun`` has started
 
     # ---- pieces
     def _model(self) -> Any:
@@ -122,6 +126,8 @@ class _Base:
         )
 
     def _searcher(self) -> Any:
+        if self.searcher_factory is not None:
+            return self.searcher_factory()
         from vrag_desktop.core.agents.searchers import EngineSearcher, HttpSearcher
 
         if self.search_url:
@@ -156,10 +162,12 @@ class _Base:
         from vrag_desktop.core.runs import CANCELLED
 
         recorder = self._runs().recorder(self.agent_name, question, self._settings()) if self.save else None
+        self.run_id = recorder.id if recorder else None
         image_dir = recorder.image_dir if recorder else Path(tempfile.mkdtemp(prefix="vrag-run-"))
-        model = self._model()
+        model = None
         status = None
         try:
+            model = self._model()
             searcher = self._searcher()
             agent = self._agent(model, searcher, image_dir)
             async for ev in agent.run(question):
@@ -180,7 +188,8 @@ class _Base:
         finally:
             if recorder:
                 recorder.finish(status)
-            await model.aclose()
+            if model is not None:
+                await model.aclose()
 
     def run(self, question: str) -> Iterator[AgentEvent]:
         """Events of one run, as they happen (a generator; close it to cancel the run)."""
