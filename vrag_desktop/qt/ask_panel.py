@@ -1,0 +1,462 @@
+"""The ask panel: choose agent, endpoint, corpora and limits; ask; watch the reasoning stream in.
+
+The transcript is a :class:`~vrag_desktop.core.transcript.Transcript` (core) drawn as HTML at most
+ten times a second, so a fast token stream never floods the GUI thread. Thinking blocks fold; the
+answer lists its evidence as links that open in the evidence view.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable
+
+from PySide6.QtCore import QSignalBlocker, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QKeySequence, QPalette, QShortcut, QTextDocument
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QTextBrowser,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.core.agents.events import AgentEvent, Evidence
+from vrag_desktop.core.transcript import (
+    ANSWER,
+    CROP,
+    ERROR,
+    IMAGE,
+    MEMORY,
+    OUTPUT,
+    REGION,
+    RESULTS,
+    SEARCH,
+    STEP,
+    THINK,
+    Block,
+    Transcript,
+    evidence_label,
+    hit_where,
+)
+from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.errors import error_sink
+from vrag_desktop.qt.run_controller import RunRequest
+
+AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
+RENDER_INTERVAL_MS = 100
+PREVIEW_CHARS = 160
+
+
+class AskPanel(QWidget):
+    sendRequested = Signal(object)  # RunRequest
+    stopRequested = Signal()
+    evidenceClicked = Signal(object)  # Evidence
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.transcript = Transcript()
+        self.question = ""
+        self._expanded: set[int] = set()  # thinking/output blocks the person opened
+        self._collapsed: set[int] = set()  # ... or closed (the live one starts open)
+        self._running = False
+        self._status = ""
+        self._dirty = False
+        self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
+        self._render_timer.timeout.connect(self.render)
+
+        # ---- options
+        self.agent_combo = QComboBox()
+        for label, key in AGENTS:
+            self.agent_combo.addItem(label, key)
+        self.profile_combo = QComboBox()
+        self.profile_combo.setToolTip("Endpoint profile: where the model runs (edit in the Runtime panel)")
+        self.corpora_button = QToolButton(text="All corpora")
+        self.corpora_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.corpora_menu = QMenu(self.corpora_button)
+        self.corpora_button.setMenu(self.corpora_menu)
+        self.corpora_button.setToolTip("Which corpora the agent searches")
+        self.top_k = QSpinBox(minimum=1, maximum=50)
+        self.top_k.setToolTip("Items retrieved per search")
+        self.max_steps = QSpinBox(minimum=1, maximum=100)
+        self.max_steps.setToolTip("Model turns before the agent must answer")
+        self.thinking = QCheckBox("Thinking")
+        self.thinking.setToolTip("VimRAG: let the model think before acting (VRAG's model always thinks)")
+
+        opts = QHBoxLayout()
+        opts.setSpacing(6)
+        for w in (
+            QLabel("Agent"),
+            self.agent_combo,
+            QLabel("Model"),
+            self.profile_combo,
+            self.corpora_button,
+            QLabel("Top-k"),
+            self.top_k,
+            QLabel("Steps"),
+            self.max_steps,
+            self.thinking,
+        ):
+            opts.addWidget(w)
+        opts.addStretch(1)
+
+        # ---- question
+        self.question_edit = QPlainTextEdit()
+        self.question_edit.setPlaceholderText("Ask a question about your documents…  (Ctrl+Enter to send)")
+        self.question_edit.setFixedHeight(64)
+        self.send_button = QPushButton("Ask")
+        self.send_button.setDefault(True)
+        self.send_button.setObjectName("primary")
+        self.send_button.setToolTip("Send the question (Ctrl+Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the run (Esc); it is kept as cancelled")
+        self.stop_button.setEnabled(False)
+        buttons = QVBoxLayout()
+        buttons.addWidget(self.send_button)
+        buttons.addWidget(self.stop_button)
+        qrow = QHBoxLayout()
+        qrow.addWidget(self.question_edit, 1)
+        qrow.addLayout(buttons)
+
+        # ---- transcript + find bar
+        self.view = QTextBrowser()
+        self.view.setOpenLinks(False)
+        self.view.anchorClicked.connect(self._on_link)
+        self.view.setPlaceholderText("")
+        self.status_label = QLabel()
+        self.status_label.setObjectName("muted")
+        self.find_edit = QLineEdit(placeholderText="Find in the reasoning…")
+        self.find_edit.returnPressed.connect(self.find_next)
+        self.find_edit.setClearButtonEnabled(True)
+        self.find_bar = QWidget()
+        fb = QHBoxLayout(self.find_bar)
+        fb.setContentsMargins(0, 0, 0, 0)
+        prev_b, next_b, close_b = QToolButton(text="↑"), QToolButton(text="↓"), QToolButton(text="✕")
+        prev_b.clicked.connect(lambda: self.find_next(backward=True))
+        next_b.clicked.connect(self.find_next)
+        close_b.clicked.connect(self.find_bar.hide)
+        self.find_result = QLabel()
+        for w in (self.find_edit, prev_b, next_b, self.find_result, close_b):
+            fb.addWidget(w)
+        self.find_bar.hide()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addLayout(opts)
+        layout.addLayout(qrow)
+        layout.addWidget(self.find_bar)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.status_label)
+
+        self.send_button.clicked.connect(self.send)
+        self.stop_button.clicked.connect(self.stopRequested)
+        QShortcut(QKeySequence("Ctrl+Return"), self.question_edit, self.send)
+        QShortcut(QKeySequence("Ctrl+Enter"), self.question_edit, self.send)
+        self.agent_combo.currentIndexChanged.connect(self._agent_changed)
+        self.load_defaults()
+        self.refresh_profiles()
+        self.refresh_corpora()
+        self.render()
+
+    # ------------------------------------------------------------------ options
+    def load_defaults(self) -> None:
+        s = self.ctx.settings
+        self.agent_combo.setCurrentIndex(max(0, self.agent_combo.findData(s.agent)))
+        self.top_k.setValue(s.top_k)
+        self.max_steps.setValue(s.max_steps)
+        self.thinking.setChecked(s.thinking)
+        self._agent_changed()
+
+    def _agent_changed(self) -> None:
+        self.thinking.setEnabled(self.agent_combo.currentData() == "vimrag")
+
+    def refresh_profiles(self) -> None:
+        try:
+            names, active = self.ctx.profiles.names(), self.ctx.profiles.active
+        except Exception as exc:  # a damaged profiles file must not take the panel down
+            error_sink().report("Cannot read endpoint profiles", exc)
+            names, active = [], ""
+        current = self.profile_combo.currentData() or self.ctx.settings.profile or active
+        with QSignalBlocker(self.profile_combo):
+            self.profile_combo.clear()
+            for n in names:
+                self.profile_combo.addItem(n + ("  (active)" if n == active else ""), n)
+            i = self.profile_combo.findData(current)
+            self.profile_combo.setCurrentIndex(i if i >= 0 else max(0, self.profile_combo.findData(active)))
+
+    def refresh_corpora(self, names: Iterable[str] | None = None) -> None:
+        if names is None:
+            try:
+                names = self.ctx.library.names()
+            except Exception as exc:
+                error_sink().report("Cannot list corpora", exc)
+                names = []
+        chosen = set(self.selected_corpora() or self.ctx.settings.corpora or [])
+        self.corpora_menu.clear()
+        self._corpus_actions: list[QAction] = []
+        all_action = self.corpora_menu.addAction("All corpora")
+        all_action.triggered.connect(self._select_all_corpora)
+        self.corpora_menu.addSeparator()
+        for n in names:
+            a = self.corpora_menu.addAction(n)
+            a.setCheckable(True)
+            a.setChecked(n in chosen)
+            a.toggled.connect(self._update_corpora_label)
+            self._corpus_actions.append(a)
+        self._update_corpora_label()
+
+    def _select_all_corpora(self) -> None:
+        for a in self._corpus_actions:
+            with QSignalBlocker(a):
+                a.setChecked(False)
+        self._update_corpora_label()
+
+    def _update_corpora_label(self) -> None:
+        sel = self.selected_corpora()
+        self.corpora_button.setText(
+            "All corpora" if not sel else sel[0] if len(sel) == 1 else f"{len(sel)} corpora"
+        )
+
+    def selected_corpora(self) -> list[str]:
+        return [a.text() for a in getattr(self, "_corpus_actions", []) if a.isChecked()]
+
+    def request(self) -> RunRequest:
+        sel = self.selected_corpora()
+        return RunRequest(
+            question=self.question_edit.toPlainText().strip(),
+            agent=str(self.agent_combo.currentData()),
+            profile=self.profile_combo.currentData(),
+            corpora=tuple(sel) if sel else None,
+            top_k=self.top_k.value(),
+            max_steps=self.max_steps.value(),
+            thinking=self.thinking.isChecked(),
+        )
+
+    # ------------------------------------------------------------------ actions
+    def send(self) -> None:
+        if self._running:
+            return
+        req = self.request()
+        if not req.question:
+            self.set_status("Type a question first.")
+            self.question_edit.setFocus()
+            return
+        if self.profile_combo.count() == 0:
+            self.set_status("No endpoint profile: add one in the Runtime panel.")
+            return
+        self.sendRequested.emit(req)
+
+    def new_question(self) -> None:
+        """Ctrl+N: empty question, focus it (the last run stays in history)."""
+        if self._running:
+            return
+        self.question_edit.clear()
+        self.clear()
+        self.question_edit.setFocus()
+
+    def set_running(self, running: bool) -> None:
+        self._running = running
+        self.send_button.setEnabled(not running)
+        self.stop_button.setEnabled(running)
+        self.question_edit.setReadOnly(running)
+
+    def set_status(self, text: str) -> None:
+        self._status = text
+        self.status_label.setText(text)
+
+    # ------------------------------------------------------------------ transcript
+    def clear(self, question: str = "") -> None:
+        self.transcript = Transcript()
+        self.question = question
+        self._expanded.clear()
+        self._collapsed.clear()
+        self.set_status("")
+        self.render()
+
+    def begin(self, question: str) -> None:
+        """A live run starts."""
+        self.clear(question)
+        self.set_running(True)
+        self.set_status("Running…")
+
+    def apply(self, ev: AgentEvent) -> None:
+        self.transcript.apply(ev)
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def load(self, question: str, events: Iterable[AgentEvent]) -> None:
+        """Show a saved run (all at once, exactly as recorded)."""
+        self.clear(question)
+        self.question_edit.setPlainText(question)
+        for ev in events:
+            self.transcript.apply(ev)
+        self.render()
+
+    def _open(self, b: Block) -> bool:
+        if b.id in self._expanded:
+            return True
+        if b.id in self._collapsed:
+            return False
+        # The block being streamed right now stays open; finished ones fold.
+        live = self._running and self.transcript.blocks and self.transcript.blocks[-1].id == b.id
+        return bool(live)
+
+    def render(self) -> None:
+        at_bottom = self.view.verticalScrollBar().value() >= self.view.verticalScrollBar().maximum() - 4
+        scroll = self.view.verticalScrollBar().value()
+        self.view.setHtml(self.to_html())
+        bar = self.view.verticalScrollBar()
+        bar.setValue(bar.maximum() if (at_bottom and self._running) else scroll)
+
+    def to_html(self) -> str:
+        pal = self.palette()
+        dark = pal.color(QPalette.ColorRole.Window).lightness() < 128
+        muted = "#9aa3ad" if dark else "#6b7280"
+        accent = "#7cb7ff" if dark else "#1f6feb"
+        ok = "#5fd38d" if dark else "#1a7f37"
+        warn = "#f0b95a" if dark else "#9a6700"
+        err = "#ff7b72" if dark else "#cf222e"
+        card = "#23272e" if dark else "#f3f5f8"
+        out = [
+            "<html><body style='font-size:10.5pt'>",
+        ]
+        if not self.transcript.blocks and not self.question:
+            out.append(
+                f"<p style='color:{muted}'>Ask a question about your corpora. The agent's reasoning appears "
+                "here as it happens: its thinking, each search with the items it found and their scores, "
+                "the regions it zooms into, what it memorizes, and the answer with the pages it rests on."
+                "</p>"
+            )
+        if self.question:
+            out.append(f"<p style='font-size:12pt'><b>{_esc(self.question)}</b></p>")
+        for b in self.transcript.blocks:
+            out.append(self._block_html(b, muted, accent, ok, warn, err, card))
+        out.append("</body></html>")
+        return "".join(out)
+
+    def _block_html(self, b: Block, muted: str, accent: str, ok: str, warn: str, err: str, card: str) -> str:
+        if b.kind == STEP:
+            secs = f" · {b.seconds:.1f} s" if b.seconds else ""
+            return f"<p style='color:{muted}; margin-top:10px'>── {_esc(b.text)}{secs} ──</p>"
+        if b.kind in (THINK, OUTPUT):
+            label = "💭 Thinking" if b.kind == THINK else "✎ Model output"
+            n = len(b.text)
+            if self._open(b):
+                return (
+                    f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▾ {label}</a>"
+                    f" ({n} chars)</p><p style='color:{muted}; white-space:pre-wrap; margin-left:14px'>"
+                    f"{_esc(b.text)}</p>"
+                )
+            preview = _esc(" ".join(b.text.split())[:PREVIEW_CHARS]) + ("…" if n > PREVIEW_CHARS else "")
+            return (
+                f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▸ {label}</a> "
+                f"<i>{preview}</i></p>"
+            )
+        if b.kind == SEARCH:
+            node = f" <span style='color:{muted}'>(node {_esc(b.data)})</span>" if b.data else ""
+            return f"<p style='color:{accent}'>🔍 <b>Search:</b> {_esc(b.text)}{node}</p>"
+        if b.kind == RESULTS:
+            hits, shown = b.data
+            if not hits:
+                return f"<p style='color:{warn}; margin-left:14px'>no results</p>"
+            rows = []
+            for i, h in enumerate(hits):
+                mark = "→" if i in shown else "&nbsp;"
+                label = f" <span style='color:{muted}'>{_esc(h.label)}</span>" if h.label else ""
+                rows.append(
+                    f"<tr><td>{mark}</td><td style='font-family:monospace'>{h.score:.3f}</td>"
+                    f"<td>{_esc(hit_where(h))}{label}</td></tr>"
+                )
+            return f"<table style='margin-left:14px' cellspacing='2' cellpadding='1'>{''.join(rows)}</table>"
+        if b.kind == IMAGE:
+            return f"<p style='margin-left:14px; color:{muted}'>🖼 shown to the model: {_esc(b.text)}</p>"
+        if b.kind == REGION:
+            return f"<p>📐 <b>Zoom into</b> <span style='font-family:monospace'>{_esc(b.text)}</span></p>"
+        if b.kind == CROP:
+            return f"<p style='margin-left:14px'>✂ crop {_esc(b.text)}</p>"
+        if b.kind == MEMORY:
+            items = getattr(b.data, "items", ())
+            lines = "".join(
+                f"<li>{_esc(it.information_id)} · priority {it.priority}"
+                + (f" · energy {it.energy:.2f}" if it.energy else "")
+                + ("" if it.useful else " · <i>not useful</i>")
+                + "</li>"
+                for it in items
+            )
+            return f"<p style='color:{warn}'>💾 <b>Memorized:</b> {_esc(b.text)}</p>" + (
+                f"<ul style='margin-top:0'>{lines}</ul>" if lines else ""
+            )
+        if b.kind == ERROR:
+            return f"<p style='color:{err}'>⚠ {_esc(b.text)}</p>"
+        if b.kind == ANSWER:
+            ans = b.data
+            ev_links = "".join(
+                f"<li><a href='evidence:{i}' style='color:{accent}'>{_esc(evidence_label(e))}</a></li>"
+                for i, e in enumerate(ans.evidence)
+            )
+            head = "Answer (forced at the step limit)" if ans.forced else "Answer"
+            body = (
+                f"<table width='100%' cellpadding='8' style='background:{card}; margin-top:8px'><tr><td>"
+                f"<p style='color:{ok}'><b>✅ {head}</b></p><p style='font-size:12pt'>{_esc(b.text)}</p>"
+            )
+            if ev_links:
+                body += f"<p style='color:{muted}'>Evidence (click to open):</p><ul>{ev_links}</ul>"
+            return body + "</td></tr></table>"
+        return ""
+
+    def _on_link(self, url: QUrl) -> None:
+        text = url.toString()
+        kind, _, arg = text.partition(":")
+        if kind == "toggle" and arg.isdigit():
+            bid = int(arg)
+            block = self.transcript.blocks[bid]
+            if self._open(block):
+                self._expanded.discard(bid)
+                self._collapsed.add(bid)
+            else:
+                self._collapsed.discard(bid)
+                self._expanded.add(bid)
+            self.render()
+        elif kind == "evidence" and arg.isdigit() and self.transcript.answer is not None:
+            evidence = self.transcript.answer.evidence
+            i = int(arg)
+            if 0 <= i < len(evidence):
+                self.evidenceClicked.emit(evidence[i])
+
+    def evidence_links(self) -> list[Evidence]:
+        return list(self.transcript.answer.evidence) if self.transcript.answer else []
+
+    # ------------------------------------------------------------------ find
+    def show_find(self) -> None:
+        self.find_bar.show()
+        self.find_edit.setFocus()
+        self.find_edit.selectAll()
+
+    def find_next(self, backward: bool = False) -> bool:
+        text = self.find_edit.text()
+        if not text:
+            return False
+        flags = QTextDocument.FindFlag.FindBackward if backward else QTextDocument.FindFlag(0)
+        found = self.view.find(text, flags)
+        if not found:  # wrap around
+            cursor = self.view.textCursor()
+            cursor.movePosition(cursor.MoveOperation.End if backward else cursor.MoveOperation.Start)
+            self.view.setTextCursor(cursor)
+            found = self.view.find(text, flags)
+        self.find_result.setText("" if found else "not found")
+        return found
+
+
+def _esc(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+__all__ = ["AskPanel"]
