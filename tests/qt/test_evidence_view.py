@@ -140,8 +140,10 @@ def test_live_events_number_in_step_order_and_follow(qtbot: Any, run: dict[str, 
     view.pageChanged.connect(seen_pages.append)
     with qtbot.waitSignal(view.pageLoaded, timeout=5000):
         view.apply(events[0])
+    assert view.crop_note.isVisibleTo(view) and "No crops" in view.crop_note.text()
     for e in events[1:3]:
         view.apply(e)
+    assert not view.crop_note.isVisibleTo(view)
     assert sorted(view.page_view.region_items) == [1, 2] and view.page_view.selected == 2
     with qtbot.waitSignal(view.pageLoaded, timeout=5000):
         view.apply(events[3])  # page 2 shown: the view follows
@@ -232,6 +234,7 @@ def test_missing_image_shows_placeholder(qtbot: Any, run: dict[str, Any], tmp_pa
         view.cards[1].image.pixmap is not None and view.cards[1].image.pixmap.width() == 120
     )  # the model's copy
     assert "resized copy" in view.cards[1].where.text()
+    assert "image is gone" in view.crop_note.text()
     assert view.cards[2].image.pixmap is None and "gone" in view.cards[2].image.text
     view.grab()  # paints the placeholder without error
 

@@ -525,6 +525,7 @@ class CropCard(QFrame):
         lay.addLayout(head)
         self.where = QLabel(region.text, self)
         self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.where.setWordWrap(True)
         small = self.where.font()
         small.setPointSizeF(small.pointSizeF() * 0.9)
         self.where.setFont(small)
@@ -638,7 +639,15 @@ class EvidenceView(QWidget):
         root.addWidget(self.splitter, 1)
         self._update_buttons()
 
-    def _note(self, text: str) -> None:
+    def _update_note(self) -> None:
+        """The line above the crops: why there are none, or why they are not the page's pixels."""
+        page = self.current_page()
+        text = ""
+        if page is not None and self.loaded == self.current:
+            if not page.regions:
+                text = "No crops on this page: the agent looked at it whole."
+            elif self._page_image is None:
+                text = "The page image is gone, so its crops cannot be cut from it."
         self.crop_note.setText(text)
         self.crop_note.setVisible(bool(text))
 
@@ -700,7 +709,7 @@ class EvidenceView(QWidget):
         self.strip.blockSignals(False)
         self.page_view.clear_page()
         self._set_cards([])
-        self._note("")
+        self._update_note()
         self.title.setText("No evidence yet: pages and crops appear here as the agent looks at them.")
         self._update_buttons()
 
@@ -793,7 +802,6 @@ class EvidenceView(QWidget):
         if result.error or result.image is None or result.size is None:
             self.page_view.clear_page(result.error or f"cannot show {result.key}")
             self._page_image = None
-            note = "The page image is gone, so crops cannot be cut from it."
             for r in page.regions:
                 card = self.cards.get(r.number)
                 if card is not None:
@@ -811,9 +819,8 @@ class EvidenceView(QWidget):
             if self._follow and page.regions and self._pending is None:
                 self.page_view.select(page.regions[-1].number)
                 self._highlight_card(page.regions[-1].number)
-            note = ""
-        self._note(note if page.regions else "No crops on this page: the agent looked at it whole.")
         self.loaded = result.key
+        self._update_note()
         self._update_title(result.size)
         self._apply_pending()
         self.pageLoaded.emit(result.key)
@@ -829,6 +836,7 @@ class EvidenceView(QWidget):
         if self.loaded != self.current:
             return  # the pending load draws everything
         self.page_view.set_regions(page.regions)
+        self._update_note()
         self._fill_crops(new)
 
     def _fill_crops(self, regions: list[Region]) -> None:
@@ -929,6 +937,7 @@ class EvidenceView(QWidget):
         for number in [n for n in self.cards if n not in wanted]:
             card = self.cards.pop(number)
             self.crop_layout.removeWidget(card)
+            card.hide()  # at once: deletion waits for the event loop
             card.deleteLater()
         for r in regions:
             card = self.cards.get(r.number)
