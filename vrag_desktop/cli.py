@@ -25,7 +25,8 @@ class CLIError(Exception):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="vrag-desktop",
-        description="Multimodal retrieval-augmented reasoning over your own documents, images and videos.",
+        description="Multimodal retrieval-augmented reasoning over your own documents, images and videos. "
+        "Without a command, opens the desktop app.",
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument(
@@ -96,14 +97,16 @@ def _parser() -> argparse.ArgumentParser:
 
     cli_ask.add_parsers(sub)
     cli_runtime.add_parsers(sub)
+    sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command is None:
-        _parser().print_help()
-        return EXIT_OK
+    if args.command in (None, "gui"):
+        from vrag_desktop.qt.app import main as gui_main
+
+        return gui_main(data_dir=args.data_dir)
     _quiet_libraries()
     try:
         from vrag_desktop import cli_ask, cli_runtime

@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable
 
 from PySide6.QtCore import QSignalBlocker, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QKeySequence, QPalette, QShortcut, QTextDocument
+from PySide6.QtGui import QAction, QPalette, QTextDocument
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -158,8 +158,6 @@ class AskPanel(QWidget):
 
         self.send_button.clicked.connect(self.send)
         self.stop_button.clicked.connect(self.stopRequested)
-        QShortcut(QKeySequence("Ctrl+Return"), self.question_edit, self.send)
-        QShortcut(QKeySequence("Ctrl+Enter"), self.question_edit, self.send)
         self.agent_combo.currentIndexChanged.connect(self._agent_changed)
         self.load_defaults()
         self.refresh_profiles()

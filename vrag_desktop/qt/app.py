@@ -1,0 +1,102 @@
+"""Start the desktop app: QApplication on a qasync loop, theme, logging, the main window.
+
+Only Qt and the app's own light modules load before the window shows; torch, faiss and the models
+load later, in background threads, when first needed.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+NO_DISPLAY_HELP = """\
+vrag-desktop: no display found, so the window cannot open.
+  - On a desktop: run it from your desktop session (DISPLAY or WAYLAND_DISPLAY must be set).
+  - Over SSH: use 'ssh -X', or run it under a virtual display: xvfb-run -a vrag-desktop
+  - Without any display, everything works from the command line:
+      vrag-desktop index PATH · vrag-desktop search "query" · vrag-desktop ask "question"
+"""
+
+
+def has_display(env: dict[str, str] | None = None, platform: str = sys.platform) -> bool:
+    """Linux/BSD need an X11 or Wayland display unless a Qt platform plugin is forced."""
+    env = dict(os.environ if env is None else env)
+    if not platform.startswith(("linux", "freebsd", "openbsd")):
+        return True
+    if env.get("QT_QPA_PLATFORM"):
+        return True
+    return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+
+
+def setup_logging(log_dir: Path) -> Path | None:
+    """A rotating app log (what the notification bar shows, with tracebacks)."""
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        path = log_dir / "app.log"
+        handler = logging.handlers.RotatingFileHandler(
+            path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
+        )
+    except OSError:
+        return None  # the data directory problem is reported when a panel needs it
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("vrag_desktop")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    return path
+
+
+def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
+    """Run the app until its window closes; returns the exit code."""
+    t0 = time.perf_counter()
+    if not has_display():
+        sys.stderr.write(NO_DISPLAY_HELP)
+        return 2
+    os.environ.setdefault("QT_API", "pyside6")  # qasync must bind to PySide6
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtWidgets import QApplication
+
+    QGuiApplication.setHighDpiScaleFactorRoundingPolicy(Qt.HighDpiScaleFactorRoundingPolicy.PassThrough)
+    app = QApplication.instance() or QApplication([sys.argv[0], *(argv or [])])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("VRAG Desktop")
+    app.setOrganizationName("vrag-desktop")
+    app.setDesktopFileName("vrag-desktop")
+
+    from vrag_desktop.qt.context import AppContext
+    from vrag_desktop.qt.errors import error_sink, install_excepthooks
+    from vrag_desktop.qt.theme import apply_theme
+
+    error_sink()  # created on the GUI thread
+    install_excepthooks()
+    ctx = AppContext.load(data_dir=data_dir)
+    setup_logging(ctx.log_dir)
+    apply_theme(app, ctx.settings.theme)
+
+    from vrag_desktop.qt.main_window import MainWindow
+
+    window = MainWindow(ctx)
+    window.show()
+    logging.getLogger("vrag_desktop").info("window shown %.2f s after start", time.perf_counter() - t0)
+    if os.environ.get("VRAG_DESKTOP_STARTUP_PROBE"):  # cold-start benchmark: report and leave
+        app.processEvents()
+        print(f"window-visible {time.perf_counter() - t0:.4f}", flush=True)
+        window.close()
+        return 0
+
+    import asyncio
+
+    import qasync
+
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    closed = asyncio.Event()
+    app.aboutToQuit.connect(closed.set)
+    with loop:
+        loop.run_until_complete(closed.wait())
+    return 0
