@@ -194,6 +194,10 @@ def test_focus_selects_page_and_centres_region(qtbot: Any, run: dict[str, Any], 
     with qtbot.waitSignal(view.pageLoaded, timeout=5000):
         view.focus(run["src"], 1)
     assert view.focus(run["src"], 1, CELL) and view.page_view.selected == 4 and view.cards[4].selected
+    # an answer's evidence link, as the ask panel emits it
+    with qtbot.waitSignal(view.pageLoaded, timeout=5000):
+        assert view.focus_evidence(Evidence(source=run["src"], image=run["b"], page=2, region=P2))
+    assert view.current == run["b"] and view.page_view.selected == 3
     assert not view.focus(run["src"], 9)
     assert reports and reports[-1][0] == "warning" and "doc.pdf p. 9" in reports[-1][2]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QPointF, QRect, QRectF, QSize, Qt, QUrl, QVariantAnimation, Signal
+from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt, QUrl, QVariantAnimation, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -58,9 +58,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vrag_desktop.core.agents.events import AgentEvent, Crop, ImageShown
+from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
 from vrag_desktop.qt.errors import describe, error_sink
+from vrag_desktop.qt.theme import color as theme_colour
 from vrag_desktop.qt.workers import run_in_thread
 
 if TYPE_CHECKING:
@@ -399,6 +400,11 @@ class PageView(QGraphicsView):
             self._flash_item = None
 
     # ---- events
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
+        super().changeEvent(event)
+
     def wheelEvent(self, event: QWheelEvent) -> None:
         steps = event.angleDelta().y() / 120.0
         if steps:
@@ -506,7 +512,8 @@ class CropCard(QFrame):
     def __init__(self, region: Region, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.number = region.number
-        self.setObjectName("cropCard")
+        self.selected = False
+        self.colour = region_colour(region)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 8)
@@ -545,8 +552,19 @@ class CropCard(QFrame):
         cited = f"  <b style='color:{CITED_COLOUR.name()}'>cited in the answer</b>" if region.cited else ""
         self.title.setText(f"Region {region.number} · step {region.step}{nested}{cited}")
         self.selected = selected
-        border = f"2px solid {colour.name()}" if selected else "1px solid palette(mid)"
-        self.setStyleSheet(f"#cropCard {{ border: {border}; border-radius: 6px; }}")
+        self.colour = colour
+        self.update()
+
+    def paintEvent(self, event: Any) -> None:
+        # drawn here rather than by a stylesheet so the border follows palette (theme) changes
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        width = 2.0 if self.selected else 1.0
+        colour = self.colour if self.selected else theme_colour("border")
+        painter.setPen(QPen(colour, width))
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
+        painter.drawRoundedRect(r, 6, 6)
 
     def set_crop(self, image: QImage | None, stand_in: bool = False, missing: str = "") -> None:
         if image is None or image.isNull():
@@ -580,6 +598,7 @@ class EvidenceView(QWidget):
         self.current: str | None = None
         self.loaded: str | None = None  # key whose pixels are in the page view
         self._page_image: QImage | None = None
+        self._size: tuple[int, int] | None = None  # raw pixel size of the loaded page
         self._full_res = False
         self._seq = 0
         self._pending: int | None = None  # region to centre on once the page is loaded
@@ -760,6 +779,10 @@ class EvidenceView(QWidget):
         self.show_region(key, self.board.region_number(key, region))
         return True
 
+    def focus_evidence(self, evidence: Evidence) -> bool:
+        """:meth:`focus` on one of an answer's :class:`Evidence` (what its links carry)."""
+        return self.focus(evidence.source, evidence.page, evidence.region, image=evidence.image)
+
     def show_region(self, key: str, number: int | None) -> bool:
         """Show page ``key``; centre on region ``number`` (None: the whole page)."""
         self._pending = number if number is not None else -1
@@ -820,6 +843,7 @@ class EvidenceView(QWidget):
                 self.page_view.select(page.regions[-1].number)
                 self._highlight_card(page.regions[-1].number)
         self.loaded = result.key
+        self._size = result.size
         self._update_note()
         self._update_title(result.size)
         self._apply_pending()
@@ -965,7 +989,7 @@ class EvidenceView(QWidget):
         page = self.current_page()
         if page is None:
             return
-        size = size or (page.size() if self.loaded == self.current else None)
+        size = size or (self._size if self.loaded == self.current else None)
         parts = [f"<b>{_html(page.label)}</b>"]
         if size:
             parts.append(f"{size[0]}×{size[1]} px")
