@@ -714,7 +714,12 @@ class EvidenceView(QWidget):
         if self.ctx is None:
             raise RuntimeError("EvidenceView.load_run needs an AppContext")
         runs = self.ctx.runs
-        run_in_thread(lambda: list(runs.events(run_id)), on_done=self.load, error_title="Cannot open the run")
+
+        def loaded(events: list[AgentEvent]) -> None:
+            if _alive(self):  # the view may have closed while the run was read
+                self.load(events)
+
+        run_in_thread(lambda: list(runs.events(run_id)), on_done=loaded, error_title="Cannot open the run")
 
     def clear(self) -> None:
         self.board = EvidenceBoard()
