@@ -1,0 +1,228 @@
+"""Drive the real app through a scripted VRAG run and save screenshots into docs/screenshots/.
+
+Run it under a display (``scripts/screenshots.sh`` starts Xvfb). What happens is what a person
+does: first launch (the sample corpus is indexed by the app itself), pick an endpoint, ask, watch,
+click a graph node and the answer's evidence. Only the model's words are scripted: a loopback
+OpenAI-compatible server (tests/scripted_openai.py) answers like the VRAG model would, with boxes
+computed from where the table really is on the page. The script fails if the run does not produce
+a graph with nodes and evidence with crop boxes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import io
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+QUESTION = "Which region generated the most revenue for Northwind last year, and how much?"
+PAGE_PT = (595.0, 842.0)
+TABLE_PT = (56.0, 250.0, 540.0, 369.0)  # "Table 1. Revenue by region" on page 2 of the annual report
+ROW_PT = (58.0, 287.0, 540.0, 303.0)  # its North America row
+
+
+def _last_image_size(body: dict[str, Any]) -> tuple[int, int]:
+    from PIL import Image
+
+    for msg in reversed(body["messages"]):
+        content = msg.get("content")
+        if not isinstance(content, list):
+            continue
+        for part in reversed(content):
+            if part.get("type") == "image_url":
+                data = part["image_url"]["url"].split(",", 1)[1]
+                return Image.open(io.BytesIO(base64.b64decode(data))).size  # type: ignore[no-any-return]
+    raise RuntimeError("the model was shown no image")
+
+
+def make_script(page_raw: tuple[int, int]) -> list[Any]:
+    """VRAG turns: search, zoom into the table, zoom into its first row, answer."""
+    from vrag_desktop.core.agents.vrag_protocol import View
+
+    state: dict[str, Any] = {}
+
+    def frac_box(pt: tuple[float, float, float, float], size: tuple[int, int]) -> list[int]:
+        w, h = size
+        return [round(pt[0] / PAGE_PT[0] * w), round(pt[1] / PAGE_PT[1] * h),
+                round(pt[2] / PAGE_PT[0] * w), round(pt[3] / PAGE_PT[1] * h)]
+
+    def zoom_table(body: dict[str, Any]) -> dict[str, Any]:
+        shown = _last_image_size(body)
+        box = frac_box(TABLE_PT, shown)
+        _region, view = View(shown, page_raw).zoom(tuple(box))
+        state["view"] = view
+        return {
+            "reasoning": "Page 2 of the annual report has a revenue table by region. I need the exact "
+            "figures, so I will zoom into the table before answering.",
+            "content": f"<think>The table on page 2 lists revenue by region. Zoom in to read it.</think>\n"
+            f"<bbox>{box}</bbox>",
+            "chunk": 6,
+            "delay": 0.01,
+        }
+
+    def zoom_row(body: dict[str, Any]) -> dict[str, Any]:
+        shown = _last_image_size(body)
+        view = state["view"]
+        ox, oy = view.origin
+        sx, sy = shown[0] / view.raw_size[0], shown[1] / view.raw_size[1]
+        rx1, ry1, rx2, ry2 = frac_box(ROW_PT, page_raw)
+        box = [round((rx1 - ox) * sx), round((ry1 - oy) * sy), round((rx2 - ox) * sx), round((ry2 - oy) * sy)]
+        return {
+            "reasoning": "North America has the largest 2024 figure in the table. Let me zoom into that row "
+            "to be sure of the number.",
+            "content": f"<think>Zoom into the North America row.</think>\n<bbox>{box}</bbox>",
+            "chunk": 6,
+            "delay": 0.01,
+        }
+
+    return [
+        {
+            "reasoning": "The question is about revenue by region in the last fiscal year. Northwind's annual "
+            "report should have a breakdown. Let me search for it.",
+            "content": "<think>I should find Northwind's revenue by region.</think>\n"
+            "<search>Northwind revenue by region 2024</search>",
+            "chunk": 6,
+            "delay": 0.01,
+        },
+        zoom_table,
+        zoom_row,
+        {
+            "reasoning": "The row reads: North America, 151.0 in 2023 and 168.4 in 2024 (USD millions), the "
+            "largest of all regions.",
+            "content": "<think>North America: USD 168.4 million in 2024.</think>\n"
+            "<answer>North America, with USD 168.4 million of revenue in 2024 (40.9% of the total).</answer>",
+            "chunk": 6,
+            "delay": 0.01,
+        },
+    ]
+
+
+def wait(app: Any, cond: Any, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise SystemExit(f"screenshots: timed out after {timeout:.0f} s waiting for {what}")
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def settle(app: Any, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        app.processEvents()
+        time.sleep(0.02)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    ap.add_argument("--theme", default="light", choices=["light", "dark"])
+    ap.add_argument("--size", default="1600x1000")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="vrag-shots-"))
+    os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
+    os.environ["VRAG_DESKTOP_CONFIG_DIR"] = str(work / "config")
+    os.environ.setdefault("QT_API", "pyside6")
+
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication([sys.argv[0]])
+    app.setApplicationName("VRAG Desktop")
+    from scripted_openai import ScriptedOpenAI
+
+    from vrag_desktop.core.endpoints.profiles import EndpointProfile
+    from vrag_desktop.qt.context import AppContext
+    from vrag_desktop.qt.errors import error_sink
+    from vrag_desktop.qt.main_window import MainWindow
+    from vrag_desktop.qt.theme import apply_theme
+
+    error_sink().reported.connect(lambda lvl, t, m: print(f"[{lvl}] {t}: {m}", file=sys.stderr))
+    ctx = AppContext.load()
+    ctx.settings.theme = args.theme
+    apply_theme(app, args.theme)
+    window = MainWindow(ctx, first_run=True)  # the first launch indexes the bundled sample corpus
+    w, h = (int(x) for x in args.size.split("x"))
+    window.resize(w, h)
+    window.show()
+    indexed: list[str] = []
+    window.corpora.indexed.connect(indexed.append)
+    t0 = time.monotonic()
+    wait(app, lambda: "sample" in indexed, 900, "the sample corpus to be indexed")
+    print(f"sample corpus indexed in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    dialog = getattr(window, "help_dialog", None)
+    if dialog is not None:
+        dialog.close()
+
+    corpus = ctx.library.open("sample")
+    item = next(
+        i for i in corpus.manifest.items() if i.name.startswith("northwind_annual_report_2024") and i.ordinal == 1
+    )
+    from PIL import Image
+
+    with Image.open(item.image_path) as im:
+        page_raw = im.size
+    corpus.close()
+
+    with ScriptedOpenAI(make_script(page_raw)) as srv:
+        ctx.profiles.save(
+            EndpointProfile(name="Scripted VRAG", kind="local-vllm", base_url=srv.base_url, model="Qwen2.5-VL-7B-VRAG")
+        )
+        window.ask.refresh_profiles()
+        window.ask.profile_combo.setCurrentIndex(window.ask.profile_combo.findData("Scripted VRAG"))
+        window.ask.agent_combo.setCurrentIndex(window.ask.agent_combo.findData("vrag"))
+        window.ask.question_edit.setPlainText(QUESTION)
+        ended: list[tuple[str, str]] = []
+        window.controller.finished.connect(lambda s, r: ended.append((s, r)))
+        window.ask.send()
+        wait(app, lambda: bool(ended), 120, "the scripted run to finish")
+    status, run_id = ended[0]
+    print(f"run {run_id}: {status}", file=sys.stderr)
+    if status != "answered":
+        raise SystemExit(f"screenshots: the run ended '{status}', not answered")
+
+    settle(app, 1.0)
+    scene = window.graph_scene
+    nodes = scene.node_items()
+    crop_nodes = [n for n in nodes if n.info.kind == "crop"]
+    if len(nodes) < 5 or not crop_nodes:
+        raise SystemExit(f"screenshots: the graph has {len(nodes)} nodes ({len(crop_nodes)} crops)")
+    scene.select_node(crop_nodes[-1].node_id)
+    window.graph_view.fit()
+    evidence = window.ask.evidence_links()
+    if evidence:
+        window.open_evidence(evidence[0])
+    settle(app, 2.0)
+    page = window.evidence.current_page()
+    regions = page.regions if page is not None else []
+    if len(regions) < 2:
+        raise SystemExit(f"screenshots: the evidence view shows {len(regions)} crop boxes")
+    window.history.refresh()
+    settle(app, 1.0)
+
+    suffix = "" if args.theme == "light" else "-dark"
+    shots = {
+        f"main-window{suffix}.png": window,
+        f"graph{suffix}.png": window.graph_dock,
+        f"evidence{suffix}.png": window.evidence_dock,
+    }
+    for name, widget in shots.items():
+        path = out / name
+        if not widget.grab().save(str(path)):
+            raise SystemExit(f"screenshots: could not write {path}")
+        print(f"wrote {path}")
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
