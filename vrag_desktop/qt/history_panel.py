@@ -1,0 +1,619 @@
+"""History: every saved run in a table, to reopen, replay, export or delete.
+
+A model/view table (not a widget table) so hundreds of runs stay fast; the run list is read off the
+GUI thread. The panel only emits ``openRequested`` / ``replayRequested`` with a run id: the main
+window feeds the run's events to the same views a live run uses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import (
+    QAbstractTableModel,
+    QModelIndex,
+    QPersistentModelIndex,
+    QRect,
+    QSize,
+    QSortFilterProxyModel,
+    Qt,
+    Signal,
+)
+from PySide6.QtGui import QAction, QColor, QKeySequence, QPainter, QPalette
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QPushButton,
+    QStackedWidget,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
+    QTableView,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.qt import theme
+from vrag_desktop.qt.errors import error_sink
+from vrag_desktop.qt.workers import run_in_thread
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.runs import RunStore, RunSummary
+    from vrag_desktop.qt.context import AppContext
+
+_Index = QModelIndex | QPersistentModelIndex
+
+COLUMNS = ("Time", "Agent", "Model", "Question", "Status", "Steps", "Answer")
+TIME, AGENT, MODEL, QUESTION, STATUS, STEPS, ANSWER = range(len(COLUMNS))
+RUN_ID_ROLE = Qt.ItemDataRole.UserRole
+SORT_ROLE = Qt.ItemDataRole.UserRole + 1
+SEARCH_ROLE = Qt.ItemDataRole.UserRole + 2
+STATUS_ROLE = Qt.ItemDataRole.UserRole + 3
+
+# core status -> (what the person reads, theme colour)
+STATUS_LOOK = {
+    "answered": ("answered", "ok"),
+    "max_steps": ("step limit", "warn"),
+    "failed": ("failed", "error"),
+    "cancelled": ("cancelled", "muted"),
+    "interrupted": ("interrupted", "warn"),
+    "running": ("running", "accent"),
+}
+AGENT_NAMES = {"vrag": "VRAG", "vimrag": "VimRAG"}
+EXPORT_FORMATS = {
+    # key: (menu text, file filter, suffix, what one item is called)
+    "sft": ("SFT samples (LLaMA-Factory JSON)…", "JSON (*.json)", ".json", "sample"),
+    "rl": ("RL records (JSON lines)…", "JSON lines (*.jsonl)", ".jsonl", "record"),
+}
+
+
+def local_time(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def first_line(text: str) -> str:
+    return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")
+
+
+class RunTableModel(QAbstractTableModel):
+    """Run summaries as rows; ``RUN_ID_ROLE`` gives a row's run id."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._runs: list[RunSummary] = []
+
+    def set_runs(self, runs: list[RunSummary]) -> None:
+        self.beginResetModel()
+        self._runs = list(runs)
+        self.endResetModel()
+
+    def run(self, row: int) -> RunSummary:
+        return self._runs[row]
+
+    def runs(self) -> list[RunSummary]:
+        return list(self._runs)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._runs)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(
+        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
+    ) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        r = self._runs[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(r, col)
+        if role == RUN_ID_ROLE:
+            return r.id
+        if role == STATUS_ROLE:
+            return r.status
+        if role == SORT_ROLE:
+            if col == TIME:
+                return r.started_at
+            if col == STEPS:
+                return r.steps
+            return (self._display(r, col) or "").lower()
+        if role == SEARCH_ROLE:
+            return f"{r.question}\n{r.answer}\n{r.model}".lower()
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == QUESTION:
+                return r.question
+            if col == ANSWER:
+                return r.answer or None
+            if col == TIME:
+                done = f", finished {local_time(r.finished_at)}" if r.finished_at else ""
+                return f"Run {r.id}: started {local_time(r.started_at)}{done}"
+            if col == STATUS:
+                return _status_tip(r)
+            return None
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == STEPS:
+            return int(Qt.AlignmentFlag.AlignCenter)
+        if role == Qt.ItemDataRole.ForegroundRole and col in (TIME, AGENT, MODEL, STEPS):
+            return theme.color("muted")
+        return None
+
+    @staticmethod
+    def _display(r: RunSummary, col: int) -> str:
+        if col == TIME:
+            return local_time(r.started_at)
+        if col == AGENT:
+            return AGENT_NAMES.get(r.agent, r.agent)
+        if col == MODEL:
+            return r.model or "—"
+        if col == QUESTION:
+            return first_line(r.question)
+        if col == STATUS:
+            return STATUS_LOOK.get(r.status, (r.status, "muted"))[0]
+        if col == STEPS:
+            return str(r.steps)
+        if col == ANSWER:
+            return first_line(r.answer)
+        return ""
+
+
+def _status_tip(r: RunSummary) -> str:
+    parts = [f"{r.steps} step(s)"]
+    if r.model_seconds or r.tool_seconds:
+        parts.append(f"model {r.model_seconds:.1f} s, tools {r.tool_seconds:.1f} s")
+    if r.prompt_tokens or r.completion_tokens:
+        parts.append(f"{r.prompt_tokens + r.completion_tokens} tokens")
+    if r.errors:
+        parts.append(f"{r.errors} error(s)")
+    note = {
+        "interrupted": "The app stopped before this run finished; what it did so far is kept.",
+        "max_steps": "The agent reached its step limit; the answer is its best so far.",
+    }.get(r.status, "")
+    return " · ".join(parts) + (f"\n{note}" if note else "")
+
+
+class RunFilterModel(QSortFilterProxyModel):
+    """Rows whose question, answer or model contain every word typed (case-insensitive)."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._terms: list[str] = []
+        self.setSortRole(SORT_ROLE)
+
+    def set_text(self, text: str) -> None:
+        self.beginFilterChange()
+        self._terms = text.lower().split()
+        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
+
+    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
+        if not self._terms:
+            return True
+        haystack = self.sourceModel().index(source_row, 0, source_parent).data(SEARCH_ROLE) or ""
+        return all(t in haystack for t in self._terms)
+
+
+class StatusDelegate(QStyledItemDelegate):
+    """The status cell as a small tinted chip, coloured by the theme."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: _Index) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        text = opt.text
+        opt.text = ""
+        style = opt.widget.style() if opt.widget else None
+        if style is not None:
+            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
+        status = index.data(STATUS_ROLE) or ""
+        fg = theme.color(STATUS_LOOK.get(status, ("", "muted"))[1])
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        if selected:  # on the selection colour a tinted chip is unreadable: use the selection's text
+            fg = opt.palette.color(QPalette.ColorRole.HighlightedText)
+        fm = opt.fontMetrics
+        w = fm.horizontalAdvance(text) + 16
+        h = fm.height() + 4
+        rect = QRect(opt.rect.left() + 6, opt.rect.center().y() - h // 2 + 1, w, h)
+        painter.save()
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        bg = QColor(fg)
+        bg.setAlphaF(0.22 if selected else 0.16 if theme.effective_theme() == "dark" else 0.12)
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(bg)
+        painter.drawRoundedRect(rect, h / 2, h / 2)
+        painter.setPen(fg)
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: _Index) -> QSize:
+        size = super().sizeHint(option, index)
+        return QSize(size.width() + 20, size.height())
+
+
+class HistoryPanel(QWidget):
+    """Saved runs, newest first. Signals: ``openRequested(run_id)``, ``replayRequested(run_id)``,
+    ``refreshed(count)`` after each listing, ``runsDeleted(list[str])``."""
+
+    openRequested = Signal(str)
+    replayRequested = Signal(str)
+    refreshed = Signal(int)
+    runsDeleted = Signal(list)
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        # Injectable so tests (and embedders) answer without a modal dialog.
+        self.choose_save_path: Callable[[str, str, str], str | None] = self._ask_save_path
+        self.confirm: Callable[[str, str], bool] = self._ask_confirm
+        self.skipped = 0
+        self._generation = 0
+        self._busy = 0
+
+        self.model = RunTableModel(self)
+        self.proxy = RunFilterModel(self)
+        self.proxy.setSourceModel(self.model)
+        self._build()
+        self._update_actions()
+        theme.theme_notifier().changed.connect(lambda _t: self.table.viewport().update())
+        self.refresh()
+
+    # ---------------------------------------------------------------- layout
+    def _build(self) -> None:
+        self.filter_edit = QLineEdit()
+        self.filter_edit.setPlaceholderText("Filter by question, answer or model")
+        self.filter_edit.setClearButtonEnabled(True)
+        self.filter_edit.textChanged.connect(self._filter_changed)
+
+        self.open_button = QPushButton("Open")
+        self.open_button.setToolTip("Show the run's graph, reasoning and evidence as they were (Enter)")
+        self.replay_button = QPushButton("Replay")
+        self.replay_button.setToolTip("Play the run back step by step")
+        self.export_button = QPushButton("Export")
+        self.export_button.setToolTip("Export the selected runs as training data")
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.setToolTip("Delete the selected runs from disk (Del)")
+        self.refresh_button = QToolButton()
+        self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
+        self.refresh_button.setToolTip("Reload the list of runs")
+        self.refresh_button.setAutoRaise(True)
+
+        self.open_action = QAction("Open", self)
+        self.replay_action = QAction("Replay", self)
+        self.export_actions = {
+            fmt: QAction(f"Export as {spec[0]}", self) for fmt, spec in EXPORT_FORMATS.items()
+        }
+        self.delete_action = QAction("Delete…", self)
+        self.delete_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
+        self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self.addAction(self.delete_action)
+        export_menu = QMenu(self.export_button)
+        for a in self.export_actions.values():
+            export_menu.addAction(a)
+        self.export_button.setMenu(export_menu)
+
+        self.open_button.clicked.connect(self.open_selected)
+        self.open_action.triggered.connect(self.open_selected)
+        self.replay_button.clicked.connect(self.replay_selected)
+        self.replay_action.triggered.connect(self.replay_selected)
+        for fmt, a in self.export_actions.items():
+            a.triggered.connect(lambda _checked=False, f=fmt: self.export_selected(f))
+        self.delete_button.clicked.connect(self.delete_selected)
+        self.delete_action.triggered.connect(self.delete_selected)
+        self.refresh_button.clicked.connect(self.refresh)
+
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(TIME, Qt.SortOrder.DescendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setAlternatingRowColors(True)
+        self.table.setShowGrid(False)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 12)
+        self.table.setItemDelegateForColumn(STATUS, StatusDelegate(self.table))
+        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.table.customContextMenuRequested.connect(self._context_menu)
+        self.table.doubleClicked.connect(lambda _ix: self.open_selected())
+        self.table.activated.connect(lambda _ix: self.open_selected())  # Enter / Return
+        self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
+        header = self.table.horizontalHeader()
+        header.setHighlightSections(False)
+        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
+        fm = self.fontMetrics()
+        widths = {
+            TIME: fm.horizontalAdvance("2026-11-21 14:05") + 24,
+            AGENT: fm.horizontalAdvance("VimRAG") + 24,
+            MODEL: fm.horizontalAdvance("Qwen2.5-VL-7B-Instruct"),
+            STATUS: fm.horizontalAdvance("interrupted") + 40,
+            STEPS: fm.horizontalAdvance("Steps") + 32,
+        }
+        for col, w in widths.items():
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(col, w)
+        header.setSectionResizeMode(QUESTION, QHeaderView.ResizeMode.Stretch)
+        header.setSectionResizeMode(ANSWER, QHeaderView.ResizeMode.Stretch)
+
+        self.empty_label = QLabel(
+            "No saved runs yet.\nAsk a question: every run is kept here to reopen, replay and export."
+        )
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setProperty("role", "muted")
+        self.stack = QStackedWidget()
+        self.stack.addWidget(self.table)
+        self.stack.addWidget(self.empty_label)
+
+        self.status_label = QLabel()
+        self.status_label.setProperty("role", "muted")
+
+        top = QHBoxLayout()
+        top.addWidget(self.filter_edit, 1)
+        top.addWidget(self.refresh_button)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.status_label, 1)
+        for b in (self.open_button, self.replay_button, self.export_button, self.delete_button):
+            bottom.addWidget(b)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.stack, 1)
+        layout.addLayout(bottom)
+
+    # ---------------------------------------------------------------- listing
+    def refresh(self) -> None:
+        """Re-read the saved runs off the GUI thread; a newer refresh wins over an older one."""
+        self._generation += 1
+        generation = self._generation
+        self.refresh_button.setEnabled(False)
+        try:
+            store = self.ctx.runs
+        except OSError as exc:
+            self._listing_failed(generation, exc)
+            return
+        run_in_thread(
+            _list_runs,
+            store,
+            on_done=lambda result: self._listed(generation, result),
+            on_error=lambda exc: self._listing_failed(generation, exc),
+        )
+
+    def _listed(self, generation: int, result: tuple[list[RunSummary], int]) -> None:
+        if generation != self._generation:
+            return
+        runs, skipped = result
+        selected = set(self.selected_run_ids())
+        self.skipped = skipped
+        self.model.set_runs(runs)
+        self.stack.setCurrentWidget(self.table if runs else self.empty_label)
+        self._restore_selection(selected)
+        self.refresh_button.setEnabled(True)
+        self._update_status()
+        self._update_actions()
+        self.refreshed.emit(len(runs))
+
+    def _listing_failed(self, generation: int, exc: BaseException) -> None:
+        if generation != self._generation:
+            return
+        self.refresh_button.setEnabled(True)
+        self.status_label.setText("Could not read the saved runs")
+        error_sink().report("Could not list saved runs", exc)
+        self.refreshed.emit(self.model.rowCount())
+
+    def _filter_changed(self, text: str) -> None:
+        self.proxy.set_text(text)
+        self._update_status()
+        self._update_actions()
+
+    def _update_status(self) -> None:
+        total = self.model.rowCount()
+        shown = self.proxy.rowCount()
+        text = f"{total} run{'s' if total != 1 else ''}"
+        if shown != total:
+            text = f"{shown} of {text} match"
+        if self.skipped:
+            text += f" · {self.skipped} unreadable run folder{'s' if self.skipped != 1 else ''} skipped"
+        self.status_label.setText(text)
+
+    # ---------------------------------------------------------------- selection
+    def selected_run_ids(self) -> list[str]:
+        """Selected runs in the order shown."""
+        rows = sorted({ix.row() for ix in self.table.selectionModel().selectedRows()})
+        return [self.proxy.index(r, 0).data(RUN_ID_ROLE) for r in rows]
+
+    def select_run(self, run_id: str) -> bool:
+        """Select (and scroll to) a run; False when it is not listed or is filtered out."""
+        for r in range(self.proxy.rowCount()):
+            ix = self.proxy.index(r, 0)
+            if ix.data(RUN_ID_ROLE) == run_id:
+                self.table.selectRow(r)
+                self.table.scrollTo(ix)
+                return True
+        return False
+
+    def _restore_selection(self, ids: set[str]) -> None:
+        if not ids:
+            return
+        sel = self.table.selectionModel()
+        from PySide6.QtCore import QItemSelectionModel
+
+        flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+        for r in range(self.proxy.rowCount()):
+            ix = self.proxy.index(r, 0)
+            if ix.data(RUN_ID_ROLE) in ids:
+                sel.select(ix, flags)
+
+    def _update_actions(self) -> None:
+        n = len(self.table.selectionModel().selectedRows()) if hasattr(self, "table") else 0
+        one = n == 1
+        for w in (self.open_button, self.open_action, self.replay_button, self.replay_action):
+            w.setEnabled(one)
+        for w in (self.export_button, *self.export_actions.values()):
+            w.setEnabled(n > 0 and not self._busy)
+        for w in (self.delete_button, self.delete_action):
+            w.setEnabled(n > 0 and not self._busy)
+
+    def _context_menu(self, pos: Any) -> None:
+        ix = self.table.indexAt(pos)
+        if ix.isValid() and not self.table.selectionModel().isRowSelected(ix.row(), ix.parent()):
+            self.table.selectRow(ix.row())
+        if not self.selected_run_ids():
+            return
+        menu = QMenu(self)
+        menu.addAction(self.open_action)
+        menu.addAction(self.replay_action)
+        menu.addSeparator()
+        for a in self.export_actions.values():
+            menu.addAction(a)
+        menu.addSeparator()
+        menu.addAction(self.delete_action)
+        menu.popup(self.table.viewport().mapToGlobal(pos))
+
+    # ---------------------------------------------------------------- actions
+    def open_selected(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.openRequested.emit(ids[0])
+
+    def replay_selected(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.replayRequested.emit(ids[0])
+
+    def export_selected(self, fmt: str) -> None:
+        """Ask where, then export the selected runs (off the GUI thread); the outcome is reported."""
+        ids = self.selected_run_ids()
+        if not ids:
+            return
+        label, file_filter, suffix, _item = EXPORT_FORMATS[fmt]
+        default = self.ctx.data_dir / "exports" / f"vrag-{fmt}-{time.strftime('%Y%m%d-%H%M')}{suffix}"
+        chosen = self.choose_save_path(
+            f"Export {len(ids)} run(s) as {label.rstrip('…')}", str(default), file_filter
+        )
+        if not chosen:
+            return
+        self.export(fmt, ids, Path(chosen))
+
+    def export(self, fmt: str, run_ids: list[str], out: Path) -> None:
+        """Export ``run_ids`` to ``out`` as ``fmt`` ("sft" or "rl") in a thread; report how it went."""
+        if fmt not in EXPORT_FORMATS:
+            raise ValueError(f"unknown export format {fmt!r}")
+        item = EXPORT_FORMATS[fmt][3]
+        store = self.ctx.runs
+        self._set_busy(+1)
+
+        def work() -> int:
+            return store.export_sft(run_ids, out) if fmt == "sft" else store.export_rl(run_ids, out)
+
+        def done(n: int) -> None:
+            self._set_busy(-1)
+            if n:
+                error_sink().report("Export finished", f"Exported {n} {item}(s) to {out}", level="info")
+            else:
+                why = (
+                    "SFT export takes VRAG runs that answered without errors"
+                    if fmt == "sft"
+                    else "RL export takes runs that answered"
+                )
+                error_sink().report(
+                    "Nothing exported",
+                    f"None of the {len(run_ids)} selected run(s) can be exported: {why}. {out} holds no {item}s.",
+                    level="warning",
+                )
+
+        def failed(exc: BaseException) -> None:
+            self._set_busy(-1)
+            error_sink().report(f"Could not export to {out}", exc)
+
+        run_in_thread(work, on_done=done, on_error=failed)
+
+    def delete_selected(self) -> None:
+        """Delete the selected runs after confirmation (running runs are left alone)."""
+        ids = self.selected_run_ids()
+        if not ids:
+            return
+        running = {r.id for r in self.model.runs() if r.status == "running"}
+        todo = [i for i in ids if i not in running]
+        if not todo:
+            error_sink().report(
+                "Cannot delete", "A run that is still running cannot be deleted.", level="warning"
+            )
+            return
+        what = "this run" if len(todo) == 1 else f"these {len(todo)} runs"
+        extra = f" ({len(ids) - len(todo)} still running will be kept)" if len(todo) < len(ids) else ""
+        if not self.confirm(
+            "Delete runs",
+            f"Delete {what}{extra}? Their events and images are removed from disk. This cannot be undone.",
+        ):
+            return
+        self.delete(todo)
+
+    def delete(self, run_ids: list[str]) -> None:
+        """Delete without asking (in a thread), then refresh."""
+        store = self.ctx.runs
+        self._set_busy(+1)
+
+        def work() -> tuple[list[str], list[str]]:
+            gone, problems = [], []
+            for rid in run_ids:
+                try:
+                    store.delete(rid)
+                    gone.append(rid)
+                except (OSError, RuntimeError) as exc:
+                    problems.append(f"{rid}: {exc}")
+            return gone, problems
+
+        def done(result: tuple[list[str], list[str]]) -> None:
+            gone, problems = result
+            self._set_busy(-1)
+            if problems:
+                error_sink().report("Some runs could not be deleted", "\n".join(problems))
+            if gone:
+                self.runsDeleted.emit(gone)
+            self.refresh()
+
+        def failed(exc: BaseException) -> None:
+            self._set_busy(-1)
+            error_sink().report("Could not delete runs", exc)
+            self.refresh()
+
+        run_in_thread(work, on_done=done, on_error=failed)
+
+    def _set_busy(self, delta: int) -> None:
+        self._busy = max(0, self._busy + delta)
+        self._update_actions()
+
+    # ---------------------------------------------------------------- default dialogs
+    def _ask_save_path(self, title: str, default: str, file_filter: str) -> str | None:
+        path, _ = QFileDialog.getSaveFileName(self, title, default, file_filter)
+        return path or None
+
+    def _ask_confirm(self, title: str, text: str) -> bool:
+        answer = QMessageBox.question(
+            self, title, text, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+
+def _list_runs(store: RunStore) -> tuple[list[RunSummary], int]:
+    """(runs newest first, how many run folders could not be read) — runs in a worker thread."""
+    runs = store.list()
+    listed = {r.id for r in runs}
+    try:
+        skipped = sum(1 for d in store.root.iterdir() if d.name not in listed and (d / "run.json").is_file())
+    except OSError:
+        skipped = 0
+    return runs, skipped
