@@ -82,7 +82,8 @@ def check_data_dir(path: Path) -> str | None:
             fh.flush()
             os.fsync(fh.fileno())
     except OSError as exc:
-        probe.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # on a read-only disk even this fails
+            probe.unlink(missing_ok=True)
         _remove_empty(created)
         return f"Cannot write in {path}: {_reason(exc)}."
     try:

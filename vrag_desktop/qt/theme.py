@@ -227,8 +227,9 @@ def apply_theme(app: QApplication, theme: str) -> str:
     """
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)}, not {theme!r}")
-    if _state["native_style"] is None:
-        _state["native_style"] = app.style().name()
+    if _state["native_style"] is None:  # the platform's own style, before we first change it
+        _state["native_style"] = (app.style().name() or "fusion").lower()
+        _state["style"] = _state["native_style"]
     hints = QGuiApplication.styleHints()
     if not _followed and hasattr(hints, "colorSchemeChanged"):
         _followed.append(True)
@@ -246,19 +247,24 @@ def apply_theme(app: QApplication, theme: str) -> str:
 
 
 def _apply(app: QApplication, theme: str, hints: QStyleHints) -> str:
-    """Style, colour-scheme hint and palette for ``theme``; returns the effective theme."""
+    """Style, colour-scheme hint and palette for ``theme``; returns the effective theme.
+
+    Style names are tracked here: with an app stylesheet set, ``app.style().name()`` is empty.
+    """
     if theme == "system":
-        native = str(_state["native_style"]).lower()
+        native = str(_state["native_style"])
         available = [k.lower() for k in QStyleFactory.keys()]  # noqa: SIM118 (a list, not a dict)
-        if app.style().name().lower() != native and native in available:
+        if _state["style"] != native and native in available:
             app.setStyle(native)
+            _state["style"] = native
         if hasattr(hints, "unsetColorScheme"):
             hints.unsetColorScheme()
         app.setPalette(QPalette())  # an empty palette resolves to the platform's own
         effective = "dark" if is_dark(app.palette()) else "light"
     else:
-        if app.style().name().lower() != "fusion":
+        if _state["style"] != "fusion":
             app.setStyle("Fusion")
+            _state["style"] = "fusion"
         if hasattr(hints, "setColorScheme"):
             hints.setColorScheme(Qt.ColorScheme.Dark if theme == "dark" else Qt.ColorScheme.Light)
         app.setPalette(build_palette(theme))
