@@ -1,0 +1,400 @@
+#!/usr/bin/env python
+"""Cold start of the desktop app: from spawning the process to a visible main window.
+
+The person double-clicks and waits; what counts is the time from process creation to a shown
+window, so the figure here is measured from outside: ``Popen`` of ``python -m vrag_desktop gui``
+(with ``VRAG_DESKTOP_STARTUP_PROBE=1`` the app prints ``window-visible <s>`` once the window is
+shown and events were processed, then closes) to the moment that line arrives on the pipe. The
+app's own in-process figure (from ``qt.app.main()`` entry, so without interpreter start and the CLI
+import) is recorded too.
+
+Baselines, measured the same way in the same run:
+
+- ``python -c 'pass'``: the interpreter's own start, the floor for any Python app.
+- an empty ``QMainWindow``: import ``PySide6.QtWidgets``, create the ``QApplication``, show an empty
+  1600×1000 window, process events. The floor for any PySide6 window.
+
+"First" runs come after dropping the kernel's page cache (``/proc/sys/vm/drop_caches``, needs root;
+otherwise ``posix_fadvise(DONTNEED)`` on the interpreter's and venv's files, which cannot evict pages
+other processes map) so files are read from disk; the rest are warm. On a VM the host may still
+cache the disk, so "first" is an optimistic cold start.
+
+A separate ``-X importtime`` run lists which heavy libraries were imported before the window showed
+(the target needs them lazy: torch, transformers, faiss, cv2, pymupdf, numpy, onnxruntime, …) and
+their cumulative import time (``-X importtime`` itself slows imports, so use those numbers only to
+rank).
+
+Target (issue 4): ≤ 1.5 s from start to a visible window, on the 2-core development machine.
+
+    .venv/bin/python bench/cold_start.py [--runs 10] [--no-drop-caches] [--xcb]
+
+Writes bench/out/cold_start.json and prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.ingest import Phase, machine_info  # noqa: E402
+
+TARGET_S = 1.5
+HEAVY = (
+    "torch",
+    "transformers",
+    "sentence_transformers",
+    "faiss",
+    "cv2",
+    "fitz",
+    "pymupdf",
+    "numpy",
+    "scipy",
+    "PIL",
+    "onnxruntime",
+    "rapidocr_onnxruntime",
+    "openai",
+    "httpx",
+    "qasync",
+    "keyring",
+    "pynvml",
+    "sqlite3",
+)
+EMPTY_WINDOW = """\
+import time
+t0 = time.perf_counter()
+import sys
+from PySide6.QtWidgets import QApplication, QMainWindow
+app = QApplication(sys.argv[:1])
+w = QMainWindow()
+w.setWindowTitle("baseline")
+w.resize(1600, 1000)
+w.show()
+app.processEvents()
+print(f"window-visible {time.perf_counter() - t0:.4f}", flush=True)
+w.close()
+"""
+
+
+# ============================================================================ caches
+def drop_caches(paths: list[Path]) -> str:
+    """Evict file pages so the next start reads from disk; returns the method used."""
+    subprocess.run(["sync"], check=False)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+        return "drop_caches"
+    except OSError:
+        pass
+    n = 0
+    for root in paths:
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                try:
+                    fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    n += 1
+                except OSError:
+                    pass
+                finally:
+                    os.close(fd)
+    return f"fadvise({n} files)"
+
+
+# ============================================================================ one start
+def spawn(cmd: list[str], env: dict[str, str], timeout: float = 60.0) -> dict:
+    """Start ``cmd``; seconds until its 'window-visible' line arrived, and until it exited."""
+    t0 = time.perf_counter()
+    with Phase() as ph:
+        p = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True, cwd=ROOT
+        )
+        assert p.stdout is not None
+        visible = in_process = None
+        lines = []
+        for line in p.stdout:
+            if visible is None and line.startswith("window-visible"):
+                visible = time.perf_counter() - t0
+                in_process = float(line.split()[1])
+            lines.append(line)
+        rc = p.wait(timeout)
+    total = time.perf_counter() - t0
+    out = {
+        "visible_s": round(visible, 4) if visible is not None else None,
+        "in_process_s": in_process,
+        "exit_s": round(total, 4),
+        "rc": rc,
+        "other_cpu_share": ph.info["other_cpu_share"],
+    }
+    if visible is None or rc != 0:
+        out["output_tail"] = "".join(lines)[-3000:]
+    return out
+
+
+# ============================================================================ import time
+def parse_importtime(lines: list[str]) -> dict:
+    """Per module: cumulative µs of its first import (``-X importtime`` lines before the window)."""
+    cumulative: dict[str, int] = {}
+    order: list[str] = []
+    for line in lines:
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line[len("import time:") :].split("|")
+        try:
+            cum = int(parts[1].strip())
+        except ValueError:
+            continue  # the header line
+        name = parts[2].strip()
+        if name not in cumulative:
+            cumulative[name] = cum
+            order.append(name)
+    return {"cumulative_us": cumulative, "order": order}
+
+
+def import_report(cmd: list[str], env: dict[str, str]) -> dict:
+    p = subprocess.run(
+        [cmd[0], "-X", "importtime", *cmd[1:]],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    lines = p.stdout.splitlines()
+    cut = next((i for i, ln in enumerate(lines) if ln.startswith("window-visible")), None)
+    before = lines if cut is None else lines[:cut]
+    after = [] if cut is None else lines[cut + 1 :]
+    parsed = parse_importtime(before)
+    cum = parsed["cumulative_us"]
+    heavy = {h: round(cum[h] / 1000, 1) for h in HEAVY if h in cum}
+    heavy_after = sorted({h for h in HEAVY if h in parse_importtime(after)["cumulative_us"]} - set(heavy))
+    top_level = sorted(
+        ((n, us) for n, us in cum.items() if "." not in n), key=lambda kv: kv[1], reverse=True
+    )[:20]
+    ours = sorted(
+        ((n, us) for n, us in cum.items() if n.startswith("vrag_desktop")),
+        key=lambda kv: kv[1],
+        reverse=True,
+    )[:12]
+    return {
+        "window_line_seen": cut is not None,
+        "modules_before_window": len(parsed["order"]),
+        "heavy_before_window_ms": heavy,
+        "heavy_imported_only_after_window": heavy_after,
+        "top_level_packages_ms": [(n, round(us / 1000, 1)) for n, us in top_level],
+        "vrag_desktop_modules_ms": [(n, round(us / 1000, 1)) for n, us in ours],
+        "rc": p.returncode,
+    }
+
+
+# ============================================================================ who imports what, where
+IMPORT_HOOK = """\
+import sys, threading, time, traceback
+HEAVY = set(sys.argv[1].split(","))
+T0 = time.perf_counter()
+class Spy:
+    seen = set()
+    def find_spec(self, name, path=None, target=None):
+        top = name.split(".")[0]
+        if top in HEAVY and top not in Spy.seen:
+            Spy.seen.add(top)
+            frames = [f for f in traceback.extract_stack()[:-1] if "vrag_desktop" in f.filename]
+            where = (f"{frames[-1].filename.split('vrag_desktop/')[-1]}:{frames[-1].lineno} {frames[-1].name}"
+                     if frames else "(no vrag_desktop frame)")
+            print(f"import-by {top}\t{threading.current_thread().name}\t"
+                  f"{time.perf_counter() - T0:.3f}\t{where}", flush=True)
+        return None
+sys.meta_path.insert(0, Spy())
+sys.argv = ["vrag-desktop", "gui"]
+from vrag_desktop.cli import main
+sys.exit(main())
+"""
+
+PROFILE = """\
+import cProfile, io, json, pstats, sys
+sys.argv = ["vrag-desktop", "gui"]
+from vrag_desktop.cli import main
+prof = cProfile.Profile()
+prof.enable()
+main()
+prof.disable()
+st = pstats.Stats(prof)
+rows = []
+for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
+    rows.append((f"{file.split('/work/main/')[-1]}:{line}({fn})", round(ct * 1000, 1), round(tt * 1000, 1)))
+ours = sorted([r for r in rows if "vrag_desktop/" in r[0]], key=lambda r: -r[1])[:25]
+self_time = sorted(rows, key=lambda r: -r[2])[:15]
+print("PROFILE-JSON " + json.dumps({"ours_by_cumulative_ms": ours, "all_by_self_ms": self_time}), flush=True)
+"""
+
+
+def import_threads(py: str, env: dict[str, str]) -> list[dict]:
+    """Which thread first imported each heavy package, when, and from which app function."""
+    p = subprocess.run(
+        [py, "-c", IMPORT_HOOK, ",".join(HEAVY)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+    )
+    out, before = [], True
+    for line in p.stdout.splitlines():
+        if line.startswith("window-visible"):
+            before = False
+        if line.startswith("import-by "):
+            mod, thread, t, where = line[len("import-by ") :].split("\t")
+            out.append(
+                {"module": mod, "thread": thread, "t_s": float(t), "before_window": before, "from": where}
+            )
+    return out
+
+
+def profile_start(py: str, env: dict[str, str]) -> dict:
+    """cProfile of the GUI thread from ``main()`` to the visible window (our functions, and self time)."""
+    p = subprocess.run(
+        [py, "-c", PROFILE], env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    for line in p.stdout.splitlines():
+        if line.startswith("PROFILE-JSON "):
+            return json.loads(line[len("PROFILE-JSON ") :])  # type: ignore[no-any-return]
+    return {"error": p.stdout[-2000:]}
+
+
+# ============================================================================ main
+def summary(runs: list[dict], key: str) -> dict:
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    if not vals:
+        return {}
+    return {
+        "n": len(vals),
+        "median": round(statistics.median(vals), 3),
+        "min": round(min(vals), 3),
+        "max": round(max(vals), 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=10, help="warm starts of each command")
+    ap.add_argument("--no-drop-caches", action="store_true", help="skip the first (cache-dropped) starts")
+    ap.add_argument("--xcb", action="store_true", help="use the X11 platform (needs a display)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "cold_start.json")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="vrag-coldstart-"))
+    env = dict(os.environ)
+    env.update(
+        VRAG_DESKTOP_STARTUP_PROBE="1",
+        VRAG_DESKTOP_DATA_DIR=str(tmp / "data"),
+        VRAG_DESKTOP_CONFIG_DIR=str(tmp / "cfg"),
+        PYTHONDONTWRITEBYTECODE="0",
+    )
+    env["QT_QPA_PLATFORM"] = "xcb" if args.xcb else "offscreen"
+    # A returning person: settings exist and the first-run welcome was seen (its sample indexing
+    # would start after the window anyway, but the welcome dialog is not what this measures).
+    from vrag_desktop.core.settings import AppSettings, save_settings
+
+    save_settings(AppSettings(first_run_done=True), tmp / "cfg")
+
+    py = sys.executable
+    commands = {
+        "python -c pass (interpreter floor)": [py, "-c", "pass"],
+        "empty PySide6 QMainWindow (Qt floor)": [py, "-c", EMPTY_WINDOW],
+        "vrag-desktop gui (the app)": [py, "-m", "vrag_desktop", "gui"],
+    }
+    venv_and_python = [Path(sys.prefix), Path(sys.base_prefix), ROOT / "vrag_desktop"]
+    results: dict[str, dict] = {name: {"first": None, "warm": []} for name in commands}
+    method = None
+    if not args.no_drop_caches:
+        for name, cmd in commands.items():
+            method = drop_caches(venv_and_python)
+            results[name]["first"] = spawn(cmd, env)
+    for cmd in commands.values():  # one unmeasured start each, so all are equally warm
+        spawn(cmd, env)
+    for _ in range(args.runs):  # interleaved, so drift in machine load hits all alike
+        for name, cmd in commands.items():
+            results[name]["warm"].append(spawn(cmd, env))
+
+    imports = import_report(commands["vrag-desktop gui (the app)"], env)
+    imports["first_import_by_thread"] = import_threads(py, env)
+    profile = profile_start(py, env)
+    for name in commands:
+        r = results[name]
+        r["warm_visible_s"] = summary(r["warm"], "visible_s")
+        r["warm_in_process_s"] = summary(r["warm"], "in_process_s")
+        r["warm_exit_s"] = summary(r["warm"], "exit_s")
+        r["warm_other_cpu_share_max"] = max((x["other_cpu_share"] for x in r["warm"]), default=None)
+        failures = [x for x in r["warm"] + [r["first"] or {}] if x and x.get("rc")]
+        if failures:
+            print(f"!! {name}: {len(failures)} starts failed:\n{failures[0].get('output_tail', '')}")
+
+    report = {
+        "machine": machine_info(),
+        "platform_plugin": env["QT_QPA_PLATFORM"],
+        "cache_drop_method": method,
+        "target_s": TARGET_S,
+        "results": results,
+        "imports": imports,
+        "gui_thread_profile": profile,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def f(x: float | None) -> str:
+        return "—" if x is None else f"{x:.2f}"
+
+    print(
+        f"\nplatform {env['QT_QPA_PLATFORM']}; first start after {method or 'no cache drop'}; {args.runs} warm\n"
+    )
+    print(
+        "| Start → visible window | first (cold cache) s | warm median s | warm min–max s | in-process median s |"
+    )
+    print("|---|---|---|---|---|")
+    for name, r in results.items():
+        first = r["first"]["visible_s"] if r["first"] else None
+        w, ip = r["warm_visible_s"], r["warm_in_process_s"]
+        spread = f"{f(w.get('min'))}–{f(w.get('max'))}" if w else "—"
+        if name.startswith("python -c"):  # no window: process exit instead
+            first = r["first"]["exit_s"] if r["first"] else None
+            w = r["warm_exit_s"]
+            spread = f"{f(w.get('min'))}–{f(w.get('max'))}"
+        print(
+            f"| {name} | {f(first)} | {f(w.get('median'))} | {spread} | {f(ip.get('median') if ip else None)} |"
+        )
+    print(f"\nTarget ≤ {TARGET_S} s.")
+    print("\nHeavy modules imported before the window showed (cumulative ms under -X importtime):")
+    print("| module | ms |\n|---|---|")
+    for mod, ms in sorted(imports["heavy_before_window_ms"].items(), key=lambda kv: -kv[1]):
+        print(f"| {mod} | {ms:.1f} |")
+    print("\nFirst import of each heavy package: thread, seconds after start, app function")
+    for r in imports["first_import_by_thread"]:
+        when = "before" if r["before_window"] else "after"
+        print(f"- {r['module']}: {r['thread']} at {r['t_s']:.2f} s ({when} the window) from {r['from']}")
+    print("\nGUI thread, main() to visible window (cProfile, cumulative ms; profiling inflates):")
+    for name, cum, _self in profile.get("ours_by_cumulative_ms", [])[:12]:
+        print(f"- {cum:7.1f}  {name}")
+    print(f"\nonly after the window: {', '.join(imports['heavy_imported_only_after_window']) or 'none'}")
+    print("\nLargest top-level imports before the window (ms, cumulative):")
+    print(", ".join(f"{n} {ms:.0f}" for n, ms in imports["top_level_packages_ms"][:12]))
+    print("Our modules: " + ", ".join(f"{n} {ms:.0f}" for n, ms in imports["vrag_desktop_modules_ms"][:8]))
+
+
+if __name__ == "__main__":
+    main()
