@@ -251,6 +251,22 @@ def assert_no_overlap(g: ReasoningGraph) -> None:
     assert w == lay.node_width and h == lay.node_height
 
 
+def assert_routes_clear(g: ReasoningGraph) -> None:
+    """Every long edge runs down a channel that no node rectangle touches."""
+    rects = [g.rect(n) for n in g.ids()]
+    for e in g.edges():
+        route = g.route(e)
+        span = g.node(e[1]).layer - g.node(e[0]).layer
+        assert bool(route) == (span > 1), e
+        if not route:
+            continue
+        (x1, y1), (x2, y2) = route
+        assert x1 == x2 and y1 < y2
+        assert g.node(e[0]).y < y1 < y2 < g.node(e[1]).y
+        for x, y, w, h in rects:
+            assert not (x < x1 < x + w and y < y2 and y1 < y + h), (e, (x, y))
+
+
 # ====================================================================== VRAG chains
 
 
@@ -489,6 +505,13 @@ def test_layout_geometry_by_hand() -> None:
     }
     assert g.rect("C") == (10, 120, 100, 40)
     assert g.bounds() == (-170, -20, 170, 160)
+    assert g.route(("A", "C")) == [] and g.edges()[:2] == [("root", "A"), ("root", "B")]
+
+    # an edge over two layers takes the nearest half-slot free in both (-3: -1 holds D, -2 holds E)
+    add("F", "C", "root")
+    assert positions(g)["F"] == (0, 3 * lp)
+    assert g.route(("root", "F")) == [(-3 * pitch / 2, 20 + 15), (-3 * pitch / 2, 3 * lp - 20 - 15)]
+    assert g.route(("C", "F")) == []
 
 
 def test_left_to_right_direction() -> None:
@@ -497,6 +520,11 @@ def test_left_to_right_direction() -> None:
     for n in g.nodes():
         assert n.x == n.layer * 130.0 and (n.y / 30.0).is_integer()
     assert_no_overlap(g)
+    long = [e for e in g.edges() if g.route(e)]
+    assert long
+    for e in long:  # channels run along the layers' axis: horizontally
+        (x1, y1), (x2, y2) = g.route(e)
+        assert y1 == y2 and g.node(e[0]).x < x1 < x2 < g.node(e[1]).x
     with pytest.raises(ValueError):
         Layout(direction="BT")
 
@@ -506,6 +534,7 @@ def test_layout_is_stable_while_events_stream() -> None:
     events = vimrag_run(n_search=60, seed=11, failed=(5, 17, 40))
     g = ReasoningGraph()
     seen: dict[str, tuple[float, float]] = {}
+    routes: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for ev in events:
         d = g.apply(ev)
         now = positions(g)
@@ -513,8 +542,12 @@ def test_layout_is_stable_while_events_stream() -> None:
             if nid not in d.added:
                 assert seen[nid] == p, nid
         seen.update(now)
+        for e in g.edges():  # edges keep their route too
+            assert routes.setdefault(e, g.route(e)) == g.route(e)
         if d.added:
             assert_no_overlap(g)
+            assert_routes_clear(g)
+    assert sum(1 for e in g.edges() if g.route(e)) >= 10  # the test graph has long edges to route
     for n in g.nodes():
         parents = [g.node(p) for p in n.parents if p in g]
         assert n.layer == (1 + max(p.layer for p in parents) if parents else 0)
@@ -540,8 +573,9 @@ def test_hundreds_of_nodes_from_full_snapshots_are_cheap() -> None:
     g = ReasoningGraph.from_events(events)
     took = time.perf_counter() - t
     assert len(g) == 500 and len(g.edges()) == sum(len(n.parents) for n in nodes)
-    assert took < 5.0, took  # typically ~0.2 s
+    assert took < 5.0, took  # typically ~0.1 s
     assert_no_overlap(g)
+    assert_routes_clear(g)
 
 
 # ====================================================================== saved runs
@@ -563,6 +597,7 @@ def test_a_saved_run_rebuilds_the_same_graph(tmp_path: Path) -> None:
     assert [n.__dict__ for n in saved.nodes()] == [n.__dict__ for n in live.nodes()]
     dicts = ReasoningGraph.from_events(e.to_dict() for e in events)  # the JSON form is accepted too
     assert positions(dicts) == positions(live)
+    assert not dicts.apply({"event": "from_a_future_version", "step": 1})
 
 
 def test_reset_forgets_the_run() -> None:

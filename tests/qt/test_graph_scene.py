@@ -163,6 +163,19 @@ def test_load_a_saved_run_and_clear(view: GraphView, tmp_path: Path, qtbot: Any)
     assert len(scene.node_items()) == 9
 
 
+def test_edges_pass_between_nodes(view: GraphView, qtbot: Any) -> None:
+    """Each edge touches its two nodes and no other: long edges run down free channels."""
+    scene = view.graph_scene()
+    for ev in vimrag_run(n_search=40, seed=11):
+        scene.apply(ev)
+    long = 0
+    for edge in scene.edge_items():
+        touched = {i.node_id for i in edge.collidingItems() if isinstance(i, NodeItem)}
+        assert touched == {edge.parent_id, edge.child_id}, (edge.parent_id, edge.child_id, touched)
+        long += bool(scene.graph.route((edge.parent_id, edge.child_id)))
+    assert long >= 5
+
+
 # ====================================================================== clicking and details
 
 

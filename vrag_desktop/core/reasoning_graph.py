@@ -10,6 +10,7 @@ updates only what changed; ``GraphChanged`` events carry full snapshots, which a
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -229,6 +230,8 @@ class ReasoningGraph:
         self._snap: dict[str, GraphNode] = {}  # the last snapshot's record of each live node
         self._slot: dict[str, tuple[int, int]] = {}  # id -> (layer, half-slot)
         self._occupied: dict[int, set[int]] = {}  # layer -> half-slots holding a node centre
+        self._channels: dict[int, dict[int, int]] = {}  # layer -> half-slot -> long edges passing through
+        self._routes: dict[Edge, tuple[int, int, int]] = {}  # long edge -> (half-slot, first, last layer)
         self._edges: dict[Edge, None] = {}
         self._waiting: dict[str, set[str]] = {}  # absent parent -> children naming it
         self._pending: dict[tuple[Any, ...], list[Any]] = {}  # attachments for nodes not here yet
@@ -290,7 +293,10 @@ class ReasoningGraph:
     def apply(self, event: AgentEvent | Mapping[str, Any]) -> GraphDelta:
         """Take one event into the graph; return what changed."""
         if not isinstance(event, AgentEvent):
-            event = event_from_dict(event)
+            try:
+                event = event_from_dict(event)
+            except ValueError:  # a kind this version does not know (a newer saved run): nothing to draw
+                return GraphDelta()
         acc = _Acc()
         if isinstance(event, GraphChanged):
             self._on_snapshot(event, acc)
@@ -352,8 +358,7 @@ class ReasoningGraph:
             old, now = set(prev.parents), set(gn.parents)
             for p in old - now:
                 if (p, gn.id) in self._edges:
-                    del self._edges[(p, gn.id)]
-                    acc.removed_edges.append((p, gn.id))
+                    self._unlink((p, gn.id), acc)
                 self._waiting.get(p, set()).discard(gn.id)
             info.parents = tuple(dict.fromkeys(gn.parents))
             for p in info.parents:
@@ -400,9 +405,23 @@ class ReasoningGraph:
         if parent in self._live and child in self._live:
             if (parent, child) not in self._edges:
                 self._edges[(parent, child)] = None
+                self._route((parent, child))
                 acc.added_edges.append((parent, child))
         else:
             self._waiting.setdefault(parent, set()).add(child)
+
+    def _unlink(self, e: Edge, acc: _Acc) -> None:
+        del self._edges[e]
+        route = self._routes.pop(e, None)
+        if route is not None:
+            c, first, last = route
+            for layer in range(first, last + 1):
+                left = self._channels[layer][c] - 1
+                if left:
+                    self._channels[layer][c] = left
+                else:
+                    del self._channels[layer][c]
+        acc.removed_edges.append(e)
 
     def _remove(self, nid: str, acc: _Acc) -> None:
         info = self._live.pop(nid)
@@ -412,8 +431,7 @@ class ReasoningGraph:
         layer, slot = self._slot.pop(nid)
         self._occupied[layer].discard(slot)
         for e in [e for e in self._edges if nid in e]:
-            del self._edges[e]
-            acc.removed_edges.append(e)
+            self._unlink(e, acc)
             if e[1] != nid and e[1] in self._live:  # a surviving child waits for this parent to return
                 self._waiting.setdefault(nid, set()).add(e[1])
         for p in info.parents:
@@ -430,6 +448,7 @@ class ReasoningGraph:
         layer = 1 + max(s[0] for s in placed) if placed else 0
         target = sum(s[1] for s in placed) / len(placed) if placed else 0.0
         occ = self._occupied.setdefault(layer, set())
+        chan = self._channels.get(layer, {})  # long edges pass there: no node centre on them
         d = round(target)
         # on a tie lean towards the root's axis (or, under it, to the emptier side): the graph stays centred
         if d != 0:
@@ -440,7 +459,9 @@ class ReasoningGraph:
         i = 0
         while True:
             cands = [d] if i == 0 else sorted((d + i, d - i), key=lambda k: (abs(k - target), -lean * k))
-            free = [k for k in cands if k - 1 not in occ and k not in occ and k + 1 not in occ]
+            free = [
+                k for k in cands if k - 1 not in occ and k not in occ and k + 1 not in occ and k not in chan
+            ]
             if free:
                 slot = free[0]
                 break
@@ -451,6 +472,51 @@ class ReasoningGraph:
         along = slot * self.layout.slot_pitch / 2
         across = layer * self.layout.layer_pitch
         info.x, info.y = (along, across) if self.layout.direction == "TB" else (across, along)
+
+    def _route(self, e: Edge) -> None:
+        """An edge spanning more than one layer runs through a channel — a half-slot with no node
+        centre in any layer it crosses, so the line passes between nodes, never behind one. The
+        channel is reserved (later nodes keep off it), so routes are as stable as positions."""
+        (pl, ps), (cl, cs) = self._slot[e[0]], self._slot[e[1]]
+        if cl - pl <= 1:
+            return
+        layers = range(pl + 1, cl)
+        target = (ps + cs) / 2
+        d = round(target)
+
+        def clear(c: int) -> bool:
+            return all(c not in self._occupied.get(layer, ()) for layer in layers)
+
+        def own(c: int) -> bool:
+            return all(c not in self._channels.get(layer, {}) for layer in layers)
+
+        order = (
+            c for i in itertools.count() for c in sorted({d + i, d - i}, key=lambda k: (abs(k - target), k))
+        )
+        nearest = next(c for c in order if clear(c))
+        # a channel of its own when one is close by; else share the nearest (lines overlap, no node hidden)
+        near = sorted(range(nearest - 2, nearest + 3), key=lambda k: (abs(k - target), k))
+        c = next((k for k in near if clear(k) and own(k)), nearest)
+        for layer in layers:
+            ch = self._channels.setdefault(layer, {})
+            ch[c] = ch.get(c, 0) + 1
+        self._routes[e] = (c, pl + 1, cl - 1)
+
+    def route(self, e: Edge) -> list[tuple[float, float]]:
+        """Waypoints of an edge between its two ends, in scene units: [] for an edge between
+        neighbouring layers; else where it enters and leaves its channel (in the gaps between layers)."""
+        r = self._routes.get(e)
+        if r is None:
+            return []
+        c, first, last = r
+        lay = self.layout
+        along = c * lay.slot_pitch / 2
+        half = (lay.node_height if lay.direction == "TB" else lay.node_width) / 2
+        a = (first - 1) * lay.layer_pitch + half + lay.layer_gap / 2  # the gap above the first layer crossed
+        b = (last + 1) * lay.layer_pitch - half - lay.layer_gap / 2  # and below the last
+        if lay.direction == "TB":
+            return [(along, a), (along, b)]
+        return [(a, along), (b, along)]
 
     # ------------------------------------------------------------------ details
     def _attach(

@@ -9,6 +9,7 @@ cache, edges use cosmetic pens, and when zoomed out nodes draw as plain coloured
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -304,17 +305,27 @@ class EdgeItem(QGraphicsItem):
     ARROW_LEN = 9.0
     ARROW_HALF = 4.5
 
-    def __init__(self, parent: NodeInfo, child: NodeInfo, layout: Layout) -> None:
+    def __init__(
+        self,
+        parent: NodeInfo,
+        child: NodeInfo,
+        layout: Layout,
+        route: list[tuple[float, float]] | None = None,
+    ) -> None:
         super().__init__()
         self.parent_id, self.child_id = parent.id, child.id
         self.setZValue(Z_EDGE)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         self.emphasis = False
-        self.path, self.arrow = self._geometry(parent, child, layout)
+        self.path, self.arrow = self._geometry(parent, child, layout, route or [])
         self._bounds = self.path.boundingRect().united(self.arrow.boundingRect()).adjusted(-3, -3, 3, 3)
         self._shape: QPainterPath | None = None
 
-    def _geometry(self, p: NodeInfo, c: NodeInfo, lay: Layout) -> tuple[QPainterPath, QPolygonF]:
+    def _geometry(
+        self, p: NodeInfo, c: NodeInfo, lay: Layout, route: list[tuple[float, float]]
+    ) -> tuple[QPainterPath, QPolygonF]:
+        """S-curves across the gaps between layers; a long edge runs straight down its channel
+        (the route's two waypoints) between them."""
         tb = lay.direction == "TB"
         hw, hh = lay.node_width / 2, lay.node_height / 2
         if tb:
@@ -324,10 +335,15 @@ class EdgeItem(QGraphicsItem):
             start, tip = QPointF(p.x + hw, p.y), QPointF(c.x - hw, c.y)
             unit = QPointF(1 if tip.x() >= start.x() else -1, 0)
         end = tip - unit * self.ARROW_LEN
-        span = abs((end.y() - start.y()) if tb else (end.x() - start.x()))
-        bend = max(span * 0.5, 12.0)
+        points = [start, *(QPointF(x, y) for x, y in route), end]
         path = QPainterPath(start)
-        path.cubicTo(start + unit * bend, end - unit * bend, end)
+        for i, (a, b) in enumerate(itertools.pairwise(points)):
+            if route and i == 1:  # down the channel
+                path.lineTo(b)
+                continue
+            span = abs((b.y() - a.y()) if tb else (b.x() - a.x()))
+            bend = max(span * 0.5, 6.0)
+            path.cubicTo(a + unit * bend, b - unit * bend, b)
         normal = QPointF(-unit.y(), unit.x()) * self.ARROW_HALF
         arrow = QPolygonF([tip, end + normal, end - normal])
         return path, arrow
@@ -468,7 +484,7 @@ class GraphScene(QGraphicsScene):
     def _add_edge(self, e: tuple[str, str]) -> None:
         if e in self._edges:
             return
-        item = EdgeItem(self.graph.node(e[0]), self.graph.node(e[1]), self.graph.layout)
+        item = EdgeItem(self.graph.node(e[0]), self.graph.node(e[1]), self.graph.layout, self.graph.route(e))
         item.set_emphasis(self._selected in e)
         self._edges[e] = item
         self.addItem(item)
