@@ -130,7 +130,13 @@ def test_summary_and_file_rows(mixed_corpus) -> None:  # type: ignore[no-untyped
     assert rows["broken.pdf"].status == "failed" and rows["broken.pdf"].reason  # the core's words
     assert rows["broken.pdf"].reason == corpus.manifest.source_by_path(str(docs / "broken.pdf")).error
     assert rows["z-copy.pdf"].reason == f"duplicate of {docs / 'good.pdf'} (same content; indexed once)"
+    assert rows["z-copy.pdf"].short_reason == "duplicate of good.pdf (same content)"
+    assert rows["z-copy.pdf"].duplicate_of_id == good.source_id
     assert rows["notes.docx"].reason.startswith("unsupported file type .docx")
+    assert rows["notes.docx"].short_reason == (
+        "not a file type VRAG Desktop indexes (PDF, images, videos, .txt/.md)"
+    )
+    assert rows["broken.pdf"].short_reason == rows["broken.pdf"].reason
     assert rows["notes.docx"].root == str(docs)
     lat = rows[os.path.join("sub", "later.pdf")]
     assert (lat.status, lat.expected, lat.contents()) == ("pending", 1, "1 page")

@@ -286,6 +286,7 @@ class FileRow:
     status: str
     error: str | None
     duplicate_of: str | None
+    duplicate_of_id: int | None
     items: int
     failed_items: int
     expected: int | None
@@ -319,6 +320,15 @@ class FileRow:
             return f"{_n(self.failed_items, 'item')} could not be read"
         return ""
 
+    @property
+    def short_reason(self) -> str:
+        """:attr:`reason` fit for one line (the full one goes in a tooltip)."""
+        if self.status == S_DUPLICATE and self.duplicate_of:
+            return f"duplicate of {display_path(os.path.basename(self.duplicate_of))} (same content)"
+        if self.status == S_UNSUPPORTED:
+            return f"not a file type VRAG Desktop indexes ({supported_types_text()})"
+        return self.reason
+
     def contents(self) -> str:
         unit = {kinds.PDF: "page", kinds.VIDEO: "clip"}.get(self.kind or "")
         if unit is None:
@@ -346,7 +356,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
             )
         }
         rows = db.execute(
-            "SELECT s.id, s.path, s.kind, s.status, s.error, s.n_expected, d.path AS dup "
+            "SELECT s.id, s.path, s.kind, s.status, s.error, s.n_expected, d.path AS dup, d.id AS dup_id "
             "FROM sources s LEFT JOIN sources d ON s.duplicate_of = d.id ORDER BY s.path"
         ).fetchall()
     out = []
@@ -362,6 +372,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
                 status=r["status"],
                 error=r["error"],
                 duplicate_of=_dec(r["dup"]) if r["dup"] is not None else None,
+                duplicate_of_id=r["dup_id"],
                 items=n,
                 failed_items=nf,
                 expected=r["n_expected"],
