@@ -251,7 +251,7 @@ class NodeDetails(QWidget):
             t.setItem(r, 3, self._item(str(m.priority), right=True))
             t.setItem(r, 4, self._item(f"{m.energy:.3f}", right=True))
             t.setItem(r, 5, self._item(f"{m.pixel_budget:,} px" if m.pixel_budget else "—", right=True))
-        self._finish(t, stretch=1, thumbs=True)
+        self._finish(t, stretch=5, thumbs=True)
 
     def _crops(self, info: NodeInfo) -> None:
         self._section(f"Crops ({len(info.crops)})")
