@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+from shiboken6 import isValid
 
 from vrag_desktop.qt import theme
 from vrag_desktop.qt.errors import error_sink
@@ -266,7 +267,7 @@ class HistoryPanel(QWidget):
         self.proxy.setSourceModel(self.model)
         self._build()
         self._update_actions()
-        theme.theme_notifier().changed.connect(lambda _t: self.table.viewport().update())
+        theme.theme_notifier().changed.connect(self._theme_changed)  # a method: disconnected when deleted
         self.refresh()
 
     # ---------------------------------------------------------------- layout
@@ -329,8 +330,8 @@ class HistoryPanel(QWidget):
         self.table.setItemDelegateForColumn(STATUS, StatusDelegate(self.table))
         self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.table.customContextMenuRequested.connect(self._context_menu)
-        self.table.doubleClicked.connect(lambda _ix: self.open_selected())
-        self.table.activated.connect(lambda _ix: self.open_selected())  # Enter / Return
+        # Double-click and Enter both "activate" (connecting doubleClicked too would open twice).
+        self.table.activated.connect(lambda _ix: self.open_selected())
         self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         header = self.table.horizontalHeader()
         header.setHighlightSections(False)
@@ -391,8 +392,11 @@ class HistoryPanel(QWidget):
             on_error=lambda exc: self._listing_failed(generation, exc),
         )
 
+    def _theme_changed(self, _effective: str) -> None:
+        self.table.viewport().update()
+
     def _listed(self, generation: int, result: tuple[list[RunSummary], int]) -> None:
-        if generation != self._generation:
+        if generation != self._generation or not isValid(self):
             return
         runs, skipped = result
         selected = set(self.selected_run_ids())
@@ -406,7 +410,7 @@ class HistoryPanel(QWidget):
         self.refreshed.emit(len(runs))
 
     def _listing_failed(self, generation: int, exc: BaseException) -> None:
-        if generation != self._generation:
+        if generation != self._generation or not isValid(self):
             return
         self.refresh_button.setEnabled(True)
         self.status_label.setText("Could not read the saved runs")
@@ -581,18 +585,21 @@ class HistoryPanel(QWidget):
             self._set_busy(-1)
             if problems:
                 error_sink().report("Some runs could not be deleted", "\n".join(problems))
-            if gone:
+            if gone and isValid(self):
                 self.runsDeleted.emit(gone)
-            self.refresh()
+                self.refresh()
 
         def failed(exc: BaseException) -> None:
             self._set_busy(-1)
             error_sink().report("Could not delete runs", exc)
-            self.refresh()
+            if isValid(self):
+                self.refresh()
 
         run_in_thread(work, on_done=done, on_error=failed)
 
     def _set_busy(self, delta: int) -> None:
+        if not isValid(self):  # the panel was closed while the work ran
+            return
         self._busy = max(0, self._busy + delta)
         self._update_actions()
 

@@ -219,7 +219,7 @@ class ReplayBar(QWidget):
             lambda i: controller.set_speed(float(self.speed_combo.itemData(i)))
         )
         controller.position.connect(self._update)
-        controller.playingChanged.connect(lambda _playing: self._update(controller.pos, controller.total))
+        controller.playingChanged.connect(self._playing_changed)  # methods: dropped if the bar is deleted
         self._update(controller.pos, controller.total)
 
     def _button(self, text: str) -> QToolButton:
@@ -229,6 +229,9 @@ class ReplayBar(QWidget):
         b.setAutoRaise(True)
         b.setIconSize(QSize(20, 20))
         return b
+
+    def _playing_changed(self, _playing: bool) -> None:
+        self._update(self.controller.pos, self.controller.total)
 
     def _toggle(self) -> None:
         if self.controller.is_playing:
