@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -329,8 +329,10 @@ class MainWindow(QMainWindow):
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
         self.runtime.profilesChanged.connect(ask.refresh_profiles)
         self.runtime.activeProfileChanged.connect(lambda _name: ask.refresh_profiles())
-        self.graph_view.zoomChanged.connect(lambda *_: self._set_zoom_target("graph"))
-        self.evidence.page_view.zoomChanged.connect(lambda *_: self._set_zoom_target("evidence"))
+        # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
+        for view in (self.graph_view, self.evidence.page_view):
+            view.installEventFilter(self)
+            view.viewport().installEventFilter(self)
         self.notifications.more.clicked.connect(self.show_messages)
 
     # ------------------------------------------------------------------ state
@@ -497,8 +499,13 @@ class MainWindow(QMainWindow):
         self.evidence.focus(evidence.source, evidence.page, evidence.region)
 
     # ------------------------------------------------------------------ view
-    def _set_zoom_target(self, target: str) -> None:
-        self._zoom_target = target
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.MouseButtonPress, QEvent.Type.Wheel, QEvent.Type.FocusIn):
+            if watched in (self.graph_view, self.graph_view.viewport()):
+                self._zoom_target = "graph"
+            elif watched in (self.evidence.page_view, self.evidence.page_view.viewport()):
+                self._zoom_target = "evidence"
+        return super().eventFilter(watched, event)
 
     def _zoom(self, how: str) -> None:
         target: Any = self.evidence.page_view if self._zoom_target == "evidence" else self.graph_view
