@@ -91,13 +91,18 @@ class AskPanel(QWidget):
         self.thinking = QCheckBox("Thinking")
         self.thinking.setToolTip("VimRAG: let the model think before acting (VRAG's model always thinks)")
 
-        opts = QHBoxLayout()
-        opts.setSpacing(6)
+        for combo in (self.agent_combo, self.profile_combo):
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(14)
+        row1 = QHBoxLayout()
+        row1.setSpacing(6)
+        row1.addWidget(QLabel("Agent"))
+        row1.addWidget(self.agent_combo, 1)
+        row1.addWidget(QLabel("Model"))
+        row1.addWidget(self.profile_combo, 1)
+        row2 = QHBoxLayout()
+        row2.setSpacing(6)
         for w in (
-            QLabel("Agent"),
-            self.agent_combo,
-            QLabel("Model"),
-            self.profile_combo,
             self.corpora_button,
             QLabel("Top-k"),
             self.top_k,
@@ -105,8 +110,12 @@ class AskPanel(QWidget):
             self.max_steps,
             self.thinking,
         ):
-            opts.addWidget(w)
-        opts.addStretch(1)
+            row2.addWidget(w)
+        row2.addStretch(1)
+        opts = QVBoxLayout()
+        opts.setSpacing(4)
+        opts.addLayout(row1)
+        opts.addLayout(row2)
 
         # ---- question
         self.question_edit = QPlainTextEdit()

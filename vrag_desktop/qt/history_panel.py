@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QPushButton,
+    QSizePolicy,
     QStackedWidget,
     QStyle,
     QStyledItemDelegate,
@@ -354,6 +355,7 @@ class HistoryPanel(QWidget):
             "No saved runs yet.\nAsk a question: every run is kept here to reopen, replay and export."
         )
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
         self.empty_label.setProperty("role", "muted")
         self.stack = QStackedWidget()
         self.stack.addWidget(self.table)
@@ -361,6 +363,7 @@ class HistoryPanel(QWidget):
 
         self.status_label = QLabel()
         self.status_label.setProperty("role", "muted")
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
         top = QHBoxLayout()
         top.addWidget(self.filter_edit, 1)

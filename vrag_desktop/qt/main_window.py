@@ -320,6 +320,7 @@ class MainWindow(QMainWindow):
         ctl.event.connect(self._route_event)
         ctl.finished.connect(self._run_finished)
         self.replay.event.connect(self._route_event)
+        self.replay.restarted.connect(self._restart_views)
         self.replay.finished.connect(lambda: self.statusBar().showMessage("Replay finished", 4000))
         self.history.openRequested.connect(self.open_run)
         self.history.replayRequested.connect(self.replay_run)
@@ -444,6 +445,10 @@ class MainWindow(QMainWindow):
         self.ask.apply(ev)
         self.graph_scene.apply(ev)
         self.evidence.apply(ev)
+
+    def _restart_views(self) -> None:
+        self._clear_views()
+        self.ask.clear(self.ask.question)
 
     def _clear_views(self) -> None:
         self.graph_scene.clear_graph()
