@@ -1,0 +1,303 @@
+"""A bounded, searchable tail of a process's output (the vLLM server's log).
+
+Why this shape: vLLM prints thousands of lines while loading (progress bars, warnings) from a
+thread that is not the GUI's. Lines go into a locked buffer from any thread; a timer moves them
+into the view in batches at most 10 times a second, and the view keeps only the last ``max_lines``
+blocks, so neither memory nor repaint cost grows with the log (napari's per-message re-render is
+the counter-example). The full log stays in its file, which "Open log file" shows.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import (
+    QColor,
+    QDesktopServices,
+    QFontDatabase,
+    QGuiApplication,
+    QKeySequence,
+    QShortcut,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+)
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QTextEdit,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+DEFAULT_MAX_LINES = 5000
+FLUSH_MS = 100  # at most 10 batches a second
+MAX_HIGHLIGHTS = 2000  # beyond this, matches are counted but not all painted
+_MATCH = QColor("#fde68a")
+_CURRENT = QColor("#f59e0b")
+
+
+class LineBuffer:
+    """Lines from any thread, taken in batches by the GUI thread. Bounded: when the GUI falls
+    behind, the oldest lines go (the view could not keep them anyway) and are counted."""
+
+    def __init__(self, maxlen: int) -> None:
+        self._lines: collections.deque[str] = collections.deque(maxlen=maxlen)
+        self._lock = threading.Lock()
+        self._dropped = 0
+
+    def put(self, line: str) -> None:
+        with self._lock:
+            if len(self._lines) == self._lines.maxlen:
+                self._dropped += 1
+            self._lines.append(line)
+
+    def take(self) -> tuple[list[str], int]:
+        """(pending lines, how many were dropped since the last take)."""
+        with self._lock:
+            lines, dropped = list(self._lines), self._dropped
+            self._lines.clear()
+            self._dropped = 0
+        return lines, dropped
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._lines)
+
+
+class LogView(QWidget):
+    """Read-only log tail with find (all matches highlighted), copy and open-file actions.
+    :meth:`append_line` may be called from any thread."""
+
+    linesAppended = Signal(int)  # how many lines the last batch added
+
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        *,
+        max_lines: int = DEFAULT_MAX_LINES,
+        placeholder: str = "No output yet.",
+    ) -> None:
+        super().__init__(parent)
+        self._buffer = LineBuffer(max_lines)
+        self._log_file: Path | None = None
+        self._matches: list[QTextCursor] = []
+        self._current = -1
+
+        self.search = QLineEdit(self)
+        self.search.setPlaceholderText("Find in log…")
+        self.search.setClearButtonEnabled(True)
+        self.search.setObjectName("logSearch")
+        self.prev_button = self._tool("▲", "Previous match (Shift+Enter)", lambda: self.find(backward=True))
+        self.next_button = self._tool("▼", "Next match (Enter)", lambda: self.find())
+        self.match_label = QLabel("", self)
+        self.match_label.setObjectName("logMatchCount")
+        self.match_label.setVisible(False)
+        self.match_label.setStyleSheet("color: palette(placeholder-text);")
+        self.copy_button = self._tool("Copy all", "Copy the lines shown here", self.copy_all)
+        self.open_button = self._tool(
+            "Open log file", "The full log, in your text viewer", self.open_log_file
+        )
+        self.open_button.setEnabled(False)
+        self.clear_button = self._tool("Clear", "Clear this view (the log file is kept)", self.clear)
+
+        self.view = QPlainTextEdit(self)
+        self.view.setReadOnly(True)
+        self.view.setObjectName("logText")
+        self.view.setMaximumBlockCount(max_lines)
+        self.view.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.view.setPlaceholderText(placeholder)
+        self.view.setUndoRedoEnabled(False)
+
+        bar = QHBoxLayout()
+        bar.setSpacing(4)
+        bar.addWidget(self.search, 1)
+        bar.addWidget(self.prev_button)
+        bar.addWidget(self.next_button)
+        bar.addWidget(self.match_label)
+        bar.addSpacing(8)
+        bar.addWidget(self.copy_button)
+        bar.addWidget(self.open_button)
+        bar.addWidget(self.clear_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.setSpacing(4)
+        layout.addLayout(bar)
+        layout.addWidget(self.view, 1)
+
+        self._search_timer = QTimer(self, singleShot=True, interval=150)
+        self._search_timer.timeout.connect(self._rehighlight)
+        self.search.textChanged.connect(lambda _t: self._search_timer.start())
+        self.search.returnPressed.connect(self._on_return)
+        QShortcut(QKeySequence.StandardKey.Find, self, activated=self._focus_search)
+
+        self._flush_timer = QTimer(self, interval=FLUSH_MS)
+        self._flush_timer.timeout.connect(self.flush)
+        self._flush_timer.start()
+
+    def _tool(self, text: str, tip: str, slot: object) -> QToolButton:
+        b = QToolButton(self)
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setAutoRaise(True)
+        b.clicked.connect(slot)  # type: ignore[arg-type]
+        return b
+
+    # ---- feeding -------------------------------------------------------------------------------
+    @property
+    def max_lines(self) -> int:
+        return self.view.maximumBlockCount()
+
+    def append_line(self, line: str) -> None:
+        """Queue one line (thread-safe); it appears within ``FLUSH_MS``."""
+        self._buffer.put(line.rstrip("\r\n"))
+
+    def append_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.append_line(line)
+
+    def flush(self) -> int:
+        """Move pending lines into the view (the timer does this; tests may call it). Returns how
+        many were added."""
+        lines, dropped = self._buffer.take()
+        if not lines:
+            return 0
+        if dropped:
+            lines.insert(0, f"[… {dropped} earlier lines skipped here; they are in the log file]")
+        bar = self.view.verticalScrollBar()
+        follow = bar.value() >= bar.maximum() - 4
+        kept = bar.value()
+        self.view.appendPlainText("\n".join(lines))
+        if follow:
+            bar.setValue(bar.maximum())
+        else:
+            bar.setValue(min(kept, bar.maximum()))
+        if self.search.text():
+            self._rehighlight(keep_current=True)
+        self.linesAppended.emit(len(lines))
+        return len(lines)
+
+    def clear(self) -> None:
+        self._buffer.take()
+        self.view.clear()
+        self._rehighlight()
+
+    def text(self) -> str:
+        return self.view.toPlainText()
+
+    def line_count(self) -> int:
+        """Lines shown (an empty view counts 0)."""
+        doc = self.view.document()
+        return 0 if doc.isEmpty() else doc.blockCount()
+
+    def set_log_file(self, path: str | Path | None) -> None:
+        self._log_file = Path(path) if path else None
+        self.open_button.setEnabled(self._log_file is not None)
+        self.open_button.setToolTip(
+            f"Open {self._log_file}" if self._log_file else "No log file yet (start the server)"
+        )
+
+    @property
+    def log_file(self) -> Path | None:
+        return self._log_file
+
+    # ---- actions -------------------------------------------------------------------------------
+    def copy_all(self) -> None:
+        QGuiApplication.clipboard().setText(self.view.toPlainText())
+
+    def open_log_file(self) -> bool:
+        if self._log_file is None or not self._log_file.exists():
+            return False
+        return QDesktopServices.openUrl(QUrl.fromLocalFile(str(self._log_file)))
+
+    def _focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _on_return(self) -> None:
+        back = bool(QGuiApplication.keyboardModifiers() & Qt.KeyboardModifier.ShiftModifier)
+        self.find(backward=back)
+
+    # ---- search --------------------------------------------------------------------------------
+    def match_count(self) -> int:
+        return len(self._matches)
+
+    def current_match_text(self) -> str:
+        """The text of the line holding the current match ('' when none)."""
+        if not 0 <= self._current < len(self._matches):
+            return ""
+        return self._matches[self._current].block().text()
+
+    def find(self, text: str | None = None, *, backward: bool = False) -> bool:
+        """Select the next (or previous) match of ``text`` (default: the search box), wrapping
+        around. Case-insensitive. Returns whether one was found."""
+        if text is not None and text != self.search.text():
+            self.search.setText(text)
+        self._search_timer.stop()
+        if not self._matches or self._needle_changed():
+            self._rehighlight()
+        if not self._matches:
+            return False
+        pos = self.view.textCursor().selectionStart() if backward else self.view.textCursor().selectionEnd()
+        starts = [c.selectionStart() for c in self._matches]
+        if backward:
+            before = [i for i, s in enumerate(starts) if s < pos]
+            self._current = before[-1] if before else len(self._matches) - 1
+        else:
+            after = [i for i, s in enumerate(starts) if s >= pos]
+            self._current = after[0] if after else 0
+        self.view.setTextCursor(QTextCursor(self._matches[self._current]))
+        self.view.centerCursor()
+        self._paint()
+        return True
+
+    def _needle_changed(self) -> bool:
+        return getattr(self, "_needle", None) != self.search.text()
+
+    def _rehighlight(self, keep_current: bool = False) -> None:
+        needle = self.search.text()
+        self._needle = needle
+        current = (
+            self._matches[self._current].selectionStart() if 0 <= self._current < len(self._matches) else -1
+        )
+        self._matches = []
+        if needle:
+            doc = self.view.document()
+            cursor = QTextCursor(doc)
+            while len(self._matches) < MAX_HIGHLIGHTS:
+                cursor = doc.find(needle, cursor, QTextDocument.FindFlag(0))
+                if cursor.isNull():
+                    break
+                self._matches.append(QTextCursor(cursor))
+        starts = [c.selectionStart() for c in self._matches]
+        self._current = starts.index(current) if keep_current and current in starts else -1
+        self._paint()
+
+    def _paint(self) -> None:
+        selections = []
+        for i, cursor in enumerate(self._matches):
+            sel = QTextEdit.ExtraSelection()
+            fmt = QTextCharFormat()
+            fmt.setBackground(_CURRENT if i == self._current else _MATCH)
+            fmt.setForeground(QColor("#111827"))
+            sel.format = fmt  # type: ignore[attr-defined]
+            sel.cursor = cursor  # type: ignore[attr-defined]
+            selections.append(sel)
+        self.view.setExtraSelections(selections)
+        needle = self.search.text()
+        self.match_label.setVisible(bool(needle))
+        if not needle:
+            self.match_label.setText("")
+        elif not self._matches:
+            self.match_label.setText("no match")
+        else:
+            more = "+" if len(self._matches) >= MAX_HIGHLIGHTS else ""
+            where = f"{self._current + 1} of " if self._current >= 0 else ""
+            self.match_label.setText(f"{where}{len(self._matches)}{more}")
