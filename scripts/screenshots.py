@@ -51,8 +51,12 @@ def make_script(page_raw: tuple[int, int]) -> list[Any]:
 
     def frac_box(pt: tuple[float, float, float, float], size: tuple[int, int]) -> list[int]:
         w, h = size
-        return [round(pt[0] / PAGE_PT[0] * w), round(pt[1] / PAGE_PT[1] * h),
-                round(pt[2] / PAGE_PT[0] * w), round(pt[3] / PAGE_PT[1] * h)]
+        return [
+            round(pt[0] / PAGE_PT[0] * w),
+            round(pt[1] / PAGE_PT[1] * h),
+            round(pt[2] / PAGE_PT[0] * w),
+            round(pt[3] / PAGE_PT[1] * h),
+        ]
 
     def zoom_table(body: dict[str, Any]) -> dict[str, Any]:
         shown = _last_image_size(body)
@@ -165,7 +169,9 @@ def main() -> int:
 
     corpus = ctx.library.open("sample")
     item = next(
-        i for i in corpus.manifest.items() if i.name.startswith("northwind_annual_report_2024") and i.ordinal == 1
+        i
+        for i in corpus.manifest.items()
+        if i.name.startswith("northwind_annual_report_2024") and i.ordinal == 1
     )
     from PIL import Image
 
@@ -175,7 +181,9 @@ def main() -> int:
 
     with ScriptedOpenAI(make_script(page_raw)) as srv:
         ctx.profiles.save(
-            EndpointProfile(name="Scripted VRAG", kind="local-vllm", base_url=srv.base_url, model="Qwen2.5-VL-7B-VRAG")
+            EndpointProfile(
+                name="Scripted VRAG", kind="local-vllm", base_url=srv.base_url, model="Qwen2.5-VL-7B-VRAG"
+            )
         )
         window.ask.refresh_profiles()
         window.ask.profile_combo.setCurrentIndex(window.ask.profile_combo.findData("Scripted VRAG"))
@@ -197,7 +205,6 @@ def main() -> int:
     if len(nodes) < 5 or not crop_nodes:
         raise SystemExit(f"screenshots: the graph has {len(nodes)} nodes ({len(crop_nodes)} crops)")
     scene.select_node(crop_nodes[-1].node_id)
-    window.graph_view.fit()
     evidence = window.ask.evidence_links()
     if evidence:
         window.open_evidence(evidence[0])
@@ -207,6 +214,7 @@ def main() -> int:
     if len(regions) < 2:
         raise SystemExit(f"screenshots: the evidence view shows {len(regions)} crop boxes")
     window.history.refresh()
+    window.graph_view.fit()
     settle(app, 1.0)
 
     suffix = "" if args.theme == "light" else "-dark"
@@ -217,6 +225,13 @@ def main() -> int:
     }
     for name, widget in shots.items():
         path = out / name
+        if widget is window.graph_dock:
+            # The graph on its own, floated and large enough to read every card.
+            widget.setFloating(True)
+            widget.resize(1300, 900)
+            settle(app, 0.5)
+            window.graph_view.fit()
+            settle(app, 0.5)
         if not widget.grab().save(str(path)):
             raise SystemExit(f"screenshots: could not write {path}")
         print(f"wrote {path}")

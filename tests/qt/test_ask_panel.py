@@ -80,11 +80,16 @@ def test_run_streams_answers_and_saves(qtbot: Any, indexed: Any) -> None:
     assert status == ANSWERED and run_id
     panel.render()
     text = panel.view.toPlainText()
-    for expected in ("Search: Atlas robot payload", "robots.pdf p. 2", "Zoom into", "crop", "450 kg"):
+    for expected in ("Search · Atlas robot payload", "robots.pdf p. 2", "Zoom into", "crop", "450 kg"):
         assert expected in text, (expected, text)
     assert "Thinking" in text
     # thinking is folded after the run and unfolds on click
-    assert "It says 450 kg." not in text.split("Answer")[0] or "▸ 💭" in text
+    assert "▸ Thinking" in text and "▾ Thinking" not in text
+    think = next(b for b in panel.transcript.blocks if b.kind == "think")
+    from PySide6.QtCore import QUrl
+
+    panel._on_link(QUrl(f"toggle:{think.id}"))
+    assert "▾ Thinking" in panel.view.toPlainText()
     # evidence is clickable
     clicked: list[Any] = []
     panel.evidenceClicked.connect(clicked.append)

@@ -323,6 +323,10 @@ class AskPanel(QWidget):
         bar = self.view.verticalScrollBar()
         bar.setValue(bar.maximum() if (at_bottom and self._running) else scroll)
 
+    def scroll_to_end(self) -> None:
+        bar = self.view.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
     def to_html(self) -> str:
         pal = self.palette()
         dark = pal.color(QPalette.ColorRole.Window).lightness() < 128
@@ -353,23 +357,33 @@ class AskPanel(QWidget):
         if b.kind == STEP:
             secs = f" · {b.seconds:.1f} s" if b.seconds else ""
             return f"<p style='color:{muted}; margin-top:10px'>── {_esc(b.text)}{secs} ──</p>"
-        if b.kind in (THINK, OUTPUT):
-            label = "💭 Thinking" if b.kind == THINK else "✎ Model output"
+        if b.kind == OUTPUT:
+            # The raw text with its tags: the actions are drawn below, so it stays one quiet line.
+            if self._open(b) and b.id in self._expanded:
+                return (
+                    f"<p style='color:{muted}; font-size:9pt'><a href='toggle:{b.id}' style='color:{muted}'>"
+                    f"▾ raw model output</a></p><pre style='color:{muted}; margin-left:14px'>{_esc(b.text)}</pre>"
+                )
+            return (
+                f"<p style='color:{muted}; font-size:9pt'><a href='toggle:{b.id}' style='color:{muted}'>"
+                f"▸ raw model output</a> ({len(b.text)} chars)</p>"
+            )
+        if b.kind == THINK:
             n = len(b.text)
             if self._open(b):
                 return (
-                    f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▾ {label}</a>"
+                    f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▾ Thinking</a>"
                     f" ({n} chars)</p><p style='color:{muted}; white-space:pre-wrap; margin-left:14px'>"
                     f"{_esc(b.text)}</p>"
                 )
             preview = _esc(" ".join(b.text.split())[:PREVIEW_CHARS]) + ("…" if n > PREVIEW_CHARS else "")
             return (
-                f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▸ {label}</a> "
+                f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▸ Thinking</a> "
                 f"<i>{preview}</i></p>"
             )
         if b.kind == SEARCH:
             node = f" <span style='color:{muted}'>(node {_esc(b.data)})</span>" if b.data else ""
-            return f"<p style='color:{accent}'>🔍 <b>Search:</b> {_esc(b.text)}{node}</p>"
+            return f"<p style='color:{accent}'><b>Search</b> · {_esc(b.text)}{node}</p>"
         if b.kind == RESULTS:
             hits, shown = b.data
             if not hits:
@@ -384,9 +398,9 @@ class AskPanel(QWidget):
                 )
             return f"<table style='margin-left:14px' cellspacing='2' cellpadding='1'>{''.join(rows)}</table>"
         if b.kind == IMAGE:
-            return f"<p style='margin-left:14px; color:{muted}'>🖼 shown to the model: {_esc(b.text)}</p>"
+            return f"<p style='margin-left:14px; color:{muted}'>shown to the model: {_esc(b.text)}</p>"
         if b.kind == REGION:
-            return f"<p>📐 <b>Zoom into</b> <span style='font-family:monospace'>{_esc(b.text)}</span></p>"
+            return f"<p><b>Zoom into</b> <span style='font-family:monospace'>{_esc(b.text)}</span></p>"
         if b.kind == CROP:
             return f"<p style='margin-left:14px'>✂ crop {_esc(b.text)}</p>"
         if b.kind == MEMORY:
@@ -398,7 +412,7 @@ class AskPanel(QWidget):
                 + "</li>"
                 for it in items
             )
-            return f"<p style='color:{warn}'>💾 <b>Memorized:</b> {_esc(b.text)}</p>" + (
+            return f"<p style='color:{warn}'><b>Memorized</b> · {_esc(b.text)}</p>" + (
                 f"<ul style='margin-top:0'>{lines}</ul>" if lines else ""
             )
         if b.kind == ERROR:
@@ -412,7 +426,7 @@ class AskPanel(QWidget):
             head = "Answer (forced at the step limit)" if ans.forced else "Answer"
             body = (
                 f"<table width='100%' cellpadding='8' style='background:{card}; margin-top:8px'><tr><td>"
-                f"<p style='color:{ok}'><b>✅ {head}</b></p><p style='font-size:12pt'>{_esc(b.text)}</p>"
+                f"<p style='color:{ok}'><b>✓ {head}</b></p><p style='font-size:12pt'>{_esc(b.text)}</p>"
             )
             if ev_links:
                 body += f"<p style='color:{muted}'>Evidence (click to open):</p><ul>{ev_links}</ul>"

@@ -207,7 +207,12 @@ class NodeItem(QGraphicsItem):
                 big.setPixelSize(max(1, round(self.h * 0.3)))
                 painter.setFont(big)
                 painter.setPen(QColor("#ffffff"))
-                name = self.info.tag if self.info.kind == "search" and self.info.tag else self.info.caption
+                tag = self.info.tag
+                name = (
+                    tag
+                    if self.info.kind == "search" and tag and not tag.startswith("step ")
+                    else self.info.caption
+                )
                 inner = rect.adjusted(self.PAD, 0, -self.PAD, 0)
                 painter.drawText(
                     inner,

@@ -310,6 +310,7 @@ class MainWindow(QMainWindow):
         self.gpu_label = QLabel("GPU: checking…")
         for w in (self.work_label, self.work_bar, self.runtime_label, self.gpu_label):
             sb.addPermanentWidget(w)
+        self.runtime_label.setText(f"Model: {self.runtime.status_text()}")
 
     def _wire(self) -> None:
         ask, ctl = self.ask, self.controller
@@ -326,7 +327,7 @@ class MainWindow(QMainWindow):
         self.history.replayRequested.connect(self.replay_run)
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
-        self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(text))
+        self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(f"Model: {text}"))
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
         self.runtime.profilesChanged.connect(ask.refresh_profiles)
         self.runtime.activeProfileChanged.connect(lambda _name: ask.refresh_profiles())
@@ -435,6 +436,7 @@ class MainWindow(QMainWindow):
         self.ask.set_running(False)
         self.act_stop.setEnabled(False)
         self.ask.render()
+        self.ask.scroll_to_end()
         text = {ANSWERED: "Answered", CANCELLED: "Stopped; the run is saved as cancelled"}.get(
             status, f"Ended: {status}"
         )
