@@ -66,6 +66,25 @@ def is_disk_error(text: str | None) -> bool:
     return bool(text) and any(w.lower() in str(text).lower() for w in DISK_ERRORS)
 
 
+def disk_problem(path: str | os.PathLike[str], min_free: int = 256 * 1024) -> str | None:
+    """``"No space left on device"`` or ``"Read-only file system"`` when the disk holding ``path``
+    cannot take writes (SQLite often reports only "disk I/O error" then); None when it can."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not hasattr(os, "statvfs"):
+        return None
+    try:
+        st = os.statvfs(p)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return os.strerror(errno.EROFS)
+    if st.f_bavail * st.f_frsize < min_free:
+        return os.strerror(errno.ENOSPC)
+    return None
+
+
 # ---------------------------------------------------------------- drops
 @dataclass
 class DropPlan:
@@ -142,8 +161,15 @@ def _read(corpus_dir: Path) -> Iterator[sqlite3.Connection]:
     path = Path(corpus_dir) / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "no corpus manifest", str(path))
-    uri = "file:" + urllib.parse.quote(str(path)) + "?mode=rw"
-    db = sqlite3.connect(uri, uri=True, timeout=10)
+    uri = "file:" + urllib.parse.quote(str(path))
+    db = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=10)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        # A full or read-only disk cannot hold the WAL index SQLite needs to read: read the file as
+        # it stands (the last writer checkpointed it on close), so the corpus still shows.
+        db.close()
+        db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=10)
     db.row_factory = sqlite3.Row
     try:
         yield db
@@ -168,6 +194,7 @@ class CorpusSummary:
     missing_roots: tuple[str, ...] = ()
     embedder: str | None = None
     scan_needed: bool = False
+    problem: str | None = None  # set when the corpus could not be read at all (counts unknown)
 
     @property
     def needs_indexing(self) -> bool:
@@ -175,7 +202,10 @@ class CorpusSummary:
 
     @property
     def state(self) -> str:
-        """``pending`` / ``failed`` / ``indexed`` / ``empty`` (the panel adds ``indexing`` live)."""
+        """``unreadable`` / ``pending`` / ``failed`` / ``indexed`` / ``empty`` (the panel adds
+        ``indexing`` live)."""
+        if self.problem:
+            return "unreadable"
         if self.needs_indexing:
             return "pending"
         if self.failed:
@@ -183,6 +213,8 @@ class CorpusSummary:
         return "indexed" if self.files else "empty"
 
     def badge(self) -> str:
+        if self.problem:
+            return "unreadable"
         if self.pending:
             return f"pending {self.pending}"
         if self.scan_needed:
@@ -192,6 +224,8 @@ class CorpusSummary:
         return "indexed" if self.files else "empty"
 
     def counts_text(self) -> str:
+        if self.problem:
+            return f"cannot read: {self.problem}"
         return f"{_n(self.files, 'file')} · {_n(self.items, 'item')}"
 
     def details(self) -> str:
@@ -262,17 +296,22 @@ def corpus_names(corpora_dir: Path) -> list[str]:
 
 
 def read_summaries(corpora_dir: Path) -> list[CorpusSummary]:
-    """Every corpus; one that cannot be read right now (being created, renamed) is left out."""
+    """Every corpus. One that cannot be read is listed with the reason, never dropped from view;
+    one that vanished meanwhile (renamed, removed) is left out."""
     out = []
     for name in corpus_names(corpora_dir):
-        with contextlib.suppress(sqlite3.Error, OSError):
+        try:
             out.append(read_summary(Path(corpora_dir) / name, name))
+        except FileNotFoundError:
+            continue
+        except (sqlite3.Error, OSError) as exc:
+            out.append(CorpusSummary(name=name, problem=str(exc)))
     return out
 
 
 def corpora_to_resume(corpora_dir: Path) -> list[str]:
     """Corpora with work left: pending files, or a scan that did not finish (the app quit)."""
-    return [s.name for s in read_summaries(corpora_dir) if s.needs_indexing]
+    return [s.name for s in read_summaries(corpora_dir) if s.needs_indexing and not s.problem]
 
 
 @dataclass(frozen=True)
