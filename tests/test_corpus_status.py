@@ -189,7 +189,7 @@ def test_missing_root_message_counts_indexed_files(mixed_corpus) -> None:  # typ
     s = status.read_summary(corpus.dir)
     assert s.missing_roots == (str(docs),) and "1 folder missing" in s.details()
     assert status.missing_root_message(str(docs), 1) == (
-        f"{docs} is missing; its 1 indexed file are kept — reconnect it or remove it from the corpus"
+        f"{docs} is missing; its 1 indexed file is kept — reconnect it or remove it from the corpus"
     )
     assert "its 3 indexed files are kept" in status.missing_root_message(str(docs), 3)
 

@@ -395,7 +395,9 @@ def test_folder_that_disappears_is_kept_and_explained(
     s = panel.summary("usb")
     assert (s.items, s.indexed, s.missing_roots) == (3, 2, (str(drive),))
     folder = panel.corpus_item("usb").child(0)
-    assert chip(folder) == "missing" and folder.data(0, SUB_ROLE).startswith(f"{drive} is missing")
+    assert chip(folder) == "missing"
+    assert folder.data(0, SUB_ROLE) == "missing · 2 indexed files kept — reconnect it or remove it"
+    assert html.escape(f"{drive} is missing; its 2 indexed files are kept") in folder.toolTip(0)
     assert "1 folder missing" in panel.corpus_item("usb").data(0, SUB_ROLE)
     assert assert_consistent(ctx, "usb")["vectors"] == 3
 
@@ -492,6 +494,16 @@ def test_unwritable_data_dir_is_explained_and_the_panel_keeps_working(
     with qtbot.waitSignal(panel.corporaChanged, timeout=5000):
         panel.create_corpus("papers")
     assert (good / "corpora" / "papers" / "manifest.sqlite").is_file()
+
+    ctx.set_data_dir(data)  # back to the unusable one: nothing from elsewhere is shown as if it were there
+    with qtbot.waitSignal(panel.corporaChanged, timeout=5000):
+        panel.reload()
+    assert panel.corpus_names() == [] and panel.banner.isVisible()
+    assert panel.stack.currentWidget() is panel.empty and "Corpora unavailable" in panel.empty.text()
+    ctx.set_data_dir(good)
+    with qtbot.waitSignal(panel.corporaChanged, timeout=5000):
+        panel.reload()
+    assert panel.corpus_names() == ["papers"] and not panel.banner.isVisible()
     panel.shutdown(5)
 
 
@@ -513,6 +525,36 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_read_only_disk_keeps_corpora_visible_and_explains(
+    qtbot: Any, tiny_disk: Path, tmp_path: Path, minilm: Any, make_pdf: Any, reports: list[Any]
+) -> None:
+    ctx = AppContext.for_dirs(data_dir=tiny_disk / "data", config_dir=tmp_path / "cfg")
+    ctx.embedder = lambda: minilm
+    panel = make_panel(qtbot, ctx)
+    docs = tmp_path / "docs"
+    index_and_wait(qtbot, panel, "papers", [make_pdf("a.pdf", page_texts(2), folder=docs)])
+    panel.shutdown(5)
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_disk)], check=True)
+    try:
+        again = make_panel(qtbot, ctx)  # the next start, on a disk that became read-only
+        s = again.summary("papers")
+        assert s is not None and (s.indexed, s.items) == (1, 2)  # still listed, with its counts
+        make_pdf("b.pdf", page_texts(1, "tides"), folder=docs)
+        with qtbot.waitSignal(again.indexer.jobEnded, timeout=10000) as sig:
+            again.rescan("papers")
+        assert sig.args == ["papers", "failed"]
+        [(_, title, text)] = [r for r in reports if r[0] == "error"]
+        assert title == "Cannot write to the data directory"
+        assert text.startswith(
+            f"Indexing 'papers' stopped: Read-only file system — data directory {ctx.data_dir}"
+        )
+        settle(qtbot, again)
+        assert again.summary("papers").items == 2
+        again.shutdown(5)
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(tiny_disk)], check=False)
 
 
 def _fill(disk: Path) -> Path:

@@ -67,7 +67,6 @@ from vrag_desktop.core.corpus.status import (
     read_items,
     read_summaries,
 )
-from vrag_desktop.core.library import DEFAULT_CORPUS, check_name
 from vrag_desktop.core.progress import Progress
 from vrag_desktop.qt.errors import describe, error_sink
 from vrag_desktop.qt.indexer import Indexer
@@ -77,6 +76,16 @@ from vrag_desktop.qt.workers import run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
+
+DEFAULT_CORPUS = "default"  # as core.library.DEFAULT_CORPUS (not imported: it pulls in numpy)
+
+
+def check_name(name: str) -> str:
+    """core.library.check_name, imported when first needed (the window opens without numpy)."""
+    from vrag_desktop.core.library import check_name as check
+
+    return check(name)
+
 
 KIND_ROLE = Qt.ItemDataRole.UserRole  # "corpus" | "root" | "file"
 NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # corpus name
@@ -101,7 +110,14 @@ _TONES = {
 
 # ---------------------------------------------------------------- drawing
 def line_icon(shape: str, ink: QColor, size: int = 32) -> QIcon:
-    """Small line icons in the theme's ink (the platform icon themes are absent offscreen)."""
+    """Small line icons in the theme's ink (the platform icon themes are absent offscreen), with a
+    faded variant for disabled buttons."""
+    icon = QIcon(_line_pixmap(shape, ink, size))
+    icon.addPixmap(_line_pixmap(shape, _tint(ink, 0.32), size), QIcon.Mode.Disabled)
+    return icon
+
+
+def _line_pixmap(shape: str, ink: QColor, size: int) -> QPixmap:
     pm = QPixmap(size, size)
     pm.fill(Qt.GlobalColor.transparent)
     p = QPainter(pm)
@@ -175,7 +191,7 @@ def line_icon(shape: str, ink: QColor, size: int = 32) -> QIcon:
             path.quadTo(13.5, y + 1.6, 13.5, y)
     p.drawPath(path)
     p.end()
-    return QIcon(pm)
+    return pm
 
 
 def _tint(c: QColor, alpha: float) -> QColor:
@@ -405,12 +421,7 @@ class CorporaPanel(QWidget):
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.empty = QLabel(
-            "<p style='font-size:11pt'><b>No corpora yet</b></p>"
-            "<p>Drop folders or files here,<br>or click <b>New corpus</b>.</p>"
-            f"<p style='color:{color('muted').name()}'>PDFs, images, videos and notes are indexed "
-            "on this machine, in the background.</p>"
-        )
+        self.empty = QLabel()
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
         self.empty.setFrameShape(QFrame.Shape.StyledPanel)
@@ -451,7 +462,7 @@ class CorporaPanel(QWidget):
         self.progress_box.hide()
         tl.addWidget(self.progress_box)
 
-        bottom = QWidget()
+        bottom = self.preview_box = QWidget()
         bl2 = QVBoxLayout(bottom)
         bl2.setContentsMargins(0, 0, 0, 0)
         bl2.setSpacing(2)
@@ -478,6 +489,7 @@ class CorporaPanel(QWidget):
             act.triggered.connect(lambda _=False, fn=fn: fn())
             self.addAction(act)
         self._restyle()
+        self._update_actions()
 
     def _tool(
         self, label: str, icon: str, tip: str, slot: Callable[[], Any] | None, *, text: bool = False
@@ -680,8 +692,7 @@ class CorporaPanel(QWidget):
         self.indexer.stop_then(
             name,
             lambda: run_in_thread(
-                self.ctx.library.remove,
-                name,
+                lambda: self.ctx.library.remove(name),
                 on_done=self._guard(done),
                 on_error=self._guard(lambda exc: self._write_failed(f"Cannot remove '{name}'", exc)),
             ),
@@ -908,15 +919,20 @@ class CorporaPanel(QWidget):
 
     def _view_failed(self, exc: BaseException) -> None:
         text = describe(exc)
-        if text != self._data_dir_problem:
+        try:
+            if self._summaries:  # what was listed lives in a directory that cannot be used now
+                self._apply(_View([]))
+            if text != self._data_dir_problem:
+                error_sink().report("Data directory unusable", text)
             self._data_dir_problem = text
-            error_sink().report("Data directory unusable", text)
-        self.banner_label.setText(
-            f"<b>Cannot use the data directory.</b><br>{_esc(text)}<br>"
-            "Choose another data directory in Settings; nothing is written until then."
-        )
-        self.banner.show()
-        self._refresh_ended()
+            self.banner_label.setText(
+                f"<b>Cannot use the data directory.</b><br>{_esc(text)}<br>"
+                "Choose another data directory in Settings; nothing is written until then."
+            )
+            self.banner.show()
+            self._show_empty(True, unusable=True)
+        finally:
+            self._refresh_ended()
 
     def _apply_view(self, view: _View) -> None:
         try:
@@ -948,7 +964,7 @@ class CorporaPanel(QWidget):
             self._fill_corpus(item, s)
             if s.name in view.files:
                 self._fill_children(item, s, view.files[s.name])
-        self.stack.setCurrentWidget(self.tree if self._summaries else self.empty)
+        self._show_empty(not self._summaries)
         if self._select_after in self._corpus_items:
             self.tree.setCurrentItem(self._corpus_items[self._select_after])
             self._select_after = None
@@ -956,6 +972,26 @@ class CorporaPanel(QWidget):
         self._maybe_reload_preview()
         if set(self._summaries) != before:
             self.corporaChanged.emit()
+
+    def _show_empty(self, empty: bool, unusable: bool = False) -> None:
+        """The empty state (or, with an unusable data directory, what to do) instead of a bare tree;
+        the preview strip only where there is something to preview."""
+        muted = color("muted").name()
+        if unusable:
+            self.empty.setText(
+                "<p style='font-size:11pt'><b>Corpora unavailable</b></p>"
+                f"<p style='color:{muted}'>Choose a data directory that can be written,<br>"
+                "then your corpora appear here.</p>"
+            )
+        else:
+            self.empty.setText(
+                "<p style='font-size:11pt'><b>No corpora yet</b></p>"
+                "<p>Drop folders or files here,<br>or click <b>New corpus</b>.</p>"
+                f"<p style='color:{muted}'>PDFs, images, videos and notes are indexed on this "
+                "machine, in the background.</p>"
+            )
+        self.stack.setCurrentWidget(self.empty if empty else self.tree)
+        self.preview_box.setVisible(not empty)
 
     def _live_state(self, name: str) -> tuple[str, str] | None:
         if self.indexer.current() == name:
@@ -973,6 +1009,11 @@ class CorporaPanel(QWidget):
         live = self._live_state(s.name)
         chip, state = live if live else (s.badge(), s.state)
         sub = s.counts_text()
+        p = self.indexer.last_progress if self.indexer.current() == s.name else None
+        if p is not None and p.phase == "index" and not s.problem:
+            # items reach the manifest at checkpoints; the live count is the worker's
+            files = f"{s.files} file{'s' if s.files != 1 else ''}"
+            sub = f"{files} · indexing {p.done} of {p.total} items"
         details = s.details()
         if details:
             sub += " · " + details
@@ -1044,10 +1085,12 @@ class CorporaPanel(QWidget):
         items = sum(r.items for r in rows)
         files = len(rows)
         sub = f"{files} file{'s' if files != 1 else ''} · {items} item{'s' if items != 1 else ''}"
+        tip = _esc(root)
         if missing:
             kept = sum(r.status == "indexed" for r in rows)
             state, chip = "missing", "missing"
-            sub = missing_root_message(root, kept)
+            sub = f"missing · {kept} indexed file{'s' if kept != 1 else ''} kept — reconnect it or remove it"
+            tip += "<br>" + _esc(missing_root_message(root, kept))
         elif pending:
             state, chip = "pending", f"pending {pending}"
         elif failed:
@@ -1058,7 +1101,7 @@ class CorporaPanel(QWidget):
         _set(item, STATE_ROLE, chip)
         _set(item, TONE_ROLE, _TONES[state])
         _set(item, SUB_TONE_ROLE, "warn" if missing else "")
-        item.setToolTip(0, _esc(root) + ("<br>" + _esc(sub) if missing else ""))
+        item.setToolTip(0, tip)
 
     def _fill_file(self, item: QTreeWidgetItem, r: FileRow) -> None:
         from vrag_desktop.core.corpus.scan import display_path
@@ -1136,9 +1179,9 @@ class CorporaPanel(QWidget):
             return
         self.preview_label.setText(f"{t[2]}…")
         name, sid, label, _known = t
-        corpora_dir = self.ctx.library.corpora_dir if self._data_dir_problem is None else None
-        if corpora_dir is None:
+        if self._data_dir_problem is not None:
             return
+        corpora_dir = self.ctx.data_dir / "corpora"  # Library's layout, without creating anything here
 
         def show(result: tuple[list[Any], int]) -> None:
             if gen != self._preview_gen:

@@ -55,9 +55,9 @@ def unsupported_message(path: str | os.PathLike[str]) -> str:
 
 
 def missing_root_message(root: str, kept: int) -> str:
-    files = "file" if kept == 1 else "files"
+    files = "file is" if kept == 1 else "files are"
     return (
-        f"{display_path(root)} is missing; its {kept} indexed {files} are kept — "
+        f"{display_path(root)} is missing; its {kept} indexed {files} kept — "
         "reconnect it or remove it from the corpus"
     )
 
