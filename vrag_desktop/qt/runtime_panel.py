@@ -52,7 +52,7 @@ from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
 from vrag_desktop.qt.async_runner import async_runner
 from vrag_desktop.qt.errors import describe, error_sink
 from vrag_desktop.qt.log_view import LogView
-from vrag_desktop.qt.profile_editor import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, ProfileEditor
+from vrag_desktop.qt.profile_editor import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, ProfileEditor, if_alive
 from vrag_desktop.qt.workers import GeneratorWorker, run_in_thread
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def server_state_text(
     if status is S.STARTING:
         return "Starting…", "Loading the model; large models take minutes.", WARN_COLOR
     if status is S.READY:
-        return f"Ready at {base_url}", "", OK_COLOR
+        return "Ready", f"Serving at {base_url}", OK_COLOR
     if status is S.STOPPING:
         return "Stopping…", "", WARN_COLOR
     if status is S.CRASHED and exit_info is not None:
@@ -196,6 +196,7 @@ class VLLMSection(QWidget):
         f.setPointSizeF(f.pointSizeF() * 1.1)
         self.status_head.setFont(f)
         self.status_head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_head.setWordWrap(True)
         self.status_detail = QLabel("", self)
         self.status_detail.setObjectName("vllmDetail")
         self.status_detail.setWordWrap(True)
@@ -238,6 +239,11 @@ class VLLMSection(QWidget):
         pv.setContentsMargins(8, 6, 8, 6)
         pv.addWidget(self.preflight_label)
         self.preflight_box.setVisible(False)
+        self.estimate_note = QLabel("", self)
+        self.estimate_note.setObjectName("estimateNote")
+        self.estimate_note.setWordWrap(True)
+        self.estimate_note.setStyleSheet(f"color: {MUTED};")
+        self.estimate_note.setVisible(False)
 
         # GPU
         self.gpu_box = QGroupBox("GPU", self)
@@ -295,6 +301,8 @@ class VLLMSection(QWidget):
         self.dtype_combo = QComboBox(self)
         self.dtype_combo.setEditable(True)
         self.dtype_combo.addItems(list(DTYPES))
+        self.dtype_combo.setMinimumContentsLength(9)
+        self.dtype_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.images_spin = QSpinBox(self)
         self.images_spin.setRange(0, 64)
         self.images_spin.setSpecialValueText("default")
@@ -340,7 +348,7 @@ class VLLMSection(QWidget):
         form.addRow("Address", addr_row)
         form.addRow("Context", ctx_row)
         form.addRow("GPU memory", mem_row)
-        form.addRow("dtype", self.dtype_combo)
+        form.addRow("dtype", self._row(self.dtype_combo, stretch=True))
         form.addRow("Extra args", self._stack(self.extra_edit, self.extra_error))
         self.settings_box = QGroupBox("Server settings", self)
         sv = QVBoxLayout(self.settings_box)
@@ -352,6 +360,7 @@ class VLLMSection(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(card)
         layout.addWidget(self.preflight_box)
+        layout.addWidget(self.estimate_note)
         layout.addWidget(self.gpu_box)
         layout.addWidget(self.settings_box)
         layout.addStretch(1)
@@ -458,6 +467,7 @@ class VLLMSection(QWidget):
         if self._loading:
             return
         self._refresh_env()
+        self._render()
         self.preview_box.setVisible(False)
         self.copy_preview.setVisible(False)
         self._preflight_timer.start()
@@ -556,7 +566,7 @@ class VLLMSection(QWidget):
             self.gpu_refresh.setEnabled(True)
             self.gpu_label.setText(f"GPU detection failed: {describe(exc)}")
 
-        run_in_thread(detect_gpus, on_done=done, on_error=failed)
+        run_in_thread(detect_gpus, on_done=if_alive(self, done), on_error=if_alive(self, failed))
 
     @property
     def gpu_report(self) -> GPUReport | None:
@@ -593,18 +603,22 @@ class VLLMSection(QWidget):
             if gen == self._pf_gen:
                 self._show_preflight(warnings)
 
-        run_in_thread(work, on_done=done, error_title="Memory pre-flight failed")
+        run_in_thread(work, on_done=if_alive(self, done), error_title="Memory pre-flight failed")
 
     def _show_preflight(self, warnings: list[str]) -> None:
         self._warnings = list(warnings)
+        notes = [w for w in warnings if w.startswith("Cannot estimate")]  # information, not a risk
+        warnings = [w for w in warnings if w not in notes]
+        self.estimate_note.setText(" ".join(f"Memory not estimated: {n.split(': ', 1)[-1]}" for n in notes))
+        self.estimate_note.setVisible(bool(notes))
         if not warnings:
             self.preflight_box.setVisible(False)
             self.preflight_label.setText("")
             return
         items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
         self.preflight_label.setText(
-            f"<b>⚠ Before you start</b><ul style='margin-left:-20px'>{items}</ul>"
-            "<span>You can still start the server; these are estimates.</span>"
+            f"<b>⚠ Pre-flight check</b><ul style='margin-left:-20px'>{items}</ul>"
+            "<span>These are estimates: Start stays available.</span>"
         )
         self.preflight_box.setVisible(True)
 
@@ -623,7 +637,7 @@ class VLLMSection(QWidget):
         target = default_venv(self.ctx.data_dir)
         cpu = not (self._gpu is not None and self._gpu.available)
         worker = GeneratorWorker(
-            lambda token: create_vllm_env(target, cpu, cancel=token), "vLLM setup", self, report_errors=False
+            lambda token: create_vllm_env(target, cpu, cancel=token), "vLLM setup", report_errors=False
         )
         self._setup = worker
         self.log_view.append_line(
@@ -652,11 +666,11 @@ class VLLMSection(QWidget):
             self.setup_button.setEnabled(True)
             self._render()
 
-        worker.progress.connect(progress)
-        worker.finished.connect(finished)
-        worker.failed.connect(failed)
-        worker.cancelled.connect(lambda: self._env_text("Setup cancelled.", WARN_COLOR))
-        worker.done.connect(done)
+        worker.progress.connect(if_alive(self, progress))
+        worker.finished.connect(if_alive(self, finished))
+        worker.failed.connect(if_alive(self, failed))
+        worker.cancelled.connect(if_alive(self, lambda: self._env_text("Setup cancelled.", WARN_COLOR)))
+        worker.done.connect(if_alive(self, done))
         self.setup_button.setText("Cancel setup")
         worker.start()
         self._render()
@@ -714,7 +728,9 @@ class VLLMSection(QWidget):
         self.log_view.append_line(f"── Starting vLLM: {shown}")
         self._start_pending = True
         self._start_future = async_runner().call(
-            server.start(), on_done=self._on_started, on_error=self._on_start_failed
+            server.start(),
+            on_done=if_alive(self, self._on_started),
+            on_error=if_alive(self, self._on_start_failed),
         )
         self._elapsed.start()
         self._render()
@@ -774,11 +790,15 @@ class VLLMSection(QWidget):
             self._start_future.cancel()  # before spawning, this alone stops it
         async_runner().call(
             server.stop(grace=10.0),
-            on_done=lambda _info: self._after_stop(),
-            on_error=lambda exc: (error_sink().report("Stopping vLLM failed", exc), self._after_stop()),
+            on_done=if_alive(self, lambda _info: self._after_stop()),
+            on_error=if_alive(self, self._stop_failed),
         )
         self._render()
         return True
+
+    def _stop_failed(self, exc: BaseException) -> None:
+        error_sink().report("Stopping vLLM failed", exc)
+        self._after_stop()
 
     def _after_stop(self) -> None:
         self._stopping = self._start_pending = False
@@ -817,7 +837,13 @@ class VLLMSection(QWidget):
                     f"Loading {server.config.model_name} on port {server.port}; large models take minutes."
                 )
         elif status is S.READY and server is not None:
-            detail = f"Serving {server.config.model_name!r}; the Local vLLM endpoint profile points here."
+            detail = (
+                f"Serving {server.config.model_name!r} at {server.base_url} — the Local vLLM endpoint "
+                "profile points here."
+            )
+        elif status is S.STOPPED and self._launch_error is None:
+            model = self.model_edit.text().strip()
+            detail = f"Press Start to serve {model}." if model else "Choose a model below, then press Start."
         if status is not S.STARTING:
             self._elapsed.stop()
         self.status_dot.setStyleSheet(f"color: {color}; font-size: 16px;")
