@@ -1036,8 +1036,11 @@ class CorporaPanel(QWidget):
     def _fill_children(
         self, parent: QTreeWidgetItem, s: CorpusSummary, rows: list[FileRow], rebuild: bool = False
     ) -> None:
-        """Folder rows (the folders the person added) with their files; files added alone directly."""
+        """Folder rows (the folders the person added) with their files; files added alone directly.
+        Rows are rebuilt only when the set of files changed, and only changed rows are re-filled
+        (a large expanded corpus refreshes cheaply while it is being indexed)."""
         name = s.name
+        prev = {r.source_id: r for r in self._files.get(name, [])}
         self._files[name] = rows
         by_root: dict[str, list[FileRow]] = {}
         for r in rows:
@@ -1047,9 +1050,11 @@ class CorporaPanel(QWidget):
         keys: list[tuple[str, Any]] = [("root", f) for f in folders]
         keys += [("file", r.source_id) for r in rows]
         current = self._children.get(name, {})
-        if rebuild or list(current) != keys:
+        rebuild = rebuild or list(current) != keys
+        if rebuild:
             keep = self.tree.currentItem()
             keep_key = (keep.data(0, KIND_ROLE), keep.data(0, KEY_ROLE)) if keep is not None else None
+            collapsed = {k for k, it in current.items() if k[0] == "root" and not it.isExpanded()}
             parent.takeChildren()
             current = {}
             for f in folders:
@@ -1066,14 +1071,17 @@ class CorporaPanel(QWidget):
                 fi.setData(0, KEY_ROLE, r.source_id)
                 current[("file", r.source_id)] = fi
             self._children[name] = current
-            if keep_key is not None and parent.parent() is None:
-                found = current.get(keep_key)  # type: ignore[arg-type]
-                if found is not None:
-                    self.tree.setCurrentItem(found)
-        for f in folders:
-            self._fill_root(current[("root", f)], f, f in s.missing_roots, by_root.get(f, []))
+            for k, it in current.items():
+                if k[0] == "root" and k not in collapsed:
+                    it.setExpanded(True)  # a folder shows its files unless the person folded it
+            found = current.get(keep_key) if keep_key is not None else None  # type: ignore[arg-type]
+            if found is not None:
+                self.tree.setCurrentItem(found)
         for r in rows:
-            self._fill_file(current[("file", r.source_id)], r)
+            if rebuild or prev.get(r.source_id) != r:
+                self._fill_file(current[("file", r.source_id)], r)
+        for f in folders:  # few, and a folder can go missing or come back with no file changing
+            self._fill_root(current[("root", f)], f, f in s.missing_roots, by_root.get(f, []))
 
     def _fill_root(self, item: QTreeWidgetItem, root: str, missing: bool, rows: list[FileRow]) -> None:
         from vrag_desktop.core.corpus.scan import display_path
@@ -1239,6 +1247,12 @@ class CorporaPanel(QWidget):
         if not busy:
             self.progress_bar.setRange(0, 1)
             self.progress_bar.setValue(0)
+            name = self.selected_corpus()
+            self._hint(
+                f"Drop folders or files here to add them to '{name}'."
+                if name
+                else "Drop folders or files on a corpus to add them."
+            )
         self.busyChanged.emit(busy, text)
 
     def _on_indexed(self, name: str) -> None:

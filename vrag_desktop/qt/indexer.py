@@ -202,11 +202,13 @@ class Indexer(QObject):
                 if n != self.current() and n not in self.queued():
                     self.enqueue(n)
 
-        run_in_thread(
-            lambda: corpora_to_resume(self.ctx.library.corpora_dir),
-            on_done=found,
-            on_error=lambda exc: error_sink().report("Cannot resume indexing", exc),
-        )
+        def failed(exc: BaseException) -> None:
+            from vrag_desktop.core.corpus.corpus import CorpusError
+
+            if not isinstance(exc, CorpusError):  # an unusable data directory is the panel's to report
+                error_sink().report("Cannot resume indexing", exc)
+
+        run_in_thread(lambda: corpora_to_resume(self.ctx.library.corpora_dir), on_done=found, on_error=failed)
 
     def current(self) -> str | None:
         return self._job.name if self._job is not None else None
