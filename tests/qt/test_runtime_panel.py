@@ -588,3 +588,21 @@ def test_setup_reuses_a_finished_environment(qtbot: Any, ctx: AppContext, make_p
     with qtbot.waitSignal(panel.gpuChanged, timeout=10000) as sig:
         v.detect_gpus()
     assert sig.args == [panel.gpu_badge()]
+
+
+def test_a_server_dying_after_ready_is_reported_live(
+    qtbot: Any, make_panel: Any, monkeypatch: pytest.MonkeyPatch, reports: list[Any]
+) -> None:
+    panel = make_panel()
+    v = panel.vllm
+    seen: list[str] = []
+    panel.statusChanged.connect(seen.append)
+    _use_fake_vllm(panel, monkeypatch, "--fake-mode exit-later", "--fake-exit-after 1.0")
+    v.start()
+    qtbot.waitUntil(lambda: "DashScope · vLLM: ready" in seen, timeout=20000)
+    qtbot.waitUntil(lambda: v.status_head.text().startswith("Crashed"), timeout=10000)
+    assert "crashed (exit code 1)" in v.status_detail.text()
+    assert "fake engine core died unexpectedly" in v.status_head.toolTip()  # the tail, for the curious
+    assert seen[-1] == "DashScope · vLLM: crashed"
+    assert [(lvl, title) for lvl, title, _m in reports] == [("error", "vLLM stopped unexpectedly")]
+    qtbot.waitUntil(lambda: v.start_button.isEnabled(), timeout=3000)

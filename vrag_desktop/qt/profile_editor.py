@@ -615,21 +615,27 @@ class ProfileEditor(QWidget):
         self.delete_button.setStyleSheet("")
 
     def delete_current(self) -> bool:
-        """Delete the selected user profile (and forget its key)."""
+        """Delete the selected user profile and forget its key (off-thread: the keyring may block).
+        Returns whether a deletion was started; ``profilesChanged`` follows."""
         name = self._current
-        if name is None or self._draft:
+        if name is None or self._draft or not self.delete_button.isEnabled():
             return False
         was_active = name == self.store.active
-        try:
-            self.store.delete(name)
-        except (ProfileError, OSError) as exc:
+        self.delete_button.setEnabled(False)
+
+        def done(_r: object) -> None:
+            if self._current == name:
+                self._current = None
+            self.refresh(select=self.store.active)
+            self.profilesChanged.emit()
+            if was_active:
+                self.activeProfileChanged.emit(self.store.active)
+
+        def failed(exc: BaseException) -> None:
             error_sink().report("Could not delete the profile", exc)
-            return False
-        self._current = None
-        self.refresh(select=self.store.active)
-        self.profilesChanged.emit()
-        if was_active:
-            self.activeProfileChanged.emit(self.store.active)
+            self._update_buttons()
+
+        run_in_thread(self.store.delete, name, on_done=if_alive(self, done), on_error=if_alive(self, failed))
         return True
 
     def reset_current(self) -> None:
