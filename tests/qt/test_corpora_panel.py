@@ -30,6 +30,7 @@ from vrag_desktop.qt.corpora_panel import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_
 from vrag_desktop.qt.workers import live_workers
 
 SUPPORTED = "PDF, images, videos, .txt/.md"
+BIG = 40  # pages: more than one embedding batch (MiniLM takes 32), so a build can stop half-way
 
 
 def page_texts(n: int, topic: str = "retrieval") -> list[str]:
@@ -282,7 +283,7 @@ def test_drop_indexes_and_shows_every_state(
 def test_cancel_mid_build_keeps_work_and_resume_finishes(
     qtbot: Any, panel: CorporaPanel, ctx: AppContext, make_pdf: Any, reports: list[Any]
 ) -> None:
-    big = make_pdf("big.pdf", page_texts(60))
+    big = make_pdf("big.pdf", page_texts(BIG))
     ended: list[tuple[str, str]] = []
     panel.indexer.jobEnded.connect(lambda n, o: ended.append((n, o)))
     progress: list[Any] = []
@@ -295,8 +296,8 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     done = next(p.done for p in progress if p.phase == "index")
     assert panel.progress_box.isVisible() and panel.progress_bar.value() == done
     text = panel.progress_label.text()
-    assert text.startswith(f"<b>Indexing big: {done} / 60 items</b><br>") and "items/s · ETA" in text
-    assert chip(panel.corpus_item("big")) == f"indexing {done * 100 // 60}%"
+    assert text.startswith(f"<b>Indexing big: {done} / {BIG} items</b><br>") and "items/s · ETA" in text
+    assert chip(panel.corpus_item("big")) == f"indexing {done * 100 // BIG}%"
     panel.cancel_button.click()
     assert not panel.cancel_button.isEnabled()  # one click is enough; it says it is stopping
     gate.release.set()
@@ -309,7 +310,7 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     )
     settle(qtbot, panel)
     s = panel.summary("big")
-    assert s.pending == 1 and 0 < s.items < 60 and chip(panel.corpus_item("big")) == "pending 1"
+    assert s.pending == 1 and 0 < s.items < BIG and chip(panel.corpus_item("big")) == "pending 1"
     assert not panel.progress_box.isVisible()
     kept = s.items
     assert assert_consistent(ctx, "big")["vectors"] == kept
@@ -317,15 +318,46 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     with qtbot.waitSignal(panel.indexed, timeout=30000, check_params_cb=lambda n: n == "big"):
         panel.resume_pending()
     settle(qtbot, panel)
-    assert panel.summary("big").items == 60 and chip(panel.corpus_item("big")) == "indexed"
-    assert assert_consistent(ctx, "big")["vectors"] == 60
+    assert panel.summary("big").items == BIG and chip(panel.corpus_item("big")) == "indexed"
+    assert assert_consistent(ctx, "big")["vectors"] == BIG
+
+
+def test_rename_then_remove_while_indexing(
+    qtbot: Any, panel: CorporaPanel, ctx: AppContext, make_pdf: Any, tmp_path: Path, reports: list[Any]
+) -> None:
+    big = make_pdf("big.pdf", page_texts(BIG))
+    panel.add_and_index("big", [big])
+    gate = FirstBatchGate(panel)
+    gate.wait(qtbot)
+    settle(qtbot, panel)
+    panel.tree.setCurrentItem(panel.corpus_item("big"))
+    panel.start_rename()
+    panel.name_edit.setText("lectures")
+    threading.Timer(0.3, gate.release.set).start()
+    with qtbot.waitSignal(panel.indexed, timeout=30000, check_params_cb=lambda n: n == "lectures"):
+        panel.name_ok.click()  # stops the build, renames, resumes under the new name
+    assert ctx.library.names() == ["lectures"]
+    assert assert_consistent(ctx, "lectures")["items"] == BIG
+    c = open_corpus(ctx, "lectures")
+    assert all(str(ctx.library.corpus_dir("lectures")) in (i.image_path or "") for i in c.manifest.items())
+    c.close()
+    assert not [r for r in reports if r[0] in ("error", "warning")]
+
+    panel.add_and_index("lectures", [make_pdf("more.pdf", page_texts(BIG), folder=tmp_path / "more")])
+    gate = FirstBatchGate(panel)
+    gate.wait(qtbot)
+    threading.Timer(0.3, gate.release.set).start()
+    with qtbot.waitSignal(panel.corporaChanged, timeout=30000):
+        assert panel.remove_corpus("lectures")  # stops the build first, then deletes
+    assert ctx.library.names() == [] and not panel.is_busy()
+    assert big.exists() and (tmp_path / "more" / "more.pdf").exists()
 
 
 def test_closing_during_indexing_then_next_start_resumes(
     qtbot: Any, ctx: AppContext, minilm: Any, make_pdf: Any
 ) -> None:
     ctx.embedder = lambda: minilm
-    big = make_pdf("big.pdf", page_texts(60))
+    big = make_pdf("big.pdf", page_texts(BIG))
     first = make_panel(qtbot, ctx)
     first.add_and_index("big", [big])
     gate = FirstBatchGate(first)
@@ -336,12 +368,12 @@ def test_closing_during_indexing_then_next_start_resumes(
     c = open_corpus(ctx, "big")
     done = len(c.manifest.items())
     c.close()
-    assert 0 < done < 60
+    assert 0 < done < BIG
 
     second = make_panel(qtbot, ctx)  # the next start, same data directory
     with qtbot.waitSignal(second.indexed, timeout=30000, check_params_cb=lambda n: n == "big"):
         second.resume_pending()
-    assert assert_consistent(ctx, "big")["items"] == 60
+    assert assert_consistent(ctx, "big")["items"] == BIG
     second.shutdown(5)
 
 
@@ -367,12 +399,22 @@ def test_unsupported_file_and_empty_folder_are_explained(
     settle(qtbot, panel)
     assert ctx.library.names() == [] and not panel.is_busy()  # no corpus made for nothing
 
-    note = tmp_path / "ok.txt"  # the app keeps working
+    note = tmp_path / "ok.txt"  # the app keeps working: "Add files…" (the dialog, replaced)
     note.write_text("A perfectly ordinary note about lighthouse keepers and storms.")
+    panel.choose_files = lambda: [str(note)]
     with qtbot.waitSignal(panel.indexed, timeout=30000):
-        drop(panel, [note])
+        panel.act_add_files.trigger()
+    folder = tmp_path / "more"
+    folder.mkdir()
+    (folder / "tides.md").write_text("Spring tides follow the full and the new moon, twice a month.")
+    panel.choose_folder = lambda: str(folder)
+    with qtbot.waitSignal(panel.indexed, timeout=30000):
+        panel.act_add_folder.trigger()
     settle(qtbot, panel)
-    assert panel.summary("default").indexed == 1
+    assert panel.summary("default").indexed == 2 and panel.summary("default").roots == (
+        str(folder),
+        str(note),
+    )
 
 
 def test_folder_that_disappears_is_kept_and_explained(

@@ -1000,7 +1000,7 @@ class CorporaPanel(QWidget):
                 return "scanning…", "indexing"
             if p.phase == "load":
                 return "loading model…", "indexing"
-            return f"indexing {int(p.fraction * 100)}%", "indexing"
+            return f"indexing {min(p.done * 100 // p.total, 100) if p.total > 0 else 0}%", "indexing"
         if name in self.indexer.queued():
             return "queued", "queued"
         return None
