@@ -170,7 +170,6 @@ class ProfileEditor(QWidget):
     def _build(self) -> None:
         self.list = QListWidget(self)
         self.list.setObjectName("profileList")
-        self.list.setMaximumHeight(self.list.fontMetrics().lineSpacing() * 7 + 10)
         self.list.currentItemChanged.connect(self._on_current_item)
 
         self.new_button = QPushButton("New", self)
@@ -378,6 +377,8 @@ class ProfileEditor(QWidget):
             if p.name == want:
                 chosen = item
         self.list.blockSignals(False)
+        rows = max(3, min(self.list.count(), 6))  # as tall as the list, within reason
+        self.list.setFixedHeight(max(self.list.sizeHintForRow(0), 1) * rows + 2 * self.list.frameWidth() + 4)
         if self._draft:
             self._update_buttons()
             return
@@ -440,6 +441,8 @@ class ProfileEditor(QWidget):
             self.total_spin.setValue(p.total_timeout)
             self.attempts_spin.setValue(p.max_attempts)
             self.env_edit.setText(p.api_key_env)
+            for edit in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
+                edit.setCursorPosition(0)  # show where a long URL begins
             for label in (
                 self.name_error,
                 self.url_error,
