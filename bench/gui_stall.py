@@ -1,0 +1,812 @@
+#!/usr/bin/env python
+"""GUI-thread stalls while the app indexes a few hundred pages and streams an agent run at once.
+
+What a person feels as a freeze is the GUI thread not getting back to its event loop. A heartbeat
+``QTimer`` (5 ms, precise) on the GUI thread of a real :class:`MainWindow` records the gap between its
+beats; every gap is a moment the window could not repaint or take input, so the longest gap is the
+longest freeze. While it beats, in the same window:
+
+(a) **indexing**: ``window.corpora.add_and_index(...)`` of a folder of generated PDFs (default 15
+    PDFs, 300 pages: text, drawn tables and shapes, and one scanned page per 20 with no text layer,
+    which the product OCRs) with the real indexer, the real MiniLM embedder and OCR;
+(b) **a streamed agent run**, started with ``window.start_run(...)`` (what the ask panel's Ask does)
+    against ``tests/scripted_openai.py`` over real HTTP: a VRAG run of 9 model turns (search, crop,
+    search, crop, …, answer) whose replies stream in 4-character chunks every 2 ms (~3,400 chunks a
+    run) and search a small pre-built corpus. A new run starts whenever one ends, until the
+    indexing has finished.
+
+Repetition 1 includes the first use of the embedder (torch import and model load, in the worker);
+repetitions 2 and 3 index the same files into new corpora with the model loaded.
+
+Why a gap happened: Python code on the GUI thread, Qt's own C++ work (layout, painting), or another
+thread holding the GIL (the GUI thread needs it for every Python slot, the heartbeat's included).
+A **monitor process** (it shares no GIL with the app) watches the heartbeat through a shared memory
+page; when a beat is 35 ms late it runs ``py-spy dump --nonblocking --json`` on the app (py-spy
+reads the process from outside without pausing it; ``pip install py-spy``; without it the bench
+still measures, it just cannot explain), and again at 280 ms into the same stall. A dump says
+which thread **holds the GIL** and every thread's Python stack, so each stall is attributed to:
+Python on the GUI thread (its stack), a worker holding the GIL (its stack), or Qt C++ on the GUI
+thread without the GIL (the GUI thread active with only the event loop's Python frame).
+
+Tried first and dropped, because they break what they measure: ``faulthandler.dump_traceback_later``
+reads other threads' frames without the GIL and crashed the process under this load; sampling with
+``sys._current_frames()`` keeps frames alive past their return (see :class:`Sampler`) and crashed Qt
+painting; ``py-spy record`` traces do not say when a thread stopped holding the GIL.
+
+Baselines, in the same run:
+
+- **idle** (noise floor): the same window, nothing running. What the timer and the machine give.
+- **one run alone**: the stream without indexing (the product's throttled rendering).
+- **unthrottled stream**: one run, with the transcript re-rendered on every event (the ask panel
+  renders at most every 100 ms). What the stream would cost without the throttle.
+- **indexing on the GUI thread**: the product's own indexing generator (``qt.indexer.run_job``),
+  stepped one ``yield`` per event-loop turn on the GUI thread, over 2 of the PDFs (model loaded).
+  What the window would suffer without the worker thread.
+
+Target (issue 4): longest GUI-thread stall ≤ 50 ms while indexing and streaming, on the 2-core
+development machine.
+
+    .venv/bin/python bench/gui_stall.py [--pdfs 15 --pages 300 --reps 3] [--py-spy PATH] [--xcb]
+
+Writes bench/out/gui_stall.json (every gap ≥ 20 ms with its context) and prints markdown tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+TARGET_MS = 50.0
+BEAT_MS = 5
+KEEP_STALL_MS = 20  # gaps kept individually (with their context) in the JSON
+QUESTION = "What payload can the Atlas warehouse robot carry, and how long does its battery last?"
+
+_WORD_TEXT = """
+robot warehouse payload battery sensor conveyor pallet forklift lidar camera shelf inventory
+throughput shift maintenance motor gearbox torque safety zone charger dock route aisle picker
+order quarterly revenue margin supplier contract region forecast budget capacity latency
+firmware calibration temperature humidity vibration alarm operator manual appendix figure
+north south east west annual report summary outlook growth decline steady improved reduced
+"""
+WORDS = _WORD_TEXT.split()
+
+
+# ============================================================================ data (child process)
+def _para(rng: random.Random, n_words: int) -> str:
+    words = [rng.choice(WORDS) for _ in range(n_words)]
+    out, i = [], 0
+    while i < len(words):
+        k = rng.randint(8, 18)
+        s = " ".join(words[i : i + k])
+        out.append(s[:1].upper() + s[1:] + ".")
+        i += k
+    return " ".join(out)
+
+
+def _text_page(doc: Any, title: str, body: str, rng: random.Random) -> Any:
+    import pymupdf
+
+    page = doc.new_page()
+    page.insert_text((50, 60), title, fontsize=16)
+    page.insert_textbox(pymupdf.Rect(50, 80, 545, 470), body, fontsize=10)
+    # a drawn table and a chart-like figure: vector shapes the renderer and the crop have to draw
+    x0, y0 = 50, 490
+    for r in range(6):
+        for c in range(4):
+            rect = pymupdf.Rect(x0 + c * 120, y0 + r * 22, x0 + (c + 1) * 120, y0 + (r + 1) * 22)
+            page.draw_rect(rect, color=(0.2, 0.2, 0.2), width=0.6)
+            page.insert_text(
+                (rect.x0 + 4, rect.y1 - 7), f"{rng.choice(WORDS)} {rng.randint(1, 999)}", fontsize=8
+            )
+    for i in range(8):
+        h = rng.randint(20, 120)
+        page.draw_rect(
+            pymupdf.Rect(70 + i * 55, 790 - h, 105 + i * 55, 790), color=None, fill=(0.2, 0.4, 0.8)
+        )
+    page.draw_circle((480, 720), 40, color=(0.8, 0.1, 0.1), width=2)
+    return page
+
+
+def prepare(work: Path, n_pdfs: int, n_pages: int, ocr_every: int, seed: int) -> None:
+    """PDFs for indexing, and the small corpus the scripted run searches (indexed here, in a child
+    process, so the measuring process has not imported torch when repetition 1 starts)."""
+    import pymupdf
+
+    rng = random.Random(seed)
+    docs = work / "docs"
+    docs.mkdir(parents=True)
+    per = max(1, n_pages // n_pdfs)
+    pages_done, scanned = 0, 0
+    for d in range(n_pdfs):
+        doc = pymupdf.open()
+        count = per if d < n_pdfs - 1 else n_pages - pages_done
+        for p in range(count):
+            title = f"Section {d + 1}.{p + 1}: {rng.choice(WORDS)} {rng.choice(WORDS)}"
+            body = _para(rng, rng.randint(220, 320))
+            if ocr_every and p % ocr_every == ocr_every - 1:  # a scanned page: an image, no text layer
+                tmp = pymupdf.open()
+                _text_page(tmp, title, body, rng)
+                pix = tmp[0].get_pixmap(dpi=110)
+                page = doc.new_page()
+                page.insert_image(page.rect, stream=pix.tobytes("png"))
+                tmp.close()
+                scanned += 1
+            else:
+                _text_page(doc, title, body, rng)
+        doc.save(str(docs / f"report_{d + 1:02d}.pdf"))
+        doc.close()
+        pages_done += count
+    small = work / "docs_small"
+    small.mkdir()
+    for f in sorted(docs.glob("*.pdf"))[:2]:
+        shutil.copy(f, small / f.name)
+
+    robots = work / "robots"
+    robots.mkdir()
+    doc = pymupdf.open()
+    facts = [
+        "Atlas warehouse robot specifications: payload 450 kg, battery 14 hours, top speed 2 m/s.",
+        "Atlas charging dock: full charge in 3 hours; the battery lasts 14 hours per shift.",
+        "Hermes picker robot: payload 35 kg, battery 9 hours, lidar and two cameras.",
+        "Northwind annual report: revenue grew in the north and east regions; margins steady.",
+        "Maintenance schedule for Atlas robots: gearbox every 2,000 hours, sensors monthly.",
+        "Safety zones around Atlas robots: 1.5 m at full payload, 0.8 m when empty.",
+    ]
+    for i, fact in enumerate(facts):
+        _text_page(doc, f"Robots {i + 1}", fact + " " + _para(rng, 120), rng)
+    doc.save(str(robots / "robots.pdf"))
+    doc.close()
+
+    from vrag_desktop.core.embedders import create_embedder
+    from vrag_desktop.core.library import Library
+
+    emb = create_embedder("minilm")
+    corpus = Library(work / "data").open("robots", create=True)
+    corpus.add_paths([str(robots)])
+    for gen in (corpus.scan(), corpus.build(emb)):
+        for _ in gen:
+            pass
+    corpus.close()
+    (work / "prepared.json").write_text(
+        json.dumps({"pdfs": n_pdfs, "pages": pages_done, "scanned_pages": scanned})
+    )
+
+
+# ============================================================================ the scripted model
+def _thinking(rng: random.Random, chars: int) -> str:
+    return _para(rng, chars // 6)[:chars]
+
+
+def make_turns(think_chars: int, seed: int = 1) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    queries = ["Atlas robot payload", "Atlas battery hours", "Atlas charging dock", "Atlas safety zone"]
+    turns = []
+    for q in queries:
+        turns.append({"content": f"<think>{_thinking(rng, think_chars)}</think>\n<search>{q}</search>"})
+        box = [rng.randint(10, 120), rng.randint(20, 200), rng.randint(300, 480), rng.randint(260, 420)]
+        turns.append({"content": f"<think>{_thinking(rng, think_chars)}</think>\n<bbox>{box}</bbox>"})
+    turns.append(
+        {
+            "content": f"<think>{_thinking(rng, think_chars)}</think>\n"
+            "<answer>The Atlas robot carries 450 kg and its battery lasts 14 hours.</answer>"
+        }
+    )
+    return turns
+
+
+def scripted_server(turns: list[dict[str, Any]], chunk: int, delay: float) -> Any:
+    from scripted_openai import ScriptedOpenAI
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:  # the step is how many replies the run has
+        step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        return {**turns[min(step, len(turns) - 1)], "chunk": chunk, "delay": delay}
+
+    return ScriptedOpenAI([], default=reply).start()
+
+
+# ============================================================================ measuring
+def percentile(sorted_vals: list[float], q: float) -> float:
+    if not sorted_vals:
+        return 0.0
+    i = min(len(sorted_vals) - 1, max(0, round(q / 100 * (len(sorted_vals) - 1))))
+    return sorted_vals[i]
+
+
+def _short(path: str) -> str:
+    for mark in ("/work/main/", "/site-packages/"):
+        if mark in path:
+            return path.split(mark, 1)[1]
+    if "/lib/python3." in path:
+        return "stdlib/" + path.split("/lib/python3.", 1)[1].split("/", 1)[-1]
+    return path
+
+
+IDLE = ("threading.py:331 wait", "threading.py:327 wait", "thread.py:81 _worker", "selectors.py:415 select")
+
+
+def summarize(frames: list[str]) -> str:
+    """Innermost frame; the module being imported, if any; the innermost app frame."""
+    if not frames:
+        return "?"
+    parts = [frames[0]]
+    mod = next((f for f in frames if f.endswith(" <module>") and "<frozen" not in f), None)
+    if mod and mod != frames[0]:
+        parts.append(f"importing {mod.rsplit(':', 1)[0]}")
+    app = next((f for f in frames if f.startswith("vrag_desktop/")), None)
+    if app and app != frames[0]:
+        parts.append(f"in {app}")
+    return " · ".join(parts)
+
+
+class Heartbeat:
+    """A 5 ms precise QTimer on the GUI thread; the gaps between its beats."""
+
+    def __init__(self) -> None:
+        from PySide6.QtCore import Qt, QTimer
+
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(BEAT_MS)
+        self.timer.timeout.connect(self._beat)
+        self.last = time.perf_counter()
+        self.recording = False
+        self.gaps: list[float] = []
+        self.stalls: list[dict[str, Any]] = []
+        self.tag = ""  # what is going on (set by the workload's slots)
+        self.monitor: Monitor | None = None
+        self._tag_at_beat = ""
+        self.t0 = 0.0
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def record(self, on: bool) -> None:
+        if on:
+            self.gaps, self.stalls, self.t0 = [], [], time.perf_counter()
+        self.recording = on
+        if self.monitor is not None:
+            self.monitor.beat(self.last, on)
+
+    def _beat(self) -> None:
+        now = time.perf_counter()
+        gap = (now - self.last) * 1000
+        if self.recording:
+            self.gaps.append(gap)
+            if gap >= KEEP_STALL_MS:
+                self.stalls.append(
+                    {
+                        "gap_ms": round(gap, 2),
+                        "end_s": round(now - self.t0, 3),
+                        "during": self._tag_at_beat,
+                        "_window": (self.last, now),
+                    }
+                )
+        self.last = now
+        self._tag_at_beat = self.tag
+        if self.monitor is not None:
+            self.monitor.beat(now, self.recording)
+
+
+class Sampler(threading.Thread):
+    """Wakes every 10 ms and records how late it woke while a beat is late: a late wake-up means some
+    thread held the GIL (or the CPUs were taken). It deliberately takes no stacks: holding another
+    thread's frames (``sys._current_frames()``) keeps their locals alive past the function's return,
+    and a ``QPainter`` left alive after a ``paintEvent`` that relies on reference counting to end it
+    crashed Qt painting in an early version of this bench. py-spy reads the stacks from outside."""
+
+    def __init__(self, hb: Heartbeat) -> None:
+        super().__init__(name="stall-sampler", daemon=True)
+        self.hb = hb
+        self.samples: list[tuple[float, float]] = []  # (t, woke late ms)
+        self.names: dict[int, str] = {}
+        self._stop_evt = threading.Event()
+
+    def run(self) -> None:
+        expected = time.perf_counter() + 0.010
+        while not self._stop_evt.wait(max(0.0, expected - time.perf_counter())):
+            now = time.perf_counter()
+            late = (now - expected) * 1000
+            expected = now + 0.010
+            if self.hb.recording and now - self.hb.last > 0.020:
+                self.samples.append((now, round(late, 1)))
+                self.names.update({t.ident: t.name for t in threading.enumerate() if t.ident is not None})
+
+    def stop(self) -> None:
+        self._stop_evt.set()
+
+
+MONITOR = r"""
+import json, mmap, struct, subprocess, sys, time
+shm, pid, spy, out, first_ms = sys.argv[1:6]
+first = float(first_ms) / 1000
+with open(shm, "r+b") as f:
+    mm = mmap.mmap(f.fileno(), 24)
+dumped_for, n = None, 0
+with open(out, "a") as log:
+    while True:
+        last, recording, stop = struct.unpack_from("ddd", mm, 0)
+        if stop:
+            break
+        lag = time.perf_counter() - last
+        if recording and lag > first:
+            if last != dumped_for:
+                dumped_for, n = last, 0
+            if n < 2 and lag > first * 8 ** n:  # at 1x and 8x the threshold into one stall
+                n += 1
+                t = time.perf_counter()
+                r = subprocess.run([spy, "dump", "--pid", pid, "--nonblocking", "--json"],
+                                   capture_output=True, text=True)
+                try:
+                    threads = json.loads(r.stdout)
+                except ValueError:
+                    threads = None
+                log.write(json.dumps({"beat": last, "lag_ms": round(lag * 1000, 1), "t": t,
+                                      "took_ms": round((time.perf_counter() - t) * 1000, 1),
+                                      "threads": threads, "err": r.stderr[-300:] if threads is None else ""}) + "\n")
+                log.flush()
+        time.sleep(0.002)
+"""
+
+
+class Monitor:
+    """The stall monitor process (see the module docstring) and the shared page it watches."""
+
+    FIRST_MS = 35.0
+
+    def __init__(self, spy: str, work: Path) -> None:
+        import mmap
+
+        self.shm, self.log = work / "heartbeat.shm", work / "dumps.jsonl"
+        self.shm.write_bytes(b"\0" * 24)
+        self._f = open(self.shm, "r+b")  # noqa: SIM115 (lives as long as the bench)
+        self.mm = mmap.mmap(self._f.fileno(), 24)
+        argv = [str(self.shm), str(os.getpid()), spy, str(self.log), str(self.FIRST_MS)]
+        self.proc = subprocess.Popen([sys.executable, "-c", MONITOR, *argv])
+
+    def beat(self, t: float, recording: bool) -> None:
+        struct.pack_into("dd", self.mm, 0, t, 1.0 if recording else 0.0)
+
+    def stop(self) -> list[dict[str, Any]]:
+        struct.pack_into("d", self.mm, 16, 1.0)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+
+def _spy_frames(thread: dict[str, Any]) -> list[str]:
+    return [
+        f"{_short(f.get('filename', '?'))}:{f.get('line')} {f.get('name')}" for f in thread.get("frames", [])
+    ]
+
+
+def explain_dump(dump: dict[str, Any]) -> dict[str, Any]:
+    """One py-spy dump taken during a stall: who held the GIL, what the GUI thread was doing."""
+    threads = dump.get("threads") or []
+    gui = next((t for t in threads if t.get("thread_name") == "MainThread"), None)
+    holder = next((t for t in threads if t.get("owns_gil")), None)
+    gui_frames = _spy_frames(gui) if gui else []
+    in_python = [f for f in gui_frames if not f.startswith("bench/gui_stall.py")]
+    active = bool(gui and gui.get("active"))
+    if in_python:
+        app = next((f for f in in_python if f.startswith("vrag_desktop/")), in_python[0])
+        verdict = f"GUI thread runs Python: {app}"
+        if holder is not gui:
+            verdict += " (in a call that released the GIL)" if holder is None else " (waiting for the GIL)"
+    elif holder is not None and holder is not gui:
+        doing = "in Qt C++" if active else "waiting"
+        verdict = f"{holder.get('thread_name')} holds the GIL (GUI thread {doing}): {summarize(_spy_frames(holder))}"
+    elif holder is gui:
+        verdict = "GUI thread in Qt C++, holding the GIL"
+    elif active:
+        verdict = "GUI thread in Qt C++, GIL free"
+    else:
+        verdict = "GUI thread not running, GIL free (waiting for a CPU?)"
+    out = {
+        "lag_ms": dump.get("lag_ms"),
+        "done_s": dump.get("t", 0.0) + (dump.get("took_ms") or 0.0) / 1000,
+        "dump_took_ms": dump.get("took_ms"),
+        "verdict": verdict,
+        "gil_holder": holder.get("thread_name") if holder else None,
+        "gil_holder_stack": _spy_frames(holder)[:60] if holder else [],
+        "gui_active": bool(gui and gui.get("active")),
+        "gui_stack": gui_frames[:40],
+        "busy_threads": {
+            t.get("thread_name"): summarize(_spy_frames(t))
+            for t in threads
+            if t.get("active") and t is not gui and t is not holder
+        },
+    }
+    if dump.get("err"):
+        out["error"] = dump["err"]
+    return out
+
+
+# ============================================================================ the bench
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        from PySide6.QtCore import QEventLoop, QTimer
+        from PySide6.QtWidgets import QApplication
+
+        from vrag_desktop.core.endpoints.profiles import EndpointProfile
+        from vrag_desktop.core.settings import AppSettings, save_settings
+        from vrag_desktop.qt.context import AppContext
+        from vrag_desktop.qt.errors import error_sink
+        from vrag_desktop.qt.main_window import MainWindow
+
+        self.args, self.work = args, work
+        self.app = QApplication.instance() or QApplication([sys.argv[0]])
+        save_settings(AppSettings(first_run_done=True), work / "cfg")
+        self.ctx = AppContext.for_dirs(data_dir=work / "data", config_dir=work / "cfg")
+        self.reports: list[tuple[float, str, str, str]] = []
+        error_sink().reported.connect(lambda lv, t, m: self.reports.append((time.perf_counter(), lv, t, m)))
+
+        self.turns = make_turns(args.think_chars)
+        self.srv = scripted_server(self.turns, args.chunk, args.chunk_delay)
+        profiles = self.ctx.profiles
+        profiles.save(
+            EndpointProfile(
+                name="Scripted", kind="custom", base_url=self.srv.base_url, model="scripted-model"
+            )
+        )
+        profiles.set_api_key("Scripted", "k-bench", session_only=True)
+
+        self.window = MainWindow(self.ctx, first_run=False)
+        self.window.show()
+        self.hb = Heartbeat()
+        self.sampler = Sampler(self.hb)
+        self._QEventLoop, self._QTimer = QEventLoop, QTimer
+
+        # workload state, shared by the slots below
+        self.keep_running = False
+        self.runs: list[tuple[str, str]] = []
+        self.deltas = 0
+        self.indexed: set[str] = set()
+        self.ended: dict[str, str] = {}
+        self._busy, self._run_tag = "", ""
+        w = self.window
+        w.corpora.indexed.connect(self.indexed.add)
+        w.corpora.indexer.jobEnded.connect(lambda n, outcome: self.ended.__setitem__(n, outcome))
+        w.corpora.busyChanged.connect(self._on_busy)
+        w.controller.event.connect(self._on_event)
+        w.controller.finished.connect(self._on_run_finished)
+
+    # ---- slots
+    def _retag(self) -> None:
+        self.hb.tag = f"{self._busy or 'not indexing'} | {self._run_tag or 'no run'}"
+
+    def _on_busy(self, busy: bool, text: str) -> None:
+        self._busy = text if busy else ""
+        self._retag()
+
+    def _on_event(self, ev: Any) -> None:
+        kind = type(ev).__name__
+        if kind in ("ThinkDelta", "ContentDelta"):
+            self.deltas += 1
+            if self._run_tag.startswith("streaming"):
+                return
+            self._run_tag = "streaming a reply"
+        else:
+            self._run_tag = f"run event {kind}"
+        self._retag()
+
+    def _on_run_finished(self, status: str, run_id: str) -> None:
+        self.runs.append((status, run_id))
+        self._run_tag = ""
+        self._retag()
+        if self.keep_running:
+            self._QTimer.singleShot(50, self.start_run)
+
+    def start_run(self) -> None:
+        from vrag_desktop.qt.run_controller import RunRequest
+
+        if self.keep_running and not self.window.controller.running:
+            req = RunRequest(
+                QUESTION, agent="vrag", profile="Scripted", corpora=("robots",), top_k=3, max_steps=10
+            )
+            self.window.start_run(req)
+
+    # ---- running
+    def wait_until(self, done: Any, timeout_s: float) -> bool:
+        loop = self._QEventLoop()
+        poll = self._QTimer()
+        poll.setInterval(20)
+        deadline = time.monotonic() + timeout_s
+        poll.timeout.connect(lambda: loop.quit() if done() or time.monotonic() > deadline else None)
+        poll.start()
+        loop.exec()
+        poll.stop()
+        return bool(done())
+
+    def measure(self, label: str, start: Any, done: Any, timeout_s: float) -> dict[str, Any]:
+        from bench.ingest import Phase
+
+        self.runs, self.deltas = [], 0
+        n_reports = len(self.reports)
+        self.hb.record(True)
+        t0 = time.perf_counter()
+        with Phase() as ph:
+            start()
+            finished = self.wait_until(done, timeout_s)
+        self.hb.record(False)
+        gaps = sorted(self.hb.gaps)
+        return {
+            "label": label,
+            "finished": finished,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "beats": len(gaps),
+            "max_ms": round(gaps[-1], 1) if gaps else None,
+            "p50_ms": round(percentile(gaps, 50), 2),
+            "p99_ms": round(percentile(gaps, 99), 2),
+            "p999_ms": round(percentile(gaps, 99.9), 2),
+            "over_50ms": sum(g > 50 for g in gaps),
+            "over_100ms": sum(g > 100 for g in gaps),
+            "runs": [s for s, _ in self.runs],
+            "stream_deltas": self.deltas,
+            "cpu": ph.info,
+            "reports": [r[1:] for r in self.reports[n_reports:]],
+            "stalls": sorted(self.hb.stalls, key=lambda s: -s["gap_ms"]),
+        }
+
+    def rep(self, k: int) -> dict[str, Any]:
+        name = f"bench{k}"
+
+        def start() -> None:
+            self.keep_running = True
+            self.window.corpora.add_and_index(name, [self.work / "docs"])
+            self.start_run()
+
+        def done() -> bool:
+            finished = name in self.indexed or name in self.ended
+            if finished:
+                self.keep_running = False
+            return finished and not self.window.controller.running
+
+        res = self.measure(f"index + stream, rep {k}", start, done, self.args.timeout)
+        res["indexing_outcome"] = self.ended.get(name)
+        return res
+
+    def idle(self, seconds: float) -> dict[str, Any]:
+        until = time.monotonic() + seconds
+        return self.measure(
+            "idle (noise floor)", lambda: None, lambda: time.monotonic() >= until, seconds + 5
+        )
+
+    def one_run(self, label: str) -> dict[str, Any]:
+        def start() -> None:
+            self.keep_running = True
+            self.start_run()
+            self.keep_running = False
+
+        return self.measure(label, start, lambda: bool(self.runs) and not self.window.controller.running, 300)
+
+    def unthrottled_stream(self) -> dict[str, Any]:
+        w = self.window
+
+        def render(_ev: Any) -> None:
+            w.ask.render()
+
+        w.controller.event.connect(render)
+        try:
+            return self.one_run("baseline: one run, transcript rendered per event")
+        finally:
+            w.controller.event.disconnect(render)
+
+    def gui_thread_indexing(self) -> dict[str, Any]:
+        from vrag_desktop.core.progress import CancelToken
+        from vrag_desktop.qt.indexer import Job, run_job
+
+        state: dict[str, Any] = {"done": False}
+        gen = run_job(
+            self.ctx, Job("gui-thread", [str(self.work / "docs_small")], create=True), CancelToken()
+        )
+        ticker = self._QTimer()
+        ticker.setInterval(0)
+
+        def step() -> None:
+            try:
+                next(gen)
+            except StopIteration:
+                state["done"] = True
+                ticker.stop()
+
+        ticker.timeout.connect(step)
+        res = self.measure(
+            "baseline: indexing 2 PDFs on the GUI thread", ticker.start, lambda: state["done"], 600
+        )
+        ticker.stop()
+        return res
+
+    def explain(self, res: dict[str, Any], dumps: list[dict[str, Any]] | None) -> None:
+        """Attach to each of the top stalls the py-spy dumps taken during it, and the watchdog's lateness."""
+        by_beat: dict[float, list[dict[str, Any]]] = {}
+        for d in dumps or []:
+            by_beat.setdefault(d["beat"], []).append(d)
+        for i, s in enumerate(res["stalls"]):
+            t0, t1 = s.pop("_window")
+            if i >= self.args.top:
+                continue
+            if dumps is not None:
+                s["dumps"] = [explain_dump(d) for d in by_beat.get(t0, [])]
+                for d in s["dumps"]:  # py-spy reads the stacks at the end of its run
+                    d["finished_inside_stall"] = d.pop("done_s") <= t1
+            inside = [late for (t, late) in self.sampler.samples if t0 <= t <= t1 + 0.011]
+            s["watchdog_max_late_ms"] = max(inside, default=None)
+
+    def close(self) -> None:
+        self.window.close()
+        self.srv.stop()
+
+
+def find_py_spy(arg: str | None) -> str | None:
+    if arg:
+        return None if arg == "none" else arg
+    here = [Path(sys.prefix) / "bin" / "py-spy", Path("/tmp/pyspy/bin/py-spy")]
+    return shutil.which("py-spy") or next((str(p) for p in here if p.exists()), None)
+
+
+def stall_cause(s: dict[str, Any]) -> str:
+    """One line from the first dump taken during the stall."""
+    dumps = s.get("dumps")
+    if dumps is None:
+        late = s.get("watchdog_max_late_ms")
+        return f"(no py-spy) a watchdog thread woke {late} ms late" if late else "(no py-spy)"
+    if not dumps:
+        return "(stall ended before the monitor's dump)"
+    d = dumps[0]
+    late = "" if d["finished_inside_stall"] else ", read after the stall ended"
+    return f"{d['verdict']} (dump at {d['lag_ms']:.0f} ms{late})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pdfs", type=int, default=15)
+    ap.add_argument("--pages", type=int, default=300)
+    ap.add_argument("--ocr-every", type=int, default=20, help="every Nth page is a scan with no text layer")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--think-chars", type=int, default=1500, help="thinking text per model turn")
+    ap.add_argument("--chunk", type=int, default=4, help="characters per streamed chunk")
+    ap.add_argument("--chunk-delay", type=float, default=0.002, help="seconds between chunks")
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--top", type=int, default=5, help="stalls explained per phase")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per repetition at most")
+    ap.add_argument(
+        "--py-spy", default=None, help="path to py-spy ('none': without it; default: found on PATH)"
+    )
+    ap.add_argument(
+        "--xcb", action="store_true", help="the X11 platform (needs a display) instead of offscreen"
+    )
+    ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gui_stall.json")
+    ap.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.prepare:
+        prepare(args.prepare, args.pdfs, args.pages, args.ocr_every, seed=7)
+        return
+
+    work = Path(tempfile.mkdtemp(prefix="vrag-guistall-"))
+    t = time.perf_counter()
+    sizes = ["--pdfs", str(args.pdfs), "--pages", str(args.pages), "--ocr-every", str(args.ocr_every)]
+    subprocess.run([sys.executable, __file__, "--prepare", str(work), *sizes], check=True)
+    prepared = json.loads((work / "prepared.json").read_text())
+    print(f"prepared {prepared} in {time.perf_counter() - t:.0f} s", flush=True)
+    os.environ["QT_QPA_PLATFORM"] = "xcb" if args.xcb else "offscreen"
+    os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
+    os.environ["VRAG_DESKTOP_CONFIG_DIR"] = str(work / "cfg")
+    os.environ.setdefault("QT_API", "pyside6")
+
+    bench = Bench(args, work)
+    bench.wait_until(lambda: False, 2.0)  # the window settles (start-up background work)
+    spy_exe = find_py_spy(args.py_spy)
+    monitor = Monitor(spy_exe, work) if spy_exe else None
+    bench.hb.monitor = monitor
+    bench.hb.start()
+    bench.sampler.start()
+    phases: list[dict[str, Any]] = []
+    try:
+        if not args.no_baselines:
+            phases.append(bench.idle(args.idle_seconds))
+            print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
+        for k in range(1, args.reps + 1):
+            phases.append(bench.rep(k))
+            p = phases[-1]
+            print(
+                f"  {p['label']}: {p['seconds']} s, max {p['max_ms']} ms, p99 {p['p99_ms']} ms, "
+                f"{p['over_50ms']} gaps > 50 ms, runs {p['runs']}",
+                flush=True,
+            )
+        if not args.no_baselines:
+            for fn in (
+                lambda: bench.one_run("one run alone (product rendering)"),
+                bench.unthrottled_stream,
+                bench.gui_thread_indexing,
+            ):
+                phases.append(fn())
+                print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
+    finally:
+        bench.sampler.stop()
+        bench.hb.stop()
+        bench.close()
+    dumps = monitor.stop() if monitor is not None else None
+    for p in phases:
+        bench.explain(p, dumps)
+
+    from bench.ingest import machine_info
+
+    report = {
+        "machine": machine_info(),
+        "platform_plugin": os.environ["QT_QPA_PLATFORM"],
+        "switch_interval_s": sys.getswitchinterval(),
+        "heartbeat_ms": BEAT_MS,
+        "target_ms": TARGET_MS,
+        "py_spy": spy_exe,
+        "stall_dumps_taken": len(dumps) if dumps is not None else None,
+        "corpus": prepared,
+        "stream": {
+            "turns_per_run": len(bench.turns),
+            "chunk_chars": args.chunk,
+            "chunk_delay_s": args.chunk_delay,
+            "think_chars": args.think_chars,
+        },
+        "phases": phases,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, default=str))
+    if args.keep:
+        print(f"kept {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(
+        f"\n{prepared['pages']} pages in {prepared['pdfs']} PDFs ({prepared['scanned_pages']} scanned, OCR'd); "
+        f"runs of {len(bench.turns)} turns streamed in {args.chunk}-char chunks every "
+        f"{args.chunk_delay * 1000:.0f} ms; heartbeat {BEAT_MS} ms; platform {os.environ['QT_QPA_PLATFORM']}; "
+        f"py-spy {'on' if spy_exe else 'off'}\n"
+    )
+    print("| Phase | s | max gap ms | p99 | p99.9 | gaps > 50 ms | runs | chunks | others' CPU |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for p in phases:
+        print(
+            f"| {p['label']} | {p['seconds']} | **{p['max_ms']}** | {p['p99_ms']} | {p['p999_ms']} | "
+            f"{p['over_50ms']} | {len(p['runs'])} | {p['stream_deltas']} | {p['cpu']['other_cpu_share']:.0%} |"
+        )
+    print(f"\nTarget: longest stall ≤ {TARGET_MS:.0f} ms while indexing and streaming.")
+    for p in phases:
+        top = [s for s in p["stalls"][: args.top] if s["gap_ms"] > TARGET_MS]
+        if not top:
+            continue
+        print(f"\n### {p['label']}: stalls > {TARGET_MS:.0f} ms\n")
+        print("| gap ms | at s | during | cause (py-spy dump during the stall) |")
+        print("|---|---|---|---|")
+        for s in top:
+            print(f"| {s['gap_ms']:.0f} | {s['end_s']:.1f} | {s['during']} | {stall_cause(s)} |")
+    errors = [r for p in phases for r in p["reports"] if r[0] == "error"]
+    if errors:
+        print("\nErrors reported during the bench:", *errors, sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()
