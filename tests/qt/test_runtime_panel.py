@@ -419,7 +419,15 @@ def test_log_view_is_bounded_and_fed_from_any_thread(qtbot: Any, make_panel: Any
     assert log.find("line 06000")
     assert log.current_match_text() == "line 06000 even"
     assert log.find("line 0600", backward=True) and log.match_count() == 10
-    assert log.find("odd") and log.match_count() >= 2000  # painted matches are capped
+    assert log.find("ODD") and log.match_count() == log.text().count("odd") > 2000
+    painted = len(log.view.extraSelections())
+    assert 0 < painted < 200  # only the matches on screen are painted
+    # characters outside the BMP (Qt counts UTF-16 units) still land the selection on the match
+    log.append_lines(["🚀 engine up", "plain tail line"])
+    qtbot.waitUntil(lambda: "plain tail line" in log.text(), timeout=3000)
+    assert log.find("tail") and log.current_match_text() == "plain tail line"
+    assert log.view.textCursor().selectedText() == "tail"
+    assert log.find("engine up") and log.view.textCursor().selectedText() == "engine up"
     log.clear()
     assert log.line_count() == 0
 
