@@ -614,3 +614,15 @@ def test_a_server_dying_after_ready_is_reported_live(
     assert seen[-1] == "DashScope · vLLM: crashed"
     assert [(lvl, title) for lvl, title, _m in reports] == [("error", "vLLM stopped unexpectedly")]
     qtbot.waitUntil(lambda: v.start_button.isEnabled(), timeout=3000)
+
+
+def test_refresh_follows_an_active_profile_changed_elsewhere(
+    qtbot: Any, ctx: AppContext, make_panel: Any
+) -> None:
+    panel = make_panel()
+    assert panel.status_text() == DASHSCOPE
+    ctx.profiles.set_active(CUSTOM)  # e.g. the ask panel's model menu
+    with qtbot.waitSignal(panel.statusChanged, check_params_cb=lambda t: t == CUSTOM):
+        panel.refresh()
+    items = [panel.editor.list.item(i).text() for i in range(panel.editor.list.count())]
+    assert f"{CUSTOM}  ·  active" in items and DASHSCOPE in items

@@ -995,6 +995,12 @@ class RuntimePanel(QWidget):
         """Per-GPU lines (name, memory, free) or why there is none."""
         return self.vllm.gpu_summary()
 
+    def refresh(self) -> None:
+        """Re-read the profiles (another panel changed them or the active one) and the status."""
+        self.editor.refresh()
+        self.vllm._render()
+        self._update_status()
+
     def show_tab(self, name: str) -> None:
         for i in range(self.tabs.count()):
             if self.tabs.tabText(i) == name:
