@@ -16,22 +16,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import shiboken6
-from PySide6.QtCore import QEvent, QModelIndex, QPoint, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAction,
-    QColor,
     QDragEnterEvent,
     QDragMoveEvent,
     QDropEvent,
-    QFont,
-    QFontMetrics,
-    QIcon,
     QKeySequence,
-    QPainter,
-    QPainterPath,
     QPalette,
-    QPen,
-    QPixmap,
 )
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -46,9 +38,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QStackedWidget,
-    QStyle,
-    QStyledItemDelegate,
-    QStyleOptionViewItem,
     QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -68,6 +57,18 @@ from vrag_desktop.core.corpus.status import (
     read_summaries,
 )
 from vrag_desktop.core.progress import Progress
+from vrag_desktop.qt.corpora_rows import (
+    KEY_ROLE,
+    KIND_ROLE,
+    NAME_ROLE,
+    STATE_ROLE,
+    SUB_ROLE,
+    SUB_TONE_ROLE,
+    TONE_ROLE,
+    TONES,
+    RowDelegate,
+    line_icon,
+)
 from vrag_desktop.qt.errors import describe, error_sink
 from vrag_desktop.qt.indexer import Indexer
 from vrag_desktop.qt.theme import color, set_role, theme_notifier
@@ -85,193 +86,6 @@ def check_name(name: str) -> str:
     from vrag_desktop.core.library import check_name as check
 
     return check(name)
-
-
-KIND_ROLE = Qt.ItemDataRole.UserRole  # "corpus" | "root" | "file"
-NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # corpus name
-KEY_ROLE = Qt.ItemDataRole.UserRole + 2  # root path or source id
-SUB_ROLE = Qt.ItemDataRole.UserRole + 3  # second line
-STATE_ROLE = Qt.ItemDataRole.UserRole + 4  # chip text
-TONE_ROLE = Qt.ItemDataRole.UserRole + 5  # chip colour name
-SUB_TONE_ROLE = Qt.ItemDataRole.UserRole + 6  # second line colour name ("" = muted)
-
-_TONES = {
-    "indexed": "ok",
-    "pending": "warn",
-    "failed": "error",
-    "missing": "warn",
-    "duplicate": "muted",
-    "unsupported": "muted",
-    "empty": "muted",
-    "queued": "info",
-    "indexing": "accent",
-}
-
-
-# ---------------------------------------------------------------- drawing
-def line_icon(shape: str, ink: QColor, size: int = 32) -> QIcon:
-    """Small line icons in the theme's ink (the platform icon themes are absent offscreen), with a
-    faded variant for disabled buttons."""
-    icon = QIcon(_line_pixmap(shape, ink, size))
-    icon.addPixmap(_line_pixmap(shape, _tint(ink, 0.32), size), QIcon.Mode.Disabled)
-    return icon
-
-
-def _line_pixmap(shape: str, ink: QColor, size: int) -> QPixmap:
-    pm = QPixmap(size, size)
-    pm.fill(Qt.GlobalColor.transparent)
-    p = QPainter(pm)
-    p.setRenderHint(QPainter.RenderHint.Antialiasing)
-    s = size / 16.0
-    p.scale(s, s)
-    pen = QPen(ink, 1.3, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin)
-    p.setPen(pen)
-    path = QPainterPath()
-    if shape == "plus":
-        path.moveTo(8, 3)
-        path.lineTo(8, 13)
-        path.moveTo(3, 8)
-        path.lineTo(13, 8)
-    elif shape == "refresh":
-        path.arcMoveTo(QRectF(3, 3, 10, 10), 60)
-        path.arcTo(QRectF(3, 3, 10, 10), 60, 290)
-        path.moveTo(10.6, 1.8)
-        path.lineTo(10.6, 4.6)
-        path.lineTo(13.4, 4.6)
-    elif shape == "pencil":
-        path.moveTo(3, 13)
-        path.lineTo(3.6, 10.2)
-        path.lineTo(10.8, 3)
-        path.lineTo(13, 5.2)
-        path.lineTo(5.8, 12.4)
-        path.closeSubpath()
-        path.moveTo(9.4, 4.4)
-        path.lineTo(11.6, 6.6)
-    elif shape == "trash":
-        path.moveTo(2.8, 4.5)
-        path.lineTo(13.2, 4.5)
-        path.moveTo(6.2, 4.5)
-        path.lineTo(6.6, 2.6)
-        path.lineTo(9.4, 2.6)
-        path.lineTo(9.8, 4.5)
-        path.moveTo(4.2, 4.5)
-        path.lineTo(5, 13.4)
-        path.lineTo(11, 13.4)
-        path.lineTo(11.8, 4.5)
-        path.moveTo(6.8, 7)
-        path.lineTo(7, 11)
-        path.moveTo(9.2, 7)
-        path.lineTo(9, 11)
-    elif shape == "stop":
-        path.addRoundedRect(QRectF(4, 4, 8, 8), 1.5, 1.5)
-    elif shape == "folder":
-        path.moveTo(1.8, 4)
-        path.lineTo(6, 4)
-        path.lineTo(7.4, 5.4)
-        path.lineTo(14.2, 5.4)
-        path.lineTo(14.2, 12.8)
-        path.lineTo(1.8, 12.8)
-        path.closeSubpath()
-    elif shape == "file":
-        path.moveTo(4, 1.8)
-        path.lineTo(9.6, 1.8)
-        path.lineTo(12.4, 4.6)
-        path.lineTo(12.4, 14.2)
-        path.lineTo(4, 14.2)
-        path.closeSubpath()
-        path.moveTo(9.6, 1.8)
-        path.lineTo(9.6, 4.6)
-        path.lineTo(12.4, 4.6)
-    elif shape == "corpus":  # a stack: one card on top of two layers
-        path.addRoundedRect(QRectF(2.5, 2.2, 11, 4.4), 1.4, 1.4)
-        for y in (8.4, 11.6):
-            path.moveTo(2.5, y)
-            path.quadTo(2.5, y + 1.6, 4.1, y + 1.6)
-            path.lineTo(11.9, y + 1.6)
-            path.quadTo(13.5, y + 1.6, 13.5, y)
-    p.drawPath(path)
-    p.end()
-    return pm
-
-
-def _tint(c: QColor, alpha: float) -> QColor:
-    out = QColor(c)
-    out.setAlphaF(alpha)
-    return out
-
-
-class RowDelegate(QStyledItemDelegate):
-    """Two-line rows: icon, title, a muted second line, and a state chip on the right."""
-
-    PAD = 6
-
-    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        fm = QFontMetrics(option.font)
-        return QSize(200, fm.height() * 2 + 2 * self.PAD + 2)
-
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        widget = opt.widget
-        style = widget.style() if widget is not None else None
-        icon = opt.icon
-        opt.text = ""
-        opt.icon = QIcon()
-        if style is not None:
-            style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, widget)
-        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
-        pal = opt.palette
-        ink = pal.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text)
-        r = opt.rect.adjusted(self.PAD, self.PAD - 1, -self.PAD - 2, -self.PAD + 1)
-        painter.save()
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        x = r.left()
-        if not icon.isNull():
-            icon.paint(painter, QRect(x, r.top() + 2, 18, 18))
-            x += 24
-        # the chip, right-aligned on the first line
-        chip = str(index.data(STATE_ROLE) or "")
-        small = QFont(opt.font)
-        small.setPointSizeF(max(7.0, opt.font.pointSizeF() - 1.2))
-        fm_small = QFontMetrics(small)
-        chip_w = 0
-        line_h = QFontMetrics(opt.font).height()
-        if chip:
-            tone = color(str(index.data(TONE_ROLE) or "muted"))
-            chip_w = fm_small.horizontalAdvance(chip) + 14
-            cr = QRectF(
-                r.right() - chip_w,
-                r.top() + (line_h - fm_small.height() - 2) / 2,
-                chip_w,
-                fm_small.height() + 2,
-            )
-            painter.setPen(QPen(_tint(tone, 0.55 if not selected else 0.9), 1))
-            painter.setBrush(_tint(tone, 0.14) if not selected else _tint(QColor("white"), 0.85))
-            painter.drawRoundedRect(cr, cr.height() / 2, cr.height() / 2)
-            painter.setFont(small)
-            painter.setPen(tone.darker(115) if selected else tone)
-            painter.drawText(cr, Qt.AlignmentFlag.AlignCenter, chip)
-        title_font = QFont(opt.font)
-        if index.data(KIND_ROLE) == "corpus":
-            title_font.setWeight(QFont.Weight.DemiBold)
-        painter.setFont(title_font)
-        painter.setPen(ink)
-        title_w = r.right() - x - (chip_w + 8 if chip else 0)
-        title = QFontMetrics(title_font).elidedText(
-            str(index.data(Qt.ItemDataRole.DisplayRole) or ""), Qt.TextElideMode.ElideMiddle, title_w
-        )
-        painter.drawText(QRect(x, r.top(), title_w, line_h), Qt.AlignmentFlag.AlignVCenter, title)
-        sub = str(index.data(SUB_ROLE) or "")
-        if sub:
-            tone_name = str(index.data(SUB_TONE_ROLE) or "")
-            painter.setFont(small)
-            painter.setPen(ink if selected else color(tone_name or "muted"))
-            sub_w = r.right() - x
-            text = fm_small.elidedText(sub, Qt.TextElideMode.ElideRight, sub_w)
-            painter.drawText(
-                QRect(x, r.top() + line_h + 1, sub_w, line_h), Qt.AlignmentFlag.AlignVCenter, text
-            )
-        painter.restore()
 
 
 # ---------------------------------------------------------------- reading (worker pool)
@@ -1020,7 +834,7 @@ class CorporaPanel(QWidget):
         item.setText(0, s.name)
         _set(item, SUB_ROLE, sub)
         _set(item, STATE_ROLE, chip)
-        _set(item, TONE_ROLE, _TONES.get(state, "muted"))
+        _set(item, TONE_ROLE, TONES.get(state, "muted"))
         _set(item, SUB_TONE_ROLE, "warn" if s.missing_roots else "")
         tip = [f"<b>{_esc(s.name)}</b>", _esc(sub)]
         tip += [f"missing: {_esc(r)}" for r in s.missing_roots]
@@ -1107,7 +921,7 @@ class CorporaPanel(QWidget):
             state, chip = ("indexed", "indexed") if files else ("empty", "empty")
         _set(item, SUB_ROLE, sub)
         _set(item, STATE_ROLE, chip)
-        _set(item, TONE_ROLE, _TONES[state])
+        _set(item, TONE_ROLE, TONES[state])
         _set(item, SUB_TONE_ROLE, "warn" if missing else "")
         item.setToolTip(0, tip)
 
@@ -1124,7 +938,7 @@ class CorporaPanel(QWidget):
         sub = reason or (f"{kind_label} · {contents}" if contents and contents != kind_label else kind_label)
         _set(item, SUB_ROLE, sub)
         _set(item, STATE_ROLE, r.state_text)
-        _set(item, TONE_ROLE, _TONES.get(r.status, "muted"))
+        _set(item, TONE_ROLE, TONES.get(r.status, "muted"))
         _set(item, SUB_TONE_ROLE, "error" if r.status == "failed" else "")
         tip = _esc(display_path(r.path))
         if r.reason:
