@@ -19,6 +19,8 @@ from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.qt.errors import error_sink
 
+_PENDING: set[QObject] = set()
+
 
 class _Delivery(QObject):
     ready = Signal(object, object)  # result, exception
@@ -66,8 +68,10 @@ class AsyncRunner:
         """Run ``coro``; then ``on_done(result)`` or ``on_error(exc)`` on the GUI thread. A failure
         without ``on_error`` goes to the error sink. A cancelled call calls neither."""
         delivery = _Delivery()
+        _PENDING.add(delivery)  # alive until delivered (see workers._PENDING)
 
         def deliver(result: Any, exc: BaseException | None) -> None:
+            _PENDING.discard(delivery)
             try:
                 if isinstance(exc, concurrent.futures.CancelledError | asyncio.CancelledError):
                     return

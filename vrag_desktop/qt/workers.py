@@ -22,7 +22,10 @@ from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.errors import error_sink
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
-_LIVE: set[GeneratorWorker] = set()  # strong refs: a running worker must not be garbage-collected
+# Strong refs until the GUI thread has received everything: a QObject collected (on whatever thread
+# drops the last reference) while its queued signals are pending crashes Qt.
+_LIVE: set[GeneratorWorker] = set()
+_PENDING: set[QObject] = set()
 
 
 def pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -60,6 +63,10 @@ class GeneratorWorker(QObject):
         self._error_title = error_title or f"{name} failed"
         self.result: Any = None
         self.error: BaseException | None = None
+        self.done.connect(self._release)  # queued: runs on the GUI thread after every earlier signal
+
+    def _release(self) -> None:
+        _LIVE.discard(self)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -97,7 +104,6 @@ class GeneratorWorker(QObject):
             self.failed.emit(exc)
         finally:
             self.done.emit()
-            _LIVE.discard(self)
 
     def cancel(self) -> None:
         """Stop at the next yield (or sooner, where core polls the token)."""
@@ -132,8 +138,10 @@ def run_in_thread(
     Without ``on_error`` a failure goes to the error sink under ``error_title``.
     """
     cb = _Callback()
+    _PENDING.add(cb)
 
     def deliver(result: Any, exc: BaseException | None) -> None:
+        _PENDING.discard(cb)
         try:
             if exc is not None:
                 if on_error is not None:
@@ -165,7 +173,7 @@ async def in_thread(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def live_workers() -> list[GeneratorWorker]:
-    return list(_LIVE)
+    return [w for w in _LIVE if w.is_running()]
 
 
 def shutdown(timeout_s: float = 5.0) -> list[str]:
