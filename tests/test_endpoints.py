@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import keyring
-import keyring.backend
 import pytest
 from conftest import free_port
+from doubles import MemoryKeyring
 from keyring.backends import fail
 from PIL import Image
 from scripted_openai import ScriptedOpenAI
@@ -79,11 +79,7 @@ def test_streaming_delivers_reasoning_then_content_in_order() -> None:
     assert "".join(t for k, t in deltas if k == "think") == turn["reasoning"] == res.reasoning
     assert "".join(t for k, t in deltas if k == "content") == turn["content"] == res.content
     assert all(len(t) <= 5 for _, t in deltas) and len(deltas) > 4
-    assert (
-        res.finish_reason == "stop"
-        and res.completion_tokens == len(deltas)
-        and res.prompt_tokens > 0
-    )
+    assert res.finish_reason == "stop" and res.completion_tokens == len(deltas) and res.prompt_tokens > 0
     assert res.model_seconds > 0
     assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
     assert body["model"] == MODEL and body["messages"] == USER
@@ -112,9 +108,7 @@ def test_openai_env_key_never_sent_to_other_servers(monkeypatch: pytest.MonkeyPa
 
 def test_non_streaming() -> None:
     deltas: list[tuple[str, str]] = []
-    with ScriptedOpenAI(
-        [{"content": "plain answer", "reasoning": "brief thought"}], api_key=KEY
-    ) as srv:
+    with ScriptedOpenAI([{"content": "plain answer", "reasoning": "brief thought"}], api_key=KEY) as srv:
         res = run(chat(model(srv), stream=False, on_delta=lambda k, t: deltas.append((k, t))))
         body = srv.chat_bodies[0]
     assert (res.content, res.reasoning, res.finish_reason) == (
@@ -152,9 +146,7 @@ def test_params_and_extra_body_pass_through() -> None:
     assert first["temperature"] == 0.0 and first["top_p"] == 0.95 and first["max_tokens"] == 64
     assert first["top_k"] == 20
     assert first["chat_template_kwargs"] == {"enable_thinking": False}
-    assert second["temperature"] == 0.6 and second["chat_template_kwargs"] == {
-        "enable_thinking": True
-    }
+    assert second["temperature"] == 0.6 and second["chat_template_kwargs"] == {"enable_thinking": True}
 
 
 # ---- images ------------------------------------------------------------------------------------
@@ -185,9 +177,7 @@ def test_images_travel_as_typed_data_uris(tmp_path: Path) -> None:
         run(go())
         urls = srv.chat_requests[0].image_urls()
     assert len(urls) == 3
-    assert urls[0].startswith("data:image/jpeg;base64,") and urls[1].startswith(
-        "data:image/jpeg;base64,"
-    )
+    assert urls[0].startswith("data:image/jpeg;base64,") and urls[1].startswith("data:image/jpeg;base64,")
     assert urls[2].startswith("data:image/png;base64,")
     jpeg = base64.b64decode(urls[0].split(",", 1)[1])
     assert jpeg[:3] == b"\xff\xd8\xff"
@@ -303,9 +293,7 @@ def test_redact_helper() -> None:
 
 def test_unreachable_port_fails_quickly() -> None:
     port = free_port()
-    m = OpenAIChatModel(
-        f"http://127.0.0.1:{port}/v1", MODEL, KEY, max_attempts=2, backoff_base=0.01
-    )
+    m = OpenAIChatModel(f"http://127.0.0.1:{port}/v1", MODEL, KEY, max_attempts=2, backoff_base=0.01)
     t0 = time.monotonic()
     with pytest.raises(EndpointError) as err:
         run(chat(m))
@@ -453,21 +441,12 @@ def test_list_models_and_check_verdicts() -> None:
 
         assert run(names()) == [MODEL, "other"]
         ok = run(probe(model(srv)))
-        assert (
-            ok.ok
-            and ok.models == [MODEL, "other"]
-            and ok.latency is not None
-            and MODEL in ok.message
-        )
+        assert ok.ok and ok.models == [MODEL, "other"] and ok.latency is not None and MODEL in ok.message
         wrong_model = run(probe(OpenAIChatModel(srv.base_url, "qwen-missing", KEY)))
         assert not wrong_model.ok and wrong_model.kind == "not_found"
-        assert (
-            "'qwen-missing' is not served" in wrong_model.message and "other" in wrong_model.message
-        )
+        assert "'qwen-missing' is not served" in wrong_model.message and "other" in wrong_model.message
         bad_key = run(probe(model(srv, key="sk-bad-key-987654321")))
-        assert (
-            not bad_key.ok and bad_key.kind == "auth" and "rejected the API key" in bad_key.message
-        )
+        assert not bad_key.ok and bad_key.kind == "auth" and "rejected the API key" in bad_key.message
         assert "sk-bad-key-987654321" not in bad_key.message
         no_key = run(probe(model(srv, key=None)))
         assert no_key.kind == "auth" and "none is set" in no_key.message
@@ -491,26 +470,6 @@ def test_check_without_models_endpoint_falls_back_to_a_tiny_chat() -> None:
 
 
 # ---- profiles ----------------------------------------------------------------------------------
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """A keyring that lives in a dict (tests only)."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.store.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError(username)
 
 
 @pytest.fixture
@@ -541,9 +500,7 @@ def test_builtin_profiles() -> None:
         store.to_model(LOCAL_VLLM)  # no URL until the app starts the server
 
 
-def test_profiles_persist_with_keys_in_keyring_only(
-    tmp_path: Path, memory_keyring: MemoryKeyring
-) -> None:
+def test_profiles_persist_with_keys_in_keyring_only(tmp_path: Path, memory_keyring: MemoryKeyring) -> None:
     secret = "sk-dashscope-abcdef0123456789"
     store = ProfileStore(tmp_path, environ={})
     store.save(
@@ -609,10 +566,7 @@ def test_without_keyring_storing_fails_clearly_and_session_keys_work(
     assert "sk-never-stored-444" not in msg
     assert store.api_key(DASHSCOPE) is None
     assert store.set_api_key(DASHSCOPE, "sk-session-555", session_only=True) == "session"
-    assert (
-        store.api_key(DASHSCOPE) == "sk-session-555"
-        and store.api_key_source(DASHSCOPE) == "session"
-    )
+    assert store.api_key(DASHSCOPE) == "sk-session-555" and store.api_key_source(DASHSCOPE) == "session"
     assert ProfileStore(tmp_path, environ={}).api_key(DASHSCOPE) == "sk-session-555"  # same process
     assert store.api_key("Custom") == "sk-env-custom"
     store.save(store.get(DASHSCOPE))
@@ -626,9 +580,7 @@ def test_profile_validation_and_corrupt_file(tmp_path: Path) -> None:
     with pytest.raises(ProfileError):
         store.save(EndpointProfile("x", "custom", "ftp://nope"))
     with pytest.raises(ProfileError):
-        store.save(
-            EndpointProfile("x", "custom", "http://h/v1", "m", extra_body={"api_key": "sk-1"})
-        )
+        store.save(EndpointProfile("x", "custom", "http://h/v1", "m", extra_body={"api_key": "sk-1"}))
     with pytest.raises(ProfileError):
         store.save(EndpointProfile(DASHSCOPE, "custom"))
     (tmp_path / "endpoints.json").write_text("{not json")

@@ -10,29 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import keyring
-import keyring.backend
-import keyring.errors
 import pytest
-
-
-class MemoryKeyring(keyring.backend.KeyringBackend):
-    """The OS keyring's stand-in: CI has no Secret Service; tests must never touch the real one."""
-
-    priority = 1  # type: ignore[assignment]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        if self.store.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError(username)
+from doubles import MemoryKeyring
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import tmpfs
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
@@ -553,20 +554,8 @@ def test_unwritable_data_dir_is_explained_and_the_panel_keeps_working(
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs of our own (needs permission to mount; skipped elsewhere — the /dev/full
     variant below covers the same path on every machine)."""
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a test filesystem here: {proc.stderr.strip() or proc.returncode}")
-    try:
+    with tmpfs(tmp_path / "disk", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_read_only_disk_keeps_corpora_visible_and_explains(

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from doubles import tmpfs
 from PySide6.QtWidgets import QApplication, QDialog
 
 from vrag_desktop.core.settings import AppSettings
@@ -195,20 +196,8 @@ def test_theme_choice_applies_to_the_app(ctx: AppContext, qtbot: Any) -> None:
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 KiB tmpfs of our own (needs permission to mount; skipped elsewhere)."""
-    mnt = tmp_path / "mnt"
-    mnt.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a test filesystem here: {proc.stderr.strip() or proc.returncode}")
-    try:
+    with tmpfs(tmp_path / "mnt", "64k") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_data_dir_on_a_full_disk_is_refused_and_leaves_nothing(tiny_disk: Path) -> None:

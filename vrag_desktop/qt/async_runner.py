@@ -15,15 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
-
-from vrag_desktop.qt.errors import error_sink
-
-_PENDING: set[QObject] = set()
-
-
-class _Delivery(QObject):
-    ready = Signal(object, object)  # result, exception
+from vrag_desktop.qt.workers import gui_callback
 
 
 class AsyncRunner:
@@ -67,25 +59,9 @@ class AsyncRunner:
     ) -> concurrent.futures.Future[Any]:
         """Run ``coro``; then ``on_done(result)`` or ``on_error(exc)`` on the GUI thread. A failure
         without ``on_error`` goes to the error sink. A cancelled call calls neither."""
-        delivery = _Delivery()
-        _PENDING.add(delivery)  # alive until delivered (see workers._PENDING)
-
-        def deliver(result: Any, exc: BaseException | None) -> None:
-            _PENDING.discard(delivery)
-            try:
-                if isinstance(exc, concurrent.futures.CancelledError | asyncio.CancelledError):
-                    return
-                if exc is not None:
-                    if on_error is not None:
-                        on_error(exc)
-                    else:
-                        error_sink().report(error_title or "Background task failed", exc)
-                elif on_done is not None:
-                    on_done(result)
-            finally:
-                delivery.deleteLater()
-
-        delivery.ready.connect(deliver)
+        delivery = gui_callback(
+            on_done, on_error, error_title, ignore=(concurrent.futures.CancelledError, asyncio.CancelledError)
+        )
         fut = self.submit(coro)
 
         def finished(f: concurrent.futures.Future[Any]) -> None:

@@ -457,16 +457,19 @@ class MainWindow(QMainWindow):
         self.node_details.clear()
         self.evidence.clear()
 
-    def open_run(self, run_id: str) -> None:
-        """Show a saved run exactly as it was (all events at once)."""
+    def _with_run(self, run_id: str, verb: str, show: Any) -> None:
+        """Read a saved run's events off the GUI thread, then ``show(summary, events)``."""
         from vrag_desktop.qt.replay import load_events
 
         if self.controller.running:
-            error_sink().report("A run is in progress", "Stop it before opening another run.", "warning")
+            error_sink().report("A run is in progress", f"Stop it before {verb} another run.", "warning")
             return
+        load_events(self.ctx.runs, run_id, lambda events: show(self.ctx.runs.summary(run_id), events))
 
-        def show(events: list[AgentEvent]) -> None:
-            summary = self.ctx.runs.summary(run_id)
+    def open_run(self, run_id: str) -> None:
+        """Show a saved run exactly as it was (all events at once)."""
+
+        def show(summary: Any, events: list[AgentEvent]) -> None:
             self.replay.pause()
             self.replay_bar.hide()
             self._clear_views()
@@ -479,18 +482,12 @@ class MainWindow(QMainWindow):
             self.graph_view.fit()
             self._current_run = run_id
 
-        load_events(self.ctx.runs, run_id, show)
+        self._with_run(run_id, "opening", show)
 
     def replay_run(self, run_id: str) -> None:
         """Replay a saved run step by step, through the same views a live run uses."""
-        from vrag_desktop.qt.replay import load_events
 
-        if self.controller.running:
-            error_sink().report("A run is in progress", "Stop it before replaying another run.", "warning")
-            return
-
-        def start(events: list[AgentEvent]) -> None:
-            summary = self.ctx.runs.summary(run_id)
+        def start(summary: Any, events: list[AgentEvent]) -> None:
             self._clear_views()
             self.ask.clear(summary.question)
             self.ask.question_edit.setPlainText(summary.question)
@@ -498,7 +495,7 @@ class MainWindow(QMainWindow):
             self.replay_bar.show()
             self.ask.set_status(f"Replaying run {run_id}")
 
-        load_events(self.ctx.runs, run_id, start)
+        self._with_run(run_id, "replaying", start)
 
     def open_evidence(self, evidence: Evidence) -> None:
         self.evidence_dock.show()

@@ -126,23 +126,24 @@ class _Callback(QObject):
     ready = Signal(object, object)  # result, exception
 
 
-def run_in_thread(
-    fn: Callable[..., Any],
-    *args: Any,
-    on_done: Callable[[Any], None] | None = None,
-    on_error: Callable[[BaseException], None] | None = None,
-    error_title: str | None = None,
-) -> concurrent.futures.Future[Any]:
-    """Call ``fn(*args)`` on the pool; ``on_done(result)`` / ``on_error(exc)`` run on the GUI thread.
-
-    Without ``on_error`` a failure goes to the error sink under ``error_title``.
-    """
+def gui_callback(
+    on_done: Callable[[Any], None] | None,
+    on_error: Callable[[BaseException], None] | None,
+    error_title: str | None,
+    *,
+    ignore: tuple[type[BaseException], ...] = (),
+) -> _Callback:
+    """A one-shot carrier: ``cb.ready.emit(result, exc)`` from any thread runs ``on_done`` / ``on_error``
+    (or reports to the error sink) on the GUI thread; exceptions of the ``ignore`` types call neither.
+    Kept alive until delivered (see ``_PENDING``)."""
     cb = _Callback()
     _PENDING.add(cb)
 
     def deliver(result: Any, exc: BaseException | None) -> None:
         _PENDING.discard(cb)
         try:
+            if isinstance(exc, ignore):
+                return
             if exc is not None:
                 if on_error is not None:
                     on_error(exc)
@@ -154,6 +155,21 @@ def run_in_thread(
             cb.deleteLater()
 
     cb.ready.connect(deliver)
+    return cb
+
+
+def run_in_thread(
+    fn: Callable[..., Any],
+    *args: Any,
+    on_done: Callable[[Any], None] | None = None,
+    on_error: Callable[[BaseException], None] | None = None,
+    error_title: str | None = None,
+) -> concurrent.futures.Future[Any]:
+    """Call ``fn(*args)`` on the pool; ``on_done(result)`` / ``on_error(exc)`` run on the GUI thread.
+
+    Without ``on_error`` a failure goes to the error sink under ``error_title``.
+    """
+    cb = gui_callback(on_done, on_error, error_title)
 
     def job() -> Any:
         try:
