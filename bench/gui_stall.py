@@ -337,7 +337,8 @@ class Sampler(threading.Thread):
 
 MONITOR = r"""
 import json, mmap, os, struct, subprocess, sys, time
-shm, pid, spy, out, first_ms = sys.argv[1:6]
+shm, pid, spy, out, first_ms, native = sys.argv[1:7]
+extra = ["--native"] if native == "1" else ["--nonblocking"]  # native stacks need a paused process
 first = float(first_ms) / 1000
 try:
     os.nice(-5)  # dump promptly when the CPUs are busy (allowed for root only; harmless otherwise)
@@ -377,7 +378,7 @@ with open(out, "a") as log:
                 t = time.perf_counter()
                 path = f"{out}.{t:.6f}.tmp"  # a file, not a pipe: a big dump must not block py-spy
                 with open(path, "w") as sink:
-                    proc = subprocess.Popen([spy, "dump", "--pid", pid, "--nonblocking", "--json"],
+                    proc = subprocess.Popen([spy, "dump", "--pid", pid, "--json", *extra],
                                             stdout=sink, stderr=subprocess.STDOUT)
                 running.append((proc, last, lag, t, path))
         time.sleep(0.002)
@@ -390,14 +391,21 @@ class Monitor:
 
     FIRST_MS = 35.0
 
-    def __init__(self, spy: str, work: Path) -> None:
+    def __init__(self, spy: str, work: Path, native: bool = False) -> None:
         import mmap
 
         self.shm, self.log = work / "heartbeat.shm", work / "dumps.jsonl"
         self.shm.write_bytes(b"\0" * 24)
         self._f = open(self.shm, "r+b")  # noqa: SIM115 (lives as long as the bench)
         self.mm = mmap.mmap(self._f.fileno(), 24)
-        argv = [str(self.shm), str(os.getpid()), spy, str(self.log), str(self.FIRST_MS)]
+        argv = [
+            str(self.shm),
+            str(os.getpid()),
+            spy,
+            str(self.log),
+            str(self.FIRST_MS),
+            "1" if native else "0",
+        ]
         self.proc = subprocess.Popen([sys.executable, "-c", MONITOR, *argv])
 
     def beat(self, t: float, recording: bool) -> None:
@@ -432,7 +440,8 @@ def explain_dump(dump: dict[str, Any]) -> dict[str, Any]:
     gui = next((t for t in threads if t.get("thread_name") == "MainThread"), None)
     holder = next((t for t in threads if t.get("owns_gil")), None)
     gui_frames = _spy_frames(gui) if gui else []
-    in_python = [f for f in gui_frames if not f.startswith("bench/gui_stall.py")]
+    in_python = [f for f in gui_frames if ".py:" in f and not f.startswith("bench/gui_stall.py")]
+    native = [f.split(" ", 1)[-1] for f in gui_frames if ".py:" not in f and "::" in f]  # --native-dumps
     active = bool(gui and gui.get("active"))
     if in_python:
         app = next((f for f in in_python if f.startswith("vrag_desktop/")), in_python[0])
@@ -452,8 +461,12 @@ def explain_dump(dump: dict[str, Any]) -> dict[str, Any]:
         category = f"{re.sub(r'[-_]?[0-9]+', '', str(holder.get('thread_name')))} holds the GIL: {what}"
     elif holder is gui:
         verdict = category = "GUI thread in Qt C++, holding the GIL"
+        if native:
+            verdict += ": " + " < ".join(native[:4])
     elif active:
         verdict = category = "GUI thread in Qt C++, GIL free"
+        if native:
+            verdict += ": " + " < ".join(native[:4])
     else:
         verdict = category = "GUI thread not running, GIL free (waiting for a CPU?)"
     out = {
@@ -647,6 +660,37 @@ class Bench:
         finally:
             w.controller.event.disconnect(render)
 
+    def render_cost(self, repeat: int = 10) -> dict[str, Any] | None:
+        """What one transcript redraw costs the GUI thread at the end of a run: the ask panel's
+        ``render()`` (``setHtml`` of the whole transcript, every 100 ms while a run streams), then the
+        layout and paint Qt does for it, forced here with a synchronous repaint."""
+        runs = self.ctx.runs.list()
+        if not runs:
+            return None
+        rid = runs[0].id
+        ask = self.window.ask
+        ask.load(QUESTION, self.ctx.runs.events(rid))
+        html_chars = len(ask.to_html())
+        render, paint = [], []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            ask.render()
+            t1 = time.perf_counter()
+            ask.view.viewport().repaint()
+            paint.append((time.perf_counter() - t1) * 1000)
+            render.append((t1 - t) * 1000)
+            self.app.processEvents()
+        render.sort()
+        paint.sort()
+        return {
+            "run_blocks": len(ask.transcript.blocks),
+            "html_chars": html_chars,
+            "render_ms_median": round(render[len(render) // 2], 1),
+            "render_ms_max": round(render[-1], 1),
+            "layout_paint_ms_median": round(paint[len(paint) // 2], 1),
+            "layout_paint_ms_max": round(paint[-1], 1),
+        }
+
     def gui_thread_indexing(self) -> dict[str, Any]:
         from vrag_desktop.core.progress import CancelToken
         from vrag_desktop.qt.indexer import Job, run_job
@@ -778,6 +822,12 @@ def main() -> None:
         metavar="N",
         help="experiment, not the product: give every thread of the app but the GUI thread nice N",
     )
+    ap.add_argument(
+        "--native-dumps",
+        action="store_true",
+        help="diagnosis only: dumps with C/C++ frames (py-spy pauses the app ~0.2 s per dump, so the "
+        "figures of such a run are distorted)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gui_stall.json")
     ap.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
@@ -800,7 +850,7 @@ def main() -> None:
     bench = Bench(args, work)
     bench.wait_until(lambda: False, 2.0)  # the window settles (start-up background work)
     spy_exe = find_py_spy(args.py_spy)
-    monitor = Monitor(spy_exe, work) if spy_exe else None
+    monitor = Monitor(spy_exe, work, native=args.native_dumps) if spy_exe else None
     bench.hb.monitor = monitor
     if args.renice_workers is not None:
         bench.renice_workers(args.renice_workers)
@@ -827,6 +877,7 @@ def main() -> None:
             ):
                 phases.append(fn())
                 print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
+        render = None if args.no_baselines else bench.render_cost()
     finally:
         bench.sampler.stop()
         bench.hb.stop()
@@ -845,6 +896,7 @@ def main() -> None:
         "target_ms": TARGET_MS,
         "py_spy": spy_exe,
         "renice_workers": args.renice_workers,
+        "native_dumps": args.native_dumps,
         "stall_dumps_taken": len(dumps) if dumps is not None else None,
         "corpus": prepared,
         "stream": {
@@ -854,6 +906,7 @@ def main() -> None:
             "think_chars": args.think_chars,
         },
         "phases": phases,
+        "transcript_redraw": render,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))
@@ -882,6 +935,12 @@ def main() -> None:
             f"{p['over_50ms']} | {len(p['runs'])} | {p['stream_deltas']} | {p['cpu']['other_cpu_share']:.0%} |"
         )
     print(f"\nTarget: longest stall ≤ {TARGET_MS:.0f} ms while indexing and streaming.")
+    if render:
+        print(
+            f"\nOne transcript redraw at the end of a run ({render['run_blocks']} blocks, {render['html_chars']:,} "
+            f"chars of HTML), app otherwise idle: render() {render['render_ms_median']} ms, then layout "
+            f"and paint {render['layout_paint_ms_median']} ms (medians of 10)"
+        )
     for p in phases:
         top = [s for s in p["stalls"][: args.top] if s["gap_ms"] > TARGET_MS]
         if not top:
