@@ -54,6 +54,7 @@ Writes bench/out/gui_stall.json (every gap ≥ 20 ms with its context) and print
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -335,6 +336,40 @@ class Sampler(threading.Thread):
         self._stop_evt.set()
 
 
+class GcWatch:
+    """Every garbage collection: when, which generation, how long (it holds the GIL throughout, in
+    whichever thread allocated the object that triggered it)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, float, int, int]] = []  # (start, end, generation, collected)
+        self._start = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict[str, int]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._start = now
+        else:
+            self.events.append((self._start, now, info["generation"], info["collected"]))
+
+    def during(self, t0: float, t1: float) -> list[dict[str, Any]]:
+        return [
+            {"generation": g, "ms": round((b - a) * 1000, 1), "collected": c}
+            for a, b, g, c in self.events
+            if b >= t0 and a <= t1 and b - a >= 0.005
+        ]
+
+    def summary(self, t0: float, t1: float) -> dict[str, Any]:
+        inside = [(b - a, g) for a, b, g, _ in self.events if t0 <= a <= t1]
+        gen2 = [d for d, g in inside if g == 2]
+        return {
+            "collections": len(inside),
+            "total_ms": round(sum(d for d, _ in inside) * 1000),
+            "gen2": len(gen2),
+            "gen2_max_ms": round(max(gen2) * 1000, 1) if gen2 else None,
+        }
+
+
 MONITOR = r"""
 import json, mmap, os, struct, subprocess, sys, time
 shm, pid, spy, out, first_ms, native = sys.argv[1:7]
@@ -522,6 +557,7 @@ class Bench:
         self.window = MainWindow(self.ctx, first_run=False)
         self.window.show()
         self.hb = Heartbeat()
+        self.gc = GcWatch()
         self.sampler = Sampler(self.hb)
         self._QEventLoop, self._QTimer = QEventLoop, QTimer
 
@@ -597,6 +633,7 @@ class Bench:
             start()
             finished = self.wait_until(done, timeout_s)
         self.hb.record(False)
+        self._phase_window = (t0, time.perf_counter())
         gaps = sorted(self.hb.gaps)
         return {
             "label": label,
@@ -614,6 +651,7 @@ class Bench:
             "cpu": ph.info,
             "reports": [r[1:] for r in self.reports[n_reports:]],
             "stalls": sorted(self.hb.stalls, key=lambda s: -s["gap_ms"]),
+            "gc": self.gc.summary(*self._phase_window),
         }
 
     def rep(self, k: int) -> dict[str, Any]:
@@ -730,10 +768,16 @@ class Bench:
                 s["dumps"] = [explain_dump(d) for d in by_beat.get(t0, [])]
                 for d in s["dumps"]:  # py-spy reads the stacks at the end of its run
                     d["finished_inside_stall"] = d.pop("done_s") <= t1
-                if s["gap_ms"] > TARGET_MS:
-                    inside = [d for d in s["dumps"] if d["finished_inside_stall"]]
+            gcs = self.gc.during(t0, t1)
+            s["gc"] = gcs
+            big_gc = [g for g in gcs if g["ms"] >= s["gap_ms"] / 2]
+            if dumps is not None and s["gap_ms"] > TARGET_MS:
+                inside = [d for d in s["dumps"] if d["finished_inside_stall"]]
+                if big_gc:
+                    cat = f"garbage collection (generation {big_gc[0]['generation']})"
+                else:
                     cat = inside[0]["category"] if inside else "no dump finished inside the stall"
-                    tally.setdefault(cat, []).append(s["gap_ms"])
+                tally.setdefault(cat, []).append(s["gap_ms"])
             late = [late for (t, late) in self.sampler.samples if t0 <= t <= t1 + 0.011]
             s["watchdog_max_late_ms"] = max(late, default=None)
         if dumps is not None:
@@ -784,7 +828,11 @@ def find_py_spy(arg: str | None) -> str | None:
 
 
 def stall_cause(s: dict[str, Any]) -> str:
-    """One line from the first dump taken during the stall."""
+    """One line: a garbage collection covering the stall, else the first dump taken during it."""
+    big_gc = [g for g in s.get("gc", []) if g["ms"] >= s["gap_ms"] / 2]
+    if big_gc:
+        g = big_gc[0]
+        return f"garbage collection, generation {g['generation']}: {g['ms']:.0f} ms ({g['collected']} objects freed)"
     dumps = s.get("dumps")
     if dumps is None:
         late = s.get("watchdog_max_late_ms")
@@ -927,12 +975,17 @@ def main() -> None:
         )
         + "\n"
     )
-    print("| Phase | s | max gap ms | p99 | p99.9 | gaps > 50 ms | runs | stream events | others' CPU |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| Phase | s | max gap ms | p99 | p99.9 | gaps > 50 ms | runs | stream events | gen-2 GCs (longest ms) "
+        "| others' CPU |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for p in phases:
         print(
             f"| {p['label']} | {p['seconds']} | **{p['max_ms']}** | {p['p99_ms']} | {p['p999_ms']} | "
-            f"{p['over_50ms']} | {len(p['runs'])} | {p['stream_deltas']} | {p['cpu']['other_cpu_share']:.0%} |"
+            f"{p['over_50ms']} | {len(p['runs'])} | {p['stream_deltas']} | "
+            f"{p['gc']['gen2']} ({p['gc']['gen2_max_ms']}) | "
+            f"{p['cpu']['other_cpu_share']:.0%} |"
         )
     print(f"\nTarget: longest stall ≤ {TARGET_MS:.0f} ms while indexing and streaming.")
     if render:
