@@ -815,6 +815,23 @@ class Bench:
         self._renice.start()
         apply()
 
+    def freeze_gc_after_model_load(self) -> None:
+        """Experiment: ``gc.freeze()`` once the embedder is loaded, so the collector stops traversing
+        the ~400k long-lived objects torch and transformers leave (a full collection then holds the
+        GIL for ~0.2 s on an idle machine, longer on a busy one)."""
+        timer = self._QTimer()
+        timer.setInterval(100)
+
+        def check() -> None:
+            if "embedder" in self.ctx._cache:
+                gc.freeze()
+                timer.stop()
+                print(f"  (gc.freeze(): {gc.get_freeze_count()} objects)", flush=True)
+
+        timer.timeout.connect(check)
+        timer.start()
+        self._freeze_timer = timer
+
     def close(self) -> None:
         self.window.close()
         self.srv.stop()
@@ -871,6 +888,11 @@ def main() -> None:
         help="experiment, not the product: give every thread of the app but the GUI thread nice N",
     )
     ap.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="experiment, not the product: gc.freeze() once the embedder has loaded",
+    )
+    ap.add_argument(
         "--native-dumps",
         action="store_true",
         help="diagnosis only: dumps with C/C++ frames (py-spy pauses the app ~0.2 s per dump, so the "
@@ -902,6 +924,8 @@ def main() -> None:
     bench.hb.monitor = monitor
     if args.renice_workers is not None:
         bench.renice_workers(args.renice_workers)
+    if args.gc_freeze:
+        bench.freeze_gc_after_model_load()
     bench.hb.start()
     bench.sampler.start()
     phases: list[dict[str, Any]] = []
@@ -945,6 +969,7 @@ def main() -> None:
         "py_spy": spy_exe,
         "renice_workers": args.renice_workers,
         "native_dumps": args.native_dumps,
+        "gc_freeze": args.gc_freeze,
         "stall_dumps_taken": len(dumps) if dumps is not None else None,
         "corpus": prepared,
         "stream": {
@@ -973,6 +998,7 @@ def main() -> None:
             if args.renice_workers is not None
             else ""
         )
+        + ("; EXPERIMENT: gc.freeze() after the model loaded" if args.gc_freeze else "")
         + "\n"
     )
     print(
