@@ -8,11 +8,11 @@ missing or unreadable image file shows as a cell that says so, never as an error
 
 from __future__ import annotations
 
-import contextlib
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+import shiboken6
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QImage, QImageReader, QPalette, QPixmap
 from PySide6.QtWidgets import (
@@ -299,19 +299,24 @@ class NodeDetails(QWidget):
         item.setText("loading…")
         gen = self._generation
 
+        def cell() -> QTableWidgetItem | None:
+            # Look the cell up again: the captured item may have been freed with its table (a
+            # QTableWidgetItem is no QObject, so touching a freed one would crash, not raise).
+            if gen != self._generation or not shiboken6.isValid(self) or not shiboken6.isValid(t):
+                return None
+            return t.item(row, col)
+
         def done(img: QImage) -> None:
             self._remember(path, img)
-            if gen == self._generation:
-                _guard(
-                    lambda: (
-                        item.setText(""),
-                        item.setData(Qt.ItemDataRole.DecorationRole, QPixmap.fromImage(img)),
-                    )
-                )
+            it = cell()
+            if it is not None:
+                it.setText("")
+                it.setData(Qt.ItemDataRole.DecorationRole, QPixmap.fromImage(img))
 
         def failed(exc: BaseException) -> None:
-            if gen == self._generation:
-                _guard(lambda: self._problem(item, UNREADABLE, str(exc)))
+            it = cell()
+            if it is not None:
+                self._problem(it, UNREADABLE, str(exc))
 
         run_in_thread(load_thumbnail, path, THUMB, on_done=done, on_error=failed)
 
@@ -437,12 +442,6 @@ def link_details(scene: GraphScene, details: NodeDetails) -> None:
     timer.timeout.connect(refresh)
     scene.nodeSelected.connect(selected)
     scene.detailsChanged.connect(changed)
-
-
-def _guard(fn: Any) -> None:
-    """Run a GUI update that may target a widget deleted meanwhile (the person moved on)."""
-    with contextlib.suppress(RuntimeError):
-        fn()
 
 
 def _clear_layout(layout: Any) -> None:
