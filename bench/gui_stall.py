@@ -816,15 +816,18 @@ class Bench:
         apply()
 
     def freeze_gc_after_model_load(self) -> None:
-        """Experiment: ``gc.freeze()`` once the embedder is loaded, so the collector stops traversing
-        the ~400k long-lived objects torch and transformers leave (a full collection then holds the
-        GIL for ~0.2 s on an idle machine, longer on a busy one)."""
+        """Experiment, the fix proposed for the collector's stalls: no collections while torch and
+        transformers load (each one walks the growing heap holding the GIL), then ``gc.freeze()``
+        so later full collections skip the ~400k long-lived objects they leave (a full collection
+        of them holds the GIL ~0.2 s on an idle machine, longer on a busy one)."""
+        gc.disable()
         timer = self._QTimer()
         timer.setInterval(100)
 
         def check() -> None:
             if "embedder" in self.ctx._cache:
                 gc.freeze()
+                gc.enable()
                 timer.stop()
                 print(f"  (gc.freeze(): {gc.get_freeze_count()} objects)", flush=True)
 
@@ -890,7 +893,7 @@ def main() -> None:
     ap.add_argument(
         "--gc-freeze",
         action="store_true",
-        help="experiment, not the product: gc.freeze() once the embedder has loaded",
+        help="experiment, not the product: no garbage collection until the embedder has loaded, then gc.freeze()",
     )
     ap.add_argument(
         "--native-dumps",
@@ -998,7 +1001,7 @@ def main() -> None:
             if args.renice_workers is not None
             else ""
         )
-        + ("; EXPERIMENT: gc.freeze() after the model loaded" if args.gc_freeze else "")
+        + ("; EXPERIMENT: gc off until the model loaded, then gc.freeze()" if args.gc_freeze else "")
         + "\n"
     )
     print(
