@@ -652,6 +652,7 @@ class Bench:
             "reports": [r[1:] for r in self.reports[n_reports:]],
             "stalls": sorted(self.hb.stalls, key=lambda s: -s["gap_ms"]),
             "gc": self.gc.summary(*self._phase_window),
+            "gc_tracked_objects_after": len(gc.get_objects()),  # frozen ones excluded
         }
 
     def rep(self, k: int) -> dict[str, Any]:
