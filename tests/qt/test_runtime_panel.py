@@ -605,10 +605,11 @@ def test_a_server_dying_after_ready_is_reported_live(
     v = panel.vllm
     seen: list[str] = []
     panel.statusChanged.connect(seen.append)
-    _use_fake_vllm(panel, monkeypatch, "--fake-mode exit-later", "--fake-exit-after 1.0")
+    # long enough for the readiness probe to see it up even on a loaded machine
+    _use_fake_vllm(panel, monkeypatch, "--fake-mode exit-later", "--fake-exit-after 5.0")
     v.start()
     qtbot.waitUntil(lambda: "DashScope · vLLM: ready" in seen, timeout=20000)
-    qtbot.waitUntil(lambda: v.status_head.text().startswith("Crashed"), timeout=10000)
+    qtbot.waitUntil(lambda: v.status_head.text().startswith("Crashed"), timeout=20000)
     assert "crashed (exit code 1)" in v.status_detail.text()
     assert "fake engine core died unexpectedly" in v.status_head.toolTip()  # the tail, for the curious
     assert seen[-1] == "DashScope · vLLM: crashed"
