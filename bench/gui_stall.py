@@ -11,8 +11,8 @@ longest freeze. While it beats, in the same window:
     which the product OCRs) with the real indexer, the real MiniLM embedder and OCR;
 (b) **a streamed agent run**, started with ``window.start_run(...)`` (what the ask panel's Ask does)
     against ``tests/scripted_openai.py`` over real HTTP: a VRAG run of 9 model turns (search, crop,
-    search, crop, …, answer) whose replies stream in 4-character chunks every 2 ms (~3,400 chunks a
-    run) and search a small pre-built corpus. A new run starts whenever one ends, until the
+    search, crop, …, answer) whose replies stream in 4-character chunks every 2 ms (~6,900 stream
+    events a run) and search a small pre-built corpus. A new run starts whenever one ends, until the
     indexing has finished.
 
 Repetition 1 includes the first use of the embedder (torch import and model load, in the worker);
@@ -26,7 +26,9 @@ reads the process from outside without pausing it; ``pip install py-spy``; witho
 still measures, it just cannot explain), and again at 280 ms into the same stall. A dump says
 which thread **holds the GIL** and every thread's Python stack, so each stall is attributed to:
 Python on the GUI thread (its stack), a worker holding the GIL (its stack), or Qt C++ on the GUI
-thread without the GIL (the GUI thread active with only the event loop's Python frame).
+thread without the GIL (the GUI thread active with only the event loop's Python frame). A
+``gc.callbacks`` probe records every garbage collection (one holds the GIL throughout); a stall
+mostly covered by one is put down to it.
 
 Tried first and dropped, because they break what they measure: ``faulthandler.dump_traceback_later``
 reads other threads' frames without the GIL and crashed the process under this load; sampling with
@@ -47,6 +49,10 @@ Target (issue 4): longest GUI-thread stall ≤ 50 ms while indexing and streamin
 development machine.
 
     .venv/bin/python bench/gui_stall.py [--pdfs 15 --pages 300 --reps 3] [--py-spy PATH] [--xcb]
+
+Experiments (not the product): ``--renice-workers 10`` (every thread but the GUI thread at lower CPU
+priority), ``--gc-freeze`` (no collections until the embedder has loaded, then ``gc.freeze()``);
+``--native-dumps`` adds C++ frames (py-spy then pauses the app per dump: diagnosis only).
 
 Writes bench/out/gui_stall.json (every gap ≥ 20 ms with its context) and prints markdown tables.
 """
@@ -236,9 +242,6 @@ def _short(path: str) -> str:
     if "/lib/python3." in path:
         return "stdlib/" + path.split("/lib/python3.", 1)[1].split("/", 1)[-1]
     return path
-
-
-IDLE = ("threading.py:331 wait", "threading.py:327 wait", "thread.py:81 _worker", "selectors.py:415 select")
 
 
 def summarize(frames: list[str]) -> str:
