@@ -847,8 +847,8 @@ class Bench:
 def find_py_spy(arg: str | None) -> str | None:
     if arg:
         return None if arg == "none" else arg
-    here = [Path(sys.prefix) / "bin" / "py-spy", Path("/tmp/pyspy/bin/py-spy")]
-    return shutil.which("py-spy") or next((str(p) for p in here if p.exists()), None)
+    in_venv = Path(sys.prefix) / "bin" / "py-spy"  # pip install py-spy into the venv
+    return shutil.which("py-spy") or (str(in_venv) if in_venv.exists() else None)
 
 
 def stall_cause(s: dict[str, Any]) -> str:
