@@ -64,9 +64,8 @@ def make_script(page_raw: tuple[int, int]) -> list[Any]:
         _region, view = View(shown, page_raw).zoom(tuple(box))
         state["view"] = view
         return {
-            "reasoning": "Page 2 of the annual report has a revenue table by region. I need the exact "
-            "figures, so I will zoom into the table before answering.",
-            "content": f"<think>The table on page 2 lists revenue by region. Zoom in to read it.</think>\n"
+            "content": f"<think>Page 2 of the annual report has a table of revenue by region. I need the exact "
+            "figures, so I will zoom into the table before answering.</think>\n"
             f"<bbox>{box}</bbox>",
             "chunk": 6,
             "delay": 0.01,
@@ -80,18 +79,16 @@ def make_script(page_raw: tuple[int, int]) -> list[Any]:
         rx1, ry1, rx2, ry2 = frac_box(ROW_PT, page_raw)
         box = [round((rx1 - ox) * sx), round((ry1 - oy) * sy), round((rx2 - ox) * sx), round((ry2 - oy) * sy)]
         return {
-            "reasoning": "North America has the largest 2024 figure in the table. Let me zoom into that row "
-            "to be sure of the number.",
-            "content": f"<think>Zoom into the North America row.</think>\n<bbox>{box}</bbox>",
+            "content": "<think>North America has the largest 2024 figure in the table. Let me zoom into that "
+            f"row to be sure of the number.</think>\n<bbox>{box}</bbox>",
             "chunk": 6,
             "delay": 0.01,
         }
 
     return [
         {
-            "reasoning": "The question is about revenue by region in the last fiscal year. Northwind's annual "
-            "report should have a breakdown. Let me search for it.",
-            "content": "<think>I should find Northwind's revenue by region.</think>\n"
+            "content": "<think>The question is about revenue by region in the last fiscal year. Northwind's "
+            "annual report should have a breakdown, so I will search for it.</think>\n"
             "<search>Northwind revenue by region 2024</search>",
             "chunk": 6,
             "delay": 0.01,
@@ -99,9 +96,8 @@ def make_script(page_raw: tuple[int, int]) -> list[Any]:
         zoom_table,
         zoom_row,
         {
-            "reasoning": "The row reads: North America, 151.0 in 2023 and 168.4 in 2024 (USD millions), the "
-            "largest of all regions.",
-            "content": "<think>North America: USD 168.4 million in 2024.</think>\n"
+            "content": "<think>The row reads: North America, 151.0 in 2023 and 168.4 in 2024 (USD millions), "
+            "the largest of all regions.</think>\n"
             "<answer>North America, with USD 168.4 million of revenue in 2024 (40.9% of the total).</answer>",
             "chunk": 6,
             "delay": 0.01,
@@ -225,13 +221,14 @@ def main() -> int:
     }
     for name, widget in shots.items():
         path = out / name
-        if widget is window.graph_dock:
-            # The graph on its own, floated and large enough to read every card.
+        if widget in (window.graph_dock, window.evidence_dock):
+            # On its own, floated and large enough to read every card / the page.
             widget.setFloating(True)
             widget.resize(1300, 900)
             settle(app, 0.5)
             window.graph_view.fit()
-            settle(app, 0.5)
+            window.evidence.page_view.fit()
+            settle(app, 1.0)
         if not widget.grab().save(str(path)):
             raise SystemExit(f"screenshots: could not write {path}")
         print(f"wrote {path}")

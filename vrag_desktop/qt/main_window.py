@@ -331,6 +331,7 @@ class MainWindow(QMainWindow):
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
         self.runtime.profilesChanged.connect(ask.refresh_profiles)
         self.runtime.activeProfileChanged.connect(lambda _name: ask.refresh_profiles())
+        ask.profile_combo.currentIndexChanged.connect(self._ask_profile_changed)
         # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
         for view in (self.graph_view, self.evidence.page_view):
             view.installEventFilter(self)
@@ -427,6 +428,19 @@ class MainWindow(QMainWindow):
             self.controller.stop()
         elif self.replay.is_playing:
             self.replay.pause()
+
+    def _ask_profile_changed(self) -> None:
+        """The model picked for asking becomes the active profile, so the status bar tells the truth."""
+        name = self.ask.profile_combo.currentData()
+        if not name or name == self.ctx.profiles.active:
+            return
+        try:
+            self.ctx.profiles.set_active(name)
+        except Exception as exc:
+            error_sink().report("Cannot switch the endpoint profile", exc, "warning")
+            return
+        self.runtime.refresh()
+        self.ask.refresh_profiles()
 
     def _run_started(self, run_id: str) -> None:
         if run_id:
