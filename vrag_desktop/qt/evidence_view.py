@@ -493,7 +493,10 @@ class CropImage(QWidget):
         return QSize(64, 32)
 
     def paintEvent(self, event: Any) -> None:
-        painter = QPainter(self)
+        with QPainter(self) as painter:  # ended on every path, whatever holds this frame
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
         if self.pixmap is None or self.pixmap.isNull():
             painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.text)
@@ -557,14 +560,14 @@ class CropCard(QFrame):
 
     def paintEvent(self, event: Any) -> None:
         # drawn here rather than by a stylesheet so the border follows palette (theme) changes
-        painter = QPainter(self)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        width = 2.0 if self.selected else 1.0
-        colour = self.colour if self.selected else theme_colour("border")
-        painter.setPen(QPen(colour, width))
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
-        painter.drawRoundedRect(r, 6, 6)
+        with QPainter(self) as painter:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            width = 2.0 if self.selected else 1.0
+            colour = self.colour if self.selected else theme_colour("border")
+            painter.setPen(QPen(colour, width))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
+            painter.drawRoundedRect(r, 6, 6)
 
     def set_crop(self, image: QImage | None, stand_in: bool = False, missing: str = "") -> None:
         if image is None or image.isNull():

@@ -259,7 +259,7 @@ class Indexer(QObject):
         self.last_progress = None
         ctx = self.ctx
         worker = GeneratorWorker(
-            lambda token: run_job(ctx, job, token), f"index-{job.name}", report_errors=False
+            lambda token: run_job(ctx, job, token), f"index-{job.name}", report_errors=False, nice=10
         )
         self._worker = worker
         worker.progress.connect(self._on_progress)

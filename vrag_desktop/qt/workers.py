@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import os
 import threading
 from collections.abc import Callable, Generator
 from typing import Any
@@ -53,6 +54,7 @@ class GeneratorWorker(QObject):
         *,
         report_errors: bool = True,
         error_title: str | None = None,
+        nice: int = 0,
     ) -> None:
         super().__init__(parent)
         self._make = make
@@ -60,6 +62,7 @@ class GeneratorWorker(QObject):
         self.token = CancelToken()
         self._thread: threading.Thread | None = None
         self._report = report_errors
+        self._nice = nice  # >0: run below the GUI thread's priority (threads it starts inherit it)
         self._error_title = error_title or f"{name} failed"
         self.result: Any = None
         self.error: BaseException | None = None
@@ -77,6 +80,11 @@ class GeneratorWorker(QObject):
 
     def _run(self) -> None:
         gen: Generator[Any, None, Any] | None = None
+        if self._nice > 0 and hasattr(os, "setpriority"):
+            # Linux: a thread's nice value is its own; a CPU-bound build at the GUI's priority
+            # starves the window on a 2-core machine.
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self._nice)
         try:
             gen = self._make(self.token)
             while True:
