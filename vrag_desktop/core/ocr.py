@@ -21,11 +21,16 @@ def _get_engine() -> Any:
     global _engine
     with _lock:
         if _engine is None:
-            try:
-                from rapidocr_onnxruntime import RapidOCR
-            except Exception as exc:
-                raise OCRUnavailable(f"OCR engine unavailable ({exc}); install rapidocr-onnxruntime") from exc
-            _engine = RapidOCR()
+            from vrag_desktop.core.long_lived import long_lived
+
+            with long_lived():
+                try:
+                    from rapidocr_onnxruntime import RapidOCR
+                except Exception as exc:
+                    raise OCRUnavailable(
+                        f"OCR engine unavailable ({exc}); install rapidocr-onnxruntime"
+                    ) from exc
+                _engine = RapidOCR()
         return _engine
 
 

@@ -6,31 +6,16 @@ data directory that cannot be created is reported once, when a panel needs it, n
 
 from __future__ import annotations
 
-import gc
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vrag_desktop.core.long_lived import long_lived
 from vrag_desktop.core.paths import resolve_data_dir
 from vrag_desktop.core.settings import AppSettings, default_config_dir, load_settings, save_settings
 
 _EMBEDDER_LOCK = threading.Lock()
-
-
-@contextmanager
-def _frozen_gc() -> Iterator[None]:
-    """Loading torch + a model leaves ~0.5 M long-lived objects; a full collection walking them holds
-    the GIL for 0.2–1 s and freezes the window. Collect nothing while loading, then move everything
-    alive into the permanent generation, which later collections skip."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 if TYPE_CHECKING:
@@ -94,7 +79,7 @@ class AppContext:
             if cached is None or cached[0] != spec:
                 from vrag_desktop.core.embedders import create_embedder
 
-                with _frozen_gc():
+                with long_lived():
                     self._cache["embedder"] = (spec, create_embedder(spec))
             return self._cache["embedder"][1]
 

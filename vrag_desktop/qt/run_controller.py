@@ -105,7 +105,10 @@ class RunController(QObject):
         corpora = list(r.corpora) if r.corpora else None
 
         def make_model() -> Any:
-            return ctx.profiles.to_model(profile)
+            from vrag_desktop.core.long_lived import long_lived
+
+            with long_lived():  # the first call imports the OpenAI SDK
+                return ctx.profiles.to_model(profile)
 
         def make_searcher() -> Any:
             from vrag_desktop.core.agents.searchers import EngineSearcher
