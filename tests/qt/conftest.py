@@ -5,6 +5,7 @@ The offscreen platform is chosen in ``tests/conftest.py`` before any QApplicatio
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,20 @@ def qt_isolation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Me
     error_sink().clear()
     yield backend
     keyring.set_keyring(previous)
+
+
+@pytest.fixture(autouse=True)
+def collect_qt_leftovers() -> Iterator[None]:
+    """After each Qt test (and after pytest-qt closed its widgets): collect its Python/Qt cycles and
+    deliver what they left queued, here and now, rather than at a random allocation in a later test."""
+    yield
+    from PySide6.QtWidgets import QApplication
+
+    if QApplication.instance() is None:
+        return
+    QApplication.processEvents()
+    gc.collect()
+    QApplication.processEvents()
 
 
 @pytest.fixture

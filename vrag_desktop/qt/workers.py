@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Generator
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.errors import error_sink
@@ -145,6 +145,9 @@ def gui_callback(
     (or reports to the error sink) on the GUI thread; exceptions of the ``ignore`` types call neither.
     Kept alive until delivered (see ``_PENDING``)."""
     cb = _Callback()
+    app = QCoreApplication.instance()
+    if app is not None and cb.thread() is not app.thread():
+        cb.moveToThread(app.thread())  # created off the GUI thread: deliver on the GUI thread anyway
     _PENDING.add(cb)
 
     def deliver(result: Any, exc: BaseException | None) -> None:
