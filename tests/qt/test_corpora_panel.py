@@ -298,7 +298,9 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     assert panel.progress_box.isVisible() and panel.progress_bar.value() == done
     text = panel.progress_label.text()
     assert text.startswith(f"<b>Indexing big: {done} / {BIG} items</b><br>") and "items/s · ETA" in text
-    assert chip(panel.corpus_item("big")) == f"indexing {done * 100 // BIG}%"
+    # the tree refreshes at most every 0.5 s (off the GUI thread): wait for it
+    qtbot.waitUntil(lambda: panel.corpus_item("big") is not None, timeout=5000)
+    qtbot.waitUntil(lambda: chip(panel.corpus_item("big")) == f"indexing {done * 100 // BIG}%", timeout=5000)
     panel.cancel_button.click()
     assert not panel.cancel_button.isEnabled()  # one click is enough; it says it is stopping
     gate.release.set()
