@@ -53,6 +53,24 @@ def ctx(tmp_path: Path) -> Any:
 
 
 @pytest.fixture
+def indexed(ctx: Any, minilm: Any, make_pdf: Any) -> Any:
+    """``ctx`` with corpus 'robots' indexed (a 2-page PDF: page 2 holds the Atlas robot's specs), and
+    the session's loaded embedder as the app's, so no test reloads it."""
+    from conftest import index_paths
+
+    pdf = make_pdf(
+        "robots.pdf",
+        [
+            "Northwind annual report. Letter to shareholders about a good year.",
+            "Atlas warehouse robot specifications: payload 450 kg, battery 14 hours, top speed 2 m/s.",
+        ],
+    )
+    index_paths(ctx.library, "robots", [pdf], minilm)
+    ctx._cache["embedder"] = (ctx.settings.embedder, minilm)
+    return ctx
+
+
+@pytest.fixture
 def reports(qtbot: Any) -> list[tuple[str, str, str]]:
     """Everything reported to the error sink during the test, as (level, title, message)."""
     from vrag_desktop.qt.errors import error_sink

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import free_port, index_paths
+from conftest import free_port
 from PySide6.QtCore import Qt
 from scripted_openai import ScriptedOpenAI
 
@@ -25,20 +24,6 @@ SCRIPT = [
     {"content": "<think>It says 450 kg.</think>\n<answer>450 kg</answer>"},
 ]
 QUESTION = "How heavy a load can the Atlas robot carry?"
-
-
-@pytest.fixture
-def indexed(ctx: Any, minilm: Any, make_pdf: Any) -> Any:
-    pdf = make_pdf(
-        "robots.pdf",
-        [
-            "Northwind annual report. Letter to shareholders about a good year.",
-            "Atlas warehouse robot specifications: payload 450 kg, battery 14 hours, top speed 2 m/s.",
-        ],
-    )
-    index_paths(ctx.library, "robots", [pdf], minilm)
-    ctx._cache["embedder"] = (ctx.settings.embedder, minilm)  # the session's loaded model
-    return ctx
 
 
 def _profile(ctx: Any, url: str, key: str = "k-123") -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, index_paths
+from conftest import ROOT
 from PySide6.QtGui import QKeySequence
 from scripted_openai import ScriptedOpenAI
 
@@ -35,20 +35,6 @@ def _window(qtbot: Any, ctx: AppContext, **kw: Any) -> MainWindow:
     w.activateWindow()  # shortcuts only reach the active window
     qtbot.waitUntil(w.isActiveWindow, timeout=2000)
     return w
-
-
-@pytest.fixture
-def indexed(ctx: AppContext, minilm: Any, make_pdf: Any) -> AppContext:
-    pdf = make_pdf(
-        "robots.pdf",
-        [
-            "Northwind annual report. Letter to shareholders about a good year.",
-            "Atlas warehouse robot specifications: payload 450 kg, battery 14 hours, top speed 2 m/s.",
-        ],
-    )
-    index_paths(ctx.library, "robots", [pdf], minilm)
-    ctx._cache["embedder"] = (ctx.settings.embedder, minilm)
-    return ctx
 
 
 def test_title_docks_and_shortcuts(qtbot: Any, ctx: AppContext) -> None:
