@@ -477,3 +477,24 @@ def test_three_hundred_nodes_render(view: GraphView, qtbot: Any) -> None:
     view.centerOn(scene.node_item("n150"))
     assert not view.grab().toImage().isNull()
     assert build < 10 and first < 10, (build, first)  # generous: typically well under a second
+
+
+def test_a_malformed_graph_from_the_model_still_draws(view: GraphView, qtbot: Any) -> None:
+    """Unknown parents, a cycle, a self-loop, a duplicate id, an unknown kind: drawn, never a crash."""
+    nodes = (
+        GraphNode("root", "root", label="q"),
+        GraphNode("a", "search", parents=("root", "b"), query="first"),
+        GraphNode("b", "search", parents=("a",), query="second"),
+        GraphNode("c", "search", parents=("nope",), query="orphan"),
+        GraphNode("a", "search", parents=("root",), query="duplicate id"),
+        GraphNode("d", "weird", parents=("d",), label="self-loop"),
+    )
+    scene = view.graph_scene()
+    scene.apply(GraphChanged(step=1, nodes=nodes))
+    assert sorted(n.node_id for n in scene.node_items()) == ["a", "b", "c", "d", "root"]
+    rects = [n.sceneBoundingRect() for n in scene.node_items()]
+    assert not any(r.intersects(o) for i, r in enumerate(rects) for o in rects[i + 1 :])
+    view.fit()
+    assert not view.grab().isNull()
+    scene.apply(GraphChanged(step=2, nodes=nodes[:2]))  # and a later snapshot that drops most of it
+    assert sorted(n.node_id for n in scene.node_items() if not n.info.removed) == ["a", "root"]
