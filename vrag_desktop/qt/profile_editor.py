@@ -132,6 +132,17 @@ def _error_label(parent: QWidget) -> QLabel:
     return label
 
 
+def stacked(parent: QWidget, top: QWidget, below: QWidget) -> QWidget:
+    """A form field with its note or inline error right under it."""
+    box = QWidget(parent)
+    v = QVBoxLayout(box)
+    v.setContentsMargins(0, 0, 0, 0)
+    v.setSpacing(2)
+    v.addWidget(top)
+    v.addWidget(below)
+    return box
+
+
 class _JsonEdit(QPlainTextEdit):
     """A small monospace box for a JSON object."""
 
@@ -346,13 +357,7 @@ class ProfileEditor(QWidget):
         return spin
 
     def _stack(self, field: QWidget, error: QLabel) -> QWidget:
-        box = QWidget(self)
-        v = QVBoxLayout(box)
-        v.setContentsMargins(0, 0, 0, 0)
-        v.setSpacing(2)
-        v.addWidget(field)
-        v.addWidget(error)
-        return box
+        return stacked(self, field, error)
 
     # ---- list ----------------------------------------------------------------------------------
     def refresh(self, select: str | None = None) -> None:

@@ -52,7 +52,15 @@ from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
 from vrag_desktop.qt.async_runner import async_runner
 from vrag_desktop.qt.errors import describe, error_sink
 from vrag_desktop.qt.log_view import LogView
-from vrag_desktop.qt.profile_editor import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, ProfileEditor, if_alive
+from vrag_desktop.qt.profile_editor import (
+    BAD_COLOR,
+    MUTED,
+    OK_COLOR,
+    WARN_COLOR,
+    ProfileEditor,
+    if_alive,
+    stacked,
+)
 from vrag_desktop.qt.workers import GeneratorWorker, run_in_thread
 
 if TYPE_CHECKING:
@@ -404,13 +412,7 @@ class VLLMSection(QWidget):
         return box
 
     def _stack(self, top: QWidget, below: QWidget) -> QWidget:
-        box = QWidget(self)
-        v = QVBoxLayout(box)
-        v.setContentsMargins(0, 0, 0, 0)
-        v.setSpacing(2)
-        v.addWidget(top)
-        v.addWidget(below)
-        return box
+        return stacked(self, top, below)
 
     def _browse_model(self) -> None:
         path = QFileDialog.getExistingDirectory(
