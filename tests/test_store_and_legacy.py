@@ -177,6 +177,9 @@ def test_embedder_mismatch_is_refused(library, minilm, make_pdf, tmp_path: Path)
     other = GVEEmbedder(str(build_tiny_qwen25_vl(tmp_path / "gve")), max_pixels=28 * 28 * 16)
     with pytest.raises(SearchError, match="indexed with embedder 'minilm-l6-v2'"):
         SearchEngine(library, ["m"], other)
+    # a shared, already loaded model is reused only when it is the corpus's own
+    assert SearchEngine(library, ["m"], reuse=minilm).embedder is minilm
+    assert SearchEngine(library, ["m"], reuse=other).embedder.info.id == "minilm-l6-v2"
     corpus = library.open("m")
     with pytest.raises(CorpusError, match="indexed with embedder 'minilm-l6-v2'"):
         drain(corpus.build(other))

@@ -62,6 +62,7 @@ from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageSho
 from vrag_desktop.core.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
 from vrag_desktop.qt.errors import describe, error_sink
 from vrag_desktop.qt.theme import color as theme_colour
+from vrag_desktop.qt.thumbnails import load_thumbnail
 from vrag_desktop.qt.workers import run_in_thread
 
 if TYPE_CHECKING:
@@ -147,13 +148,11 @@ def _cut(
 
 
 def _read_thumb(key: str) -> QImage:
-    """(Worker thread.) A strip thumbnail, decoded at its display size."""
-    reader = QImageReader(key)
-    reader.setAutoTransform(False)
-    size = reader.size()
-    if size.isValid():
-        reader.setScaledSize(size.scaled(THUMB, Qt.AspectRatioMode.KeepAspectRatio))
-    return reader.read()
+    """(Worker thread.) A strip thumbnail in the page's stored pixel grid; a null image if unreadable."""
+    try:
+        return load_thumbnail(key, THUMB, auto_transform=False)
+    except OSError:
+        return QImage()
 
 
 # ---------------------------------------------------------------------- graphics items

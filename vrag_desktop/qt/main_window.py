@@ -554,12 +554,13 @@ class MainWindow(QMainWindow):
         return dlg
 
     def _settings_applied(self, changed: list[str]) -> None:
-        if "theme" in changed:
-            self.set_theme(self.ctx.settings.theme)
+        if "theme" in changed:  # the dialog applied and saved it; follow it in the menu and transcript
+            action = self.theme_actions.get(self.ctx.settings.theme)
+            if action is not None:
+                action.setChecked(True)
+            self.ask.render()
         if "data_dir" in changed:
-            reload = getattr(self.corpora, "reload", None)
-            if callable(reload):
-                reload()
+            self.corpora.reload()
             self.history.refresh()
             self.ask.refresh_corpora()
             self.ask.refresh_profiles()

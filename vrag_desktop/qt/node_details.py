@@ -14,7 +14,7 @@ from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QImage, QImageReader, QPalette, QPixmap
+from PySide6.QtGui import QColor, QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFormLayout,
@@ -33,26 +33,12 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.agents.events import HitRef
 from vrag_desktop.core.reasoning_graph import NodeInfo
 from vrag_desktop.qt.graph_scene import GraphScene, kind_color
+from vrag_desktop.qt.thumbnails import load_thumbnail
 from vrag_desktop.qt.workers import run_in_thread
 
 THUMB = QSize(88, 88)
 MISSING = "image file missing"
 UNREADABLE = "cannot read image"
-
-
-def load_thumbnail(path: str, size: QSize = THUMB) -> QImage:
-    """(Worker thread.) Decode ``path`` straight at thumbnail size; OSError when it cannot."""
-    reader = QImageReader(path)
-    reader.setAutoTransform(True)
-    full = reader.size()
-    if full.isValid() and (full.width() > size.width() or full.height() > size.height()):
-        reader.setScaledSize(full.scaled(size, Qt.AspectRatioMode.KeepAspectRatio))
-    img = reader.read()
-    if img.isNull():
-        raise OSError(f"{reader.errorString()} ({path})")
-    if img.width() > size.width() or img.height() > size.height():  # formats that cannot scale on read
-        img = img.scaled(size, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
-    return img
 
 
 def hit_source(h: HitRef) -> str:
@@ -456,4 +442,4 @@ def _clear_layout(layout: Any) -> None:
             item.layout().deleteLater()
 
 
-__all__ = ["MISSING", "UNREADABLE", "NodeDetails", "hit_source", "link_details", "load_thumbnail"]
+__all__ = ["MISSING", "UNREADABLE", "NodeDetails", "hit_source", "link_details"]

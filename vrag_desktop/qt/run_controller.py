@@ -112,14 +112,10 @@ class RunController(QObject):
 
         def make_searcher() -> Any:
             from vrag_desktop.core.agents.searchers import EngineSearcher
-            from vrag_desktop.core.search.engine import SearchEngine, SearchError
+            from vrag_desktop.core.search.engine import SearchEngine
 
-            try:  # reuse the app's loaded embedder when the corpora were built with it
-                engine = SearchEngine(ctx.library, corpora, embedder=ctx.embedder())
-            except SearchError as exc:
-                if "embedder" not in str(exc):
-                    raise
-                engine = SearchEngine(ctx.library, corpora)
+            # the app's loaded model when the corpora were built with it
+            engine = SearchEngine(ctx.library, corpora, reuse=ctx.embedder())
             return EngineSearcher(engine)
 
         common: dict[str, Any] = {

@@ -26,16 +26,21 @@ PATH_ROLE = Qt.ItemDataRole.UserRole
 STATE_ROLE = Qt.ItemDataRole.UserRole + 1  # "loading" | "ok" | "missing" | "text" | "failed"
 
 
-def load_thumbnail(path: str, size: int = THUMB_PX) -> QImage:
-    """Decode ``path`` scaled to fit ``size``×``size`` (any thread). Raises OSError when unreadable."""
+def load_thumbnail(path: str, size: int | QSize = THUMB_PX, *, auto_transform: bool = True) -> QImage:
+    """Decode ``path`` scaled to fit ``size`` (a square side or a box), on any thread; decoders that
+    cannot scale while reading are scaled after. Raises OSError when unreadable. ``auto_transform``
+    False keeps the file's stored pixel grid (what crop regions refer to)."""
+    box = QSize(size, size) if isinstance(size, int) else size
     reader = QImageReader(path)
-    reader.setAutoTransform(True)
+    reader.setAutoTransform(auto_transform)
     full = reader.size()
-    if full.isValid() and (full.width() > size or full.height() > size):
-        reader.setScaledSize(full.scaled(size, size, Qt.AspectRatioMode.KeepAspectRatio))
+    if full.isValid() and (full.width() > box.width() or full.height() > box.height()):
+        reader.setScaledSize(full.scaled(box, Qt.AspectRatioMode.KeepAspectRatio))
     image = reader.read()
     if image.isNull():
         raise OSError(f"cannot read {path}: {reader.errorString()}")
+    if image.width() > box.width() or image.height() > box.height():
+        image = image.scaled(box, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
     return image
 
 

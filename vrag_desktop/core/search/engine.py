@@ -62,7 +62,10 @@ class SearchEngine:
         *,
         hybrid: bool = False,
         device: str | None = None,
+        reuse: Embedder | None = None,
     ) -> None:
+        """``embedder`` must be the one the corpora were built with; ``reuse`` is an already loaded one
+        taken only when it is (the app's shared model), else the right one is loaded."""
         names = list(corpora) if corpora else library.names()
         if not names:
             raise SearchError("there is no corpus yet: index some files first (vrag-desktop index PATH)")
@@ -84,6 +87,8 @@ class SearchEngine:
                 f"these corpora were built with different embedders and cannot be searched together: {detail}"
             )
         wanted = ids.pop()
+        if embedder is None and reuse is not None and reuse.info.id == wanted:
+            embedder = reuse
         if embedder is None:
             model = self.corpora[0].manifest.get_meta("embedder_model") or wanted
             embedder = create_embedder(model, device=device)
