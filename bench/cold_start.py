@@ -226,14 +226,14 @@ class Spy:
         return None
 sys.meta_path.insert(0, Spy())
 sys.argv = ["vrag-desktop", "gui"]
-from vrag_desktop.cli import main
+from vrag_desktop.cli.main import main
 sys.exit(main())
 """
 
 PROFILE = """\
 import cProfile, io, json, pstats, sys
 sys.argv = ["vrag-desktop", "gui"]
-from vrag_desktop.cli import main
+from vrag_desktop.cli.main import main
 prof = cProfile.Profile()
 prof.enable()
 main()

@@ -181,7 +181,7 @@ def prepare(work: Path, n_pdfs: int, n_pages: int, ocr_every: int, seed: int) ->
     doc.close()
 
     from vrag_desktop.core.embedders import create_embedder
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     emb = create_embedder("minilm")
     corpus = Library(work / "data").open("robots", create=True)
@@ -537,7 +537,7 @@ class Bench:
         from vrag_desktop.core.endpoints.profiles import EndpointProfile
         from vrag_desktop.core.settings import AppSettings, save_settings
         from vrag_desktop.qt.context import AppContext
-        from vrag_desktop.qt.errors import error_sink
+        from vrag_desktop.qt.infra.errors import error_sink
         from vrag_desktop.qt.main_window import MainWindow
 
         self.args, self.work = args, work
@@ -605,7 +605,7 @@ class Bench:
             self._QTimer.singleShot(50, self.start_run)
 
     def start_run(self) -> None:
-        from vrag_desktop.qt.run_controller import RunRequest
+        from vrag_desktop.qt.ask.run_controller import RunRequest
 
         if self.keep_running and not self.window.controller.running:
             req = RunRequest(
@@ -735,7 +735,7 @@ class Bench:
 
     def gui_thread_indexing(self) -> dict[str, Any]:
         from vrag_desktop.core.progress import CancelToken
-        from vrag_desktop.qt.indexer import Job, run_job
+        from vrag_desktop.qt.corpora.indexer import Job, run_job
 
         state: dict[str, Any] = {"done": False}
         gen = run_job(

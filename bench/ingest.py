@@ -245,10 +245,10 @@ class StageTimer:
 def run_ours(embedder, pdf_dir: Path, workdir: Path, ocr: bool | None = None) -> dict:  # type: ignore[no-untyped-def]
     import pymupdf
 
-    from vrag_desktop.core import ocr as ocr_mod
+    from vrag_desktop.core.corpus import ocr as ocr_mod
     from vrag_desktop.core.corpus import corpus as corpus_mod
     from vrag_desktop.core.corpus import derive as derive_mod
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     timer = StageTimer()
     timer.wrap(pymupdf.Page, "get_text", "text extraction")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vrag_desktop.core.embedders.minilm import MiniLMEmbedder  # noqa: E402
-from vrag_desktop.core.library import Library  # noqa: E402
+from vrag_desktop.core.corpus.library import Library  # noqa: E402
 from vrag_desktop.core.search import SearchEngine  # noqa: E402
 from vrag_desktop.core.search.evaluate import evaluate, load_questions  # noqa: E402
 

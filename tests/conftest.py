@@ -38,7 +38,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def library(data_dir: Path):  # type: ignore[no-untyped-def]
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     return Library(data_dir)
 

@@ -12,7 +12,7 @@ from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop import VRAG
 from vrag_desktop.core.agents.vrag_protocol import VRAG_PROMPT
-from vrag_desktop.core.runs import RunStore
+from vrag_desktop.core.run.store import RunStore
 
 SCRIPT = [
     {"content": "<think>I need the spec page.</think>\n<search>Atlas robot payload</search>"},

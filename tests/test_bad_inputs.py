@@ -484,7 +484,7 @@ def test_file_changed_while_indexing(library, make_pdf, tmp_path, minilm, monkey
 
 # ---------------------------------------------------------------- permissions
 def _scan_and_report(data_dir: str, folder: str, out_fd: int | None = None) -> dict:  # type: ignore[type-arg]
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     lib = Library(data_dir)
     corpus = lib.open("c", create=True)
@@ -532,7 +532,7 @@ def _scan_as_nobody(data_dir: str, folder: str) -> dict:  # type: ignore[type-ar
 
 def test_unreadable_permissions(make_pdf, minilm) -> None:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.corpus.manifest import S_FAILED
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     # pytest's tmp dirs are 0700, so out of reach for "nobody": use a world-accessible one.
     base = Path(tempfile.mkdtemp(prefix="vrag-perm-"))
@@ -674,7 +674,7 @@ _VIDEO_CHILD = textwrap.dedent("""
     sys.path.insert(0, sys.argv[3])
     from conftest import drain
     from vrag_desktop.core.corpus.derive import DeriveOptions, derive
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
     corpus = Library(sys.argv[1]).open("v", create=True)
     corpus.add_paths([sys.argv[2]])
     drain(corpus.scan())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import SAMPLE, cli
 
-from vrag_desktop.core.library import Library
+from vrag_desktop.core.corpus.library import Library
 from vrag_desktop.core.search import SearchEngine
 from vrag_desktop.core.search.evaluate import evaluate, load_questions
 

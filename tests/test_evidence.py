@@ -18,8 +18,8 @@ from vrag_desktop.core.agents.events import (
     SearchStarted,
     ThinkDelta,
 )
-from vrag_desktop.core.evidence import EvidenceBoard, viewer_command
-from vrag_desktop.core.runs import RunStore
+from vrag_desktop.core.run.evidence import EvidenceBoard, viewer_command
+from vrag_desktop.core.run.store import RunStore
 
 
 def _page(tmp_path: Path, name: str, size: tuple[int, int]) -> str:

@@ -39,7 +39,7 @@ def test_contract_catches_a_violation(tmp_path: Path) -> None:
 
 
 def test_importing_core_loads_no_heavy_or_qt_library() -> None:
-    code = ("import sys, vrag_desktop.cli, vrag_desktop.core.search.engine, vrag_desktop.core.corpus.corpus;"
+    code = ("import sys, vrag_desktop.cli.main, vrag_desktop.core.search.engine, vrag_desktop.core.corpus.corpus;"
             "print(sorted(m for m in ('torch','transformers','faiss','PySide6','qasync','cv2','pymupdf') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"

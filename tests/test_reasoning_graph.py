@@ -36,8 +36,8 @@ from vrag_desktop.core.agents.events import (
     ThinkDelta,
     Timing,
 )
-from vrag_desktop.core.reasoning_graph import GraphDelta, Layout, ReasoningGraph
-from vrag_desktop.core.runs import RunStore
+from vrag_desktop.core.run.reasoning_graph import GraphDelta, Layout, ReasoningGraph
+from vrag_desktop.core.run.store import RunStore
 
 # ====================================================================== event sequences
 

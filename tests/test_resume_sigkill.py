@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import cli
 
-from vrag_desktop.core.library import Library
+from vrag_desktop.core.corpus.library import Library
 
 
 def _committed_items(db: Path) -> int:

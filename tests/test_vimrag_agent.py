@@ -304,7 +304,7 @@ def searcher(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[Engin
     import numpy as np
     import pymupdf
 
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.search import SearchEngine
 
     root = tmp_path_factory.mktemp("vimrag")

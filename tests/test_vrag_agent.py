@@ -342,7 +342,7 @@ DOCS = {
 def engine(tmp_path_factory: pytest.TempPathFactory, minilm):  # type: ignore[no-untyped-def]
     import pymupdf
 
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.search import SearchEngine
 
     root = tmp_path_factory.mktemp("vrag-agent")

@@ -2,6 +2,6 @@
 
 import sys
 
-from vrag_desktop.cli import main
+from vrag_desktop.cli.main import main
 
 sys.exit(main())

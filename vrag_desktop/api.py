@@ -8,7 +8,7 @@
 ``run`` is a plain generator (the agents are async inside: each run gets its own event loop in a
 worker thread); closing it early cancels the run. ``arun`` is the async form. The search side is
 an HTTP search URL (such as ``vrag-desktop serve-search``'s) or, with ``search_url=None``, the
-local corpora in process. Every run is saved (see :mod:`vrag_desktop.core.runs`) unless
+local corpora in process. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
 ``save=False``.
 """
 
@@ -132,14 +132,14 @@ class _Base:
 
         if self.search_url:
             return HttpSearcher(self.search_url)
-        from vrag_desktop.core.library import Library
+        from vrag_desktop.core.corpus.library import Library
         from vrag_desktop.core.search.engine import SearchEngine
 
         return EngineSearcher(SearchEngine(Library(self.data_dir), self.corpora))
 
     def _runs(self) -> Any:
         from vrag_desktop.core.paths import resolve_data_dir
-        from vrag_desktop.core.runs import RunStore
+        from vrag_desktop.core.run.store import RunStore
 
         return RunStore(resolve_data_dir(self.data_dir) / "runs")
 
@@ -159,7 +159,7 @@ class _Base:
         """Async form of :meth:`run`."""
         import tempfile
 
-        from vrag_desktop.core.runs import CANCELLED
+        from vrag_desktop.core.run.store import CANCELLED
 
         recorder = self._runs().recorder(self.agent_name, question, self._settings()) if self.save else None
         self.run_id = recorder.id if recorder else None

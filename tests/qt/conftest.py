@@ -23,7 +23,7 @@ def qt_isolation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Me
     previous = keyring.get_keyring()
     backend = MemoryKeyring()
     keyring.set_keyring(backend)
-    from vrag_desktop.qt.errors import error_sink
+    from vrag_desktop.qt.infra.errors import error_sink
 
     error_sink().clear()
     yield backend
@@ -73,7 +73,7 @@ def indexed(ctx: Any, minilm: Any, make_pdf: Any) -> Any:
 @pytest.fixture
 def reports(qtbot: Any) -> list[tuple[str, str, str]]:
     """Everything reported to the error sink during the test, as (level, title, message)."""
-    from vrag_desktop.qt.errors import error_sink
+    from vrag_desktop.qt.infra.errors import error_sink
 
     got: list[tuple[str, str, str]] = []
     error_sink().reported.connect(lambda *a: got.append(a))

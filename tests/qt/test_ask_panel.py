@@ -15,8 +15,8 @@ from PySide6.QtCore import Qt
 from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import EndpointProfile
-from vrag_desktop.qt.ask_panel import AskPanel
-from vrag_desktop.qt.run_controller import ANSWERED, CANCELLED, FAILED, RunController
+from vrag_desktop.qt.ask.ask_panel import AskPanel
+from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, FAILED, RunController
 
 SCRIPT = [
     {"content": "<think>I need the spec page.</think>\n<search>Atlas robot payload</search>", "chunk": 4},

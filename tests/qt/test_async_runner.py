@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
-from vrag_desktop.qt.async_runner import AsyncRunner
+from vrag_desktop.qt.infra.async_runner import AsyncRunner
 
 
 def test_result_error_and_cancel(qtbot: Any, reports: list[tuple[str, str, str]]) -> None:

@@ -27,8 +27,8 @@ from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.corpora_panel import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_ROLE, CorporaPanel
-from vrag_desktop.qt.workers import live_workers
+from vrag_desktop.qt.corpora.corpora_panel import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_ROLE, CorporaPanel
+from vrag_desktop.qt.infra.workers import live_workers
 
 SUPPORTED = "PDF, images, videos, .txt/.md"
 BIG = 40  # pages: more than one embedding batch (MiniLM takes 32), so a build can stop half-way

@@ -26,9 +26,9 @@ from vrag_desktop.core.agents.events import (
     MemoryItem,
     SearchResults,
 )
-from vrag_desktop.core.runs import RunStore
-from vrag_desktop.qt.graph_scene import KIND_COLORS, EdgeItem, GraphScene, GraphView, NodeItem
-from vrag_desktop.qt.node_details import MISSING, UNREADABLE, NodeDetails, link_details
+from vrag_desktop.core.run.store import RunStore
+from vrag_desktop.qt.graph.graph_scene import KIND_COLORS, EdgeItem, GraphScene, GraphView, NodeItem
+from vrag_desktop.qt.graph.node_details import MISSING, UNREADABLE, NodeDetails, link_details
 
 
 @pytest.fixture

@@ -31,9 +31,9 @@ from vrag_desktop.core.agents.events import (
     Timing,
     Usage,
 )
-from vrag_desktop.core.runs import RunStore
-from vrag_desktop.qt.history_panel import ANSWER, MODEL, QUESTION, STATUS, TIME, HistoryPanel
-from vrag_desktop.qt.replay import ReplayBar, ReplayController
+from vrag_desktop.core.run.store import RunStore
+from vrag_desktop.qt.history.history_panel import ANSWER, MODEL, QUESTION, STATUS, TIME, HistoryPanel
+from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
 
 HOUR = 3600.0
 

@@ -36,8 +36,8 @@ from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV, default_venv, loa
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.runtime.vllm_env import MARKER
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.log_view import LogView
-from vrag_desktop.qt.runtime_panel import RuntimePanel
+from vrag_desktop.qt.runtime.log_view import LogView
+from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX here")
 

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QColor, QImage, QPalette
 from PySide6.QtWidgets import QApplication, QLabel, QLineEdit
 
-from vrag_desktop.qt import theme
+from vrag_desktop.qt.infra import theme
 
 Role = QPalette.ColorRole
 

@@ -9,7 +9,7 @@ from typing import Any
 from PySide6.QtCore import QThread
 
 from vrag_desktop.core.progress import CancelToken
-from vrag_desktop.qt.workers import GeneratorWorker, run_in_thread
+from vrag_desktop.qt.infra.workers import GeneratorWorker, run_in_thread
 
 
 def _count(n: int, done: list[int], delay: float = 0.0):  # type: ignore[no-untyped-def]

@@ -69,8 +69,8 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
     app.setDesktopFileName("vrag-desktop")
 
     from vrag_desktop.qt.context import AppContext
-    from vrag_desktop.qt.errors import error_sink, install_excepthooks
-    from vrag_desktop.qt.theme import apply_theme
+    from vrag_desktop.qt.infra.errors import error_sink, install_excepthooks
+    from vrag_desktop.qt.infra.theme import apply_theme
 
     error_sink()  # created on the GUI thread
     install_excepthooks()

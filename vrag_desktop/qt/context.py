@@ -20,8 +20,8 @@ _EMBEDDER_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
-    from vrag_desktop.core.library import Library
-    from vrag_desktop.core.runs import RunStore
+    from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.run.store import RunStore
 
 
 @dataclass
@@ -49,7 +49,7 @@ class AppContext:
     @property
     def library(self) -> Library:
         if "library" not in self._cache:
-            from vrag_desktop.core.library import Library
+            from vrag_desktop.core.corpus.library import Library
 
             self._cache["library"] = Library(self.data_dir)
         return self._cache["library"]  # type: ignore[no-any-return]
@@ -57,7 +57,7 @@ class AppContext:
     @property
     def runs(self) -> RunStore:
         if "runs" not in self._cache:
-            from vrag_desktop.core.runs import RunStore
+            from vrag_desktop.core.run.store import RunStore
 
             self._cache["runs"] = RunStore(self.data_dir / "runs")
         return self._cache["runs"]  # type: ignore[no-any-return]

@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
 from vrag_desktop.core.paths import sample_corpus_dir
-from vrag_desktop.qt.ask_panel import AskPanel
+from vrag_desktop.qt.ask.ask_panel import AskPanel
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.errors import error_sink
-from vrag_desktop.qt.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 
 log = logging.getLogger("vrag_desktop")
 
@@ -150,13 +150,13 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ building
     def _build_panels(self) -> None:
-        from vrag_desktop.qt.corpora_panel import CorporaPanel
-        from vrag_desktop.qt.evidence_view import EvidenceView
-        from vrag_desktop.qt.graph_scene import GraphScene, GraphView
-        from vrag_desktop.qt.history_panel import HistoryPanel
-        from vrag_desktop.qt.node_details import NodeDetails, link_details
-        from vrag_desktop.qt.replay import ReplayBar, ReplayController
-        from vrag_desktop.qt.runtime_panel import RuntimePanel
+        from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
+        from vrag_desktop.qt.evidence.evidence_view import EvidenceView
+        from vrag_desktop.qt.graph.graph_scene import GraphScene, GraphView
+        from vrag_desktop.qt.history.history_panel import HistoryPanel
+        from vrag_desktop.qt.graph.node_details import NodeDetails, link_details
+        from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
+        from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
 
         ctx = self.ctx
         self.ask = AskPanel(ctx)
@@ -473,7 +473,7 @@ class MainWindow(QMainWindow):
 
     def _with_run(self, run_id: str, verb: str, show: Any) -> None:
         """Read a saved run's events off the GUI thread, then ``show(summary, events)``."""
-        from vrag_desktop.qt.replay import load_events
+        from vrag_desktop.qt.history.replay import load_events
 
         if self.controller.running:
             error_sink().report("A run is in progress", f"Stop it before {verb} another run.", "warning")
@@ -530,7 +530,7 @@ class MainWindow(QMainWindow):
         {"in": target.zoom_in, "out": target.zoom_out, "fit": target.fit}[how]()
 
     def set_theme(self, theme: str) -> None:
-        from vrag_desktop.qt.theme import apply_theme
+        from vrag_desktop.qt.infra.theme import apply_theme
 
         app = QApplication.instance()
         if isinstance(app, QApplication):
@@ -640,8 +640,8 @@ class MainWindow(QMainWindow):
         event.accept()
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
-        from vrag_desktop.qt import workers
-        from vrag_desktop.qt.async_runner import async_runner
+        from vrag_desktop.qt.infra import workers
+        from vrag_desktop.qt.infra.async_runner import async_runner
 
         self.replay.pause()
         if self.controller.running:

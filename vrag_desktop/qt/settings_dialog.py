@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.paths import resolve_data_dir
 from vrag_desktop.core.settings import AppSettings, SettingsError
-from vrag_desktop.qt import theme
+from vrag_desktop.qt.infra import theme
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext

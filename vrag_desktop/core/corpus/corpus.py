@@ -594,7 +594,7 @@ class _Pipeline:
     def _produce(self) -> None:
         ocr_fn = None
         if self.use_ocr:
-            from vrag_desktop.core.ocr import OCRUnavailable, ocr_image
+            from vrag_desktop.core.corpus.ocr import OCRUnavailable, ocr_image
 
             def ocr_fn(p: Path) -> str:
                 try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
 
 if TYPE_CHECKING:
     from PIL import Image

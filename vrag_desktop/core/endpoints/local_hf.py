@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .base import ChatResult, DeltaCallback, EndpointError
-from .client import StreamInterrupted
+from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.client import StreamInterrupted
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from PIL import Image

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from .client import OpenAIChatModel
+    from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
 log = logging.getLogger(__name__)
 
@@ -382,7 +382,7 @@ class ProfileStore:
     def to_model(self, name: str | None = None, **overrides: Any) -> OpenAIChatModel:
         """An :class:`OpenAIChatModel` for profile ``name`` (default: the active one) with its key.
         ``overrides`` go to the client's constructor."""
-        from .client import OpenAIChatModel
+        from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
         profile = self.get(name or self._active)
         if not profile.base_url:

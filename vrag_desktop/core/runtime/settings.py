@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 SETTINGS_FILE = "vllm.json"
 RUNTIME_DIR = "runtime"
-VENV_DIR = "vllm-venv"  # the CLI's 'runtime setup' default (cli_runtime.VENV_DIR)
+VENV_DIR = "vllm-venv"  # the CLI's 'runtime setup' default (vrag_desktop.cli.runtime.VENV_DIR)
 APP_LOG_FILE = "vllm-desktop.log"  # not the CLI's vllm.log: the CLI rotates that one on start
 ENTRYPOINT_ENV = "VRAG_DESKTOP_VLLM_ENTRYPOINT"  # testing: replaces "-m vllm…api_server" (as the CLI)
 LOG_ROTATE_BYTES = 50 * 1024 * 1024

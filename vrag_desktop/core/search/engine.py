@@ -18,7 +18,7 @@ from vrag_desktop.core.corpus.corpus import Corpus
 from vrag_desktop.core.corpus.kinds import ITEM_CLIP, ITEM_PAGE
 from vrag_desktop.core.corpus.manifest import ItemRow
 from vrag_desktop.core.embedders import Embedder, create_embedder
-from vrag_desktop.core.library import Library
+from vrag_desktop.core.corpus.library import Library
 
 RRF_K = 60
 

@@ -45,12 +45,12 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from vrag_desktop.qt import theme
-from vrag_desktop.qt.errors import error_sink
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
-    from vrag_desktop.core.runs import RunStore, RunSummary
+    from vrag_desktop.core.run.store import RunStore, RunSummary
     from vrag_desktop.qt.context import AppContext
 
 _Index = QModelIndex | QPersistentModelIndex

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent
-from vrag_desktop.core.reasoning_graph import GraphDelta, Layout, NodeInfo, ReasoningGraph
+from vrag_desktop.core.run.reasoning_graph import GraphDelta, Layout, NodeInfo, ReasoningGraph
 
 Z_EDGE, Z_EDGE_EMPHASIS, Z_NODE = -2.0, -1.0, 1.0
 # Levels of detail by zoom: the full card; a box with one large name; below LOD_BOX a plain coloured box.

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QToolButton, QWidg
 from vrag_desktop.core.agents.events import AgentEvent
 
 if TYPE_CHECKING:
-    from vrag_desktop.core.runs import RunStore
+    from vrag_desktop.core.run.store import RunStore
 
 SPEEDS = (0.5, 1.0, 2.0, 4.0, 10.0)
 _BATCH_S = 0.015  # events closer together than a frame are emitted in one tick
@@ -333,7 +333,7 @@ def load_events(
     on_error: Callable[[BaseException], None] | None = None,
 ) -> None:
     """Read a run's events off the GUI thread (a long run's log is megabytes of streamed text)."""
-    from vrag_desktop.qt.workers import run_in_thread
+    from vrag_desktop.qt.infra.workers import run_in_thread
 
     run_in_thread(
         lambda: list(store.events(run_id)),

@@ -57,7 +57,7 @@ from vrag_desktop.core.corpus.status import (
     read_summaries,
 )
 from vrag_desktop.core.progress import Progress
-from vrag_desktop.qt.corpora_rows import (
+from vrag_desktop.qt.corpora.corpora_rows import (
     KEY_ROLE,
     KIND_ROLE,
     NAME_ROLE,
@@ -69,11 +69,11 @@ from vrag_desktop.qt.corpora_rows import (
     RowDelegate,
     line_icon,
 )
-from vrag_desktop.qt.errors import describe, error_sink
-from vrag_desktop.qt.indexer import Indexer
-from vrag_desktop.qt.theme import color, set_role, theme_notifier
-from vrag_desktop.qt.thumbnails import ThumbnailStrip
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.corpora.indexer import Indexer
+from vrag_desktop.qt.infra.theme import color, set_role, theme_notifier
+from vrag_desktop.qt.infra.thumbnails import ThumbnailStrip
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -83,7 +83,7 @@ DEFAULT_CORPUS = "default"  # as core.library.DEFAULT_CORPUS (not imported: it p
 
 def check_name(name: str) -> str:
     """core.library.check_name, imported when first needed (the window opens without numpy)."""
-    from vrag_desktop.core.library import check_name as check
+    from vrag_desktop.core.corpus.library import check_name as check
 
     return check(name)
 

@@ -15,7 +15,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
-from vrag_desktop.qt.async_runner import AsyncRunner, async_runner
+from vrag_desktop.qt.infra.async_runner import AsyncRunner, async_runner
 from vrag_desktop.qt.context import AppContext
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
@@ -159,7 +159,7 @@ class RunController(QObject):
         except asyncio.CancelledError:
             self._status = CANCELLED
         except Exception as exc:
-            from vrag_desktop.qt.errors import error_sink
+            from vrag_desktop.qt.infra.errors import error_sink
 
             error_sink().report("The run failed", exc)
             self._status = FAILED

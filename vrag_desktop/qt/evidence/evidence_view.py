@@ -1,7 +1,7 @@
 """Evidence view: the pages a run looked at, every crop drawn where it was cut, each crop at full resolution.
 
 Left, the run's pages; centre, a :class:`PageView` whose scene coordinates *are* the raw image's pixels,
-so each region from :mod:`vrag_desktop.core.evidence` is drawn at its numbers with no mapping; right,
+so each region from :mod:`vrag_desktop.core.run.evidence` is drawn at its numbers with no mapping; right,
 the crops of that page cut from the raw image (the pixels on disk, not the small copy the model saw).
 Images are decoded off the GUI thread; ``pageLoaded(key)`` says when a page is on screen.
 """
@@ -59,11 +59,11 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
-from vrag_desktop.core.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
-from vrag_desktop.qt.errors import describe, error_sink
-from vrag_desktop.qt.theme import color as theme_colour
-from vrag_desktop.qt.thumbnails import load_thumbnail
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.theme import color as theme_colour
+from vrag_desktop.qt.infra.thumbnails import load_thumbnail
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext

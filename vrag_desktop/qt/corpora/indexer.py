@@ -28,8 +28,8 @@ from vrag_desktop.core.corpus.status import (
     set_scan_needed,
 )
 from vrag_desktop.core.progress import CancelToken, Progress
-from vrag_desktop.qt.errors import describe, error_sink
-from vrag_desktop.qt.workers import GeneratorWorker, run_in_thread
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.workers import GeneratorWorker, run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.corpus import BuildReport

@@ -1,6 +1,6 @@
 """How the corpora tree draws: two-line rows with a state chip, and small line icons.
 
-Kept apart from the panel's logic; colours come from :func:`vrag_desktop.qt.theme.color`, so rows
+Kept apart from the panel's logic; colours come from :func:`vrag_desktop.qt.infra.theme.color`, so rows
 and icons follow the light/dark theme.
 """
 
@@ -10,7 +10,7 @@ from PySide6.QtCore import QModelIndex, QRect, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
-from vrag_desktop.qt.theme import color
+from vrag_desktop.qt.infra.theme import color
 
 KIND_ROLE = Qt.ItemDataRole.UserRole  # "corpus" | "root" | "file"
 NAME_ROLE = Qt.ItemDataRole.UserRole + 1  # corpus name

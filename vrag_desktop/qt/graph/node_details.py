@@ -31,10 +31,10 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import HitRef
-from vrag_desktop.core.reasoning_graph import NodeInfo
-from vrag_desktop.qt.graph_scene import GraphScene, kind_color
-from vrag_desktop.qt.thumbnails import load_thumbnail
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.core.run.reasoning_graph import NodeInfo
+from vrag_desktop.qt.graph.graph_scene import GraphScene, kind_color
+from vrag_desktop.qt.infra.thumbnails import load_thumbnail
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 THUMB = QSize(88, 88)
 MISSING = "image file missing"

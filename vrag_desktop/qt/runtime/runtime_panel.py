@@ -49,10 +49,10 @@ from vrag_desktop.core.runtime.settings import (
     save_vllm_settings,
 )
 from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
-from vrag_desktop.qt.async_runner import async_runner
-from vrag_desktop.qt.errors import describe, error_sink
-from vrag_desktop.qt.log_view import LogView
-from vrag_desktop.qt.profile_editor import (
+from vrag_desktop.qt.infra.async_runner import async_runner
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.runtime.log_view import LogView
+from vrag_desktop.qt.runtime.profile_editor import (
     BAD_COLOR,
     MUTED,
     OK_COLOR,
@@ -61,7 +61,7 @@ from vrag_desktop.qt.profile_editor import (
     if_alive,
     stacked,
 )
-from vrag_desktop.qt.workers import GeneratorWorker, run_in_thread
+from vrag_desktop.qt.infra.workers import GeneratorWorker, run_in_thread
 
 if TYPE_CHECKING:
     import concurrent.futures

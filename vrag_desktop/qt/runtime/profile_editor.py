@@ -46,9 +46,9 @@ from vrag_desktop.core.endpoints.profiles import (
     NoSecureStoreError,
     ProfileError,
 )
-from vrag_desktop.qt.async_runner import async_runner
-from vrag_desktop.qt.errors import describe, error_sink
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.qt.infra.async_runner import async_runner
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
     import concurrent.futures

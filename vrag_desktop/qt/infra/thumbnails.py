@@ -17,8 +17,8 @@ from PySide6.QtGui import QColor, QFont, QIcon, QImage, QImageReader, QPainter, 
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem, QWidget
 
 from vrag_desktop.core.corpus.status import PreviewItem
-from vrag_desktop.qt.theme import color
-from vrag_desktop.qt.workers import run_in_thread
+from vrag_desktop.qt.infra.theme import color
+from vrag_desktop.qt.infra.workers import run_in_thread
 
 THUMB_PX = 160  # decoded size cap (longest side)
 ICON_PX = 120  # shown size

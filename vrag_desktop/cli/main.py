@@ -93,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
         "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
     )
 
-    from vrag_desktop import cli_ask, cli_runtime
+    from vrag_desktop.cli import ask as cli_ask, runtime as cli_runtime
 
     cli_ask.add_parsers(sub)
     cli_runtime.add_parsers(sub)
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return gui_main(data_dir=args.data_dir)
     _quiet_libraries()
     try:
-        from vrag_desktop import cli_ask, cli_runtime
+        from vrag_desktop.cli import ask as cli_ask, runtime as cli_runtime
 
         handler = {
             "index": cmd_index,
@@ -148,7 +148,7 @@ def _quiet_libraries() -> None:
 
 
 def _library(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from vrag_desktop.core.library import Library
+    from vrag_desktop.core.corpus.library import Library
 
     return Library(args.data_dir)
 
@@ -410,7 +410,7 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         finally:
             corpus.close()
     if args.corpus_command == "import-legacy":
-        from vrag_desktop.core.index.legacy import import_legacy_index
+        from vrag_desktop.core.corpus.legacy import import_legacy_index
 
         corpus = import_legacy_index(lib, args.folder, args.name, embedder=args.embedder)
         try:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from vrag_desktop.qt.workers import gui_callback
+from vrag_desktop.qt.infra.workers import gui_callback
 
 
 class AsyncRunner:

@@ -200,7 +200,7 @@ class EventPrinter:
 # ---------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
     from vrag_desktop.core.paths import resolve_data_dir
-    from vrag_desktop.core.runs import RunError, RunStore
+    from vrag_desktop.core.run.store import RunError, RunStore
 
     store = RunStore(resolve_data_dir(args.data_dir) / "runs")
     try:

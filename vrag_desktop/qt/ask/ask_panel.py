@@ -1,6 +1,6 @@
 """The ask panel: choose agent, endpoint, corpora and limits; ask; watch the reasoning stream in.
 
-The transcript is a :class:`~vrag_desktop.core.transcript.Transcript` (core) drawn as HTML at most
+The transcript is a :class:`~vrag_desktop.core.run.transcript.Transcript` (core) drawn as HTML at most
 ten times a second, so a fast token stream never floods the GUI thread. Thinking blocks fold; the
 answer lists its evidence as links that open in the evidence view.
 """
@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
-from vrag_desktop.core.transcript import (
+from vrag_desktop.core.run.transcript import (
     ANSWER,
     CROP,
     ERROR,
@@ -47,8 +47,8 @@ from vrag_desktop.core.transcript import (
     hit_where,
 )
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.errors import error_sink
-from vrag_desktop.qt.run_controller import RunRequest
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.ask.run_controller import RunRequest
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
 RENDER_INTERVAL_MS = 100

@@ -20,7 +20,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from vrag_desktop.core.progress import CancelToken
-from vrag_desktop.qt.errors import error_sink
+from vrag_desktop.qt.infra.errors import error_sink
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
 # Strong refs until the GUI thread has received everything: a QObject collected (on whatever thread

@@ -1,0 +1,1 @@
+"""The Ask panel and the controller that runs an agent for it."""

@@ -1,0 +1,1 @@
+"""The Corpora dock: corpora and their files, drag-and-drop, background indexing."""

@@ -1,0 +1,1 @@
+"""The evidence view: pages with every crop region, crops at full resolution (renders core.run.evidence)."""

@@ -1,0 +1,1 @@
+"""The History dock: past runs, reopening and step-by-step replay."""

@@ -1,0 +1,1 @@
+"""The Runtime dock: endpoint profiles, the local vLLM server, its log."""
