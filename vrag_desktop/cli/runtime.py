@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from vrag_desktop.core.fsutil import atomic_write_json
+
 EXIT_OK, EXIT_ERROR, EXIT_NOT_RUNNING, EXIT_INTERRUPTED = 0, 1, 3, 130
 
 ENTRYPOINT_ENV = "VRAG_DESKTOP_VLLM_ENTRYPOINT"  # testing: what replaces "-m vllm...api_server"
@@ -236,21 +238,7 @@ def _read_state(paths: _Paths) -> dict[str, Any] | None:
 
 def _write_state(paths: _Paths, state: dict[str, Any]) -> None:
     """Atomic: a temporary file in the same folder, fsynced, then renamed over the old one."""
-    import tempfile
-
-    paths.runtime.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=paths.runtime)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(state, fh, indent=2, ensure_ascii=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, paths.state)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic_write_json(paths.state, state, mkdir=True)
 
 
 def _remove_state(paths: _Paths, pid: int | None = None) -> None:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.fsutil import atomic_write_json
 from vrag_desktop.core.paths import APP_NAME
 
 CONFIG_DIR_ENV = "VRAG_DESKTOP_CONFIG_DIR"
@@ -136,17 +136,7 @@ def save_settings(settings: AppSettings, config_dir: Path | None = None) -> Path
     directory = config_dir or default_config_dir()
     path = directory / SETTINGS_FILE
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(asdict(settings), fh, indent=2, ensure_ascii=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_json(path, asdict(settings), mkdir=True)
     except OSError as exc:
         raise SettingsError(f"Could not save settings to {path}: {exc.strerror or exc}") from exc
     return path

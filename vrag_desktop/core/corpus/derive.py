@@ -12,8 +12,13 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vrag_desktop.core.corpus import kinds
+from vrag_desktop.core.fsutil import atomic_save
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 # A page/image is never rendered or stored above this many pixels, whatever the embedder asks.
 MAX_RENDER_PIXELS = 4_000_000
@@ -458,7 +463,5 @@ def _msg(exc: BaseException) -> str:
     return text if len(text) < 300 else text[:297] + "…"
 
 
-def _save_jpeg(image, path: Path) -> None:  # type: ignore[no-untyped-def]
-    tmp = path.with_name(path.name + ".part")
-    image.save(tmp, format="JPEG", quality=JPEG_QUALITY)
-    os.replace(tmp, path)
+def _save_jpeg(image: Image.Image, path: Path) -> None:
+    atomic_save(path, lambda fh: image.save(fh, format="JPEG", quality=JPEG_QUALITY))

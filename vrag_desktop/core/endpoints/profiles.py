@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from vrag_desktop.core.fsutil import atomic_write_text
+
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
@@ -219,10 +221,7 @@ class ProfileStore:
             raise ProfileError(
                 f"refusing to save profiles: the API key of {leaked[0]!r} appears in a field"
             )
-        self.config_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(text + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        atomic_write_text(self.path, text + "\n", mkdir=True)
 
     def names(self) -> list[str]:
         with self._lock:

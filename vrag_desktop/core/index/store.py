@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import threading
 from collections.abc import Iterable
@@ -21,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from vrag_desktop.core.fsutil import atomic_write_bytes, fsync_dir
 
 BASE = "base.faiss"
 META = "store.json"
@@ -39,30 +40,6 @@ def _faiss() -> Any:
     import faiss
 
     return faiss
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` so that ``path`` holds either the old or the new content after any crash."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 class VectorStore:
@@ -210,7 +187,7 @@ class VectorStore:
         atomic_write_bytes(self.dir / BASE, data.tobytes())
         for s in segs:
             s.unlink(missing_ok=True)
-        _fsync_dir(self.dir)
+        fsync_dir(self.dir)
         self._pending_ids, self._pending_vecs = [], []
         self._removed_since_base = False
 

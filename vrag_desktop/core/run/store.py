@@ -37,7 +37,7 @@ from vrag_desktop.core.agents.events import (
     Usage,
     event_from_dict,
 )
-from vrag_desktop.core.index.store import atomic_write_bytes
+from vrag_desktop.core.fsutil import atomic_write_bytes
 
 RUNNING, ANSWERED, MAX_STEPS, FAILED, CANCELLED, INTERRUPTED = (
     "running",

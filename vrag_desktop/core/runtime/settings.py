@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vrag_desktop.core.fsutil import atomic_write_json
+
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.vllm import VLLMConfig
 
@@ -216,8 +218,5 @@ def load_vllm_settings(data_dir: str | os.PathLike[str]) -> tuple[VLLMSettings, 
 def save_vllm_settings(settings: VLLMSettings, data_dir: str | os.PathLike[str]) -> Path:
     """Write atomically (temporary file, then rename). Raises ``OSError``."""
     path = settings_path(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, settings.to_dict(), mkdir=True)
     return path

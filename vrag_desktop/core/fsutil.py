@@ -1,0 +1,75 @@
+"""Writing files so that a crash, a full disk or a kill never leaves half a file behind.
+
+Every file VRAG Desktop owns (settings, profiles, state files, index segments, derived images) is
+written here: a temporary file in the same folder, flushed and fsynced, renamed over the target,
+then the folder fsynced so the rename itself survives a power cut. A failure removes the temporary
+file and leaves the previous content in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (no-op where folders cannot be opened, e.g. Windows)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, mkdir: bool = False) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; on a clean exit it replaces ``path``."""
+    target = Path(path)
+    if mkdir:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        encoding = None if "b" in mode else "utf-8"
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fsync_dir(target.parent)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool = False) -> None:
+    """``path`` holds either the old or the new bytes after any crash."""
+    with atomic_open(path, "wb", mkdir=mkdir) as fh:
+        fh.write(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, mkdir: bool = False) -> None:
+    """``path`` holds either the old or the new text (UTF-8) after any crash."""
+    with atomic_open(path, "w", mkdir=mkdir) as fh:
+        fh.write(text)
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, mkdir: bool = False) -> None:
+    """Pretty, UTF-8 JSON with a final newline, written atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", mkdir=mkdir)
+
+
+def atomic_save(path: str | os.PathLike[str], save: Callable[[IO[bytes]], None], *, mkdir: bool = False) -> None:
+    """Let a library write into the temporary file (``image.save(fh, ...)``), then swap it in."""
+    with atomic_open(path, "wb", mkdir=mkdir) as fh:
+        save(fh)
