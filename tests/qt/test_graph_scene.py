@@ -27,7 +27,9 @@ from vrag_desktop.core.agents.events import (
     SearchResults,
 )
 from vrag_desktop.core.run.store import RunStore
-from vrag_desktop.qt.graph.graph_scene import KIND_COLORS, EdgeItem, GraphScene, GraphView, NodeItem
+from vrag_desktop.qt.graph.graph_items import KIND_COLORS, EdgeItem, NodeItem
+from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.graph.graph_view import GraphView
 from vrag_desktop.qt.graph.node_details import MISSING, UNREADABLE, NodeDetails, link_details
 
 

@@ -32,9 +32,9 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
 from vrag_desktop.core.paths import sample_corpus_dir
 from vrag_desktop.qt.ask.ask_panel import AskPanel
+from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 
 log = logging.getLogger("vrag_desktop")
 
@@ -152,9 +152,10 @@ class MainWindow(QMainWindow):
     def _build_panels(self) -> None:
         from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
         from vrag_desktop.qt.evidence.evidence_view import EvidenceView
-        from vrag_desktop.qt.graph.graph_scene import GraphScene, GraphView
-        from vrag_desktop.qt.history.history_panel import HistoryPanel
+        from vrag_desktop.qt.graph.graph_scene import GraphScene
+        from vrag_desktop.qt.graph.graph_view import GraphView
         from vrag_desktop.qt.graph.node_details import NodeDetails, link_details
+        from vrag_desktop.qt.history.history_panel import HistoryPanel
         from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
         from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
 

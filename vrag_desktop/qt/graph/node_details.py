@@ -32,7 +32,8 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import HitRef
 from vrag_desktop.core.run.reasoning_graph import NodeInfo
-from vrag_desktop.qt.graph.graph_scene import GraphScene, kind_color
+from vrag_desktop.qt.graph.graph_items import kind_color
+from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 from vrag_desktop.qt.infra.workers import run_in_thread
 

@@ -1,0 +1,309 @@
+"""A view to read the reasoning graph with: zoom under the mouse, pan, fit, and follow the newest
+node while a run is live. Hundreds of nodes stay smooth: nodes paint into a device cache, edges use
+cosmetic pens, and the dotted background is drawn only where exposed."""
+
+from __future__ import annotations
+
+import contextlib
+
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QKeyEvent,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QPen,
+    QResizeEvent,
+    QTransform,
+    QWheelEvent,
+)
+from PySide6.QtWidgets import (
+    QAbstractSlider,
+    QApplication,
+    QGraphicsScene,
+    QGraphicsView,
+    QWidget,
+)
+
+from vrag_desktop.qt.graph.graph_items import mix
+from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.infra.theme import is_dark
+
+
+class GraphView(QGraphicsView):
+    """Reads a :class:`GraphScene`: the wheel zooms under the mouse (clamped), drag pans, ``fit``
+    shows everything. While a run is live (``set_live(True)``) the view follows the newest node —
+    or keeps everything in view after ``fit()`` — until the person zooms or pans."""
+
+    zoomChanged = Signal(float)
+    nodeClicked = Signal(str)
+
+    MIN_ZOOM = 0.05
+    MAX_ZOOM = 3.0
+    FIT_MAX_ZOOM = 1.0  # a small graph is fitted at natural size, not blown up
+    STEP = 1.2  # per wheel notch or zoom_in()
+
+    def __init__(self, scene: GraphScene | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRenderHints(
+            QPainter.RenderHint.Antialiasing
+            | QPainter.RenderHint.TextAntialiasing
+            | QPainter.RenderHint.SmoothPixmapTransform
+        )
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.NoAnchor)  # anchoring is done by hand
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.BoundingRectViewportUpdate)
+        self.setCacheMode(QGraphicsView.CacheModeFlag.CacheBackground)
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # pan by dragging
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setMinimumSize(QSize(120, 90))
+        self._live = False
+        self._follow: str | None = None  # "newest" | "fit" | None
+        self._press: QPointF | None = None
+        self._programmatic = 0
+        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
+            bar.actionTriggered.connect(self._user_scrolled)
+        self.setScene(scene if scene is not None else GraphScene(self))
+
+    # ------------------------------------------------------------------ scene
+    def setScene(self, scene: QGraphicsScene | None) -> None:
+        old = self.scene()
+        if isinstance(old, GraphScene):
+            for sig, slot in (
+                (old.nodesAdded, self._on_nodes_added),
+                (old.nodeClicked, self.nodeClicked.emit),
+            ):
+                with contextlib.suppress(RuntimeError, TypeError):
+                    sig.disconnect(slot)
+        super().setScene(scene)
+        if isinstance(scene, GraphScene):
+            scene.setPalette(self.palette())
+            scene.nodesAdded.connect(self._on_nodes_added)
+            scene.nodeClicked.connect(self.nodeClicked.emit)
+
+    def graph_scene(self) -> GraphScene:
+        s = self.scene()
+        assert isinstance(s, GraphScene)
+        return s
+
+    def selected_node(self) -> str | None:
+        return self.graph_scene().selected_node()
+
+    # ------------------------------------------------------------------ zoom
+    def zoom(self) -> float:
+        return self.transform().m11()
+
+    def set_zoom(self, zoom: float, anchor: QPointF | None = None) -> None:
+        """Zoom to ``zoom`` (clamped) keeping the scene point under viewport position ``anchor``
+        (default: the viewport centre) where it is."""
+        old = self.zoom()
+        new = min(self.MAX_ZOOM, max(self.MIN_ZOOM, zoom))
+        if abs(new - old) < 1e-9:
+            return
+        vp = self.viewport().rect()
+        pos = QPointF(anchor) if anchor is not None else QPointF(vp.width() / 2, vp.height() / 2)
+        scene_pt = self._to_scene(pos)
+        self._programmatic += 1
+        try:
+            self.setTransform(QTransform.fromScale(new, new))
+            self._widen_rect(scene_pt, pos)
+            self._put(scene_pt, pos)
+        finally:
+            self._programmatic -= 1
+        self.zoomChanged.emit(new)
+
+    def zoom_in(self) -> None:
+        self._user_moved()
+        self.set_zoom(self.zoom() * self.STEP)
+
+    def zoom_out(self) -> None:
+        self._user_moved()
+        self.set_zoom(self.zoom() / self.STEP)
+
+    def reset_zoom(self) -> None:
+        self._user_moved()
+        self.set_zoom(1.0)
+
+    def fit(self) -> None:
+        """Show every node with a margin (never above natural size); while live, keep doing so."""
+        if self._live:
+            self._follow = "fit"
+        self._fit()
+
+    def _fit(self) -> None:
+        rect = self.graph_scene().graph_rect()
+        if rect.isEmpty():
+            return
+        margin = 24.0
+        vp = self.viewport().rect()
+        w, h = max(1.0, vp.width() - 2 * margin), max(1.0, vp.height() - 2 * margin)
+        zoom = min(w / rect.width(), h / rect.height(), self.FIT_MAX_ZOOM)
+        zoom = max(zoom, 0.005)  # fitting may go below MIN_ZOOM: a huge graph must still fit
+        self._programmatic += 1
+        try:
+            self.setTransform(QTransform.fromScale(zoom, zoom))
+            centre = rect.center()
+            pos = QPointF(vp.width() / 2, vp.height() / 2)
+            self._widen_rect(centre, pos, reset=True)
+            self._put(centre, pos)
+        finally:
+            self._programmatic -= 1
+        self.zoomChanged.emit(zoom)
+
+    def _to_scene(self, pos: QPointF) -> QPointF:
+        inv, ok = self.viewportTransform().inverted()
+        return inv.map(pos) if ok else QPointF()
+
+    def _widen_rect(self, scene_pt: QPointF, pos: QPointF, reset: bool = False) -> None:
+        """Make the scrollable area big enough that ``scene_pt`` can sit at viewport ``pos`` (and that
+        any node can be brought to the middle)."""
+        z = self.zoom()
+        vp = self.viewport().rect()
+        vw, vh = vp.width() / z, vp.height() / z
+        want = QRectF(scene_pt.x() - pos.x() / z, scene_pt.y() - pos.y() / z, vw, vh)
+        graph = self.graph_scene().graph_rect()
+        if graph.isEmpty():
+            graph = QRectF(-1, -1, 2, 2)
+        rect = graph.adjusted(-vw / 2, -vh / 2, vw / 2, vh / 2).united(want)
+        if not reset:
+            rect = rect.united(self.sceneRect())
+        self.setSceneRect(rect)
+
+    def _put(self, scene_pt: QPointF, pos: QPointF) -> None:
+        """Scroll so that ``scene_pt`` appears at viewport position ``pos``."""
+        at = self.viewportTransform().map(scene_pt)
+        dx, dy = at.x() - pos.x(), at.y() - pos.y()
+        h, v = self.horizontalScrollBar(), self.verticalScrollBar()
+        h.setValue(h.value() + round(dx))
+        v.setValue(v.value() + round(dy))
+
+    # ------------------------------------------------------------------ following a live run
+    def set_live(self, live: bool) -> None:
+        """A run is streaming into the scene: follow its newest node until the person moves."""
+        self._live = live
+        self._follow = "newest" if live else None
+
+    def is_live(self) -> bool:
+        return self._live
+
+    def following(self) -> str | None:
+        """ "newest", "fit" or None (the person took over)."""
+        return self._follow
+
+    def follow_newest(self) -> None:
+        self._follow = "newest"
+        self._on_nodes_added([])
+
+    def _user_moved(self) -> None:
+        if self._follow is not None:
+            self._follow = None
+
+    def _user_scrolled(self, action: int) -> None:
+        if not self._programmatic and action != QAbstractSlider.SliderAction.SliderNoAction.value:
+            self._user_moved()
+
+    def _on_nodes_added(self, ids: list[str]) -> None:
+        s = self.graph_scene()
+        if self._follow == "fit":
+            self._fit()
+            return
+        self._widen_rect(
+            self._to_scene(QPointF(self.viewport().rect().center())), QPointF(self.viewport().rect().center())
+        )
+        if self._follow != "newest":
+            return
+        newest = s.graph.newest()
+        item = s.node_item(newest) if newest else None
+        if item is None:
+            return
+        self._programmatic += 1
+        try:
+            self.ensureVisible(item.sceneBoundingRect(), 40, 40)
+        finally:
+            self._programmatic -= 1
+
+    # ------------------------------------------------------------------ input
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        delta = event.angleDelta().y() or event.angleDelta().x()
+        if not delta:
+            event.ignore()
+            return
+        self._user_moved()
+        self.set_zoom(self.zoom() * self.STEP ** (delta / 120.0), event.position())
+        event.accept()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        self._press = event.position()
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if self._press is not None and event.buttons() & Qt.MouseButton.LeftButton:
+            moved = event.position() - self._press
+            if abs(moved.x()) + abs(moved.y()) > QApplication.startDragDistance():
+                self._user_moved()
+        super().mouseMoveEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        self._press = None
+        super().mouseReleaseEvent(event)
+
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:
+        if self.itemAt(event.position().toPoint()) is None:
+            self.fit()
+            return
+        super().mouseDoubleClickEvent(event)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        key = event.key()
+        if key in (Qt.Key.Key_Plus, Qt.Key.Key_Equal):
+            self.zoom_in()
+        elif key == Qt.Key.Key_Minus:
+            self.zoom_out()
+        elif key == Qt.Key.Key_0:
+            self.reset_zoom()
+        elif key == Qt.Key.Key_F:
+            self.fit()
+        else:
+            super().keyPressEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self._follow == "fit":
+            self._fit()
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange and isinstance(self.scene(), GraphScene):
+            self.graph_scene().setPalette(self.palette())
+            self.resetCachedContent()
+        super().changeEvent(event)
+
+    def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
+        pal = self.palette()
+        base = pal.color(QPalette.ColorRole.Base)
+        painter.fillRect(rect, base)
+        z = self.zoom()
+        step = 40.0
+        if z * step < 14:  # dots closer than that are noise
+            return
+        dot = mix(base, pal.color(QPalette.ColorRole.Text), 0.16 if is_dark(pal) else 0.13)
+        pen = QPen(dot, 1.6)
+        pen.setCosmetic(True)
+        painter.setPen(pen)
+        x0 = int(rect.left() // step) * step
+        y0 = int(rect.top() // step) * step
+        points = []
+        y = y0
+        while y <= rect.bottom():
+            x = x0
+            while x <= rect.right():
+                points.append(QPointF(x, y))
+                x += step
+            y += step
+        if len(points) < 20000:
+            painter.drawPoints(points)
+
+    def sizeHint(self) -> QSize:
+        return QSize(520, 480)
