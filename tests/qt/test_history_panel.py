@@ -32,8 +32,9 @@ from vrag_desktop.core.agents.events import (
     Usage,
 )
 from vrag_desktop.core.run.store import RunStore
-from vrag_desktop.qt.history.history_panel import ANSWER, MODEL, QUESTION, STATUS, TIME, HistoryPanel
+from vrag_desktop.qt.history.history_panel import HistoryPanel
 from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
+from vrag_desktop.qt.history.run_table import ANSWER, MODEL, QUESTION, STATUS, TIME
 
 HOUR = 3600.0
 
