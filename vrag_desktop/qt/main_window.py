@@ -11,20 +11,15 @@ import logging
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
     QDockWidget,
-    QHBoxLayout,
     QLabel,
     QMainWindow,
-    QMessageBox,
-    QPlainTextEdit,
     QProgressBar,
-    QPushButton,
     QSplitter,
-    QTextBrowser,
     QVBoxLayout,
     QWidget,
 )
@@ -34,7 +29,10 @@ from vrag_desktop.core.paths import sample_corpus_dir
 from vrag_desktop.qt.ask.ask_panel import AskPanel
 from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.help_dialogs import WELCOME, about_box, help_dialog
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.notifications import NotificationBar, messages_dialog
+from vrag_desktop.qt.window_menus import WindowMenus
 
 log = logging.getLogger("vrag_desktop")
 
@@ -42,85 +40,10 @@ WINDOW_TITLE = "VRAG Desktop"
 STATE_VERSION = 1
 SAMPLE_CORPUS = "sample"
 
-CONNECT_HELP = """
-<h3>Connect a model</h3>
-<p>VRAG Desktop searches your corpora on this machine; the reasoning needs a vision-language model
-behind an OpenAI-compatible API. Pick one in the <b>Runtime</b> panel:</p>
-<ul>
-<li><b>Local vLLM</b> (a GPU workstation): set the model (e.g. the released
-<code>Qwen/Qwen2.5-VL-7B-VRAG</code> checkpoint or a local folder) and press <b>Start</b>. The app runs
-and supervises the server. One-time setup of vLLM's own environment:
-<code>vrag-desktop runtime setup</code>.</li>
-<li><b>DashScope</b> (Alibaba Cloud, for VimRAG with Qwen3.5): paste your API key; it is kept in the
-system keyring, never in a file.</li>
-<li><b>Custom</b>: any OpenAI-compatible server (vLLM or SGLang elsewhere, LM Studio, a gateway):
-its base URL, model name and key.</li>
-</ul>
-<p>Then <b>Test connection</b>, and ask. VRAG (search, crop and zoom) suits the released VRAG model;
-VimRAG (memory graph) suits strong general models such as Qwen3.5.</p>
-"""
-
-SHORTCUTS_HELP = """
-<h3>Keyboard shortcuts</h3>
-<table cellpadding='3'>
-<tr><td><b>Ctrl+N</b></td><td>New question</td></tr>
-<tr><td><b>Ctrl+Enter</b></td><td>Ask</td></tr>
-<tr><td><b>Esc</b></td><td>Stop the run</td></tr>
-<tr><td><b>Ctrl+F</b></td><td>Find in the reasoning</td></tr>
-<tr><td><b>Ctrl++ / Ctrl+− / Ctrl+0</b></td>
-<td>Zoom in / out / fit (the graph or the evidence, whichever you used last)</td></tr>
-<tr><td><b>Ctrl+O</b></td><td>Add a folder to a corpus</td></tr>
-<tr><td><b>Ctrl+,</b></td><td>Settings</td></tr>
-<tr><td><b>Ctrl+Q</b></td><td>Quit</td></tr>
-</table>
-"""
-
-
-class NotificationBar(QWidget):
-    """The latest message from the error sink, tinted by level; errors stay until dismissed."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("notification")
-        self.label = QLabel()
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.more = QPushButton("All messages…")
-        self.more.setFlat(True)
-        close = QPushButton("✕")
-        close.setFlat(True)
-        close.setFixedWidth(28)
-        close.setToolTip("Dismiss")
-        close.clicked.connect(self.hide)
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(10, 6, 6, 6)
-        lay.addWidget(self.label, 1)
-        lay.addWidget(self.more)
-        lay.addWidget(close)
-        self.setAutoFillBackground(True)
-        self._timer = QTimer(self, singleShot=True)
-        self._timer.timeout.connect(self.hide)
-        self.level = ""
-        self.hide()
-
-    def show_message(self, level: str, title: str, message: str) -> None:
-        self.level = level
-        icon = {"error": "⚠", "warning": "⚠", "info": "ℹ"}.get(level, "")
-        self.label.setText(f"{icon} <b>{_esc(title)}</b>: {_esc(message)}")
-        colours = {
-            "error": ("#5c1f1f", "#fbe3e1") if _dark(self) else ("#fbe3e1", "#5c1f1f"),
-            "warning": ("#4d3b12", "#fff1cc") if _dark(self) else ("#fff4d6", "#5a4300"),
-            "info": ("#1b3350", "#dceaff") if _dark(self) else ("#e3eefc", "#173a66"),
-        }
-        bg, fg = colours.get(level, colours["info"])
-        self.setStyleSheet(f"#notification {{ background: {bg}; }} #notification QLabel {{ color: {fg}; }}")
-        self.show()
-        self._timer.stop()
-        if level == "info":
-            self._timer.start(8000)
-
 
 class MainWindow(QMainWindow):
+    """Docks around the ask panel; routes a run's events to every view (see the module docstring)."""
+
     def __init__(self, ctx: AppContext, *, first_run: bool | None = None) -> None:
         super().__init__()
         self.ctx = ctx
@@ -135,7 +58,7 @@ class MainWindow(QMainWindow):
         self.controller = RunController(ctx, self)
         self._build_panels()
         self._build_docks()
-        self._build_actions()
+        self.menus = WindowMenus(self)
         self._build_status_bar()
         self._wire()
         self._restore_state()
@@ -200,6 +123,10 @@ class MainWindow(QMainWindow):
         self.addDockWidget(area, dock)
         return dock
 
+    def docks(self) -> tuple[QDockWidget, ...]:
+        """The panels' docks, in the order the View menu lists them."""
+        return (self.corpora_dock, self.history_dock, self.runtime_dock, self.graph_dock, self.evidence_dock)
+
     def _build_docks(self) -> None:
         L, R = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
         self.corpora_dock = self._dock("Corpora", "corporaDock", self.corpora, L)
@@ -216,88 +143,6 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.corpora_dock, self.history_dock], [520, 440], Qt.Orientation.Vertical)
         self.resizeDocks([self.graph_dock, self.evidence_dock], [430, 530], Qt.Orientation.Vertical)
         self._default_state = self.saveState(STATE_VERSION)
-
-    def _action(
-        self, menu: Any, text: str, slot: Any, shortcut: Any = None, tip: str = "", checkable: bool = False
-    ) -> QAction:
-        a = QAction(text, self)
-        if shortcut is not None:
-            if isinstance(shortcut, list):
-                a.setShortcuts(shortcut)
-            else:
-                a.setShortcut(shortcut)
-        a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
-        if tip:
-            a.setStatusTip(tip)
-        a.setCheckable(checkable)
-        a.triggered.connect(slot)
-        menu.addAction(a)
-        self.addAction(a)
-        return a
-
-    def _build_actions(self) -> None:
-        mb = self.menuBar()
-        f = mb.addMenu("&File")
-        self.act_add_folder = self._action(
-            f,
-            "Add folder…",
-            lambda: self.corpora.add_folder(),
-            QKeySequence("Ctrl+O"),
-            "Add a folder to a corpus",
-        )
-        self._action(f, "Add files…", lambda: self.corpora.add_files())
-        self._action(f, "New corpus…", lambda: self.corpora.new_corpus())
-        f.addSeparator()
-        self.act_settings = self._action(
-            f, "Settings…", self.open_settings, [QKeySequence("Ctrl+,"), QKeySequence.StandardKey.Preferences]
-        )
-        f.addSeparator()
-        self._action(f, "Quit", self.close, QKeySequence("Ctrl+Q"))
-
-        r = mb.addMenu("&Run")
-        self.act_new = self._action(r, "New question", self.ask.new_question, QKeySequence("Ctrl+N"))
-        self.act_send = self._action(
-            r, "Ask", self.ask.send, [QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")]
-        )
-        self.act_stop = self._action(
-            r, "Stop", self.stop_run, [QKeySequence("Esc"), QKeySequence("Ctrl+.")], "Stop the running agent"
-        )
-        self.act_stop.setEnabled(False)
-        r.addSeparator()
-        self.act_find = self._action(r, "Find in reasoning…", self.ask.show_find, QKeySequence("Ctrl+F"))
-
-        v = mb.addMenu("&View")
-        self.act_zoom_in = self._action(
-            v, "Zoom in", lambda: self._zoom("in"), [QKeySequence("Ctrl++"), QKeySequence("Ctrl+=")]
-        )
-        self.act_zoom_out = self._action(v, "Zoom out", lambda: self._zoom("out"), QKeySequence("Ctrl+-"))
-        self.act_fit = self._action(v, "Fit", lambda: self._zoom("fit"), QKeySequence("Ctrl+0"))
-        v.addSeparator()
-        for dock in (
-            self.corpora_dock,
-            self.history_dock,
-            self.runtime_dock,
-            self.graph_dock,
-            self.evidence_dock,
-        ):
-            v.addAction(dock.toggleViewAction())
-        v.addSeparator()
-        theme_menu = v.addMenu("Theme")
-        group = QActionGroup(self)
-        self.theme_actions: dict[str, QAction] = {}
-        for key, label in (("system", "System"), ("light", "Light"), ("dark", "Dark")):
-            a = QAction(label, self, checkable=True)
-            a.setChecked(self.ctx.settings.theme == key)
-            a.triggered.connect(lambda _=False, k=key: self.set_theme(k))
-            group.addAction(a)
-            theme_menu.addAction(a)
-            self.theme_actions[key] = a
-        self._action(v, "Reset layout", self.reset_layout)
-
-        h = mb.addMenu("&Help")
-        self._action(h, "Connect a model…", lambda: self.show_help(CONNECT_HELP, "Connect a model"))
-        self._action(h, "Keyboard shortcuts", lambda: self.show_help(SHORTCUTS_HELP, "Keyboard shortcuts"))
-        self._action(h, "About VRAG Desktop", self.about)
 
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
@@ -367,13 +212,7 @@ class MainWindow(QMainWindow):
 
     def reset_layout(self) -> None:
         self.restoreState(self._default_state, STATE_VERSION)
-        for dock in (
-            self.corpora_dock,
-            self.history_dock,
-            self.runtime_dock,
-            self.graph_dock,
-            self.evidence_dock,
-        ):
+        for dock in self.docks():
             dock.show()
         self.history_dock.raise_()
 
@@ -387,13 +226,7 @@ class MainWindow(QMainWindow):
 
     def first_run(self) -> None:
         """First launch: explain how to connect a model, index the bundled sample corpus."""
-        self.show_help(
-            "<h3>Welcome to VRAG Desktop</h3>"
-            "<p>Drop folders of PDFs, images and videos on the <b>Corpora</b> panel to index them. "
-            "A small sample corpus is being indexed now so you can try a question straight away.</p>"
-            + CONNECT_HELP,
-            "Welcome",
-        )
+        self.show_help(WELCOME, "Welcome")
         sample = sample_corpus_dir()
         try:
             if sample is not None and SAMPLE_CORPUS not in self.ctx.library.names():
@@ -421,7 +254,7 @@ class MainWindow(QMainWindow):
             self.ask.set_status("")
             error_sink().report("Cannot start the run", exc)
             return
-        self.act_stop.setEnabled(True)
+        self.menus.stop.setEnabled(True)
 
     def stop_run(self) -> None:
         if self.controller.running:
@@ -449,7 +282,7 @@ class MainWindow(QMainWindow):
 
     def _run_finished(self, status: str, run_id: str) -> None:
         self.ask.set_running(False)
-        self.act_stop.setEnabled(False)
+        self.menus.stop.setEnabled(False)
         self.ask.render()
         self.ask.scroll_to_end()
         text = {ANSWERED: "Answered", CANCELLED: "Stopped; the run is saved as cancelled"}.get(
@@ -526,7 +359,7 @@ class MainWindow(QMainWindow):
                 self._zoom_target = "evidence"
         return super().eventFilter(watched, event)
 
-    def _zoom(self, how: str) -> None:
+    def zoom(self, how: str) -> None:
         target: Any = self.evidence.page_view if self._zoom_target == "evidence" else self.graph_view
         {"in": target.zoom_in, "out": target.zoom_out, "fit": target.fit}[how]()
 
@@ -537,8 +370,7 @@ class MainWindow(QMainWindow):
         if isinstance(app, QApplication):
             apply_theme(app, theme)
         self.ctx.settings.theme = theme
-        if theme in self.theme_actions:
-            self.theme_actions[theme].setChecked(True)
+        self.menus.check_theme(theme)
         self.ask.render()
         try:
             self.ctx.save()
@@ -556,9 +388,7 @@ class MainWindow(QMainWindow):
 
     def _settings_applied(self, changed: list[str]) -> None:
         if "theme" in changed:  # the dialog applied and saved it; follow it in the menu and transcript
-            action = self.theme_actions.get(self.ctx.settings.theme)
-            if action is not None:
-                action.setChecked(True)
+            self.menus.check_theme(self.ctx.settings.theme)
             self.ask.render()
         if "data_dir" in changed:
             self.corpora.reload()
@@ -569,39 +399,18 @@ class MainWindow(QMainWindow):
             self.ask.load_defaults()
 
     def show_help(self, html_text: str, title: str) -> QDialog:
-        dlg = QDialog(self)
-        dlg.setWindowTitle(title)
-        view = QTextBrowser()
-        view.setOpenExternalLinks(True)
-        view.setHtml(html_text)
-        ok = QPushButton("Open the Runtime panel" if "Connect" in html_text else "Close")
-        close = QPushButton("Close")
-        lay = QVBoxLayout(dlg)
-        lay.addWidget(view)
-        row = QHBoxLayout()
-        row.addStretch(1)
-        if "Connect" in html_text:
-            row.addWidget(ok)
-            ok.clicked.connect(lambda: (self.runtime_dock.show(), self.runtime_dock.raise_(), dlg.accept()))
-        row.addWidget(close)
-        close.clicked.connect(dlg.accept)
-        lay.addLayout(row)
-        dlg.resize(620, 520)
-        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dlg.show()
-        self.help_dialog = dlg
-        return dlg
+        """A help dialog; one that explains connecting a model offers to open the Runtime panel."""
+        self.help_dialog = help_dialog(
+            self, html_text, title, self._open_runtime if "Connect" in html_text else None
+        )
+        return self.help_dialog
+
+    def _open_runtime(self) -> None:
+        self.runtime_dock.show()
+        self.runtime_dock.raise_()
 
     def about(self) -> None:
-        from vrag_desktop import __version__
-
-        QMessageBox.about(
-            self,
-            "About VRAG Desktop",
-            f"<b>VRAG Desktop {__version__}</b><p>Multimodal retrieval-augmented reasoning over your own "
-            "documents, images and videos, with the VRAG and VimRAG agents.</p>"
-            f"<p>Data: {_esc(str(self.ctx.data_dir))}<br>Settings: {_esc(str(self.ctx.config_dir))}</p>",
-        )
+        about_box(self, str(self.ctx.data_dir), str(self.ctx.config_dir))
 
     # ------------------------------------------------------------------ messages
     def _on_report(self, level: str, title: str, message: str) -> None:
@@ -609,24 +418,8 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"{title}: {message}", 10000)
 
     def show_messages(self) -> QDialog:
-        dlg = QDialog(self)
-        dlg.setWindowTitle("Messages")
-        text = QPlainTextEdit()
-        text.setReadOnly(True)
-        text.setPlainText(
-            "\n".join(
-                f"{r.when:%H:%M:%S}  {r.level.upper():7}  {r.title}: {r.message}"
-                for r in error_sink().history
-            )
-            or "No messages."
-        )
-        lay = QVBoxLayout(dlg)
-        lay.addWidget(text)
-        dlg.resize(760, 400)
-        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dlg.show()
-        self._messages = dlg
-        return dlg
+        self._messages = messages_dialog(self)
+        return self._messages
 
     def _work_changed(self, busy: bool, text: str) -> None:
         self.work_label.setText(text if busy else "")
@@ -655,16 +448,6 @@ class MainWindow(QMainWindow):
                 log.warning("shutdown of %s: %s", type(part).__name__, exc)
         workers.shutdown(5)
         async_runner().stop(3)
-
-
-def _esc(text: str) -> str:
-    import html
-
-    return html.escape(text, quote=False)
-
-
-def _dark(widget: QWidget) -> bool:
-    return widget.palette().window().color().lightness() < 128
 
 
 __all__ = ["WINDOW_TITLE", "MainWindow"]

@@ -1,0 +1,97 @@
+"""The window's help: how to connect a model, the keyboard shortcuts, the first-run welcome and the
+About box. Texts live here so the window only decides when to show them."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDialog,
+    QHBoxLayout,
+    QMessageBox,
+    QPushButton,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+CONNECT_HELP = """
+<h3>Connect a model</h3>
+<p>VRAG Desktop searches your corpora on this machine; the reasoning needs a vision-language model
+behind an OpenAI-compatible API. Pick one in the <b>Runtime</b> panel:</p>
+<ul>
+<li><b>Local vLLM</b> (a GPU workstation): set the model (e.g. the released
+<code>Qwen/Qwen2.5-VL-7B-VRAG</code> checkpoint or a local folder) and press <b>Start</b>. The app runs
+and supervises the server. One-time setup of vLLM's own environment:
+<code>vrag-desktop runtime setup</code>.</li>
+<li><b>DashScope</b> (Alibaba Cloud, for VimRAG with Qwen3.5): paste your API key; it is kept in the
+system keyring, never in a file.</li>
+<li><b>Custom</b>: any OpenAI-compatible server (vLLM or SGLang elsewhere, LM Studio, a gateway):
+its base URL, model name and key.</li>
+</ul>
+<p>Then <b>Test connection</b>, and ask. VRAG (search, crop and zoom) suits the released VRAG model;
+VimRAG (memory graph) suits strong general models such as Qwen3.5.</p>
+"""
+
+SHORTCUTS_HELP = """
+<h3>Keyboard shortcuts</h3>
+<table cellpadding='3'>
+<tr><td><b>Ctrl+N</b></td><td>New question</td></tr>
+<tr><td><b>Ctrl+Enter</b></td><td>Ask</td></tr>
+<tr><td><b>Esc</b></td><td>Stop the run</td></tr>
+<tr><td><b>Ctrl+F</b></td><td>Find in the reasoning</td></tr>
+<tr><td><b>Ctrl++ / Ctrl+− / Ctrl+0</b></td>
+<td>Zoom in / out / fit (the graph or the evidence, whichever you used last)</td></tr>
+<tr><td><b>Ctrl+O</b></td><td>Add a folder to a corpus</td></tr>
+<tr><td><b>Ctrl+,</b></td><td>Settings</td></tr>
+<tr><td><b>Ctrl+Q</b></td><td>Quit</td></tr>
+</table>
+"""
+
+WELCOME = (
+    "<h3>Welcome to VRAG Desktop</h3>"
+    "<p>Drop folders of PDFs, images and videos on the <b>Corpora</b> panel to index them. "
+    "A small sample corpus is being indexed now so you can try a question straight away.</p>" + CONNECT_HELP
+)
+
+
+def help_dialog(
+    parent: QWidget, html_text: str, title: str, open_runtime: Callable[[], None] | None = None
+) -> QDialog:
+    """A non-modal help dialog (shown); with ``open_runtime`` it also offers a button to go there."""
+    dlg = QDialog(parent)
+    dlg.setWindowTitle(title)
+    view = QTextBrowser()
+    view.setOpenExternalLinks(True)
+    view.setHtml(html_text)
+    close = QPushButton("Close")
+    lay = QVBoxLayout(dlg)
+    lay.addWidget(view)
+    row = QHBoxLayout()
+    row.addStretch(1)
+    if open_runtime is not None:
+        ok = QPushButton("Open the Runtime panel")
+        row.addWidget(ok)
+        ok.clicked.connect(lambda: (open_runtime(), dlg.accept()))
+    row.addWidget(close)
+    close.clicked.connect(dlg.accept)
+    lay.addLayout(row)
+    dlg.resize(620, 520)
+    dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    dlg.show()
+    return dlg
+
+
+def about_box(parent: QWidget, data_dir: str, config_dir: str) -> None:
+    """The About box: version, what the app does, and where its data and settings live."""
+    from vrag_desktop import __version__
+
+    QMessageBox.about(
+        parent,
+        "About VRAG Desktop",
+        f"<b>VRAG Desktop {__version__}</b><p>Multimodal retrieval-augmented reasoning over your own "
+        "documents, images and videos, with the VRAG and VimRAG agents.</p>"
+        f"<p>Data: {html.escape(data_dir, quote=False)}<br>Settings: {html.escape(config_dir, quote=False)}</p>",
+    )

@@ -1,0 +1,104 @@
+"""The main window's menu bar: File, Run, View and Help, each action with its shortcut. The actions
+are window-wide shortcuts too; the window enables Stop while a run is live and follows the theme."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QMenu
+
+from vrag_desktop.qt.help_dialogs import CONNECT_HELP, SHORTCUTS_HELP
+
+if TYPE_CHECKING:
+    from vrag_desktop.qt.main_window import MainWindow
+
+Shortcut = QKeySequence | QKeySequence.StandardKey | Sequence[QKeySequence] | None
+
+THEMES = (("system", "System"), ("light", "Light"), ("dark", "Dark"))
+
+
+class WindowMenus:
+    """Builds the menus on ``win`` and keeps the actions the window changes later."""
+
+    def __init__(self, win: MainWindow) -> None:
+        self.win = win
+        mb = win.menuBar()
+        f = mb.addMenu("&File")
+        self.add_folder = self._action(
+            f,
+            "Add folder…",
+            lambda: win.corpora.add_folder(),
+            QKeySequence("Ctrl+O"),
+            "Add a folder to a corpus",
+        )
+        self._action(f, "Add files…", lambda: win.corpora.add_files())
+        self._action(f, "New corpus…", lambda: win.corpora.new_corpus())
+        f.addSeparator()
+        self.settings = self._action(
+            f, "Settings…", win.open_settings, [QKeySequence("Ctrl+,"), QKeySequence.StandardKey.Preferences]
+        )
+        f.addSeparator()
+        self._action(f, "Quit", win.close, QKeySequence("Ctrl+Q"))
+
+        r = mb.addMenu("&Run")
+        self.new = self._action(r, "New question", win.ask.new_question, QKeySequence("Ctrl+N"))
+        self.send = self._action(
+            r, "Ask", win.ask.send, [QKeySequence("Ctrl+Return"), QKeySequence("Ctrl+Enter")]
+        )
+        self.stop = self._action(
+            r, "Stop", win.stop_run, [QKeySequence("Esc"), QKeySequence("Ctrl+.")], "Stop the running agent"
+        )
+        self.stop.setEnabled(False)
+        r.addSeparator()
+        self.find = self._action(r, "Find in reasoning…", win.ask.show_find, QKeySequence("Ctrl+F"))
+
+        v = mb.addMenu("&View")
+        self.zoom_in = self._action(
+            v, "Zoom in", lambda: win.zoom("in"), [QKeySequence("Ctrl++"), QKeySequence("Ctrl+=")]
+        )
+        self.zoom_out = self._action(v, "Zoom out", lambda: win.zoom("out"), QKeySequence("Ctrl+-"))
+        self.fit = self._action(v, "Fit", lambda: win.zoom("fit"), QKeySequence("Ctrl+0"))
+        v.addSeparator()
+        for dock in win.docks():
+            v.addAction(dock.toggleViewAction())
+        v.addSeparator()
+        theme_menu = v.addMenu("Theme")
+        group = QActionGroup(win)
+        self.theme: dict[str, QAction] = {}
+        for key, label in THEMES:
+            a = QAction(label, win, checkable=True)
+            a.setChecked(win.ctx.settings.theme == key)
+            a.triggered.connect(lambda _=False, k=key: win.set_theme(k))
+            group.addAction(a)
+            theme_menu.addAction(a)
+            self.theme[key] = a
+        self._action(v, "Reset layout", win.reset_layout)
+
+        h = mb.addMenu("&Help")
+        self._action(h, "Connect a model…", lambda: win.show_help(CONNECT_HELP, "Connect a model"))
+        self._action(h, "Keyboard shortcuts", lambda: win.show_help(SHORTCUTS_HELP, "Keyboard shortcuts"))
+        self._action(h, "About VRAG Desktop", win.about)
+
+    def check_theme(self, theme: str) -> None:
+        """Tick ``theme`` in the View ▸ Theme menu (after it was changed elsewhere)."""
+        if theme in self.theme:
+            self.theme[theme].setChecked(True)
+
+    def _action(
+        self, menu: QMenu, text: str, slot: Callable[[], Any], shortcut: Shortcut = None, tip: str = ""
+    ) -> QAction:
+        a = QAction(text, self.win)
+        if isinstance(shortcut, (list, tuple)):
+            a.setShortcuts(list(shortcut))
+        elif shortcut is not None:
+            a.setShortcut(shortcut)
+        a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+        if tip:
+            a.setStatusTip(tip)
+        a.triggered.connect(slot)
+        menu.addAction(a)
+        self.win.addAction(a)
+        return a
