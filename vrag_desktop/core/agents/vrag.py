@@ -59,6 +59,7 @@ from vrag_desktop.core.agents.events import (
 from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, Fatal, ModelTurns
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
 from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
+from vrag_desktop.core.images import upright
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +380,7 @@ class _Run(ModelTurns):
         cached = getattr(self, "_raw_page", None)
         if cached is None or cached[0] != page_raw:
             with Image.open(page_raw) as im:
-                cached = (page_raw, im.convert("RGB"))
+                cached = (page_raw, upright(im).convert("RGB"))  # regions are upright-image pixels
             self._raw_page = cached
         piece = cached[1].crop(region)
         if piece.size != size:

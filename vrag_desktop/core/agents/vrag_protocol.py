@@ -22,6 +22,8 @@ from pathlib import Path
 
 from PIL import Image
 
+from vrag_desktop.core import images
+
 # ---------------------------------------------------------------- constants (reference §3)
 
 #: The VRAG prompt, byte-identical to the training copies (no trailing newline); ``{question}`` is
@@ -340,12 +342,13 @@ def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.
 
     im = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
     with im:
-        full = im.size
-        w, h = full
+        turn = images.orientation(im)
+        full = images.upright_size(im)  # the model sees, and crops, the upright picture
+        w, h = im.size
         if w * h > max_pixels > 0:
             s = (max_pixels / (w * h)) ** 0.5
             im.draft("RGB", (max(1, math.ceil(w * s)), max(1, math.ceil(h * s))))
-        return im.convert("RGB"), full
+        return images.upright(im.convert("RGB"), turn), full
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 90) -> bytes:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.fsutil import atomic_save
+from vrag_desktop.core.images import upright, upright_size
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -201,7 +202,7 @@ def _derive_image(path: Path, out_dir: Path, opts: DeriveOptions, ocr: OCRFunc |
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     try:
         with Image.open(path) as im:
-            w, h = im.size
+            w, h = upright_size(im)  # sideways phone photos are indexed, OCR'd and shown upright
             if w * h > MAX_IMAGE_PIXELS:
                 raise SourceError(
                     f"image too large: {w}×{h} = {w * h / 1e6:.0f} megapixels (limit {MAX_IMAGE_PIXELS / 1e6:.0f}; "
@@ -209,7 +210,7 @@ def _derive_image(path: Path, out_dir: Path, opts: DeriveOptions, ocr: OCRFunc |
                 )
             im.seek(0)  # animated GIF/WebP: the first frame
             im.load()
-            rgb = im.convert("RGB")
+            rgb = upright(im).convert("RGB")
     except SourceError:
         raise
     except Image.DecompressionBombError as exc:

@@ -46,6 +46,7 @@ from vrag_desktop.core.embedders.base import (
     l2_normalize,
     pick_device,
 )
+from vrag_desktop.core.images import flatten_rgb, orientation, upright
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
@@ -195,21 +196,16 @@ def _describe(item: EmbedInput) -> str:
 
 def _load_rgb(path: Path, factor: int, min_pixels: int, max_pixels: int) -> Image.Image:
     """Open an image, honour EXIF rotation, flatten alpha on white, and resize for the model."""
-    from PIL import Image, ImageOps
+    from PIL import Image
 
     try:
         with Image.open(path) as im:
+            turn = orientation(im)
             target_h, target_w = smart_resize(im.height, im.width, factor, min_pixels, max_pixels)
             im.draft("RGB", (target_w, target_h))  # JPEG: decode at a reduced scale when possible
-            im = ImageOps.exif_transpose(im)
-            if im.mode in ("RGBA", "LA", "P", "PA") or "transparency" in im.info:
-                rgba = im.convert("RGBA")
-                im = Image.new("RGB", rgba.size, (255, 255, 255))
-                im.paste(rgba, mask=rgba.split()[3])
-            else:
-                im = im.convert("RGB")
-            target_h, target_w = smart_resize(im.height, im.width, factor, min_pixels, max_pixels)
-            return im.resize((target_w, target_h), Image.Resampling.BICUBIC)
+            rgb = flatten_rgb(upright(im, turn))
+            target_h, target_w = smart_resize(rgb.height, rgb.width, factor, min_pixels, max_pixels)
+            return rgb.resize((target_w, target_h), Image.Resampling.BICUBIC)
     except Exception as exc:  # PIL raises many types: unreadable, truncated, not an image, too big
         raise EmbedderError(f"cannot read image {path}: {exc}") from exc
 

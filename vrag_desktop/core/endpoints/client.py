@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.images import flatten_rgb, open_upright
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -113,23 +114,9 @@ def image_data_uri(
     if key not in _MIME:
         raise ValueError(f"unsupported image format {fmt!r} (use one of {sorted(_MIME)})")
     subtype = _MIME[key]
-    if isinstance(image, (str, Path)):
-        with PILImage.open(image) as opened:
-            opened.load()
-            img = opened.copy()
-    elif isinstance(image, (bytes, bytearray)):
-        img = PILImage.open(io.BytesIO(image))
-        img.load()
-    else:
-        img = image
-    if subtype == "jpeg" and img.mode != "RGB":
-        if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
-            rgba = img.convert("RGBA")
-            flat = PILImage.new("RGB", rgba.size, (255, 255, 255))
-            flat.paste(rgba, mask=rgba.getchannel("A"))
-            img = flat
-        else:
-            img = img.convert("RGB")
+    img = image if isinstance(image, PILImage.Image) else open_upright(image)
+    if subtype == "jpeg":
+        img = flatten_rgb(img)
     buf = io.BytesIO()
     save_kw: dict[str, Any] = {"quality": quality} if subtype in ("jpeg", "webp") else {}
     img.save(buf, format=subtype.upper(), **save_kw)

@@ -45,7 +45,6 @@ import binascii
 import copy
 import gc
 import importlib.util
-import io
 import json
 import logging
 import math
@@ -61,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.client import StreamInterrupted
+from vrag_desktop.core.images import flatten_rgb, open_upright
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from PIL import Image
@@ -94,28 +94,9 @@ def _bad(message: str) -> EndpointError:
     return EndpointError(message, kind="bad_request")
 
 
-def _flatten_rgb(img: Image.Image) -> Image.Image:
-    """RGB, transparent areas on white (what a JPEG of the same image would show)."""
-    from PIL import Image as PILImage
-
-    if img.mode == "RGB":
-        return img
-    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
-        rgba = img.convert("RGBA")
-        flat = PILImage.new("RGB", rgba.size, (255, 255, 255))
-        flat.paste(rgba, mask=rgba.getchannel("A"))
-        return flat
-    return img.convert("RGB")
-
-
 def _open_image(data: bytes | str | Path, where: str) -> Image.Image:
-    from PIL import Image as PILImage
-
     try:
-        src = io.BytesIO(data) if isinstance(data, (bytes, bytearray)) else data
-        with PILImage.open(src) as im:
-            im.load()
-            return _flatten_rgb(im.copy() if im.mode == "RGB" else im)
+        return flatten_rgb(open_upright(data))
     except Exception as exc:  # PIL raises many kinds: not an image, truncated, too big...
         raise _bad(f"{where}: cannot decode the image ({type(exc).__name__}: {exc})") from exc
 
@@ -202,7 +183,7 @@ def openai_to_hf_messages(
                 if isinstance(raw, (str, Path)):
                     img = _open_image(Path(raw), where)
                 elif hasattr(raw, "convert") and hasattr(raw, "size"):
-                    img = _flatten_rgb(raw)
+                    img = flatten_rgb(raw)
                 else:
                     raise _bad(f"{where}: an image part needs a PIL image or a file path")
                 img = _limit_pixels(img, max_pixels)

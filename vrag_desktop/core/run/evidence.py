@@ -82,8 +82,10 @@ class EvidencePage:
             try:
                 from PIL import Image
 
+                from vrag_desktop.core.images import upright_size
+
                 with Image.open(self.key) as im:
-                    self._size = (int(im.width), int(im.height))
+                    self._size = upright_size(im)
             except Exception:  # gone, unreadable, not an image: the view says so
                 self._size = None
         return self._size
