@@ -15,8 +15,9 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
 from vrag_desktop.core.agents.events import Answer, Crop, Evidence, ImageShown, SearchResults
-from vrag_desktop.qt.evidence import evidence_view as ev_mod
-from vrag_desktop.qt.evidence.evidence_view import CITED_COLOUR, REGION_COLOUR, EvidenceView
+from vrag_desktop.qt.evidence import page_images as ev_mod
+from vrag_desktop.qt.evidence.evidence_view import EvidenceView
+from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, REGION_COLOUR
 
 # Page 1 regions (raw pixels of a 1200×1600 page): a table, a row inside it, a cell inside the row.
 TABLE = (100, 300, 1100, 900)

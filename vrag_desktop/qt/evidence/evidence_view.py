@@ -1,48 +1,31 @@
 """Evidence view: the pages a run looked at, every crop drawn where it was cut, each crop at full resolution.
 
-Left, the run's pages; centre, a :class:`PageView` whose scene coordinates *are* the raw image's pixels,
-so each region from :mod:`vrag_desktop.core.run.evidence` is drawn at its numbers with no mapping; right,
-the crops of that page cut from the raw image (the pixels on disk, not the small copy the model saw).
-Images are decoded off the GUI thread; ``pageLoaded(key)`` says when a page is on screen.
+Left, the run's pages; centre, a :class:`PageView` (:mod:`page_view`) drawing regions in the raw image's
+pixels; right, the crops of that page cut from the raw image (:mod:`crop_cards`; the pixels on disk, not
+the small copy the model saw). Images are decoded off the GUI thread (:mod:`page_images`);
+``pageLoaded(key)`` says when a page is on screen.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt, QUrl, QVariantAnimation, Signal
+from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtGui import (
     QBrush,
-    QColor,
     QDesktopServices,
-    QFont,
-    QFontMetrics,
     QIcon,
     QImage,
-    QImageReader,
-    QMouseEvent,
-    QPainter,
     QPalette,
-    QPen,
     QPixmap,
-    QResizeEvent,
-    QWheelEvent,
 )
 from PySide6.QtWidgets import (
-    QFrame,
-    QGraphicsItem,
-    QGraphicsPixmapItem,
-    QGraphicsRectItem,
-    QGraphicsScene,
-    QGraphicsView,
     QHBoxLayout,
     QLabel,
     QListWidget,
@@ -52,8 +35,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QStyle,
-    QStyleOptionGraphicsItem,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -61,529 +42,14 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.theme import color as theme_colour
-from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
 
-#: Pages above this many pixels are shown downscaled (the scene stays in raw pixels; crops stay full).
-MAX_VIEW_PIXELS = 40_000_000
-REGION_COLOUR = QColor("#1971c2")
-CITED_COLOUR = QColor("#e8590c")
-THUMB = QSize(60, 80)
-
-
-def region_colour(region: Region) -> QColor:
-    return QColor(CITED_COLOUR if region.cited else REGION_COLOUR)
-
-
-def _rect(region: Region) -> QRectF:
-    x1, y1, x2, y2 = region.region
-    return QRectF(x1, y1, x2 - x1, y2 - y1)
-
-
-# ---------------------------------------------------------------------- decoding (worker threads)
-@dataclass
-class _PageRead:
-    key: str
-    seq: int
-    image: QImage | None = None
-    size: tuple[int, int] | None = None  # raw pixels
-    crops: dict[int, QImage] = field(default_factory=dict)
-    stand_in: set[int] = field(default_factory=set)  # crops shown from the model's copy (raw gone)
-    error: str | None = None
-
-
-def _read_page(key: str, seq: int, regions: list[tuple[int, tuple[int, int, int, int], str]]) -> _PageRead:
-    """(Worker thread.) Decode the raw page (downscaled only past MAX_VIEW_PIXELS) and cut its crops."""
-    out = _PageRead(key, seq)
-    if not os.path.isfile(key):
-        out.error = f"image no longer on disk: {key}"
-        for number, _box, seen in regions:  # the small copies the model saw may still be with the run
-            img = QImage(seen) if seen and os.path.isfile(seen) else QImage()
-            if not img.isNull():
-                out.crops[number] = img
-                out.stand_in.add(number)
-        return out
-    reader = QImageReader(key)
-    reader.setAutoTransform(False)  # regions are in the file's stored pixel grid, as PIL reads it
-    size = reader.size()
-    if not size.isValid():
-        out.error = f"cannot read image {key}: {reader.errorString()}"
-        return out
-    w, h = size.width(), size.height()
-    out.size = (w, h)
-    full = w * h <= MAX_VIEW_PIXELS
-    if not full:
-        k = math.sqrt(MAX_VIEW_PIXELS / (w * h))
-        reader.setScaledSize(QSize(max(1, int(w * k)), max(1, int(h * k))))
-    image = reader.read()
-    if image.isNull():
-        out.error = f"cannot decode image {key}: {reader.errorString()}"
-        return out
-    out.image = image
-    out.crops = _cut(key, image if full else None, [(n, b) for n, b, _ in regions])
-    return out
-
-
-def _cut(
-    key: str, page: QImage | None, boxes: Iterable[tuple[int, tuple[int, int, int, int]]]
-) -> dict[int, QImage]:
-    """Crops at full resolution: copied from the decoded page, or read by clip rect when it was scaled."""
-    out: dict[int, QImage] = {}
-    for number, (x1, y1, x2, y2) in boxes:
-        rect = QRect(x1, y1, max(1, x2 - x1), max(1, y2 - y1))
-        if page is not None:
-            out[number] = page.copy(rect)
-        else:
-            reader = QImageReader(key)
-            reader.setAutoTransform(False)
-            reader.setClipRect(rect)
-            img = reader.read()
-            if not img.isNull():
-                out[number] = img
-    return out
-
-
-def _read_thumb(key: str) -> QImage:
-    """(Worker thread.) A strip thumbnail in the page's stored pixel grid; a null image if unreadable."""
-    try:
-        return load_thumbnail(key, THUMB, auto_transform=False)
-    except OSError:
-        return QImage()
-
-
-# ---------------------------------------------------------------------- graphics items
-class RegionItem(QGraphicsRectItem):
-    """A crop region at its exact raw-pixel rect; cosmetic pens keep it a crisp line at any zoom."""
-
-    def __init__(self, region: Region) -> None:
-        super().__init__(_rect(region))
-        self.number = region.number
-        self.cited = region.cited
-        self.setZValue(1)
-        self.set_style(region.cited, False)
-
-    def set_style(self, cited: bool, selected: bool) -> None:
-        self.cited = cited
-        colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
-        pen = QPen(colour, 3.0 if selected else 2.0)
-        pen.setCosmetic(True)
-        pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
-        self.setPen(pen)
-        fill = QColor(colour)
-        fill.setAlpha(46 if selected else 18 if cited else 0)
-        self.setBrush(QBrush(fill) if fill.alpha() else Qt.BrushStyle.NoBrush)
-
-    def paint(
-        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
-    ) -> None:
-        # a light halo under the coloured line: visible on dark photos and white pages alike
-        halo = QPen(QColor(255, 255, 255, 190), self.pen().widthF() + 2.0)
-        halo.setCosmetic(True)
-        halo.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
-        painter.setPen(halo)
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawRect(self.rect())
-        painter.setPen(self.pen())
-        painter.setBrush(self.brush())
-        painter.drawRect(self.rect())
-
-
-class BadgeItem(QGraphicsItem):
-    """The region's number, centred on its top-left corner at a constant on-screen size (half outside
-    the box, so it hides little of what was cropped)."""
-
-    def __init__(self, region: Region) -> None:
-        super().__init__()
-        self.number = region.number
-        self.colour = region_colour(region)
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
-        self.setZValue(3)
-        self.setPos(region.region[0], region.region[1])
-        self.font = QFont()
-        self.font.setBold(True)
-        self.font.setPointSizeF(max(9.0, self.font.pointSizeF()))
-        fm = QFontMetrics(self.font)
-        self._h = float(fm.height() + 4)
-        self._w = float(max(self._h, fm.horizontalAdvance(str(self.number)) + 10))
-
-    def set_colour(self, colour: QColor) -> None:
-        self.colour = QColor(colour)
-        self.update()
-
-    def boundingRect(self) -> QRectF:
-        return QRectF(-self._w / 2 - 1, -self._h / 2 - 1, self._w + 2, self._h + 2)
-
-    def paint(
-        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
-    ) -> None:
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        r = QRectF(-self._w / 2, -self._h / 2, self._w, self._h)
-        painter.setPen(QPen(QColor(255, 255, 255), 1.5))
-        painter.setBrush(self.colour)
-        painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
-        painter.setPen(QColor(255, 255, 255))
-        painter.setFont(self.font)
-        painter.drawText(r, Qt.AlignmentFlag.AlignCenter, str(self.number))
-
-
-# ---------------------------------------------------------------------- the page
-class PageView(QGraphicsView):
-    """A page image in raw-pixel scene coordinates with its regions; wheel zooms under the mouse,
-    dragging pans. A message (loading, missing file) replaces the page when there is none."""
-
-    regionClicked = Signal(int)
-    zoomChanged = Signal(float)
-
-    ZOOM_STEP = 1.25
-    MAX_SCALE = 16.0
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setScene(QGraphicsScene(self))
-        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.SmoothPixmapTransform)
-        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
-        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.NoAnchor)
-        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
-        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.FullViewportUpdate)
-        self.setFrameShape(QFrame.Shape.NoFrame)
-        self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
-        self.message = ""
-        self.pixmap_item: QGraphicsPixmapItem | None = None
-        self.region_items: dict[int, RegionItem] = {}
-        self.badges: dict[int, BadgeItem] = {}
-        self.selected: int | None = None
-        self._fit_mode = True
-        self._press: QPointF | None = None
-        self._flash: QVariantAnimation | None = None
-
-    # ---- content
-    def clear_page(self, message: str = "") -> None:
-        self._stop_flash()
-        self.scene().clear()
-        self.pixmap_item = None
-        self.region_items.clear()
-        self.badges.clear()
-        self.selected = None
-        self.message = message
-        self.scene().setSceneRect(QRectF())
-        self.viewport().update()
-
-    def set_page(self, size: tuple[int, int], image: QImage) -> None:
-        """Show ``image`` as a page of ``size`` raw pixels (a downscaled image is scaled back up)."""
-        self.clear_page()
-        w, h = size
-        self.scene().setSceneRect(QRectF(0, 0, w, h))
-        item = QGraphicsPixmapItem(QPixmap.fromImage(image))
-        item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
-        if image.width() != w:
-            item.setScale(w / image.width())
-        item.setZValue(0)
-        self.scene().addItem(item)
-        self.pixmap_item = item
-        self._fit_mode = True
-        self.fit()
-
-    def set_regions(self, regions: Iterable[Region]) -> None:
-        """Add the regions not drawn yet; restyle the rest (cited marks arrive with the answer)."""
-        for r in regions:
-            item = self.region_items.get(r.number)
-            if item is None:
-                item = self.region_items[r.number] = RegionItem(r)
-                self.scene().addItem(item)
-                badge = self.badges[r.number] = BadgeItem(r)
-                self.scene().addItem(badge)
-            item.set_style(r.cited, r.number == self.selected)
-            self.badges[r.number].set_colour(region_colour(r))
-
-    def select(self, number: int | None) -> None:
-        self.selected = number
-        for n, item in self.region_items.items():
-            item.set_style(item.cited, n == number)
-
-    # ---- zoom and pan
-    def scale_factor(self) -> float:
-        return float(self.transform().m11())
-
-    def fit(self) -> None:
-        rect = self.sceneRect()
-        if rect.isEmpty():
-            return
-        self._fit_mode = True
-        self.fitInView(rect.adjusted(-8, -8, 8, 8), Qt.AspectRatioMode.KeepAspectRatio)
-        self.zoomChanged.emit(self.scale_factor())
-
-    def _fit_scale(self) -> float:
-        rect = self.sceneRect()
-        vp = self.viewport().rect()
-        if rect.isEmpty() or vp.isEmpty():
-            return 1.0
-        return min(vp.width() / rect.width(), vp.height() / rect.height())
-
-    def zoom_at(self, factor: float, view_pos: QPointF) -> None:
-        """Scale by ``factor`` keeping the scene point under ``view_pos`` (viewport coords) in place."""
-        if self.sceneRect().isEmpty():
-            return
-        current = self.scale_factor()
-        target = min(max(current * factor, self._fit_scale() * 0.5), self.MAX_SCALE)
-        if abs(target - current) < 1e-9:
-            return
-        anchor = self.mapToScene(view_pos.toPoint())
-        self.scale(target / current, target / current)
-        moved = self.mapFromScene(anchor)
-        delta = moved - view_pos.toPoint()
-        self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + delta.x())
-        self.verticalScrollBar().setValue(self.verticalScrollBar().value() + delta.y())
-        self._fit_mode = False
-        self.zoomChanged.emit(self.scale_factor())
-
-    def zoom_in(self) -> None:
-        self.zoom_at(self.ZOOM_STEP, QPointF(self.viewport().rect().center()))
-
-    def zoom_out(self) -> None:
-        self.zoom_at(1 / self.ZOOM_STEP, QPointF(self.viewport().rect().center()))
-
-    def actual_size(self) -> None:
-        """One image pixel per screen pixel, around the view's centre."""
-        current = self.scale_factor()
-        if current > 0:
-            self.zoom_at(1.0 / current, QPointF(self.viewport().rect().center()))
-
-    def centre_on(self, number: int, flash: bool = True) -> None:
-        """Bring region ``number`` to the middle at a size where it reads well (about 60 % of the view,
-        never smaller than the whole page fitted, never past 4×)."""
-        item = self.region_items.get(number)
-        if item is None:
-            return
-        rect = item.rect()
-        vp = self.viewport().rect()
-        if rect.width() > 0 and rect.height() > 0 and not vp.isEmpty():
-            want = 0.6 * min(vp.width() / rect.width(), vp.height() / rect.height())
-            target = max(min(want, 4.0), self._fit_scale())
-            self.scale(target / self.scale_factor(), target / self.scale_factor())
-            self._fit_mode = False
-            self.zoomChanged.emit(self.scale_factor())
-        self.centerOn(rect.center())
-        self.select(number)
-        if flash:
-            self._flash_rect(rect)
-
-    def _flash_rect(self, rect: QRectF) -> None:
-        self._stop_flash()
-        mark = QGraphicsRectItem(rect)
-        pen = QPen(QColor("#fab005"), 6.0)
-        pen.setCosmetic(True)
-        mark.setPen(pen)
-        mark.setZValue(2)
-        self.scene().addItem(mark)
-        anim = QVariantAnimation(self)
-        anim.setStartValue(1.0)
-        anim.setEndValue(0.0)
-        anim.setDuration(900)
-        anim.valueChanged.connect(lambda v: mark.setOpacity(float(v)))
-        anim.finished.connect(self._stop_flash)
-        self._flash = anim
-        self._flash_item = mark
-        anim.start()
-
-    def _stop_flash(self) -> None:
-        anim, self._flash = self._flash, None
-        if anim is not None:
-            anim.stop()
-            item = getattr(self, "_flash_item", None)
-            if item is not None and item.scene() is self.scene():
-                self.scene().removeItem(item)
-            self._flash_item = None
-
-    # ---- events
-    def changeEvent(self, event: QEvent) -> None:
-        if event.type() == QEvent.Type.PaletteChange:
-            self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
-        super().changeEvent(event)
-
-    def wheelEvent(self, event: QWheelEvent) -> None:
-        steps = event.angleDelta().y() / 120.0
-        if steps:
-            self.zoom_at(self.ZOOM_STEP**steps, event.position())
-        event.accept()
-
-    def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)
-        if self._fit_mode:
-            self.fit()
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        self._press = event.position()
-        super().mousePressEvent(event)
-
-    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
-        super().mouseReleaseEvent(event)
-        press, self._press = self._press, None
-        if press is None or (event.position() - press).manhattanLength() > 4:
-            return  # a drag (pan), not a click
-        number = self.region_at(event.position())
-        if number is not None:
-            self.select(number)
-            self.regionClicked.emit(number)
-
-    def region_at(self, view_pos: QPointF) -> int | None:
-        """The smallest region under a viewport point (nested zooms: the innermost)."""
-        p = self.mapToScene(view_pos.toPoint())
-        hits = [
-            (i.rect().width() * i.rect().height(), n)
-            for n, i in self.region_items.items()
-            if i.rect().contains(p)
-        ]
-        return min(hits)[1] if hits else None
-
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
-        if not self.message:
-            return
-        painter.save()
-        painter.resetTransform()
-        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        area = self.viewport().rect().adjusted(24, 24, -24, -24)
-        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
-        painter.restore()
-
-
-# ---------------------------------------------------------------------- the crops
-class CropImage(QWidget):
-    """A crop's full-resolution pixmap, drawn to the panel's width (up to 2× for tiny crops)."""
-
-    MAX_UPSCALE = 2.0
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.pixmap: QPixmap | None = None
-        self.text = "loading…"
-        sp = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        sp.setHeightForWidth(True)
-        self.setSizePolicy(sp)
-
-    def set_pixmap(self, pixmap: QPixmap | None, text: str = "") -> None:
-        self.pixmap = pixmap
-        self.text = text
-        self.updateGeometry()
-        self.update()
-
-    def _scale(self, width: int) -> float:
-        if self.pixmap is None or self.pixmap.isNull():
-            return 0.0
-        return min(width / self.pixmap.width(), self.MAX_UPSCALE)
-
-    def hasHeightForWidth(self) -> bool:
-        return True
-
-    def heightForWidth(self, width: int) -> int:
-        if self.pixmap is None or self.pixmap.isNull():
-            return 48
-        return max(1, round(self.pixmap.height() * self._scale(width)))
-
-    def sizeHint(self) -> QSize:
-        if self.pixmap is None or self.pixmap.isNull():
-            return QSize(200, 48)
-        return QSize(min(self.pixmap.width(), 480), self.heightForWidth(min(self.pixmap.width(), 480)))
-
-    def minimumSizeHint(self) -> QSize:
-        return QSize(64, 32)
-
-    def paintEvent(self, event: Any) -> None:
-        with QPainter(self) as painter:  # ended on every path, whatever holds this frame
-            self._paint(painter)
-
-    def _paint(self, painter: QPainter) -> None:
-        if self.pixmap is None or self.pixmap.isNull():
-            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.text)
-            return
-        k = self._scale(self.width())
-        w, h = round(self.pixmap.width() * k), round(self.pixmap.height() * k)
-        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, k < 1.0)
-        painter.drawPixmap(QRect(0, 0, w, h), self.pixmap)
-
-
-class CropCard(QFrame):
-    """One crop: its number and where it was cut, then the pixels. Clicking it shows it on the page."""
-
-    clicked = Signal(int)
-
-    def __init__(self, region: Region, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.number = region.number
-        self.selected = False
-        self.colour = region_colour(region)
-        self.setCursor(Qt.CursorShape.PointingHandCursor)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 6, 8, 8)
-        lay.setSpacing(4)
-        head = QHBoxLayout()
-        head.setSpacing(6)
-        self.badge = QToolButton(self)
-        self.badge.setText(str(region.number))
-        self.badge.setToolTip("Show this region on the page")
-        self.badge.setAutoRaise(True)
-        self.badge.clicked.connect(lambda: self.clicked.emit(self.number))
-        self.title = QLabel(self)
-        self.title.setWordWrap(True)
-        head.addWidget(self.badge)
-        head.addWidget(self.title, 1)
-        lay.addLayout(head)
-        self.where = QLabel(region.text, self)
-        self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.where.setWordWrap(True)
-        small = self.where.font()
-        small.setPointSizeF(small.pointSizeF() * 0.9)
-        self.where.setFont(small)
-        self.where.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        lay.addWidget(self.where)
-        self.image = CropImage(self)
-        lay.addWidget(self.image)
-        self.update_region(region, False)
-
-    def update_region(self, region: Region, selected: bool) -> None:
-        colour = region_colour(region)
-        self.badge.setStyleSheet(
-            f"QToolButton {{ background: {colour.name()}; color: white; font-weight: bold;"
-            f" border-radius: 11px; min-width: 22px; min-height: 22px; padding: 0 4px; }}"
-        )
-        nested = f" · inside {region.parent}" if region.parent else ""
-        cited = f"  <b style='color:{CITED_COLOUR.name()}'>cited in the answer</b>" if region.cited else ""
-        self.title.setText(f"Region {region.number} · step {region.step}{nested}{cited}")
-        self.selected = selected
-        self.colour = colour
-        self.update()
-
-    def paintEvent(self, event: Any) -> None:
-        # drawn here rather than by a stylesheet so the border follows palette (theme) changes
-        with QPainter(self) as painter:
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            width = 2.0 if self.selected else 1.0
-            colour = self.colour if self.selected else theme_colour("border")
-            painter.setPen(QPen(colour, width))
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
-            painter.drawRoundedRect(r, 6, 6)
-
-    def set_crop(self, image: QImage | None, stand_in: bool = False, missing: str = "") -> None:
-        if image is None or image.isNull():
-            self.image.set_pixmap(None, missing or "crop unavailable")
-            return
-        pm = QPixmap.fromImage(image)
-        self.image.set_pixmap(pm)
-        if stand_in:
-            self.where.setText(self.where.text() + " · page image gone: showing the model's resized copy")
-        self.image.setToolTip(
-            f"{pm.width()}×{pm.height()} px" + (" (model's copy)" if stand_in else " (full resolution)")
-        )
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        if event.button() == Qt.MouseButton.LeftButton:
-            self.clicked.emit(self.number)
-        super().mousePressEvent(event)
+from vrag_desktop.qt.evidence.crop_cards import CropCard
+from vrag_desktop.qt.evidence.page_images import THUMB, PageRead, cut_crops, read_page, read_thumb
+from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
 
 
 # ---------------------------------------------------------------------- the view
@@ -767,7 +233,7 @@ class EvidenceView(QWidget):
         self._seq += 1
         boxes = [(r.number, r.region, r.crop_image) for r in page.regions]
         run_in_thread(
-            _read_page, key, self._seq, boxes, on_done=self._page_read, error_title="Cannot show the page"
+            read_page, key, self._seq, boxes, on_done=self._page_read, error_title="Cannot show the page"
         )
         self.pageChanged.emit(key)
         return True
@@ -825,7 +291,7 @@ class EvidenceView(QWidget):
             self.crop_scroll.ensureWidgetVisible(card, 0, 8)
 
     # ------------------------------------------------------------------ loading
-    def _page_read(self, result: _PageRead) -> None:
+    def _page_read(self, result: PageRead) -> None:
         if not _alive(self) or result.seq != self._seq or result.key != self.current:
             return  # the person moved on
         page = self.board.pages.get(result.key)
@@ -884,9 +350,9 @@ class EvidenceView(QWidget):
         key = self.current
         boxes = [(r.number, r.region) for r in regions]
         if self._full_res:  # part of the decoded page: cheap enough for the GUI thread
-            self._crops_read(key, _cut(key, self._page_image, boxes))
+            self._crops_read(key, cut_crops(key, self._page_image, boxes))
         else:
-            run_in_thread(_cut, key, None, boxes, on_done=lambda crops: self._crops_read(key, crops))
+            run_in_thread(cut_crops, key, None, boxes, on_done=lambda crops: self._crops_read(key, crops))
 
     def _crops_read(self, key: str | None, crops: dict[int, QImage]) -> None:
         if not _alive(self) or key != self.current:
@@ -914,7 +380,7 @@ class EvidenceView(QWidget):
                 item.setData(Qt.ItemDataRole.UserRole, key)
                 item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
                 run_in_thread(
-                    _read_thumb,
+                    read_thumb,
                     key,
                     on_done=lambda img, k=key: self._thumb_read(k, img),
                     on_error=lambda _exc: None,
@@ -1066,6 +532,3 @@ def _alive(obj: QWidget) -> bool:
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-__all__ = ["BadgeItem", "CropCard", "EvidenceView", "PageView", "RegionItem"]

@@ -1,0 +1,169 @@
+"""The crops column: one card per region of the page, its full-resolution pixels drawn to the column's
+width (small crops upscaled at most 2×), its number, box and whether the answer cites it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QRect, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QImage,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.core.run.evidence import Region
+from vrag_desktop.qt.infra.theme import color as theme_colour
+
+if TYPE_CHECKING:
+    pass
+
+from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, region_colour
+
+
+# ---------------------------------------------------------------------- the crops
+class CropImage(QWidget):
+    """A crop's full-resolution pixmap, drawn to the panel's width (up to 2× for tiny crops)."""
+
+    MAX_UPSCALE = 2.0
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.pixmap: QPixmap | None = None
+        self.text = "loading…"
+        sp = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        sp.setHeightForWidth(True)
+        self.setSizePolicy(sp)
+
+    def set_pixmap(self, pixmap: QPixmap | None, text: str = "") -> None:
+        self.pixmap = pixmap
+        self.text = text
+        self.updateGeometry()
+        self.update()
+
+    def _scale(self, width: int) -> float:
+        if self.pixmap is None or self.pixmap.isNull():
+            return 0.0
+        return min(width / self.pixmap.width(), self.MAX_UPSCALE)
+
+    def hasHeightForWidth(self) -> bool:
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        if self.pixmap is None or self.pixmap.isNull():
+            return 48
+        return max(1, round(self.pixmap.height() * self._scale(width)))
+
+    def sizeHint(self) -> QSize:
+        if self.pixmap is None or self.pixmap.isNull():
+            return QSize(200, 48)
+        return QSize(min(self.pixmap.width(), 480), self.heightForWidth(min(self.pixmap.width(), 480)))
+
+    def minimumSizeHint(self) -> QSize:
+        return QSize(64, 32)
+
+    def paintEvent(self, event: Any) -> None:
+        with QPainter(self) as painter:  # ended on every path, whatever holds this frame
+            self._paint(painter)
+
+    def _paint(self, painter: QPainter) -> None:
+        if self.pixmap is None or self.pixmap.isNull():
+            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.text)
+            return
+        k = self._scale(self.width())
+        w, h = round(self.pixmap.width() * k), round(self.pixmap.height() * k)
+        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, k < 1.0)
+        painter.drawPixmap(QRect(0, 0, w, h), self.pixmap)
+
+
+class CropCard(QFrame):
+    """One crop: its number and where it was cut, then the pixels. Clicking it shows it on the page."""
+
+    clicked = Signal(int)
+
+    def __init__(self, region: Region, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.number = region.number
+        self.selected = False
+        self.colour = region_colour(region)
+        self.setCursor(Qt.CursorShape.PointingHandCursor)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 6, 8, 8)
+        lay.setSpacing(4)
+        head = QHBoxLayout()
+        head.setSpacing(6)
+        self.badge = QToolButton(self)
+        self.badge.setText(str(region.number))
+        self.badge.setToolTip("Show this region on the page")
+        self.badge.setAutoRaise(True)
+        self.badge.clicked.connect(lambda: self.clicked.emit(self.number))
+        self.title = QLabel(self)
+        self.title.setWordWrap(True)
+        head.addWidget(self.badge)
+        head.addWidget(self.title, 1)
+        lay.addLayout(head)
+        self.where = QLabel(region.text, self)
+        self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.where.setWordWrap(True)
+        small = self.where.font()
+        small.setPointSizeF(small.pointSizeF() * 0.9)
+        self.where.setFont(small)
+        self.where.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        lay.addWidget(self.where)
+        self.image = CropImage(self)
+        lay.addWidget(self.image)
+        self.update_region(region, False)
+
+    def update_region(self, region: Region, selected: bool) -> None:
+        colour = region_colour(region)
+        self.badge.setStyleSheet(
+            f"QToolButton {{ background: {colour.name()}; color: white; font-weight: bold;"
+            f" border-radius: 11px; min-width: 22px; min-height: 22px; padding: 0 4px; }}"
+        )
+        nested = f" · inside {region.parent}" if region.parent else ""
+        cited = f"  <b style='color:{CITED_COLOUR.name()}'>cited in the answer</b>" if region.cited else ""
+        self.title.setText(f"Region {region.number} · step {region.step}{nested}{cited}")
+        self.selected = selected
+        self.colour = colour
+        self.update()
+
+    def paintEvent(self, event: Any) -> None:
+        # drawn here rather than by a stylesheet so the border follows palette (theme) changes
+        with QPainter(self) as painter:
+            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+            width = 2.0 if self.selected else 1.0
+            colour = self.colour if self.selected else theme_colour("border")
+            painter.setPen(QPen(colour, width))
+            painter.setBrush(Qt.BrushStyle.NoBrush)
+            r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
+            painter.drawRoundedRect(r, 6, 6)
+
+    def set_crop(self, image: QImage | None, stand_in: bool = False, missing: str = "") -> None:
+        if image is None or image.isNull():
+            self.image.set_pixmap(None, missing or "crop unavailable")
+            return
+        pm = QPixmap.fromImage(image)
+        self.image.set_pixmap(pm)
+        if stand_in:
+            self.where.setText(self.where.text() + " · page image gone: showing the model's resized copy")
+        self.image.setToolTip(
+            f"{pm.width()}×{pm.height()} px" + (" (model's copy)" if stand_in else " (full resolution)")
+        )
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            self.clicked.emit(self.number)
+        super().mousePressEvent(event)

@@ -1,0 +1,346 @@
+"""The page and its regions: a :class:`PageView` whose scene coordinates *are* the raw image's pixels,
+so each region from :mod:`vrag_desktop.core.run.evidence` is drawn at its numbers with no mapping, with a
+numbered badge; zoom under the mouse, fit, 1:1, and a flash on the region being pointed at."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, QVariantAnimation, Signal
+from PySide6.QtGui import (
+    QBrush,
+    QColor,
+    QFont,
+    QFontMetrics,
+    QImage,
+    QMouseEvent,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
+    QResizeEvent,
+    QWheelEvent,
+)
+from PySide6.QtWidgets import (
+    QFrame,
+    QGraphicsItem,
+    QGraphicsPixmapItem,
+    QGraphicsRectItem,
+    QGraphicsScene,
+    QGraphicsView,
+    QStyleOptionGraphicsItem,
+    QWidget,
+)
+
+from vrag_desktop.core.run.evidence import Region
+
+if TYPE_CHECKING:
+    pass
+
+REGION_COLOUR = QColor("#1971c2")
+CITED_COLOUR = QColor("#e8590c")
+
+
+def region_colour(region: Region) -> QColor:
+    return QColor(CITED_COLOUR if region.cited else REGION_COLOUR)
+
+
+def _rect(region: Region) -> QRectF:
+    x1, y1, x2, y2 = region.region
+    return QRectF(x1, y1, x2 - x1, y2 - y1)
+
+
+# ---------------------------------------------------------------------- graphics items
+class RegionItem(QGraphicsRectItem):
+    """A crop region at its exact raw-pixel rect; cosmetic pens keep it a crisp line at any zoom."""
+
+    def __init__(self, region: Region) -> None:
+        super().__init__(_rect(region))
+        self.number = region.number
+        self.cited = region.cited
+        self.setZValue(1)
+        self.set_style(region.cited, False)
+
+    def set_style(self, cited: bool, selected: bool) -> None:
+        self.cited = cited
+        colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
+        pen = QPen(colour, 3.0 if selected else 2.0)
+        pen.setCosmetic(True)
+        pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
+        self.setPen(pen)
+        fill = QColor(colour)
+        fill.setAlpha(46 if selected else 18 if cited else 0)
+        self.setBrush(QBrush(fill) if fill.alpha() else Qt.BrushStyle.NoBrush)
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        # a light halo under the coloured line: visible on dark photos and white pages alike
+        halo = QPen(QColor(255, 255, 255, 190), self.pen().widthF() + 2.0)
+        halo.setCosmetic(True)
+        halo.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
+        painter.setPen(halo)
+        painter.setBrush(Qt.BrushStyle.NoBrush)
+        painter.drawRect(self.rect())
+        painter.setPen(self.pen())
+        painter.setBrush(self.brush())
+        painter.drawRect(self.rect())
+
+
+class BadgeItem(QGraphicsItem):
+    """The region's number, centred on its top-left corner at a constant on-screen size (half outside
+    the box, so it hides little of what was cropped)."""
+
+    def __init__(self, region: Region) -> None:
+        super().__init__()
+        self.number = region.number
+        self.colour = region_colour(region)
+        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
+        self.setZValue(3)
+        self.setPos(region.region[0], region.region[1])
+        self.font = QFont()
+        self.font.setBold(True)
+        self.font.setPointSizeF(max(9.0, self.font.pointSizeF()))
+        fm = QFontMetrics(self.font)
+        self._h = float(fm.height() + 4)
+        self._w = float(max(self._h, fm.horizontalAdvance(str(self.number)) + 10))
+
+    def set_colour(self, colour: QColor) -> None:
+        self.colour = QColor(colour)
+        self.update()
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(-self._w / 2 - 1, -self._h / 2 - 1, self._w + 2, self._h + 2)
+
+    def paint(
+        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
+    ) -> None:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        r = QRectF(-self._w / 2, -self._h / 2, self._w, self._h)
+        painter.setPen(QPen(QColor(255, 255, 255), 1.5))
+        painter.setBrush(self.colour)
+        painter.drawRoundedRect(r, r.height() / 2, r.height() / 2)
+        painter.setPen(QColor(255, 255, 255))
+        painter.setFont(self.font)
+        painter.drawText(r, Qt.AlignmentFlag.AlignCenter, str(self.number))
+
+
+# ---------------------------------------------------------------------- the page
+class PageView(QGraphicsView):
+    """A page image in raw-pixel scene coordinates with its regions; wheel zooms under the mouse,
+    dragging pans. A message (loading, missing file) replaces the page when there is none."""
+
+    regionClicked = Signal(int)
+    zoomChanged = Signal(float)
+
+    ZOOM_STEP = 1.25
+    MAX_SCALE = 16.0
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setScene(QGraphicsScene(self))
+        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.SmoothPixmapTransform)
+        self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
+        self.setTransformationAnchor(QGraphicsView.ViewportAnchor.NoAnchor)
+        self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
+        self.setViewportUpdateMode(QGraphicsView.ViewportUpdateMode.FullViewportUpdate)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
+        self.message = ""
+        self.pixmap_item: QGraphicsPixmapItem | None = None
+        self.region_items: dict[int, RegionItem] = {}
+        self.badges: dict[int, BadgeItem] = {}
+        self.selected: int | None = None
+        self._fit_mode = True
+        self._press: QPointF | None = None
+        self._flash: QVariantAnimation | None = None
+
+    # ---- content
+    def clear_page(self, message: str = "") -> None:
+        self._stop_flash()
+        self.scene().clear()
+        self.pixmap_item = None
+        self.region_items.clear()
+        self.badges.clear()
+        self.selected = None
+        self.message = message
+        self.scene().setSceneRect(QRectF())
+        self.viewport().update()
+
+    def set_page(self, size: tuple[int, int], image: QImage) -> None:
+        """Show ``image`` as a page of ``size`` raw pixels (a downscaled image is scaled back up)."""
+        self.clear_page()
+        w, h = size
+        self.scene().setSceneRect(QRectF(0, 0, w, h))
+        item = QGraphicsPixmapItem(QPixmap.fromImage(image))
+        item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
+        if image.width() != w:
+            item.setScale(w / image.width())
+        item.setZValue(0)
+        self.scene().addItem(item)
+        self.pixmap_item = item
+        self._fit_mode = True
+        self.fit()
+
+    def set_regions(self, regions: Iterable[Region]) -> None:
+        """Add the regions not drawn yet; restyle the rest (cited marks arrive with the answer)."""
+        for r in regions:
+            item = self.region_items.get(r.number)
+            if item is None:
+                item = self.region_items[r.number] = RegionItem(r)
+                self.scene().addItem(item)
+                badge = self.badges[r.number] = BadgeItem(r)
+                self.scene().addItem(badge)
+            item.set_style(r.cited, r.number == self.selected)
+            self.badges[r.number].set_colour(region_colour(r))
+
+    def select(self, number: int | None) -> None:
+        self.selected = number
+        for n, item in self.region_items.items():
+            item.set_style(item.cited, n == number)
+
+    # ---- zoom and pan
+    def scale_factor(self) -> float:
+        return float(self.transform().m11())
+
+    def fit(self) -> None:
+        rect = self.sceneRect()
+        if rect.isEmpty():
+            return
+        self._fit_mode = True
+        self.fitInView(rect.adjusted(-8, -8, 8, 8), Qt.AspectRatioMode.KeepAspectRatio)
+        self.zoomChanged.emit(self.scale_factor())
+
+    def _fit_scale(self) -> float:
+        rect = self.sceneRect()
+        vp = self.viewport().rect()
+        if rect.isEmpty() or vp.isEmpty():
+            return 1.0
+        return min(vp.width() / rect.width(), vp.height() / rect.height())
+
+    def zoom_at(self, factor: float, view_pos: QPointF) -> None:
+        """Scale by ``factor`` keeping the scene point under ``view_pos`` (viewport coords) in place."""
+        if self.sceneRect().isEmpty():
+            return
+        current = self.scale_factor()
+        target = min(max(current * factor, self._fit_scale() * 0.5), self.MAX_SCALE)
+        if abs(target - current) < 1e-9:
+            return
+        anchor = self.mapToScene(view_pos.toPoint())
+        self.scale(target / current, target / current)
+        moved = self.mapFromScene(anchor)
+        delta = moved - view_pos.toPoint()
+        self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + delta.x())
+        self.verticalScrollBar().setValue(self.verticalScrollBar().value() + delta.y())
+        self._fit_mode = False
+        self.zoomChanged.emit(self.scale_factor())
+
+    def zoom_in(self) -> None:
+        self.zoom_at(self.ZOOM_STEP, QPointF(self.viewport().rect().center()))
+
+    def zoom_out(self) -> None:
+        self.zoom_at(1 / self.ZOOM_STEP, QPointF(self.viewport().rect().center()))
+
+    def actual_size(self) -> None:
+        """One image pixel per screen pixel, around the view's centre."""
+        current = self.scale_factor()
+        if current > 0:
+            self.zoom_at(1.0 / current, QPointF(self.viewport().rect().center()))
+
+    def centre_on(self, number: int, flash: bool = True) -> None:
+        """Bring region ``number`` to the middle at a size where it reads well (about 60 % of the view,
+        never smaller than the whole page fitted, never past 4×)."""
+        item = self.region_items.get(number)
+        if item is None:
+            return
+        rect = item.rect()
+        vp = self.viewport().rect()
+        if rect.width() > 0 and rect.height() > 0 and not vp.isEmpty():
+            want = 0.6 * min(vp.width() / rect.width(), vp.height() / rect.height())
+            target = max(min(want, 4.0), self._fit_scale())
+            self.scale(target / self.scale_factor(), target / self.scale_factor())
+            self._fit_mode = False
+            self.zoomChanged.emit(self.scale_factor())
+        self.centerOn(rect.center())
+        self.select(number)
+        if flash:
+            self._flash_rect(rect)
+
+    def _flash_rect(self, rect: QRectF) -> None:
+        self._stop_flash()
+        mark = QGraphicsRectItem(rect)
+        pen = QPen(QColor("#fab005"), 6.0)
+        pen.setCosmetic(True)
+        mark.setPen(pen)
+        mark.setZValue(2)
+        self.scene().addItem(mark)
+        anim = QVariantAnimation(self)
+        anim.setStartValue(1.0)
+        anim.setEndValue(0.0)
+        anim.setDuration(900)
+        anim.valueChanged.connect(lambda v: mark.setOpacity(float(v)))
+        anim.finished.connect(self._stop_flash)
+        self._flash = anim
+        self._flash_item = mark
+        anim.start()
+
+    def _stop_flash(self) -> None:
+        anim, self._flash = self._flash, None
+        if anim is not None:
+            anim.stop()
+            item = getattr(self, "_flash_item", None)
+            if item is not None and item.scene() is self.scene():
+                self.scene().removeItem(item)
+            self._flash_item = None
+
+    # ---- events
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.PaletteChange:
+            self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
+        super().changeEvent(event)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        steps = event.angleDelta().y() / 120.0
+        if steps:
+            self.zoom_at(self.ZOOM_STEP**steps, event.position())
+        event.accept()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if self._fit_mode:
+            self.fit()
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        self._press = event.position()
+        super().mousePressEvent(event)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        super().mouseReleaseEvent(event)
+        press, self._press = self._press, None
+        if press is None or (event.position() - press).manhattanLength() > 4:
+            return  # a drag (pan), not a click
+        number = self.region_at(event.position())
+        if number is not None:
+            self.select(number)
+            self.regionClicked.emit(number)
+
+    def region_at(self, view_pos: QPointF) -> int | None:
+        """The smallest region under a viewport point (nested zooms: the innermost)."""
+        p = self.mapToScene(view_pos.toPoint())
+        hits = [
+            (i.rect().width() * i.rect().height(), n)
+            for n, i in self.region_items.items()
+            if i.rect().contains(p)
+        ]
+        return min(hits)[1] if hits else None
+
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+        if not self.message:
+            return
+        painter.save()
+        painter.resetTransform()
+        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
+        area = self.viewport().rect().adjusted(24, 24, -24, -24)
+        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
+        painter.restore()
