@@ -1,159 +1,39 @@
-"""Edit endpoint profiles, their API keys, and test a connection — without ever showing a key.
+"""The Endpoints tab: the profile list and the profile form.
 
-Why the key field is write-only: a key shown once is a key in a screenshot. The field is never
-filled from the store; its placeholder says where the key comes from (keyring, session, an
-environment variable), "Save key" hands it to the keyring and empties the field. Keyring calls may
-block (a locked Secret Service asks for a password), so they run off the GUI thread, as does
-"Test connection" (on the app's async runner); a second click cancels a running test.
+Why this shape: the list and the form are one job (choose a profile, edit it, save it); the API
+key box (:mod:`.key_box`) and the connection test (:mod:`.connection_test`) are widgets of their
+own, fed the current profile. Deleting a profile forgets its key, which may block on the keyring,
+so it runs off the GUI thread.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import html
-import json
-import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import shiboken6
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtGui import QFont
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QComboBox,
-    QDoubleSpinBox,
-    QFormLayout,
     QFrame,
-    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QPlainTextEdit,
     QPushButton,
-    QSizePolicy,
-    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from vrag_desktop.core.endpoints.profiles import (
-    KINDS,
-    ApiKeyStoreError,
-    EndpointProfile,
-    NoSecureStoreError,
-    ProfileError,
-)
-from vrag_desktop.qt.infra.async_runner import async_runner
+from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileError
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.runtime.connection_test import ConnectionTest
+from vrag_desktop.qt.runtime.key_box import ApiKeyBox
+from vrag_desktop.qt.runtime.profile_form import ProfileFields
+from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, if_alive
 
 if TYPE_CHECKING:
-    import concurrent.futures
-    from collections.abc import Callable
-
-    from vrag_desktop.core.endpoints.client import ConnectionCheck
     from vrag_desktop.core.endpoints.profiles import ProfileStore
-
-KIND_LABELS = {
-    "local-vllm": "Local vLLM server",
-    "dashscope": "DashScope (Alibaba Cloud)",
-    "custom": "OpenAI-compatible",
-}
-_URL = re.compile(r"https?://[^\s/]+")
-OK_COLOR, BAD_COLOR, WARN_COLOR, MUTED = "#15803d", "#b91c1c", "#b45309", "palette(placeholder-text)"
-_VERDICT_HEAD = {
-    "unreachable": "Cannot connect",
-    "auth": "Key rejected",
-    "not_found": "Model not found",
-    "timeout": "No answer",
-    "rate_limit": "Rate limited",
-    "server": "Server error",
-}
-
-
-def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn`` that does nothing once ``owner`` is deleted: background results may arrive after
-    the panel closed, and touching its widgets then would raise."""
-
-    def call(*args: Any) -> None:
-        if shiboken6.isValid(owner):
-            fn(*args)
-
-    return call
-
-
-def key_source_text(source: str | None, needs_key: bool, env_vars: list[str] | None = None) -> str:
-    """Where a key comes from, in words (never the key)."""
-    if source == "keyring":
-        return "Key stored in the system keyring"
-    if source == "session":
-        return "Key kept for this session only (forgotten when the app quits)"
-    if source and source.startswith("env:"):
-        return f"Key from ${source[4:]}"
-    if not needs_key:
-        return "No key needed for a local server"
-    alt = f" (or set ${env_vars[-1]})" if env_vars else ""
-    return f"No key set{alt}"
-
-
-def key_placeholder(source: str | None) -> str:
-    """Short enough for the key field: where the key is, and that typing replaces it."""
-    if source == "keyring":
-        return "In the system keyring; type to replace"
-    if source == "session":
-        return "Kept for this session; type to replace"
-    if source and source.startswith("env:"):
-        return f"From ${source[4:]}; type to override"
-    return "Type or paste the API key"
-
-
-def verdict_text(check: ConnectionCheck, model: str) -> tuple[str, str]:
-    """(headline, detail) for a connection check."""
-    if check.ok:
-        n = len(check.models)
-        ms = f", {check.latency * 1000:.0f} ms" if check.latency is not None else ""
-        head = f"Connected: {n} model{'s' if n != 1 else ''}{ms}"
-        return head, check.message
-    head = _VERDICT_HEAD.get(check.kind or "", "Connection failed")
-    if check.kind == "auth" and "none is set" in check.message:
-        head = "Key needed"
-    return head, check.message
-
-
-def _error_label(parent: QWidget) -> QLabel:
-    label = QLabel(parent)
-    label.setWordWrap(True)
-    label.setStyleSheet(f"color: {BAD_COLOR};")
-    label.setVisible(False)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-    return label
-
-
-def stacked(parent: QWidget, top: QWidget, below: QWidget) -> QWidget:
-    """A form field with its note or inline error right under it."""
-    box = QWidget(parent)
-    v = QVBoxLayout(box)
-    v.setContentsMargins(0, 0, 0, 0)
-    v.setSpacing(2)
-    v.addWidget(top)
-    v.addWidget(below)
-    return box
-
-
-class _JsonEdit(QPlainTextEdit):
-    """A small monospace box for a JSON object."""
-
-    def __init__(self, placeholder: str, parent: QWidget) -> None:
-        super().__init__(parent)
-        self.setPlaceholderText(placeholder)
-        self.setTabChangesFocus(True)
-        font = QFont("monospace")
-        font.setStyleHint(QFont.StyleHint.Monospace)
-        self.setFont(font)
-        self.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 14)
 
 
 class ProfileEditor(QWidget):
@@ -168,12 +48,7 @@ class ProfileEditor(QWidget):
         self.store = store
         self._current: str | None = None
         self._draft = False  # a new profile not saved yet
-        self._loading = False
         self._dirty = False
-        self._pending_key: str | None = None  # typed, waiting for "use for this session only"
-        self._test: concurrent.futures.Future[Any] | None = None
-        self._test_gen = 0
-        self._source_gen = 0
         self._build()
         self.refresh(select=store.active)
 
@@ -201,61 +76,14 @@ class ProfileEditor(QWidget):
             list_buttons.addWidget(b)
         list_buttons.addStretch(1)
 
-        # form
-        self.name_edit = QLineEdit(self)
-        self.kind_combo = QComboBox(self)
-        for kind in KINDS:
-            self.kind_combo.addItem(KIND_LABELS[kind], kind)
-        self.url_edit = QLineEdit(self)
-        self.url_edit.setPlaceholderText("https://host/v1")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setPlaceholderText("served model name, e.g. qwen3.5-plus")
-        self.params_edit = _JsonEdit('{"temperature": 0.7, "max_tokens": 2048}', self)
-        self.params_edit.setToolTip("Default sampling parameters sent with every request (a JSON object)")
-        self.extra_edit = _JsonEdit('{"chat_template_kwargs": {"enable_thinking": true}}', self)
-        self.extra_edit.setToolTip("Extra fields merged into every request body (a JSON object)")
-        self.connect_spin = self._seconds(0.5, 600.0, "connect ", "Seconds to open a connection")
-        self.total_spin = self._seconds(1.0, 86400.0, "total ", "Seconds for one whole request")
-        self.attempts_spin = QSpinBox(self)
-        self.attempts_spin.setRange(1, 20)
-        self.attempts_spin.setSuffix(" ×")
-        self.attempts_spin.setToolTip("Requests per call, retries included")
-        self.env_edit = QLineEdit(self)
-        self.env_edit.setPlaceholderText("optional, e.g. MY_SERVICE_KEY")
-        self.env_edit.setToolTip("An environment variable the key may also be read from")
-        self.name_error, self.url_error = _error_label(self), _error_label(self)
-        self.params_error, self.extra_error = _error_label(self), _error_label(self)
-        self.form_error = _error_label(self)
-        for label, name in (
-            (self.name_error, "name"),
-            (self.url_error, "base_url"),
-            (self.params_error, "params"),
-            (self.extra_error, "extra_body"),
-            (self.form_error, "form"),
-        ):
-            label.setObjectName(f"error_{name}")
-
-        timeouts = QHBoxLayout()
-        timeouts.setSpacing(6)
-        timeouts.addWidget(self.connect_spin)
-        timeouts.addWidget(self.total_spin)
-        timeouts.addStretch(1)
-
-        form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
-        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
-        form.addRow("Name", self._stack(self.name_edit, self.name_error))
-        form.addRow("Kind", self.kind_combo)
-        form.addRow("Base URL", self._stack(self.url_edit, self.url_error))
-        form.addRow("Model", self.model_edit)
-        form.addRow("Sampling", self._stack(self.params_edit, self.params_error))
-        form.addRow("Extra body", self._stack(self.extra_edit, self.extra_error))
-        form.addRow("Timeouts", timeouts)
-        attempts = QHBoxLayout()
-        attempts.addWidget(self.attempts_spin)
-        attempts.addStretch(1)
-        form.addRow("Attempts", attempts)
-        form.addRow("Key variable", self.env_edit)
+        self.fields = ProfileFields(self)
+        self.fields.changed.connect(self._mark_dirty)
+        f = self.fields  # its parts, under the names the editor has always had
+        self.name_edit, self.kind_combo = f.name_edit, f.kind_combo
+        self.url_edit, self.model_edit = f.url_edit, f.model_edit
+        self.params_edit, self.extra_edit, self.env_edit = f.params_edit, f.extra_edit, f.env_edit
+        self.name_error, self.url_error, self.form_error = f.name_error, f.url_error, f.form_error
+        self.params_error, self.extra_error = f.params_error, f.extra_error
 
         self.save_button = QPushButton("Save", self)
         self.save_button.setDefault(True)
@@ -272,56 +100,21 @@ class ProfileEditor(QWidget):
 
         self.form_box = QGroupBox("Profile", self)
         fb = QVBoxLayout(self.form_box)
-        fb.addLayout(form)
-        fb.addWidget(self.form_error)
+        fb.addWidget(self.fields)
         fb.addLayout(save_row)
 
-        # key
-        self.key_box = QGroupBox("API key", self)
-        self.key_edit = QLineEdit(self)
-        self.key_edit.setObjectName("apiKeyEdit")
-        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setClearButtonEnabled(True)
-        self.key_edit.setAttribute(Qt.WidgetAttribute.WA_InputMethodEnabled, False)
-        self.key_edit.returnPressed.connect(self.save_key)
-        self.save_key_button = QPushButton("Save key", self)
-        self.forget_key_button = QPushButton("Forget key", self)
-        self.save_key_button.clicked.connect(self.save_key)
-        self.forget_key_button.clicked.connect(self.forget_key)
-        self.key_source_label = QLabel("", self)
-        self.key_source_label.setObjectName("keySource")
-        self.key_source_label.setStyleSheet(f"color: {MUTED};")
-        self.key_message = QLabel("", self)
-        self.key_message.setObjectName("keyMessage")
-        self.key_message.setWordWrap(True)
-        self.key_message.setVisible(False)
-        self.session_button = QPushButton("Use for this session only", self)
-        self.session_button.setVisible(False)
-        self.session_button.clicked.connect(self.use_key_for_session)
-        self.key_edit.textChanged.connect(
-            lambda t: self.save_key_button.setEnabled(bool(t) and not self._draft)
+        # key and connection test: widgets of their own, with their parts under the old names
+        self.key_box = ApiKeyBox(self.store, self)
+        self.key_edit, self.key_message = self.key_box.key_edit, self.key_box.key_message
+        self.save_key_button, self.forget_key_button = (
+            self.key_box.save_key_button,
+            self.key_box.forget_key_button,
         )
-        kb = QGridLayout(self.key_box)
-        kb.addWidget(self.key_edit, 0, 0)
-        kb.addWidget(self.save_key_button, 0, 1)
-        kb.addWidget(self.forget_key_button, 0, 2)
-        kb.addWidget(self.key_source_label, 1, 0, 1, 3)
-        kb.addWidget(self.key_message, 2, 0, 1, 3)
-        kb.addWidget(self.session_button, 3, 0, 1, 3, Qt.AlignmentFlag.AlignLeft)
-        kb.setColumnStretch(0, 1)
-
-        # test
-        self.test_button = QPushButton("Test connection", self)
-        self.test_button.setObjectName("testConnection")
-        self.test_button.clicked.connect(self.test_connection)
-        self.verdict_label = QLabel("", self)
-        self.verdict_label.setObjectName("verdict")
-        self.verdict_label.setWordWrap(True)
-        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.verdict_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        test_row = QVBoxLayout()
-        test_row.addWidget(self.test_button, 0, Qt.AlignmentFlag.AlignLeft)
-        test_row.addWidget(self.verdict_label)
+        self.session_button, self.key_source_label = self.key_box.session_button, self.key_box.source_label
+        self.tester = ConnectionTest(self.store, self)
+        self.tester.button.clicked.connect(self.test_connection)
+        self.tester.verdictChanged.connect(self.verdictChanged)
+        self.test_button, self.verdict_label = self.tester.button, self.tester.verdict_label
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.list)
@@ -332,32 +125,8 @@ class ProfileEditor(QWidget):
         line.setFrameShape(QFrame.Shape.HLine)
         line.setFrameShadow(QFrame.Shadow.Sunken)
         layout.addWidget(line)
-        layout.addLayout(test_row)
+        layout.addWidget(self.tester)
         layout.addStretch(1)
-
-        for w in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
-            w.textChanged.connect(self._mark_dirty)
-        for w in (self.params_edit, self.extra_edit):
-            w.textChanged.connect(self._mark_dirty)
-        for s in (self.connect_spin, self.total_spin, self.attempts_spin):
-            s.valueChanged.connect(self._mark_dirty)
-        self.kind_combo.currentIndexChanged.connect(self._mark_dirty)
-        self.name_edit.textChanged.connect(lambda _t: self.name_error.setVisible(False))
-        self.url_edit.textChanged.connect(lambda _t: self.url_error.setVisible(False))
-        self.params_edit.textChanged.connect(lambda: self.params_error.setVisible(False))
-        self.extra_edit.textChanged.connect(lambda: self.extra_error.setVisible(False))
-
-    def _seconds(self, low: float, high: float, prefix: str, tip: str) -> QDoubleSpinBox:
-        spin = QDoubleSpinBox(self)
-        spin.setRange(low, high)
-        spin.setDecimals(1)
-        spin.setPrefix(prefix)
-        spin.setSuffix(" s")
-        spin.setToolTip(tip)
-        return spin
-
-    def _stack(self, field: QWidget, error: QLabel) -> QWidget:
-        return stacked(self, field, error)
 
     # ---- list ----------------------------------------------------------------------------------
     def refresh(self, select: str | None = None) -> None:
@@ -423,47 +192,16 @@ class ProfileEditor(QWidget):
             return
         self._current = name
         self._fill(p)
-        self._clear_key_message()
-        self._set_verdict(None, "", "")
-        self._refresh_key_source()
+        self.tester.set_verdict(None, "", "")
+        self.key_box.set_profile(name)
 
     def _fill(self, p: EndpointProfile) -> None:
-        self._loading = True
-        try:
-            self.name_edit.setText(p.name)
-            self.name_edit.setReadOnly(not self._draft)
-            self.kind_combo.setCurrentIndex(max(0, self.kind_combo.findData(p.kind)))
-            self.kind_combo.setEnabled(not p.builtin or self._draft)
-            self.url_edit.setText(p.base_url)
-            if p.kind == "local-vllm":
-                self.url_edit.setPlaceholderText("filled in when the Local vLLM tab starts the server")
-            else:
-                self.url_edit.setPlaceholderText("https://host/v1")
-            self.model_edit.setText(p.model)
-            self.params_edit.setPlainText(json.dumps(p.params, indent=None) if p.params else "")
-            self.extra_edit.setPlainText(json.dumps(p.extra_body, indent=None) if p.extra_body else "")
-            self.connect_spin.setValue(p.connect_timeout)
-            self.total_spin.setValue(p.total_timeout)
-            self.attempts_spin.setValue(p.max_attempts)
-            self.env_edit.setText(p.api_key_env)
-            for edit in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
-                edit.setCursorPosition(0)  # show where a long URL begins
-            for label in (
-                self.name_error,
-                self.url_error,
-                self.params_error,
-                self.extra_error,
-                self.form_error,
-            ):
-                label.setVisible(False)
-        finally:
-            self._loading = False
+        self.fields.fill(p, draft=self._draft)
         self._set_dirty(self._draft)
         self.form_box.setTitle("New profile" if self._draft else f"Profile — {p.name}")
 
-    def _mark_dirty(self, *_args: object) -> None:
-        if not self._loading:
-            self._set_dirty(True)
+    def _mark_dirty(self) -> None:
+        self._set_dirty(True)
 
     def _set_dirty(self, dirty: bool) -> None:
         self._dirty = dirty
@@ -482,8 +220,7 @@ class ProfileEditor(QWidget):
         self.delete_button.setEnabled(p is not None and not builtin)
         self.reset_button.setEnabled(builtin)
         self.active_button.setEnabled(p is not None and p.name != self.store.active)
-        self.key_box.setEnabled(p is not None)
-        self.save_key_button.setEnabled(p is not None and bool(self.key_edit.text()))
+        self.key_box.set_usable(p is not None)
 
     def _safe_get(self, name: str) -> EndpointProfile | None:
         try:
@@ -491,71 +228,9 @@ class ProfileEditor(QWidget):
         except ProfileError:
             return None
 
-    def _json_field(self, edit: QPlainTextEdit, error: QLabel, example: str) -> tuple[dict[str, Any], bool]:
-        text = edit.toPlainText().strip()
-        if not text:
-            return {}, True
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            msg = getattr(exc, "msg", str(exc))
-            where = f" (line {exc.lineno}, column {exc.colno})" if hasattr(exc, "lineno") else ""
-            error.setText(f"Not valid JSON: {msg}{where}. Example: {example}")
-            error.setVisible(True)
-            return {}, False
-        if not isinstance(value, dict):
-            error.setText(f"Must be a JSON object, e.g. {example}")
-            error.setVisible(True)
-            return {}, False
-        return value, True
-
     def form_profile(self) -> EndpointProfile | None:
         """The form as a profile, or None after showing what is wrong next to each field."""
-        ok = True
-        name = self.name_edit.text().strip()
-        if not name or len(name) > 80:
-            self.name_error.setText("Give the profile a name (at most 80 characters).")
-            self.name_error.setVisible(True)
-            ok = False
-        elif self._draft and name in self.store.names():
-            self.name_error.setText(f"A profile named {name!r} exists already.")
-            self.name_error.setVisible(True)
-            ok = False
-        url = self.url_edit.text().strip()
-        if url and not _URL.match(url):
-            self.url_error.setText(
-                "The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1"
-            )
-            self.url_error.setVisible(True)
-            ok = False
-        params, good = self._json_field(self.params_edit, self.params_error, '{"temperature": 0.7}')
-        ok = ok and good
-        extra, good = self._json_field(self.extra_edit, self.extra_error, '{"top_k": 20}')
-        ok = ok and good
-        if not ok:
-            return None
-        kind = self.kind_combo.currentData()
-        profile = EndpointProfile(
-            name=name,
-            kind=kind,
-            base_url=url,
-            model=self.model_edit.text().strip(),
-            extra_body=extra,
-            params=params,
-            connect_timeout=self.connect_spin.value(),
-            total_timeout=self.total_spin.value(),
-            max_attempts=self.attempts_spin.value(),
-            api_key_env=self.env_edit.text().strip(),
-        )
-        try:
-            profile.validate()
-        except ProfileError as exc:
-            target = self.params_error if "credential" in str(exc) else self.form_error
-            target.setText(str(exc))
-            target.setVisible(True)
-            return None
-        self.form_error.setVisible(False)
-        return profile
+        return self.fields.read(draft=self._draft, taken=self.store.names())
 
     def save(self) -> bool:
         """Validate and store the form. Returns whether it was saved."""
@@ -597,11 +272,8 @@ class ProfileEditor(QWidget):
         self.list.setCurrentItem(None)
         self.list.blockSignals(False)
         self._fill(EndpointProfile(name, "custom"))
-        self._clear_key_message()
-        self._set_verdict(None, "", "")
-        self.key_edit.clear()
-        self.key_edit.setPlaceholderText("Save the profile first, then its key")
-        self.key_source_label.setText("")
+        self.tester.set_verdict(None, "", "")
+        self.key_box.set_profile(name, draft=True)
         self._update_buttons()
         self.name_edit.setFocus()
         self.name_edit.selectAll()
@@ -669,205 +341,40 @@ class ProfileEditor(QWidget):
         self.refresh(select=self._current)
         self.activeProfileChanged.emit(self._current)
 
-    # ---- keys ----------------------------------------------------------------------------------
-    def _refresh_key_source(self) -> None:
-        """Ask (off-thread: the keyring may block) where the current profile's key comes from."""
-        name = self._current
-        if name is None or self._draft:
-            return
-        self._source_gen += 1
-        gen = self._source_gen
-        profile = self._safe_get(name)
-        needs = bool(profile and profile.needs_key)
-
-        def show(source: str | None) -> None:
-            if gen != self._source_gen:
-                return
-            text = key_source_text(source, needs, profile.env_vars() if profile else None)
-            self.key_source_label.setText(text)
-            self.key_edit.setPlaceholderText(key_placeholder(source))
-            self.forget_key_button.setEnabled(source in ("keyring", "session"))
-            envs = ", ".join(f"${v}" for v in profile.env_vars()) if profile else ""
-            self.key_source_label.setToolTip(
-                f"Looked up in order: this session, the system keyring, {envs}" if envs else ""
-            )
-
-        run_in_thread(
-            self.store.api_key_source,
-            name,
-            on_done=if_alive(self, show),
-            error_title="Could not read the key store",
-        )
-
+    # ---- key and connection test --------------------------------------------------------------
     def key_source(self) -> str:
-        return self.key_source_label.text()
+        return self.key_box.source_text()
 
     def save_key(self) -> None:
-        """Store the typed key in the keyring and empty the field."""
-        key = self.key_edit.text()
-        name = self._current
-        if not key or name is None or self._draft:
-            return
-        self.key_edit.clear()
-        self._clear_key_message()
-        self._key_op(name, key, session_only=False)
-
-    def use_key_for_session(self) -> None:
-        key, self._pending_key = self._pending_key, None
-        name = self._current
-        if key and name:
-            self._key_op(name, key, session_only=True)
-
-    def _key_op(self, name: str, key: str, *, session_only: bool) -> None:
-        def done(where: str) -> None:
-            self._pending_key = None
-            self.session_button.setVisible(False)
-            self._show_key_message(
-                "Saved in the system keyring." if where == "keyring" else "Kept for this session only.",
-                OK_COLOR,
-            )
-            self._refresh_key_source()
-
-        def failed(exc: BaseException) -> None:
-            if isinstance(exc, ApiKeyStoreError):  # NoSecureStoreError included
-                self._pending_key = key
-                color = WARN_COLOR if isinstance(exc, NoSecureStoreError) else BAD_COLOR
-                self._show_key_message(str(exc), color)
-                self.session_button.setVisible(True)
-            else:
-                self._show_key_message(f"The key was not saved: {describe(exc)}", BAD_COLOR)
-            self._refresh_key_source()
-
-        run_in_thread(
-            functools.partial(self.store.set_api_key, name, key, session_only=session_only),
-            on_done=if_alive(self, done),
-            on_error=if_alive(self, failed),
-        )
+        self.key_box.save_key()
 
     def forget_key(self) -> None:
-        name = self._current
-        if name is None or self._draft:
-            return
-        self._clear_key_message()
+        self.key_box.forget_key()
 
-        def done(_r: object) -> None:
-            self._show_key_message("Key forgotten.", MUTED)
-            self._refresh_key_source()
+    def use_key_for_session(self) -> None:
+        self.key_box.use_key_for_session()
 
-        run_in_thread(
-            self.store.forget_api_key,
-            name,
-            on_done=if_alive(self, done),
-            error_title="Could not forget the key",
-        )
-
-    def _show_key_message(self, text: str, color: str) -> None:
-        self.key_message.setText(text)
-        self.key_message.setStyleSheet(f"color: {color};")
-        self.key_message.setVisible(True)
-
-    def _clear_key_message(self) -> None:
-        self._pending_key = None
-        self.key_message.setVisible(False)
-        self.key_message.setText("")
-        self.session_button.setVisible(False)
-
-    # ---- connection test -----------------------------------------------------------------------
     @property
     def testing(self) -> bool:
-        return self._test is not None and not self._test.done()
+        return self.tester.testing
 
     def test_connection(self) -> None:
         """Probe the endpoint the form describes (saved or not) off the GUI thread; a click while
         a test runs cancels it."""
-        if self.testing:
-            self.cancel_test()
-            self._set_verdict(None, "Test cancelled", "")
+        if self.tester.testing:
+            self.tester.cancel()
+            self.tester.set_verdict(None, "Test cancelled", "")
             return
         profile = self.form_profile()
-        if profile is None:
-            self._set_verdict(False, "Fix the highlighted fields first", "")
-            return
-        if not profile.base_url:
-            hint = (
-                "Start the server in the Local vLLM tab; its address is filled in here."
-                if profile.kind == "local-vllm"
-                else "Enter the server's base URL."
-            )
-            self._set_verdict(False, "No base URL", hint)
-            return
-        typed = self.key_edit.text()
-        known = not self._draft and profile.name in self.store.names()
-        store = self.store
-        timeout = min(15.0, profile.total_timeout)
-
-        async def probe() -> ConnectionCheck:
-            from vrag_desktop.core.endpoints.client import OpenAIChatModel
-
-            key = typed or (await asyncio.to_thread(store.api_key, profile.name) if known else None)
-            model = OpenAIChatModel(
-                profile.base_url,
-                profile.model,
-                key,
-                connect_timeout=min(profile.connect_timeout, timeout),
-                total_timeout=timeout,
-                max_attempts=1,
-                extra_body=profile.extra_body,
-                default_params=profile.params,
-            )
-            try:
-                return await model.check(timeout=timeout)
-            finally:
-                await model.aclose()
-
-        self._test_gen += 1
-        gen = self._test_gen
-        self.test_button.setText("Cancel test")
-        self._set_verdict(None, "Testing…", profile.base_url)
-
-        def done(check: ConnectionCheck) -> None:
-            if gen == self._test_gen:
-                self._test_finished()
-                ok = bool(check.ok)
-                head, detail = verdict_text(check, profile.model)
-                self._set_verdict(ok, head, detail)
-
-        def failed(exc: BaseException) -> None:
-            if gen == self._test_gen:
-                self._test_finished()
-                self._set_verdict(False, "Test failed", describe(exc))
-
-        self._test = async_runner().call(
-            probe(), on_done=if_alive(self, done), on_error=if_alive(self, failed)
-        )
+        known = profile is not None and not self._draft and profile.name in self.store.names()
+        self.tester.run(profile, self.key_edit.text(), known=known)
 
     def cancel_test(self) -> None:
-        if self._test is not None:
-            self._test.cancel()
-        self._test_gen += 1
-        self._test_finished()
-
-    def _test_finished(self) -> None:
-        self._test = None
-        self.test_button.setText("Test connection")
-
-    def _set_verdict(self, ok: bool | None, head: str, detail: str) -> None:
-        if not head:
-            self.verdict_label.setText("")
-            self.verdict_label.setToolTip("")
-            return
-        mark, color = {True: ("✓", OK_COLOR), False: ("✗", BAD_COLOR), None: ("", MUTED)}[ok]
-        text = f"<b style='color:{color}'>{html.escape(f'{mark} {head}'.strip())}</b>"
-        if detail:
-            text += f"<br><span>{html.escape(detail)}</span>"
-        self.verdict_label.setText(text)
-        self.verdict_label.setToolTip(detail)
-        if ok is not None:
-            self.verdictChanged.emit(ok, head)
+        self.tester.cancel()
 
     def verdict(self) -> str:
         """The verdict as plain text (headline and detail)."""
-        return html.unescape(re.sub(r"<[^>]+>", " ", self.verdict_label.text())).strip()
+        return self.tester.verdict()
 
     def local_profile_updated(self) -> None:
         """The app filled in the Local vLLM address: show it (unsaved edits of it are kept)."""

@@ -1,0 +1,137 @@
+""" "Test connection" and its verdict, for the endpoint the Endpoints form describes.
+
+Why on the async runner: a probe waits on the network for up to 15 s; the GUI thread only shows
+"Testing…" and the verdict. A second click while a test runs cancels it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from vrag_desktop.qt.infra.async_runner import async_runner
+from vrag_desktop.qt.infra.errors import describe
+from vrag_desktop.qt.runtime.profile_text import verdict_text
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, if_alive
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+    from vrag_desktop.core.endpoints.client import ConnectionCheck
+    from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileStore
+
+
+class ConnectionTest(QWidget):
+    """The button and the verdict line under it."""
+
+    verdictChanged = Signal(bool, str)  # ok, headline (also for tests)
+
+    def __init__(self, store: ProfileStore, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.store = store
+        self._test: concurrent.futures.Future[Any] | None = None
+        self._gen = 0
+        self.button = QPushButton("Test connection", self)
+        self.button.setObjectName("testConnection")
+        self.verdict_label = QLabel("", self)
+        self.verdict_label.setObjectName("verdict")
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.verdict_label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        v.addWidget(self.button, 0, Qt.AlignmentFlag.AlignLeft)
+        v.addWidget(self.verdict_label)
+
+    @property
+    def testing(self) -> bool:
+        return self._test is not None and not self._test.done()
+
+    def run(self, profile: EndpointProfile | None, typed_key: str, *, known: bool) -> None:
+        """Probe ``profile`` (None: the form has errors) with the typed key, else (for a saved
+        profile, ``known``) the stored one."""
+        if profile is None:
+            self.set_verdict(False, "Fix the highlighted fields first", "")
+            return
+        if not profile.base_url:
+            hint = (
+                "Start the server in the Local vLLM tab; its address is filled in here."
+                if profile.kind == "local-vllm"
+                else "Enter the server's base URL."
+            )
+            self.set_verdict(False, "No base URL", hint)
+            return
+        store = self.store
+        timeout = min(15.0, profile.total_timeout)
+
+        async def probe() -> ConnectionCheck:
+            from vrag_desktop.core.endpoints.client import OpenAIChatModel
+
+            key = typed_key or (await asyncio.to_thread(store.api_key, profile.name) if known else None)
+            model = OpenAIChatModel(
+                profile.base_url,
+                profile.model,
+                key,
+                connect_timeout=min(profile.connect_timeout, timeout),
+                total_timeout=timeout,
+                max_attempts=1,
+                extra_body=profile.extra_body,
+                default_params=profile.params,
+            )
+            try:
+                return await model.check(timeout=timeout)
+            finally:
+                await model.aclose()
+
+        self._gen += 1
+        gen = self._gen
+        self.button.setText("Cancel test")
+        self.set_verdict(None, "Testing…", profile.base_url)
+
+        def done(check: ConnectionCheck) -> None:
+            if gen == self._gen:
+                self._finished()
+                head, detail = verdict_text(check, profile.model)
+                self.set_verdict(bool(check.ok), head, detail)
+
+        def failed(exc: BaseException) -> None:
+            if gen == self._gen:
+                self._finished()
+                self.set_verdict(False, "Test failed", describe(exc))
+
+        self._test = async_runner().call(
+            probe(), on_done=if_alive(self, done), on_error=if_alive(self, failed)
+        )
+
+    def cancel(self) -> None:
+        if self._test is not None:
+            self._test.cancel()
+        self._gen += 1
+        self._finished()
+
+    def _finished(self) -> None:
+        self._test = None
+        self.button.setText("Test connection")
+
+    def set_verdict(self, ok: bool | None, head: str, detail: str) -> None:
+        if not head:
+            self.verdict_label.setText("")
+            self.verdict_label.setToolTip("")
+            return
+        mark, color = {True: ("✓", OK_COLOR), False: ("✗", BAD_COLOR), None: ("", MUTED)}[ok]
+        text = f"<b style='color:{color}'>{html.escape(f'{mark} {head}'.strip())}</b>"
+        if detail:
+            text += f"<br><span>{html.escape(detail)}</span>"
+        self.verdict_label.setText(text)
+        self.verdict_label.setToolTip(detail)
+        if ok is not None:
+            self.verdictChanged.emit(ok, head)
+
+    def verdict(self) -> str:
+        """The verdict as plain text (headline and detail)."""
+        return html.unescape(re.sub(r"<[^>]+>", " ", self.verdict_label.text())).strip()

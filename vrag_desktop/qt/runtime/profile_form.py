@@ -1,0 +1,235 @@
+"""The fields of one endpoint profile, with an inline error under each.
+
+Why a widget of its own: reading the fields back is validation (names, URLs, JSON objects), and
+the errors belong next to the field that caused them; the list, saving and keys live elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+    QWidget,
+)
+
+from vrag_desktop.core.endpoints.profiles import KINDS, EndpointProfile, ProfileError
+from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
+from vrag_desktop.qt.runtime.style import error_label, stacked
+
+_URL = re.compile(r"https?://[^\s/]+")
+
+
+class _JsonEdit(QPlainTextEdit):
+    """A small monospace box for a JSON object."""
+
+    def __init__(self, placeholder: str, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setPlaceholderText(placeholder)
+        self.setTabChangesFocus(True)
+        font = QFont("monospace")
+        font.setStyleHint(QFont.StyleHint.Monospace)
+        self.setFont(font)
+        self.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 14)
+
+
+class ProfileFields(QWidget):
+    """Name, kind, URL, model, sampling, extra body, timeouts, attempts and key variable."""
+
+    changed = Signal()  # the person edited a field (not while a profile is being shown)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._loading = False
+        self.name_edit = QLineEdit(self)
+        self.kind_combo = QComboBox(self)
+        for kind in KINDS:
+            self.kind_combo.addItem(KIND_LABELS[kind], kind)
+        self.url_edit = QLineEdit(self)
+        self.url_edit.setPlaceholderText("https://host/v1")
+        self.model_edit = QLineEdit(self)
+        self.model_edit.setPlaceholderText("served model name, e.g. qwen3.5-plus")
+        self.params_edit = _JsonEdit('{"temperature": 0.7, "max_tokens": 2048}', self)
+        self.params_edit.setToolTip("Default sampling parameters sent with every request (a JSON object)")
+        self.extra_edit = _JsonEdit('{"chat_template_kwargs": {"enable_thinking": true}}', self)
+        self.extra_edit.setToolTip("Extra fields merged into every request body (a JSON object)")
+        self.connect_spin = self._seconds(0.5, 600.0, "connect ", "Seconds to open a connection")
+        self.total_spin = self._seconds(1.0, 86400.0, "total ", "Seconds for one whole request")
+        self.attempts_spin = QSpinBox(self)
+        self.attempts_spin.setRange(1, 20)
+        self.attempts_spin.setSuffix(" ×")
+        self.attempts_spin.setToolTip("Requests per call, retries included")
+        self.env_edit = QLineEdit(self)
+        self.env_edit.setPlaceholderText("optional, e.g. MY_SERVICE_KEY")
+        self.env_edit.setToolTip("An environment variable the key may also be read from")
+        self.name_error, self.url_error = error_label(self), error_label(self)
+        self.params_error, self.extra_error = error_label(self), error_label(self)
+        self.form_error = error_label(self)
+        for label, name in (
+            (self.name_error, "name"),
+            (self.url_error, "base_url"),
+            (self.params_error, "params"),
+            (self.extra_error, "extra_body"),
+            (self.form_error, "form"),
+        ):
+            label.setObjectName(f"error_{name}")
+
+        timeouts = QHBoxLayout()
+        timeouts.setSpacing(6)
+        timeouts.addWidget(self.connect_spin)
+        timeouts.addWidget(self.total_spin)
+        timeouts.addStretch(1)
+
+        form = QFormLayout(self)
+        form.setContentsMargins(0, 0, 0, 0)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
+        form.addRow("Name", stacked(self, self.name_edit, self.name_error))
+        form.addRow("Kind", self.kind_combo)
+        form.addRow("Base URL", stacked(self, self.url_edit, self.url_error))
+        form.addRow("Model", self.model_edit)
+        form.addRow("Sampling", stacked(self, self.params_edit, self.params_error))
+        form.addRow("Extra body", stacked(self, self.extra_edit, self.extra_error))
+        form.addRow("Timeouts", timeouts)
+        attempts = QHBoxLayout()
+        attempts.addWidget(self.attempts_spin)
+        attempts.addStretch(1)
+        form.addRow("Attempts", attempts)
+        form.addRow("Key variable", self.env_edit)
+        form.addRow(self.form_error)
+
+        for w in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
+            w.textChanged.connect(self._changed)
+        for w in (self.params_edit, self.extra_edit):
+            w.textChanged.connect(self._changed)
+        for s in (self.connect_spin, self.total_spin, self.attempts_spin):
+            s.valueChanged.connect(self._changed)
+        self.kind_combo.currentIndexChanged.connect(self._changed)
+        self.name_edit.textChanged.connect(lambda _t: self.name_error.setVisible(False))
+        self.url_edit.textChanged.connect(lambda _t: self.url_error.setVisible(False))
+        self.params_edit.textChanged.connect(lambda: self.params_error.setVisible(False))
+        self.extra_edit.textChanged.connect(lambda: self.extra_error.setVisible(False))
+
+    def _changed(self, *_args: object) -> None:
+        if not self._loading:
+            self.changed.emit()
+
+    def _seconds(self, low: float, high: float, prefix: str, tip: str) -> QDoubleSpinBox:
+        spin = QDoubleSpinBox(self)
+        spin.setRange(low, high)
+        spin.setDecimals(1)
+        spin.setPrefix(prefix)
+        spin.setSuffix(" s")
+        spin.setToolTip(tip)
+        return spin
+
+    def fill(self, p: EndpointProfile, *, draft: bool) -> None:
+        """Show ``p``; a draft's name and kind stay editable."""
+        self._loading = True
+        try:
+            self.name_edit.setText(p.name)
+            self.name_edit.setReadOnly(not draft)
+            self.kind_combo.setCurrentIndex(max(0, self.kind_combo.findData(p.kind)))
+            self.kind_combo.setEnabled(not p.builtin or draft)
+            self.url_edit.setText(p.base_url)
+            if p.kind == "local-vllm":
+                self.url_edit.setPlaceholderText("filled in when the Local vLLM tab starts the server")
+            else:
+                self.url_edit.setPlaceholderText("https://host/v1")
+            self.model_edit.setText(p.model)
+            self.params_edit.setPlainText(json.dumps(p.params, indent=None) if p.params else "")
+            self.extra_edit.setPlainText(json.dumps(p.extra_body, indent=None) if p.extra_body else "")
+            self.connect_spin.setValue(p.connect_timeout)
+            self.total_spin.setValue(p.total_timeout)
+            self.attempts_spin.setValue(p.max_attempts)
+            self.env_edit.setText(p.api_key_env)
+            for edit in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
+                edit.setCursorPosition(0)  # show where a long URL begins
+            for label in (
+                self.name_error,
+                self.url_error,
+                self.params_error,
+                self.extra_error,
+                self.form_error,
+            ):
+                label.setVisible(False)
+        finally:
+            self._loading = False
+
+    def _json_field(self, edit: QPlainTextEdit, error: QLabel, example: str) -> tuple[dict[str, Any], bool]:
+        text = edit.toPlainText().strip()
+        if not text:
+            return {}, True
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            msg = getattr(exc, "msg", str(exc))
+            where = f" (line {exc.lineno}, column {exc.colno})" if hasattr(exc, "lineno") else ""
+            error.setText(f"Not valid JSON: {msg}{where}. Example: {example}")
+            error.setVisible(True)
+            return {}, False
+        if not isinstance(value, dict):
+            error.setText(f"Must be a JSON object, e.g. {example}")
+            error.setVisible(True)
+            return {}, False
+        return value, True
+
+    def read(self, *, draft: bool, taken: list[str]) -> EndpointProfile | None:
+        """The fields as a profile, or None after showing what is wrong next to each field.
+        ``taken``: names a draft may not use."""
+        ok = True
+        name = self.name_edit.text().strip()
+        if not name or len(name) > 80:
+            self.name_error.setText("Give the profile a name (at most 80 characters).")
+            self.name_error.setVisible(True)
+            ok = False
+        elif draft and name in taken:
+            self.name_error.setText(f"A profile named {name!r} exists already.")
+            self.name_error.setVisible(True)
+            ok = False
+        url = self.url_edit.text().strip()
+        if url and not _URL.match(url):
+            self.url_error.setText(
+                "The base URL must start with http:// or https://, e.g. http://127.0.0.1:8000/v1"
+            )
+            self.url_error.setVisible(True)
+            ok = False
+        params, good = self._json_field(self.params_edit, self.params_error, '{"temperature": 0.7}')
+        ok = ok and good
+        extra, good = self._json_field(self.extra_edit, self.extra_error, '{"top_k": 20}')
+        ok = ok and good
+        if not ok:
+            return None
+        kind = self.kind_combo.currentData()
+        profile = EndpointProfile(
+            name=name,
+            kind=kind,
+            base_url=url,
+            model=self.model_edit.text().strip(),
+            extra_body=extra,
+            params=params,
+            connect_timeout=self.connect_spin.value(),
+            total_timeout=self.total_spin.value(),
+            max_attempts=self.attempts_spin.value(),
+            api_key_env=self.env_edit.text().strip(),
+        )
+        try:
+            profile.validate()
+        except ProfileError as exc:
+            target = self.params_error if "credential" in str(exc) else self.form_error
+            target.setText(str(exc))
+            target.setVisible(True)
+            return None
+        self.form_error.setVisible(False)
+        return profile

@@ -1,0 +1,90 @@
+"""Words for the local server and the GPU: pure functions of the core's state, no widgets.
+
+Why apart from the widgets: the status bar, the runtime panel and the tests all need the same
+sentences, and pure functions are testable without a window.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vrag_desktop.core.runtime.supervisor import ProcessStatus
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.runtime.gpu import GPUReport
+    from vrag_desktop.core.runtime.supervisor import ExitInfo
+
+KIND_WORDS = {
+    "oom": "out of GPU memory",
+    "unsupported_arch": "unsupported model",
+    "port_in_use": "port in use",
+    "model_not_found": "model not found",
+    "vllm_missing": "vLLM not installed",
+    "broken_env": "broken vLLM environment",
+    "killed": "killed",
+    "timeout": "not ready in time",
+    "spawn_failed": "could not launch",
+    "already_running": "already running",
+    "other": "error",
+}
+S = ProcessStatus
+
+
+def _short_gpu_name(name: str) -> str:
+    return name.removeprefix("NVIDIA ").strip() or name
+
+
+def gpu_badge(report: GPUReport | None) -> str:
+    """Status-bar text: ``CPU only``, ``GPU: H100 80GB HBM3 (80 GiB)`` or ``2× GPU: …``."""
+    if report is None:
+        return "GPU: checking…"
+    if not report.gpus:
+        return "CPU only"
+    g = report.gpus[0]
+    count = f"{len(report.gpus)}× " if len(report.gpus) > 1 else ""
+    return f"{count}GPU: {_short_gpu_name(g.name)} ({g.total_gib:.0f} GiB)"
+
+
+def gpu_lines(report: GPUReport) -> list[str]:
+    """One line per GPU, or why there is none."""
+    if not report.gpus:
+        return [f"CPU only — no NVIDIA GPU detected ({report.error or 'none found'})"]
+    return [f"GPU {g.index}: {g.name}, {g.total_gib:.0f} GiB, {g.free_gib:.1f} GiB free" for g in report.gpus]
+
+
+def _first_paragraph(message: str) -> str:
+    return message.split("\nLast output:")[0].strip()
+
+
+def server_state_text(
+    status: ProcessStatus,
+    exit_info: ExitInfo | None,
+    base_url: str | None,
+    launch_error: tuple[str, str] | None = None,
+    *,
+    stopping: bool = False,
+) -> tuple[str, str, str]:
+    """(headline, detail, colour) for the server's state."""
+    if launch_error is not None and not status.running:
+        kind, message = launch_error
+        return f"Could not start: {KIND_WORDS.get(kind, kind)}", message, BAD_COLOR
+    if stopping and status in (S.STARTING, S.READY, S.STOPPING, S.STOPPED):
+        return "Stopping…", "", WARN_COLOR
+    if status is S.STARTING:
+        return "Starting…", "Loading the model; large models take minutes.", WARN_COLOR
+    if status is S.READY:
+        return "Ready", f"Serving at {base_url}", OK_COLOR
+    if status is S.STOPPING:
+        return "Stopping…", "", WARN_COLOR
+    if status is S.CRASHED and exit_info is not None:
+        return (
+            f"Crashed: {KIND_WORDS.get(exit_info.kind, exit_info.kind)}",
+            _first_paragraph(exit_info.message),
+            BAD_COLOR,
+        )
+    if status is S.EXITED and exit_info is not None and exit_info.kind != "stopped":
+        return f"Exited (code {exit_info.returncode})", _first_paragraph(exit_info.message), MUTED
+    if status is S.EXITED:
+        return "Stopped", "", MUTED
+    return "Stopped", "Not running.", MUTED

@@ -1,0 +1,48 @@
+"""What the runtime tabs share: their status colours and small widget helpers.
+
+Why a module: the Endpoints and Local vLLM tabs must colour a verdict the same way and guard
+late background results the same way; one place keeps them from drifting apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import shiboken6
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+OK_COLOR, BAD_COLOR, WARN_COLOR, MUTED = "#15803d", "#b91c1c", "#b45309", "palette(placeholder-text)"
+
+
+def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
+    """``fn`` that does nothing once ``owner`` is deleted: background results may arrive after
+    the panel closed, and touching its widgets then would raise."""
+
+    def call(*args: Any) -> None:
+        if shiboken6.isValid(owner):
+            fn(*args)
+
+    return call
+
+
+def error_label(parent: QWidget) -> QLabel:
+    """A hidden, red, selectable label for an inline error under a field."""
+    label = QLabel(parent)
+    label.setWordWrap(True)
+    label.setStyleSheet(f"color: {BAD_COLOR};")
+    label.setVisible(False)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
+def stacked(parent: QWidget, top: QWidget, below: QWidget) -> QWidget:
+    """A form field with its note or inline error right under it."""
+    box = QWidget(parent)
+    v = QVBoxLayout(box)
+    v.setContentsMargins(0, 0, 0, 0)
+    v.setSpacing(2)
+    v.addWidget(top)
+    v.addWidget(below)
+    return box

@@ -1,0 +1,501 @@
+"""The Local vLLM tab: start, stop and watch the app's own vLLM server.
+
+Why it is built this way: vLLM takes minutes to load and fails in many ways, so the server runs
+under the core's supervisor on the app's async runner (never the GUI thread); its status arrives
+through a queued signal and its output through a thread-safe buffer (:class:`LogView`). A failed
+start is shown as the core's one-sentence diagnosis, not an exit code. The settings form
+(:class:`VLLMForm`), the GPU box and the pre-flight are widgets of their own; this module owns
+the server's life. The section stops only the server it started, on :meth:`VLLMSection.shutdown`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
+from vrag_desktop.core.runtime.settings import app_log_path, default_venv, load_vllm_settings, rotate_log
+from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
+from vrag_desktop.qt.infra.async_runner import async_runner
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.workers import GeneratorWorker
+from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
+from vrag_desktop.qt.runtime.log_view import LogView
+from vrag_desktop.qt.runtime.server_text import server_state_text
+from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive
+from vrag_desktop.qt.runtime.vllm_form import VLLMForm
+
+if TYPE_CHECKING:
+    import concurrent.futures
+    from collections.abc import Callable
+
+    from vrag_desktop.core.runtime.gpu import GPUReport
+    from vrag_desktop.core.runtime.settings import VLLMSettings
+    from vrag_desktop.core.runtime.vllm import VLLMServer
+    from vrag_desktop.qt.context import AppContext
+
+S = ProcessStatus
+
+
+class _Bridge(QObject):
+    """Carries supervisor callbacks (runner thread) to the GUI thread."""
+
+    status = Signal(str)
+
+
+class VLLMSection(QWidget):
+    """Status card, start/stop, settings form, GPU and pre-flight of the app's own vLLM server."""
+
+    stateChanged = Signal()  # the server's status changed
+    localServerReady = Signal(str, str)  # base URL, served model name
+    gpuChanged = Signal(str)  # gpu_badge text
+
+    def __init__(self, ctx: AppContext, log_view: LogView, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.log_view = log_view
+        self._server: VLLMServer | None = None
+        self._unsubs: list[Callable[[], None]] = []
+        self._start_future: concurrent.futures.Future[Any] | None = None
+        self._start_pending = False  # until its result reaches the GUI thread (or a stop ends it)
+        self._stopping = False
+        self._launch_error: tuple[str, str] | None = None
+        self._crash_reported = False
+        self._started_at = 0.0
+        self._setup: GeneratorWorker | None = None
+        self._bridge = _Bridge(self)
+        self._bridge.status.connect(self._on_status)
+        self._build()
+        settings, message = load_vllm_settings(ctx.data_dir)
+        if message:
+            error_sink().report("vLLM settings", message, "warning")
+        self.form.set_settings(settings)
+        self._render()
+        self.detect_gpus()
+
+    # ---- layout --------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.status_dot = QLabel("●", self)
+        self.status_head = QLabel("Stopped", self)
+        self.status_head.setObjectName("vllmStatus")
+        f = self.status_head.font()
+        f.setBold(True)
+        f.setPointSizeF(f.pointSizeF() * 1.1)
+        self.status_head.setFont(f)
+        self.status_head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_head.setWordWrap(True)
+        self.status_detail = QLabel("", self)
+        self.status_detail.setObjectName("vllmDetail")
+        self.status_detail.setWordWrap(True)
+        self.status_detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.start_button = QPushButton("Start", self)
+        self.start_button.setObjectName("startServer")
+        self.stop_button = QPushButton("Stop", self)
+        self.stop_button.setObjectName("stopServer")
+        self.use_button = QPushButton("Use for questions", self)
+        self.use_button.setToolTip("Make the Local vLLM profile the active endpoint")
+        self.use_button.setVisible(False)
+        self.start_button.clicked.connect(self.start)
+        self.stop_button.clicked.connect(self.stop)
+        self.use_button.clicked.connect(self._use_local)
+        head = QHBoxLayout()
+        head.addWidget(self.status_dot)
+        head.addWidget(self.status_head, 1)
+        head.addWidget(self.start_button)
+        head.addWidget(self.stop_button)
+        card = QFrame(self)
+        card.setObjectName("statusCard")
+        card.setFrameShape(QFrame.Shape.StyledPanel)
+        cv = QVBoxLayout(card)
+        cv.addLayout(head)
+        cv.addWidget(self.status_detail)
+        cv.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignLeft)
+
+        self.preflight = Preflight(self)
+        self.gpu = GpuBox(self)
+        self.gpu.badgeChanged.connect(self.gpuChanged)
+        self.gpu.reportChanged.connect(lambda _r: self.run_preflight())
+        self.form = VLLMForm(self.ctx.data_dir, self)
+        self.form.edited.connect(self._on_edit)
+        self.form.setup_button.clicked.connect(self.setup_environment)
+        self.form.preview_button.clicked.connect(self.preview_command)
+
+        # the parts' widgets, under the names the panel has always had
+        self.preflight_box, self.preflight_label = self.preflight.box, self.preflight.label
+        self.estimate_note = self.preflight.note
+        self.gpu_box, self.gpu_label, self.gpu_refresh = self.gpu, self.gpu.label, self.gpu.refresh_button
+        form = self.form
+        self.settings_box, self.model_edit, self.model_error = form, form.model_edit, form.model_error
+        self.served_edit, self.python_edit, self.env_label = (
+            form.served_edit,
+            form.python_edit,
+            form.env_label,
+        )
+        self.setup_button, self.host_edit, self.port_spin = form.setup_button, form.host_edit, form.port_spin
+        self.maxlen_spin, self.util_spin, self.tp_spin = form.maxlen_spin, form.util_spin, form.tp_spin
+        self.dtype_combo, self.images_spin, self.extra_edit = (
+            form.dtype_combo,
+            form.images_spin,
+            form.extra_edit,
+        )
+        self.extra_error, self.settings_error = form.extra_error, form.settings_error
+        self.preview_box = form.preview_box
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(card)
+        layout.addWidget(self.preflight.box)
+        layout.addWidget(self.preflight.note)
+        layout.addWidget(self.gpu)
+        layout.addWidget(self.form)
+        layout.addStretch(1)
+
+        self._preflight_timer = QTimer(self, singleShot=True, interval=400)
+        self._preflight_timer.timeout.connect(self._settings_settled)
+        self._elapsed = QTimer(self, interval=1000)
+        self._elapsed.timeout.connect(self._render)
+
+    # ---- settings ------------------------------------------------------------------------------
+    def settings(self) -> VLLMSettings:
+        """The form as settings (not validated)."""
+        return self.form.settings()
+
+    def set_settings(self, s: VLLMSettings) -> None:
+        self.form.set_settings(s)
+
+    def save_settings(self, s: VLLMSettings | None = None) -> bool:
+        return self.form.save_settings(s)
+
+    def _on_edit(self) -> None:
+        self._render()
+        self._preflight_timer.start()
+
+    def _settings_settled(self) -> None:
+        """Debounced after edits: remember the settings, re-run the pre-flight."""
+        s = self.settings()
+        if not s.problems().keys() - {"model"}:
+            self.save_settings(s)
+        self.run_preflight()
+
+    def preview_command(self) -> str:
+        """Show the command Start would run (the port too, when it is chosen automatically)."""
+        s = self.settings()
+        problems = s.problems()
+        if problems:
+            self.form.show_problems(problems)
+            return ""
+        try:
+            cfg = s.to_config(self.ctx.data_dir)
+            port = self._server.port if self._server is not None and self._server.status.running else None
+            text = cfg.shell_command(port)
+        except (ValueError, ProcessError) as exc:
+            self.form.show_error(describe(exc))
+            return ""
+        if cfg.port is None and port is None:
+            text += "\n# the port shown is an example: a free one is chosen at start"
+        self.form.show_preview(text)
+        return text
+
+    # ---- GPU and pre-flight --------------------------------------------------------------------
+    def detect_gpus(self) -> None:
+        self.gpu.detect()
+
+    @property
+    def gpu_report(self) -> GPUReport | None:
+        return self.gpu.report
+
+    def gpu_summary(self) -> str:
+        return self.gpu.summary()
+
+    def run_preflight(self) -> None:
+        """Estimate (off-thread) whether the model fits; show the warnings in the amber box."""
+        s = self.settings()
+        cfg = None
+        if self.gpu.report is not None and not s.problems():
+            try:
+                cfg = s.to_config(self.ctx.data_dir)
+            except ValueError:
+                cfg = None
+        self.preflight.run(cfg, self.gpu.report)
+
+    def preflight_warnings(self) -> list[str]:
+        return self.preflight.warnings()
+
+    # ---- environment setup ---------------------------------------------------------------------
+    def setup_environment(self) -> None:
+        """Create the vLLM virtualenv (``create_vllm_env``) in a worker; a second click cancels."""
+        from vrag_desktop.core.runtime.vllm_env import create_vllm_env
+
+        if self._setup is not None and self._setup.is_running():
+            self._setup.cancel()
+            self.setup_button.setEnabled(False)
+            return
+        target = default_venv(self.ctx.data_dir)
+        report = self.gpu.report
+        cpu = not (report is not None and report.available)
+        worker = GeneratorWorker(
+            lambda token: create_vllm_env(target, cpu, cancel=token), "vLLM setup", report_errors=False
+        )
+        self._setup = worker
+        self.log_view.append_line(
+            f"── Setting up the vLLM environment at {target} ({'CPU' if cpu else 'GPU'})"
+        )
+
+        def progress(line: object) -> None:
+            self.log_view.append_line(str(line))
+            if str(line).startswith("["):
+                self.form.env_text(f"Setting up: {line}", WARN_COLOR)
+
+        def finished(python: object) -> None:
+            self.python_edit.setText("")
+            self.form.refresh_env()
+            self.run_preflight()
+
+        def failed(exc: BaseException) -> None:
+            if worker.token.cancelled:
+                self.form.env_text("Setup cancelled; the environment is incomplete.", WARN_COLOR)
+                return
+            self.form.env_text(f"Setup failed: {describe(exc).splitlines()[0]}", BAD_COLOR)
+            error_sink().report("Could not set up the vLLM environment", exc)
+
+        def done() -> None:
+            self.setup_button.setText("Set up…")
+            self.setup_button.setEnabled(True)
+            self._render()
+
+        worker.progress.connect(if_alive(self, progress))
+        worker.finished.connect(if_alive(self, finished))
+        worker.failed.connect(if_alive(self, failed))
+        worker.cancelled.connect(if_alive(self, lambda: self.form.env_text("Setup cancelled.", WARN_COLOR)))
+        worker.done.connect(if_alive(self, done))
+        self.setup_button.setText("Cancel setup")
+        worker.start()
+        self._render()
+
+    # ---- the server ----------------------------------------------------------------------------
+    @property
+    def server(self) -> VLLMServer | None:
+        return self._server
+
+    @property
+    def status(self) -> ProcessStatus:
+        return self._server.status if self._server is not None else S.STOPPED
+
+    @property
+    def busy(self) -> bool:
+        """Starting, running or stopping, as the GUI thread last heard (a start not yet spawned, or
+        whose outcome has not arrived, counts)."""
+        return self.status.running or self._start_pending or self._stopping
+
+    def start(self) -> bool:
+        """Start the server with the form's settings. Returns False when refused (shown inline)."""
+        from vrag_desktop.core.runtime.vllm import VLLMServer
+
+        if self.busy:
+            return False
+        self.form.clear_errors()
+        s = self.settings()
+        problems = s.problems()
+        if problems:
+            self.form.show_problems(problems)
+            return False
+        self.save_settings(s)
+        log_path = app_log_path(self.ctx.data_dir)
+        try:
+            cfg = s.to_config(self.ctx.data_dir)
+            rotate_log(log_path)
+            server = VLLMServer(cfg, log_path=log_path, ready_timeout=s.ready_timeout, probe_interval=0.5)
+            shown = cfg.shell_command(server.port)
+        except (ValueError, ProcessError) as exc:
+            self._launch_error = (getattr(exc, "kind", "other"), describe(exc))
+            self._render()
+            return False
+        self._detach()
+        self._server = server
+        self._launch_error, self._crash_reported, self._stopping = None, False, False
+        self._started_at = time.monotonic()
+        bridge = self._bridge
+        sup = server.supervisor
+        self._unsubs = [
+            sup.on_status(lambda st: bridge.status.emit(st.value)),
+            sup.on_line(self.log_view.append_line),
+        ]
+        self.log_view.set_log_file(log_path)
+        self.log_view.append_line(f"── Starting vLLM: {shown}")
+        self._start_pending = True
+        self._start_future = async_runner().call(
+            server.start(),
+            on_done=if_alive(self, self._on_started),
+            on_error=if_alive(self, self._on_start_failed),
+        )
+        self._elapsed.start()
+        self._render()
+        return True
+
+    def _on_started(self, _result: object) -> None:
+        self._start_pending = False
+        self._render()
+
+    def _on_start_failed(self, exc: BaseException) -> None:
+        self._start_pending = False
+        server = self._server
+        if server is None or self._stopping:
+            self._render()
+            return
+        if server.status is not S.CRASHED:  # refused before spawning (port, interpreter, vLLM missing)
+            self._launch_error = (getattr(exc, "kind", "other"), describe(exc))
+            error_sink().report(
+                "vLLM could not start", exc if not isinstance(exc, ProcessError) else str(exc)
+            )
+        else:
+            self._report_crash()
+        self._render()
+
+    def _on_status(self, value: str) -> None:
+        server = self._server
+        if server is None:
+            return
+        status = server.status
+        if status is S.READY and value == S.READY.value:
+            try:
+                self.ctx.profiles.set_local_server(server.base_url, server.config.model_name)
+            except (ProfileError, OSError) as exc:
+                error_sink().report("Could not update the Local vLLM profile", exc)
+            else:
+                self.localServerReady.emit(server.base_url, server.config.model_name)
+        if status is S.CRASHED:
+            self._report_crash()
+        self._render()
+
+    def _report_crash(self) -> None:
+        server = self._server
+        if server is None or self._crash_reported or server.exit_info is None or self._stopping:
+            return
+        self._crash_reported = True
+        info = server.exit_info
+        title = "vLLM failed to start" if "failed to start" in info.message else "vLLM stopped unexpectedly"
+        error_sink().report(title, info.message)
+
+    def stop(self) -> bool:
+        """Stop the server (cancelling a start in progress). Returns False if nothing runs."""
+        server = self._server
+        if server is None or not self.busy or self._stopping:
+            return False
+        self._stopping = True
+        if self._start_future is not None and not self._start_future.done():
+            self._start_future.cancel()  # before spawning, this alone stops it
+        async_runner().call(
+            server.stop(grace=10.0),
+            on_done=if_alive(self, lambda _info: self._after_stop()),
+            on_error=if_alive(self, self._stop_failed),
+        )
+        self._render()
+        return True
+
+    def _stop_failed(self, exc: BaseException) -> None:
+        error_sink().report("Stopping vLLM failed", exc)
+        self._after_stop()
+
+    def _after_stop(self) -> None:
+        self._stopping = self._start_pending = False
+        self._render()
+
+    def _use_local(self) -> None:
+        try:
+            self.ctx.profiles.set_active(LOCAL_VLLM)
+        except (ProfileError, OSError) as exc:
+            error_sink().report("Could not change the active endpoint", exc)
+            return
+        self.localServerReady.emit(self._server.base_url if self._server else "", "")
+        self._render()
+
+    def _detach(self) -> None:
+        for unsub in self._unsubs:
+            unsub()
+        self._unsubs = []
+
+    def _render(self) -> None:
+        server = self._server
+        status = self.status
+        if status is S.STOPPED and self._start_pending and self._launch_error is None:
+            status = S.STARTING  # checking the port and interpreter, not spawned yet
+        head, detail, color = server_state_text(
+            status,
+            server.exit_info if server else None,
+            server.base_url if server else None,
+            self._launch_error,
+            stopping=self._stopping,
+        )
+        if status is S.STARTING and not self._stopping:
+            head = f"Starting… {time.monotonic() - self._started_at:.0f} s"
+            if server is not None:
+                detail = (
+                    f"Loading {server.config.model_name} on port {server.port}; large models take minutes."
+                )
+        elif status is S.READY and server is not None:
+            detail = (
+                f"Serving {server.config.model_name!r} at {server.base_url} — the Local vLLM endpoint "
+                "profile points here."
+            )
+        elif status is S.STOPPED and self._launch_error is None:
+            model = self.model_edit.text().strip()
+            detail = f"Press Start to serve {model}." if model else "Choose a model below, then press Start."
+        if status is not S.STARTING:
+            self._elapsed.stop()
+        self.status_dot.setStyleSheet(f"color: {color}; font-size: 16px;")
+        self.status_head.setText(head)
+        self.status_head.setStyleSheet(f"color: {color};")
+        self.status_detail.setText(detail)
+        self.status_detail.setVisible(bool(detail))
+        full = detail
+        if server is not None and server.exit_info is not None and status in (S.CRASHED, S.EXITED):
+            info = server.exit_info
+            full = info.message
+            if info.tail and "Last output:" not in full:
+                full += "\n\nLast output:\n" + "\n".join(info.tail[-12:])
+        self.status_head.setToolTip(full)
+        self.status_detail.setToolTip(full)
+        busy = self.busy
+        setup = self._setup is not None and self._setup.is_running()
+        self.start_button.setEnabled(not busy and not setup)
+        self.stop_button.setEnabled(busy and not self._stopping)
+        self.use_button.setVisible(status is S.READY and self.ctx.profiles.active != LOCAL_VLLM)
+        self.stateChanged.emit()
+
+    def short_state(self) -> str:
+        """One or two words for the status bar."""
+        status = self.status
+        if self._stopping and status.running:
+            return "stopping…"
+        return {
+            S.STARTING: "starting…",
+            S.READY: "ready",
+            S.STOPPING: "stopping…",
+            S.CRASHED: "crashed",
+        }.get(status, "stopped")
+
+    def shutdown(self, timeout_s: float = 10.0) -> bool:
+        """Stop the server this panel started and wait (bounded). True when nothing is left."""
+        self._preflight_timer.stop()
+        self._elapsed.stop()
+        if self._setup is not None and self._setup.is_running():
+            self._setup.cancel()
+            self._setup.wait(min(5.0, timeout_s))
+        server = self._server
+        ok = True
+        if server is not None and (server.status.running or self.busy):
+            self._stopping = True
+            if self._start_future is not None and not self._start_future.done():
+                self._start_future.cancel()
+            fut = async_runner().submit(server.stop(grace=max(0.5, min(5.0, timeout_s / 2))))
+            try:
+                fut.result(timeout_s)
+            except Exception as exc:  # quitting: say so, never hang
+                error_sink().report("vLLM did not stop cleanly", exc, "warning")
+                ok = False
+            ok = ok and not server.status.running
+            self._stopping = self._start_pending = False
+        self._detach()
+        return ok
