@@ -3,34 +3,15 @@ width (small crops upscaled at most 2×), its number, box and whether the answer
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from PySide6.QtCore import QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import (
-    QImage,
-    QMouseEvent,
-    QPainter,
-    QPalette,
-    QPen,
-    QPixmap,
-)
-from PySide6.QtWidgets import (
-    QFrame,
-    QHBoxLayout,
-    QLabel,
-    QSizePolicy,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.run.evidence import Region
-from vrag_desktop.qt.infra.theme import color as theme_colour
-
-if TYPE_CHECKING:
-    pass
-
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, region_colour
+from vrag_desktop.qt.infra.theme import color as theme_colour
 
 
 # ---------------------------------------------------------------------- the crops

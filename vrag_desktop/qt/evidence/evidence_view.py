@@ -17,14 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import (
-    QBrush,
-    QDesktopServices,
-    QIcon,
-    QImage,
-    QPalette,
-    QPixmap,
-)
+from PySide6.QtGui import QBrush, QDesktopServices, QIcon, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,

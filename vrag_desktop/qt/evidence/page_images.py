@@ -7,19 +7,11 @@ import math
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QRect, QSize
-from PySide6.QtGui import (
-    QImage,
-    QImageReader,
-)
+from PySide6.QtGui import QImage, QImageReader
 
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
-
-if TYPE_CHECKING:
-    pass
-
 
 #: Pages above this many pixels are shown downscaled (the scene stays in raw pixels; crops stay full).
 MAX_VIEW_PIXELS = 40_000_000

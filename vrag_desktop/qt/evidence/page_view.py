@@ -5,7 +5,6 @@ numbered badge; zoom under the mouse, fit, 1:1, and a flash on the region being 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, QVariantAnimation, Signal
 from PySide6.QtGui import (
@@ -34,9 +33,6 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.run.evidence import Region
-
-if TYPE_CHECKING:
-    pass
 
 REGION_COLOUR = QColor("#1971c2")
 CITED_COLOUR = QColor("#e8590c")

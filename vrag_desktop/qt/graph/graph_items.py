@@ -18,12 +18,7 @@ from PySide6.QtGui import (
     QPen,
     QPolygonF,
 )
-from PySide6.QtWidgets import (
-    QApplication,
-    QGraphicsItem,
-    QStyleOptionGraphicsItem,
-    QWidget,
-)
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from vrag_desktop.core.run.reasoning_graph import Layout, NodeInfo
 from vrag_desktop.qt.infra.theme import is_dark

@@ -10,13 +10,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from PySide6.QtCore import QEvent, QRectF, Qt, Signal
-from PySide6.QtGui import (
-    QTransform,
-)
-from PySide6.QtWidgets import (
-    QGraphicsScene,
-    QGraphicsSceneMouseEvent,
-)
+from PySide6.QtGui import QTransform
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
 from vrag_desktop.core.agents.events import AgentEvent
 from vrag_desktop.core.run.reasoning_graph import GraphDelta, Layout, NodeInfo, ReasoningGraph

@@ -17,13 +17,7 @@ from PySide6.QtGui import (
     QTransform,
     QWheelEvent,
 )
-from PySide6.QtWidgets import (
-    QAbstractSlider,
-    QApplication,
-    QGraphicsScene,
-    QGraphicsView,
-    QWidget,
-)
+from PySide6.QtWidgets import QAbstractSlider, QApplication, QGraphicsScene, QGraphicsView, QWidget
 
 from vrag_desktop.qt.graph.graph_items import mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
