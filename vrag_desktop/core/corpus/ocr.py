@@ -1,5 +1,6 @@
 """Offline OCR for pages and images that have no text layer (rapidocr's PP-OCR ONNX models ship
-inside its wheel, so this works with no download)."""
+inside its wheel, so this works with no download; it needs only opencv-python-headless, which
+does not clash with Qt)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from vrag_desktop.core.images import open_upright
 
 _lock = threading.Lock()
 _engine: Any = None
@@ -25,27 +28,29 @@ def _get_engine() -> Any:
 
             with long_lived():
                 try:
-                    from rapidocr_onnxruntime import RapidOCR
+                    from rapidocr import RapidOCR
+
+                    _engine = RapidOCR(params={"Global.log_level": "error"})
                 except Exception as exc:
-                    raise OCRUnavailable(
-                        f"OCR engine unavailable ({exc}); install rapidocr-onnxruntime"
-                    ) from exc
-                _engine = RapidOCR()
+                    raise OCRUnavailable(f"OCR engine unavailable ({exc}); install rapidocr") from exc
         return _engine
 
 
 def ocr_image(image: Path | np.ndarray) -> str:
-    """Text found in ``image``, in reading order (top to bottom, then left to right), one line each."""
+    """Text found in ``image`` (a file, read upright, or an RGB array), in reading order (top to
+    bottom, then left to right), one line each."""
     engine = _get_engine()
-    arg = str(image) if isinstance(image, Path) else image
+    arg = open_upright(image) if isinstance(image, Path) else image
     with _lock:  # one onnxruntime session; calls are not re-entrant
         # No angle classifier: it sometimes flags an upright line as upside down and the line is lost;
         # scans and slides are upright, and skipping it also saves time.
-        result, _ = engine(arg, use_cls=False)
-    if not result:
+        out = engine(arg, use_cls=False)
+    boxes_found = getattr(out, "boxes", None)
+    texts = getattr(out, "txts", None)
+    if boxes_found is None or not texts:
         return ""
     boxes = []
-    for box, text, _score in result:
+    for box, text in zip(boxes_found.tolist(), texts, strict=False):
         ys = [p[1] for p in box]
         xs = [p[0] for p in box]
         boxes.append((min(ys), max(ys), min(xs), text))
