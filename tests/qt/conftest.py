@@ -5,6 +5,7 @@ The offscreen platform is chosen in ``tests/conftest.py`` before any QApplicatio
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,27 @@ def collect_qt_leftovers() -> Iterator[None]:
     QApplication.processEvents()
     gc.collect()
     QApplication.processEvents()
+
+
+@pytest.fixture(autouse=True)
+def gui_loop(qapp: Any) -> Iterator[asyncio.AbstractEventLoop]:
+    """The GUI thread's qasync loop, running as in the app: GUI-side ``async`` handlers run (and
+    await tasks) whenever a test lets Qt process events."""
+    import qasync
+
+    loop = qasync.QEventLoop(qapp, already_running=True)
+    yield loop
+    qapp.aboutToQuit.disconnect(loop._after_run_forever)
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in left:
+        t.cancel()
+    for _ in range(100):  # let them wind down (bounded)
+        if all(t.done() for t in left):
+            break
+        qapp.processEvents()
+    loop._QEventLoop__is_running = False  # not loop.stop(): its app.exit() would end later tests' waits
+    asyncio.events._set_running_loop(None)
+    loop.close()
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ thread. Nothing here opens a modal dialog: a modal blocks the person (and tests)
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
@@ -78,15 +79,10 @@ class ErrorSink(QObject):
             self.history.clear()
 
 
-_SINK: ErrorSink | None = None
-
-
+@functools.cache
 def error_sink() -> ErrorSink:
     """The app-wide sink (created on first use, on the GUI thread)."""
-    global _SINK
-    if _SINK is None:
-        _SINK = ErrorSink()
-    return _SINK
+    return ErrorSink()
 
 
 def install_excepthooks() -> None:

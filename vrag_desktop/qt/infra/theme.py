@@ -19,6 +19,8 @@ Set a property before the widget is shown, or later with :func:`set_role` (it re
 
 from __future__ import annotations
 
+import functools
+
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette, QStyleHints
 from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
@@ -118,14 +120,10 @@ class ThemeNotifier(QObject):
     changed = Signal(str)
 
 
-_NOTIFIER: ThemeNotifier | None = None
-
-
+@functools.cache
 def theme_notifier() -> ThemeNotifier:
-    global _NOTIFIER
-    if _NOTIFIER is None:
-        _NOTIFIER = ThemeNotifier()
-    return _NOTIFIER
+    """The app-wide notifier (created on first use, on the GUI thread)."""
+    return ThemeNotifier()
 
 
 def is_dark(palette: QPalette) -> bool:
