@@ -113,4 +113,5 @@ def sample_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("sample-data")
     proc = cli("index", str(SAMPLE), "--corpus", "sample", "--quiet", data_dir=d, timeout=900)
     assert proc.returncode == 0, proc.stderr
+    (d / "index-stderr.txt").write_text(proc.stderr)  # what a new user read
     return d

@@ -531,8 +531,8 @@ def _scan_as_nobody(data_dir: str, folder: str) -> dict:  # type: ignore[type-ar
 
 
 def test_unreadable_permissions(make_pdf, minilm) -> None:  # type: ignore[no-untyped-def]
-    from vrag_desktop.core.corpus.manifest import S_FAILED
     from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.corpus.manifest import S_FAILED
 
     # pytest's tmp dirs are 0700, so out of reach for "nobody": use a world-accessible one.
     base = Path(tempfile.mkdtemp(prefix="vrag-perm-"))
@@ -919,3 +919,116 @@ def test_cli_reports_every_bad_file(data_dir, make_pdf, tmp_path) -> None:  # ty
         and hits[0]["page"] == 1
         and "lighthouse keeper" in hits[0]["text"]
     )
+
+
+# ---------------------------------------------------------------- locks and the indexing job
+def test_lock_left_by_a_killed_process_does_not_block_indexing(library, data_dir, make_pdf, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+    """A process killed with SIGKILL while holding a corpus's lock leaves the ``.lock`` file behind;
+    the lock itself dies with the process, so the next indexing goes ahead."""
+    import signal
+
+    from vrag_desktop.core.corpus.corpus import CorpusBusy
+    from vrag_desktop.core.corpus.job import IndexRequest, index_job
+    from vrag_desktop.core.progress import CancelToken
+
+    library.open("held", create=True).close()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            from vrag_desktop.core.corpus.library import Library
+            c = Library({str(data_dir)!r}).open("held")
+            c.lock()
+            print("locked", flush=True)
+            time.sleep(600)
+        """)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        corpus = library.open("held")
+        with pytest.raises(CorpusBusy, match="being indexed by another process"):
+            corpus.lock()  # while the holder lives, the lock holds
+        corpus.close()
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(10)
+    assert (library.corpus_dir("held") / ".lock").exists()  # what a crash leaves behind
+
+    pdf = make_pdf("after.pdf", ["Written after the crash: the lighthouse keeper's log."])
+    request = IndexRequest("held", paths=[str(pdf)])
+    result = drain(index_job(library, request, lambda _: minilm, CancelToken()))
+    assert result.stats["indexed_files"] == 1 and not result.failures
+
+
+def test_index_job_refuses_bad_requests_and_keeps_nothing_half_made(library, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.corpus.corpus import CorpusError
+    from vrag_desktop.core.corpus.job import IndexRequest, MissingPaths, index_job
+    from vrag_desktop.core.progress import CancelToken
+
+    def run(request: IndexRequest) -> tuple[list[object], object]:
+        gen = index_job(library, request, lambda _: minilm, CancelToken())
+        seen: list[object] = []
+        while True:
+            try:
+                seen.append(next(gen))
+            except StopIteration as stop:
+                return seen, stop.value
+
+    missing = str(tmp_path / "nowhere")
+    with pytest.raises(CorpusError, match="not found: "):
+        run(IndexRequest("typo", paths=[missing], create=True))
+    assert not library.exists("typo")  # no empty corpus behind a typo
+    with pytest.raises(CorpusError, match="no corpus named 'ghost'"):
+        run(IndexRequest("ghost"))
+    with pytest.raises(CorpusError, match="has no files yet"):
+        run(IndexRequest("empty", create=True, require_files=True))
+    assert not library.exists("empty")
+
+    note = tmp_path / "note.txt"
+    note.write_text("Tide tables for the harbour, spring 2024.")
+    seen, result = run(IndexRequest("mixed", paths=[missing, str(note)], create=True, skip_missing=True))
+    assert [s for s in seen if isinstance(s, MissingPaths)] == [MissingPaths([missing])]
+    assert result.stats["indexed_files"] == 1  # type: ignore[attr-defined]
+
+
+def test_embedder_mismatch_is_one_message_for_cli_and_app(library, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+    """Asking for another embedder than the corpus's is refused before a model loads, with one
+    sentence naming both front ends' remedy."""
+    from vrag_desktop.core.corpus.corpus import CorpusError
+    from vrag_desktop.core.corpus.job import IndexRequest, index_job
+    from vrag_desktop.core.progress import CancelToken
+
+    corpus = library.open("other", create=True)
+    corpus.manifest.set_meta("embedder_id", "qwen3-vl-embedding-2b")
+    corpus.close()
+    note = tmp_path / "n.txt"
+    note.write_text("Some text to index.")
+
+    def loader(_: str | None) -> object:
+        raise AssertionError("no model may load for a known mismatch")
+
+    with pytest.raises(CorpusError) as info:
+        drain(index_job(library, IndexRequest("other", [str(note)], embedder="minilm"), loader, CancelToken()))  # type: ignore[arg-type]
+    message = str(info.value)
+    assert "corpus 'other' is indexed with embedder 'qwen3-vl-embedding-2b', not 'minilm-l6-v2'" in message
+    assert "--embedder qwen3-vl-embedding-2b" in message and "Settings" in message
+
+
+def test_ignore_file_leaves_listed_files_out(library, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+    """A folder's ``.vragignore`` (names or globs) keeps files out of the corpus: not indexed, not a
+    problem; a damaged ignore file is read as far as it goes."""
+    folder = tmp_path / "set"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "keep.txt").write_text("Kept: the keeper's notes on the winter storms.")
+    (folder / "questions.json").write_text("[]")
+    (folder / "sub" / "draft.tmp").write_text("scratch")
+    (folder / "sub" / "also.txt").write_text("Kept too: the lamp is lit at dusk.")
+    (folder / ".vragignore").write_bytes(b"# test data\nquestions.json\n*.tmp\n\xff\xfe\n")
+    corpus, scan, _ = index_paths(library, "ign", [folder], minilm)
+    try:
+        names = sorted(Path(s.path).name for s in corpus.manifest.sources())
+        assert names == ["also.txt", "keep.txt"]
+        assert scan.unsupported == 0 and corpus.manifest.failures() == []
+    finally:
+        corpus.close()

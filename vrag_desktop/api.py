@@ -8,7 +8,8 @@
 ``run`` is a plain generator (the agents are async inside: each run gets its own event loop in a
 worker thread); closing it early cancels the run. ``arun`` is the async form. The search side is
 an HTTP search URL (such as ``vrag-desktop serve-search``'s) or, with ``search_url=None``, the
-local corpora in process. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
+local corpora in process; ``endpoint=`` / ``search=`` (see :mod:`vrag_desktop.core.run.assemble`)
+take an endpoint profile or a ready search engine. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
 ``save=False``.
 """
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent
+from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource, assemble
 
 _DONE = object()
 
@@ -96,6 +98,8 @@ class _Base:
         extra_body: dict[str, Any] | None = None,
         model_factory: Callable[[], Any] | None = None,
         searcher_factory: Callable[[], Any] | None = None,
+        endpoint: Endpoint | None = None,
+        search: SearchSource | None = None,
     ) -> None:
         self.base_url = base_url
         self.search_url = search_url
@@ -105,43 +109,33 @@ class _Base:
         self.data_dir = data_dir
         self.save = save
         self.extra_body = extra_body
-        # Builds the ChatModel inside the run's event loop (clients are bound to the loop they run in);
-        # given, it replaces base_url/model_name/api_key (e.g. an endpoint profile with a keyring key).
-        self.model_factory = model_factory
-        # Builds the searcher (the app passes one that reuses its loaded embedder).
-        self.searcher_factory = searcher_factory
+        # Which model answers: ``endpoint`` (e.g. an endpoint profile with a keyring key), else a
+        # ``model_factory`` building the client inside the run's loop, else base_url/model_name/api_key.
+        if endpoint is None and model_factory is not None:
+            endpoint = Endpoint.from_factory(model_factory, model_name, base_url)
+        self.endpoint = endpoint
+        if endpoint is not None:
+            self.model_name = endpoint.model_name or model_name
+        # Where searches go: ``search``, else ``searcher_factory``, else search_url or the local corpora.
+        if search is None:
+            if searcher_factory is not None:
+                search = SearchSource(factory=searcher_factory)
+            else:
+                search = SearchSource(url=search_url, corpora=self.corpora, data_dir=data_dir)
+        self.search = search
         self.run_id: str | None = None  # id of the saved run, once ``run``/``arun`` has started
 
     # ---- pieces
-    def _model(self) -> Any:
-        if self.model_factory is not None:
-            return self.model_factory()
-        from vrag_desktop.core.endpoints.client import OpenAIChatModel
-
-        return OpenAIChatModel(
-            self.base_url,
-            self.model_name,
-            None if self.api_key in (None, "", "EMPTY") else self.api_key,
-            extra_body=self.extra_body,
-        )
-
-    def _searcher(self) -> Any:
-        if self.searcher_factory is not None:
-            return self.searcher_factory()
-        from vrag_desktop.core.agents.searchers import EngineSearcher, HttpSearcher
-
-        if self.search_url:
-            return HttpSearcher(self.search_url)
-        from vrag_desktop.core.corpus.library import Library
-        from vrag_desktop.core.search.engine import SearchEngine
-
-        return EngineSearcher(SearchEngine(Library(self.data_dir), self.corpora))
+    def _endpoint(self) -> Endpoint:
+        if self.endpoint is not None:
+            return self.endpoint
+        return Endpoint.from_url(self.base_url, self.model_name, self.api_key, extra_body=self.extra_body)
 
     def _runs(self) -> Any:
-        from vrag_desktop.core.paths import resolve_data_dir
+        from vrag_desktop.core.paths import DataLayout
         from vrag_desktop.core.run.store import RunStore
 
-        return RunStore(resolve_data_dir(self.data_dir) / "runs")
+        return RunStore(DataLayout.resolve(self.data_dir).runs)
 
     def _settings(self) -> dict[str, Any]:
         return {
@@ -149,9 +143,10 @@ class _Base:
             "base_url": self.base_url,
             "search_url": self.search_url,
             "corpora": self.corpora,
+            **self._options().record(self.agent_name),
         }
 
-    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
+    def _options(self) -> AgentOptions:
         raise NotImplementedError
 
     # ---- running
@@ -164,13 +159,11 @@ class _Base:
         recorder = self._runs().recorder(self.agent_name, question, self._settings()) if self.save else None
         self.run_id = recorder.id if recorder else None
         image_dir = recorder.image_dir if recorder else Path(tempfile.mkdtemp(prefix="vrag-run-"))
-        model = None
+        parts = None
         status = None
         try:
-            model = self._model()
-            searcher = self._searcher()
-            agent = self._agent(model, searcher, image_dir)
-            async for ev in agent.run(question):
+            parts = await assemble(self.agent_name, self._endpoint(), self.search, self._options(), image_dir)
+            async for ev in parts.agent.run(question):
                 if recorder:
                     recorder.record(ev)
                 yield ev
@@ -188,8 +181,8 @@ class _Base:
         finally:
             if recorder:
                 recorder.finish(status)
-            if model is not None:
-                await model.aclose()
+            if parts is not None:
+                await parts.aclose()
 
     def run(self, question: str) -> Iterator[AgentEvent]:
         """Events of one run, as they happen (a generator; close it to cancel the run)."""
@@ -216,13 +209,8 @@ class VRAG(_Base):
         self.max_steps = max_steps
         self.top_k = top_k
 
-    def _settings(self) -> dict[str, Any]:
-        return {**super()._settings(), "max_steps": self.max_steps, "top_k": self.top_k}
-
-    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
-        from vrag_desktop.core.agents.vrag import VRAGAgent
-
-        return VRAGAgent(model, searcher, image_dir=image_dir, max_steps=self.max_steps, top_k=self.top_k)
+    def _options(self) -> AgentOptions:
+        return AgentOptions(max_steps=self.max_steps, top_k=self.top_k)
 
 
 class VimRAG(_Base):
@@ -260,27 +248,14 @@ class VimRAG(_Base):
         self.max_steps = max_steps or max_mem_steps
         self.enable_thinking = enable_thinking
 
-    def _settings(self) -> dict[str, Any]:
-        return {
-            **super()._settings(),
-            "max_steps": self.max_steps,
-            "top_k": self.search_top_k,
-            "enable_thinking": self.enable_thinking,
-        }
-
-    def _agent(self, model: Any, searcher: Any, image_dir: Path) -> Any:
-        from vrag_desktop.core.agents.vimrag import VimRAGAgent
-
-        return VimRAGAgent(
-            model,
-            searcher,
-            image_dir=image_dir,
+    def _options(self) -> AgentOptions:
+        return AgentOptions(
             max_steps=self.max_steps,
-            search_top_k=self.search_top_k,
+            top_k=self.search_top_k,
+            enable_thinking=self.enable_thinking,
             max_pixels_image=self.max_pixels_image,
             max_pixels_video=self.max_pixels_video,
             memory_buffer_pixels=self.memory_buffer_pixels,
-            enable_thinking=self.enable_thinking,
         )
 
     def run(self, question: str | dict[str, Any]) -> Iterator[AgentEvent]:  # type: ignore[override]

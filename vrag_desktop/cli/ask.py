@@ -7,7 +7,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.run.assemble import Endpoint
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -58,32 +62,33 @@ def add_parsers(sub: Any) -> None:
 
 # ---------------------------------------------------------------- ask
 def cmd_ask(args: argparse.Namespace) -> int:
-    from vrag_desktop.api import VRAG
-    from vrag_desktop.core.paths import resolve_data_dir
+    from vrag_desktop.api import VRAG, VimRAG
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.run.assemble import SearchSource
 
     if not args.question.strip():
         print("vrag-desktop: error: the question is empty", file=sys.stderr)
         return EXIT_ERROR
-    data_dir = resolve_data_dir(args.data_dir)
-    factory, model_name = _model_factory(args, data_dir)
-    kw: dict[str, Any] = {
-        "corpora": args.corpus,
-        "data_dir": data_dir,
-        "save": not args.no_save,
-        "model_factory": factory,
-    }
+    layout = DataLayout.resolve(args.data_dir)
+    endpoint = _endpoint(args, layout)
+    search = SearchSource(url=args.search_url, corpora=args.corpus, data_dir=layout.root)
+    kw: dict[str, Any] = {"corpora": args.corpus, "data_dir": layout.root, "save": not args.no_save}
     if args.max_steps is not None:
         kw["max_steps"] = args.max_steps
     if args.top_k is not None:
         kw["top_k"] = args.top_k
     cls: Any = VRAG
     if args.agent == "vimrag":
-        from vrag_desktop.api import VimRAG
-
         cls = VimRAG
         kw["enable_thinking"] = not args.no_thinking
     agent = cls(
-        base_url=args.base_url or "", search_url=args.search_url, model_name=model_name, api_key=None, **kw
+        base_url=args.base_url or "",
+        search_url=args.search_url,
+        model_name=endpoint.model_name,
+        api_key=None,
+        endpoint=endpoint,
+        search=search,
+        **kw,
     )
     printer = EventPrinter(sys.stdout, as_json=args.json, color=sys.stdout.isatty())
     gen = agent.run(args.question)
@@ -97,33 +102,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return EXIT_OK if printer.answered else EXIT_ERROR
 
 
-def _model_factory(args: argparse.Namespace, data_dir: Path) -> tuple[Any, str]:
-    """A ChatModel factory from --base-url/--model, or from an endpoint profile (keys from keyring/env)."""
+def _endpoint(args: argparse.Namespace, layout: DataLayout) -> Endpoint:
+    """--base-url/--model (key from --api-key-env), or an endpoint profile (keys from keyring/env)."""
     from vrag_desktop.core.endpoints.profiles import ProfileStore
+    from vrag_desktop.core.run.assemble import Endpoint
 
     if args.base_url:
         if not args.model:
             raise SystemExit("vrag-desktop: error: --base-url needs --model (the served model name)")
-        key = os.environ.get(args.api_key_env) or None
-
-        def make() -> Any:
-            from vrag_desktop.core.endpoints.client import OpenAIChatModel
-
-            return OpenAIChatModel(args.base_url, args.model, key)
-
-        return make, args.model
-    store = ProfileStore(data_dir / "config")
-    name = args.endpoint or store.active
-    profile = store.get(name)
-    overrides = {"model": args.model} if args.model else {}
-
-    def make_profile() -> Any:
-        model = store.to_model(name)
-        if overrides:
-            model.model_name = overrides["model"]
-        return model
-
-    return make_profile, args.model or profile.model
+        return Endpoint.from_url(args.base_url, args.model, os.environ.get(args.api_key_env) or None)
+    return Endpoint.from_profile(ProfileStore(layout.config), args.endpoint, args.model)
 
 
 class EventPrinter:
@@ -199,10 +187,10 @@ class EventPrinter:
 
 # ---------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
-    from vrag_desktop.core.paths import resolve_data_dir
+    from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.run.store import RunError, RunStore
 
-    store = RunStore(resolve_data_dir(args.data_dir) / "runs")
+    store = RunStore(DataLayout.resolve(args.data_dir).runs)
     try:
         if args.runs_command == "list":
             runs = store.list()

@@ -6,21 +6,22 @@ data directory that cannot be created is reported once, when a panel needs it, n
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.long_lived import long_lived
-from vrag_desktop.core.paths import resolve_data_dir
+from vrag_desktop.core.paths import DataLayout, resolve_data_dir
 from vrag_desktop.core.settings import AppSettings, default_config_dir, load_settings, save_settings
 
 _EMBEDDER_LOCK = threading.Lock()
 
 
 if TYPE_CHECKING:
-    from vrag_desktop.core.endpoints.profiles import ProfileStore
     from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.endpoints.profiles import ProfileStore
     from vrag_desktop.core.run.store import RunStore
 
 
@@ -45,6 +46,11 @@ class AppContext:
         """For tests and embedding: explicit directories, settings read from ``config_dir``."""
         return cls.load(data_dir=data_dir, config_dir=config_dir)
 
+    @property
+    def layout(self) -> DataLayout:
+        """What lies where under the data directory."""
+        return DataLayout(self.data_dir)
+
     # ---- stores (lazy)
     @property
     def library(self) -> Library:
@@ -59,7 +65,7 @@ class AppContext:
         if "runs" not in self._cache:
             from vrag_desktop.core.run.store import RunStore
 
-            self._cache["runs"] = RunStore(self.data_dir / "runs")
+            self._cache["runs"] = RunStore(self.layout.runs)
         return self._cache["runs"]  # type: ignore[no-any-return]
 
     @property
@@ -67,7 +73,7 @@ class AppContext:
         if "profiles" not in self._cache:
             from vrag_desktop.core.endpoints.profiles import ProfileStore
 
-            self._cache["profiles"] = ProfileStore(self.data_dir / "config")
+            self._cache["profiles"] = ProfileStore(self.layout.config)
         return self._cache["profiles"]  # type: ignore[no-any-return]
 
     def embedder(self) -> Any:
@@ -85,16 +91,20 @@ class AppContext:
 
     @property
     def log_dir(self) -> Path:
-        return self.data_dir / "logs"
+        return self.layout.logs
 
     def save(self) -> Path:
         """Persist the settings (raises SettingsError with a clear message)."""
         return save_settings(self.settings, self.config_dir)
 
     def set_data_dir(self, path: str | Path | None) -> None:
-        """Switch data directory: stores are reopened there on next use."""
+        """Switch data directory: stores are reopened there on next use. Endpoint profiles and vLLM
+        settings come along when the new directory has none (nothing the person set is lost)."""
+        previous = self.layout
         self.settings.data_dir = str(path) if path else None
         self.data_dir = resolve_data_dir(path)
+        with contextlib.suppress(OSError):  # an unusable directory is reported when a store opens it
+            self.layout.adopt_config(previous)
         embedder = self._cache.get("embedder")
         self._cache.clear()
         if embedder is not None:  # the model does not depend on where data lives

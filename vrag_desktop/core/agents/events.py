@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from vrag_desktop.core.search.hit import Hit
+
 
 @dataclass(frozen=True)
 class AgentEvent(Mapping[str, Any]):
@@ -62,20 +64,8 @@ class ContentDelta(AgentEvent):
     content: str = ""
 
 
-@dataclass(frozen=True)
-class HitRef:
-    """A retrieved item as shown to the model and the person."""
-
-    score: float
-    name: str
-    source: str
-    modality: str
-    image: str | None = None
-    page: int | None = None
-    clip: int | None = None
-    t_start: float | None = None
-    t_end: float | None = None
-    label: str = ""  # how the model saw it: "Picture 1", "Text 2", "Video 1"
+#: A retrieved item as shown to the model and the person: the search engine's own hit type.
+HitRef = Hit
 
 
 @dataclass(frozen=True)

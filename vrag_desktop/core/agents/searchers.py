@@ -11,10 +11,11 @@ Searchers are synchronous (the engine is); the agent runs them in a worker threa
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
+
+from vrag_desktop.core.search.hit import Hit
 
 if TYPE_CHECKING:
     from vrag_desktop.core.search.engine import SearchEngine
@@ -24,20 +25,9 @@ class SearchFailed(RuntimeError):
     """The search (or fetching a hit's image) did not work; the message says why."""
 
 
-@dataclass(frozen=True)
-class SearchHit:
-    """One hit, whatever the backend. ``image`` is a local path, or a path the server knows (then
-    :meth:`Searcher.load_image` fetches it). ``score`` is 0.0 when the server gave none (legacy shape)."""
-
-    score: float
-    name: str
-    source: str
-    modality: str  # page | image | clip | text
-    image: str | None = None
-    page: int | None = None
-    clip: int | None = None
-    t_start: float | None = None
-    t_end: float | None = None
+#: One hit, whatever the backend: the engine's own :class:`Hit`. ``image`` is a local path, or a path
+#: the server knows (then :meth:`Searcher.load_image` fetches it).
+SearchHit = Hit
 
 
 class Searcher(Protocol):
@@ -72,11 +62,7 @@ class EngineSearcher:
             hits = self.engine.search(query, k)
         except Exception as exc:  # any engine failure is reported, never raised into the agent
             raise SearchFailed(f"search failed: {exc}") from exc
-        return [
-            SearchHit(score=h.score, name=h.name, source=h.source, modality=h.modality, image=h.image,
-                      page=h.page, clip=h.clip, t_start=h.t_start, t_end=h.t_end)
-            for h in hits
-        ]
+        return hits
 
     def load_image(self, path: str) -> bytes:
         return _read_local(path)

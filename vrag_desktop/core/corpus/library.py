@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
-from vrag_desktop.core.paths import resolve_data_dir
+from vrag_desktop.core.paths import DataLayout
 
 DEFAULT_CORPUS = "default"
 _NAME_RE = re.compile(r"^[\w][\w .@+-]{0,63}$")
@@ -26,11 +26,12 @@ def check_name(name: str) -> str:
 
 
 class Library:
-    """All corpora in ``<data_dir>/corpora/<name>/``."""
+    """All corpora in the data directory's corpora folder (:attr:`DataLayout.corpora`), by name."""
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None) -> None:
-        self.data_dir = resolve_data_dir(data_dir)
-        self.corpora_dir = self.data_dir / "corpora"
+        layout = DataLayout.resolve(data_dir)
+        self.data_dir = layout.root
+        self.corpora_dir = layout.corpora
         try:
             self.corpora_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

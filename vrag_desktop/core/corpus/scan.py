@@ -6,6 +6,7 @@ Nothing here reads more than it must: a file whose size and mtime are unchanged 
 from __future__ import annotations
 
 import errno
+import fnmatch
 import hashlib
 import os
 import stat
@@ -43,10 +44,39 @@ class ScanReport:
         return self.added + self.changed
 
 
+#: A plain-text file in a folder listing names or globs (one a line, ``#`` comments) of files and
+#: folders to leave out, in that folder and below; e.g. a data set's ``questions.json``.
+IGNORE_FILE = ".vragignore"
+
+_Rules = tuple[tuple[str, str], ...]  # (folder the rule came from, pattern)
+
+
+def read_ignore(folder: str) -> list[str]:
+    """The patterns of ``folder``'s :data:`IGNORE_FILE` (none if it has none or it is unreadable)."""
+    try:
+        with open(os.path.join(folder, IGNORE_FILE), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    return [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def _ignored(path: str, name: str, rules: _Rules) -> bool:
+    for base, pattern in rules:
+        if "/" in pattern:
+            rel = os.path.relpath(path, base).replace(os.sep, "/")
+            if fnmatch.fnmatchcase(rel, pattern.lstrip("/")):
+                return True
+        elif fnmatch.fnmatchcase(name, pattern):
+            return True
+    return False
+
+
 def walk(root: str) -> Iterator[Found]:
     """Every file under ``root`` (or ``root`` itself), following symlinks but never looping.
 
-    Hidden files and folders (``.name``) inside a folder are skipped; a file named explicitly is not.
+    Hidden files and folders (``.name``) inside a folder are skipped, and so is what a folder's
+    :data:`IGNORE_FILE` lists; a file named explicitly is not.
     """
     try:
         st = os.stat(root)
@@ -61,9 +91,9 @@ def walk(root: str) -> Iterator[Found]:
         yield _found(root, st)
         return
     seen: set[tuple[int, int]] = set()
-    stack = [root]
+    stack: list[tuple[str, _Rules]] = [(root, ())]
     while stack:
-        folder = stack.pop()
+        folder, inherited = stack.pop()
         try:
             fst = os.stat(folder)
         except OSError as exc:
@@ -78,9 +108,10 @@ def walk(root: str) -> Iterator[Found]:
         except OSError as exc:
             yield Found(folder, None, error=f"cannot list folder: {_os_error(exc)}")
             continue
+        rules = inherited + tuple((folder, p) for p in read_ignore(folder))
         subdirs = []
         for entry in entries:
-            if entry.name.startswith("."):
+            if entry.name.startswith(".") or (rules and _ignored(entry.path, entry.name, rules)):
                 continue
             try:
                 est = os.stat(entry.path)  # follows symlinks
@@ -95,7 +126,7 @@ def walk(root: str) -> Iterator[Found]:
                     yield Found(entry.path, kinds.kind_of(Path(entry.path)), error=_os_error(exc))
                 continue
             if stat.S_ISDIR(est.st_mode):
-                subdirs.append(entry.path)
+                subdirs.append((entry.path, rules))
             elif stat.S_ISREG(est.st_mode):
                 yield _found(entry.path, est)
         stack.extend(reversed(subdirs))

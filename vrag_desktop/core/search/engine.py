@@ -9,46 +9,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
-from vrag_desktop.core.corpus.corpus import Corpus
+from vrag_desktop.core.corpus.corpus import Corpus, embedder_mismatch
 from vrag_desktop.core.corpus.kinds import ITEM_CLIP, ITEM_PAGE
+from vrag_desktop.core.corpus.library import Library
 from vrag_desktop.core.corpus.manifest import ItemRow
 from vrag_desktop.core.embedders import Embedder, create_embedder
-from vrag_desktop.core.corpus.library import Library
+from vrag_desktop.core.search.hit import Hit
 
 RRF_K = 60
 
 
 class SearchError(RuntimeError):
     """The search cannot run as asked (no corpus, embedder mismatch …); message says why."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved item."""
-
-    score: float  # ranking score: cosine similarity, or the fused score in hybrid mode
-    corpus: str
-    item_id: int
-    name: str  # original-compatible id: "{stem}_{page}", "{stem}_{clip}", or the stem
-    source: str  # the user's file
-    modality: str  # page | image | clip | text
-    page: int | None = None  # 1-based PDF page
-    clip: int | None = None  # 1-based clip number
-    t_start: float | None = None  # clip span in seconds
-    t_end: float | None = None
-    image: str | None = None  # image to show (page render, image copy, clip contact sheet)
-    media: str | None = None  # raw media: original image, clip video, text file
-    text: str = ""
-    dense_score: float | None = None
-    lexical_score: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class SearchEngine:
@@ -92,12 +68,9 @@ class SearchEngine:
         if embedder is None:
             model = self.corpora[0].manifest.get_meta("embedder_model") or wanted
             embedder = create_embedder(model, device=device)
-        if embedder.info.id != wanted:
-            raise SearchError(
-                f"corpus '{self.corpora[0].name}' was indexed with embedder '{wanted}'; "
-                f"searching it with '{embedder.info.id}' would compare unrelated vectors. "
-                f"Use --embedder {wanted} or re-index."
-            )
+        problem = embedder_mismatch(self.corpora[0].name, wanted, embedder.info.id)
+        if problem:
+            raise SearchError(problem)
         self.embedder = embedder
         self.hybrid = hybrid
         self._lexical: dict[str, Any] = {}

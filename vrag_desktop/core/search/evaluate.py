@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.search.engine import Hit, SearchEngine
+from vrag_desktop.core.search.engine import SearchEngine
+from vrag_desktop.core.search.hit import Hit
 
 
 @dataclass

@@ -21,7 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from vrag_desktop import __version__
-from vrag_desktop.core.search.engine import Hit, SearchEngine, SearchError
+from vrag_desktop.core.search.engine import SearchEngine, SearchError
+from vrag_desktop.core.search.hit import Hit
 
 MAX_QUERIES = 256
 MAX_TOP_K = 1000

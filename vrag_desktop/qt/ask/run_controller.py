@@ -15,8 +15,8 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
-from vrag_desktop.qt.infra.async_runner import AsyncRunner, async_runner
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.infra.async_runner import AsyncRunner, async_runner
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
 
@@ -98,34 +98,26 @@ class RunController(QObject):
     # ---- internals
     def _make_agent(self, r: RunRequest) -> Any:
         from vrag_desktop.api import VRAG, VimRAG
+        from vrag_desktop.core.run.assemble import Endpoint, SearchSource
 
         ctx = self.ctx
-        profile = r.profile or ctx.profiles.active
-        model_name = ctx.profiles.get(profile).model
+        endpoint = Endpoint.from_profile(ctx.profiles, r.profile)
         corpora = list(r.corpora) if r.corpora else None
 
-        def make_model() -> Any:
-            from vrag_desktop.core.long_lived import long_lived
-
-            with long_lived():  # the first call imports the OpenAI SDK
-                return ctx.profiles.to_model(profile)
-
         def make_searcher() -> Any:
-            from vrag_desktop.core.agents.searchers import EngineSearcher
-            from vrag_desktop.core.search.engine import SearchEngine
-
-            # the app's loaded model when the corpora were built with it
-            engine = SearchEngine(ctx.library, corpora, reuse=ctx.embedder())
-            return EngineSearcher(engine)
+            # the app's loaded model when the corpora were built with it (loaded here, off the GUI thread)
+            return SearchSource(
+                engine=None, corpora=corpora, data_dir=ctx.data_dir, reuse=ctx.embedder()
+            ).searcher()
 
         common: dict[str, Any] = {
             "search_url": None,
-            "model_name": model_name,
+            "model_name": endpoint.model_name,
             "api_key": None,
             "corpora": corpora,
             "data_dir": ctx.data_dir,
-            "model_factory": make_model,
-            "searcher_factory": make_searcher,
+            "endpoint": endpoint,
+            "search": SearchSource(factory=make_searcher),
             "max_steps": r.max_steps,
             "top_k": r.top_k,
         }

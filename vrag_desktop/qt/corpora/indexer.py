@@ -15,25 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
-from vrag_desktop.core.corpus.manifest import S_FAILED
+from vrag_desktop.core.corpus.job import IndexRequest, JobResult, MissingPaths, ScanDone, index_job
 from vrag_desktop.core.corpus.scan import display_path
 from vrag_desktop.core.corpus.status import (
     corpora_to_resume,
-    disk_failures,
     disk_problem,
-    indexed_under,
     is_disk_error,
     missing_root_message,
     progress_text,
-    set_scan_needed,
 )
 from vrag_desktop.core.progress import CancelToken, Progress
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.workers import GeneratorWorker, run_in_thread
 
 if TYPE_CHECKING:
-    from vrag_desktop.core.corpus.corpus import BuildReport
-    from vrag_desktop.core.corpus.scan import ScanReport
     from vrag_desktop.qt.context import AppContext
 
 TITLE = "Indexing"
@@ -60,75 +55,19 @@ class Job:
         self.create |= other.create
 
 
-@dataclass(frozen=True)
-class ScanDone:
-    """Yielded by a job after its scan: what the person should hear about (missing folders)."""
-
-    report: ScanReport
-    missing: list[tuple[str, int]]  # (root, indexed files kept)
-
-
-@dataclass(frozen=True)
-class JobResult:
-    name: str
-    scan: ScanReport | None
-    build: BuildReport | None
-    disk_failures: list[tuple[str, str]] = field(default_factory=list)
-    new_failures: list[tuple[str, str]] = field(default_factory=list)  # (path, reason) failed in this job
-
-
 def run_job(ctx: AppContext, job: Job, token: CancelToken) -> Generator[object, None, JobResult]:
-    """The work of one job (runs on the worker thread): add/remove roots, scan, build."""
-    lib = ctx.library  # raises CorpusError with the path when the data directory is unusable
-    if not job.create and not lib.exists(job.name):
-        from vrag_desktop.core.corpus.corpus import CorpusError
-
-        raise CorpusError(f"no corpus named '{job.name}'")
-    corpus = lib.open(job.name, create=True)
-    try:
-        corpus.lock()  # CorpusBusy while another process (the CLI) indexes it
-        failed_before = {s.id for s in corpus.manifest.sources(S_FAILED)}
-        if job.remove_roots:
-            corpus.remove_paths(job.remove_roots)
-            set_scan_needed(corpus.manifest, True)
-        if job.paths:
-            present = [p for p in job.paths if os.path.lexists(p)]
-            for p in job.paths:
-                if p not in present:
-                    error_sink().report(f"Not added to {job.name}", f"{p} was not found", "warning")
-            corpus.add_paths(present)
-            set_scan_needed(corpus.manifest, True)
-        yield Progress("scan", 0, 0)
-        scan = yield from corpus.scan(token, retry_failed=job.retry_failed)
-        if token.cancelled:
-            return JobResult(job.name, scan, None)
-        set_scan_needed(corpus.manifest, False)
-        yield ScanDone(scan, [(r, indexed_under(corpus.manifest, r)) for r in scan.missing_roots])
-        build = None
-        pending = corpus.pending_work()
-        if pending:
-            yield Progress("load", 0, pending)
-            embedder = _load_embedder(ctx)
-            have = corpus.embedder_id
-            if have is not None and have != embedder.info.id:
-                from vrag_desktop.core.corpus.corpus import CorpusError
-
-                raise CorpusError(
-                    f"corpus '{job.name}' is indexed with embedder '{have}', but the app's embedder is "
-                    f"'{embedder.info.id}'. Switch back to it in Settings, or index into a new corpus."
-                )
-            if token.cancelled:
-                return JobResult(job.name, scan, None)
-            build = yield from corpus.build(embedder, token)
-        disk = disk_failures(corpus.manifest)
-        new = [
-            (s.path, s.error or "failed")
-            for s in corpus.manifest.sources(S_FAILED)
-            if s.id not in failed_before and (s.path, s.error or "") not in disk
-        ]
-        return JobResult(job.name, scan, build, disk, new)
-    finally:
-        corpus.close()
+    """The work of one job (runs on the worker thread): the core indexing job with the app's embedder."""
+    request = IndexRequest(
+        job.name,
+        paths=list(job.paths),
+        remove_roots=list(job.remove_roots),
+        retry_failed=job.retry_failed,
+        create=job.create,
+        skip_missing=True,
+        embedder=ctx.settings.embedder,
+    )
+    # ctx.library raises CorpusError with the path when the data directory is unusable
+    return (yield from index_job(ctx.library, request, lambda _recorded: _load_embedder(ctx), token))
 
 
 def _load_embedder(ctx: AppContext) -> Any:
@@ -286,6 +225,9 @@ class Indexer(QObject):
             self.progress.emit(job.name, value)
             if value.phase == "index":
                 self.changed.emit(job.name)
+        elif isinstance(value, MissingPaths):
+            for p in value.paths:
+                error_sink().report(f"Not added to {job.name}", f"{p} was not found", "warning")
         elif isinstance(value, ScanDone):
             for root, kept in value.missing:
                 error_sink().report("Corpus folder missing", missing_root_message(root, kept), "warning")

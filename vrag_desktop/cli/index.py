@@ -1,0 +1,244 @@
+"""``vrag-desktop index`` and ``vrag-desktop corpus``: the indexing job shown in a terminal.
+
+The job itself (lock, scan, embedder check, build) is :mod:`vrag_desktop.core.corpus.job`; this
+module only turns its progress into lines and a progress bar, and Ctrl-C into a clean stop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, err, library
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.corpus.job import IndexRequest, JobResult
+    from vrag_desktop.core.progress import CancelToken
+
+
+def add_index_parser(sub: Any) -> None:
+    ix = sub.add_parser("index", help="add files/folders to a corpus and index them (resumes if interrupted)")
+    ix.add_argument(
+        "paths", nargs="*", metavar="PATH", help="files or folders (recursive); none: re-scan the corpus"
+    )
+    ix.add_argument("--corpus", default="default", help="corpus name (created if new; default: %(default)s)")
+    ix.add_argument(
+        "--embedder",
+        default=None,
+        help="minilm (default, offline), or a Qwen3-VL-Embedding / GVE model id or local directory",
+    )
+    ix.add_argument("--device", default=None, help="cpu, cuda, cuda:1 … (default: CUDA if available)")
+    ix.add_argument(
+        "--clip-seconds", type=float, default=None, help="video clip length in seconds (default 60)"
+    )
+    ix.add_argument("--no-ocr", action="store_true", help="do not OCR pages and images without a text layer")
+    ix.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_corpus_parser(sub: Any) -> None:
+    co = sub.add_parser("corpus", help="list, remove, rescan corpora; import an original VRAG index")
+    cs = co.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
+    cl = cs.add_parser("list", help="corpora with their counts")
+    cl.add_argument("--json", action="store_true")
+    cr = cs.add_parser("remove", help="delete a corpus (its index and derived images; never your files)")
+    cr.add_argument("name")
+    cs_ = cs.add_parser("rescan", help="pick up new, changed and deleted files and index them")
+    cs_.add_argument("name", nargs="?", default="default")
+    cs_.add_argument("--retry-failed", action="store_true", help="try failed files again even if unchanged")
+    cs_.add_argument("--device", default=None)
+    cs_.add_argument("--quiet", action="store_true")
+    ci = cs.add_parser(
+        "import-legacy",
+        help="import an original VRAG index folder (*_faiss_index.bin, "
+        "*_meta_data.json, *_file_data_list.jsonl)",
+    )
+    ci.add_argument("folder")
+    ci.add_argument("--name", required=True, help="name of the new corpus")
+    ci.add_argument(
+        "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
+    )
+
+
+# ---------------------------------------------------------------- index
+def cmd_index(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.corpus.job import IndexRequest
+
+    if args.clip_seconds is not None and args.clip_seconds <= 0:
+        raise CLIError("--clip-seconds must be positive")
+    request = IndexRequest(
+        args.corpus,
+        paths=list(args.paths),
+        create=True,
+        require_files=True,
+        embedder=args.embedder,
+        clip_seconds=args.clip_seconds,
+        ocr=False if args.no_ocr else None,
+    )
+    return run_index(args, request, args.embedder, args.quiet)
+
+
+def run_index(args: argparse.Namespace, request: IndexRequest, embedder_spec: str | None, quiet: bool) -> int:
+    """Run the job, drawing its progress; Ctrl-C while embedding stops cleanly (resumable)."""
+    from vrag_desktop.core.corpus.job import index_job
+    from vrag_desktop.core.embedders import create_embedder
+    from vrag_desktop.core.progress import CancelToken
+
+    def load(recorded: str | None) -> Any:
+        return create_embedder(embedder_spec or recorded, device=args.device)
+
+    cancel = CancelToken()
+    view = _ProgressView(request.corpus, quiet, cancel)
+    gen = index_job(library(args), request, load, cancel)
+    try:
+        result = yield_all(gen, view)
+    finally:
+        gen.close()
+        view.close()
+    _print_summary(result)
+    if result.cancelled:
+        err("Interrupted: everything embedded so far is saved. Run the same command again to resume.")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def yield_all(gen: Generator[Any, None, JobResult], view: _ProgressView) -> JobResult:
+    """Drive the job to its result, showing each thing it yields."""
+    while True:
+        try:
+            view.show(next(gen))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+class _ProgressView:
+    """Lines for the phases and a tqdm bar while embedding; installs the Ctrl-C handler for the build."""
+
+    def __init__(self, corpus: str, quiet: bool, cancel: CancelToken) -> None:
+        self.corpus = corpus
+        self.quiet = quiet
+        self.cancel = cancel
+        self.bar: Any = None
+        self._previous_sigint: Any = None
+
+    def show(self, value: object) -> None:
+        from vrag_desktop.core.corpus.job import ScanDone
+        from vrag_desktop.core.progress import Progress
+
+        if isinstance(value, ScanDone):
+            s = value.report
+            err(
+                f"  {s.added} new, {s.changed} changed, {s.removed} removed, {s.unchanged} unchanged"
+                + (f", {s.duplicates} duplicate" if s.duplicates else "")
+                + (f", {s.unsupported} unsupported" if s.unsupported else "")
+                + (f", {s.failed} unreadable" if s.failed else ""),
+                self.quiet,
+            )
+            for root in s.missing_roots:
+                err(f"  warning: {root} is missing (unplugged or moved?); its files stay in the index")
+            return
+        if not isinstance(value, Progress):
+            return
+        if value.phase == "scan" and value.done == 0 and value.total == 0:
+            err(f"Scanning {value.message} for corpus '{self.corpus}'…", self.quiet)
+        elif value.phase == "load":
+            err("Loading embedder…", self.quiet)
+        elif value.phase == "index" and self.bar is None and self._previous_sigint is None:
+            err(f"  {value.message}", self.quiet)
+            self._start_build(value.total)
+        elif value.phase == "index" and self.bar is not None:
+            self.bar.total = max(self.bar.total or 0, value.total)
+            self.bar.update(value.done - self.bar.n)
+            postfix = value.message[-40:] + (f" ({value.failed} failed)" if value.failed else "")
+            self.bar.set_postfix_str(postfix, refresh=False)
+
+    def _start_build(self, total: int) -> None:
+        # Ctrl-C during the build sets the job's token: it stops at the next batch, keeping its work.
+        self._previous_sigint = signal.signal(signal.SIGINT, lambda *_: self.cancel.cancel())
+        if not self.quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=total,
+                unit="item",
+                dynamic_ncols=True,
+                file=sys.stderr,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}] {postfix}",
+            )
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
+
+
+def _print_summary(result: JobResult) -> None:
+    from vrag_desktop.core.corpus.scan import display_path
+
+    st, report = result.stats, result.build
+    line = (
+        f"Corpus '{result.name}': {st['indexed_files']} file(s) indexed, {st['items']} item(s), "
+        f"{st['vectors']} vector(s)"
+    )
+    if report is not None and report.seconds > 0:
+        line += f"; this run: {report.items} item(s) in {report.seconds:.1f} s ({report.items / report.seconds:.1f}/s)"
+    print(line, file=sys.stderr)
+    if result.failures:
+        print(f"{len(result.failures)} problem(s):", file=sys.stderr)
+        for path, what, reason in result.failures:
+            where = display_path(path) + ("" if what == "file" else f" [{what}]")
+            print(f"  - {where}: {reason}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- corpus
+def cmd_corpus(args: argparse.Namespace) -> int:
+    lib = library(args)
+    if args.corpus_command == "list":
+        rows = []
+        for name in lib.names():
+            c = lib.open(name)
+            try:
+                rows.append(c.stats())
+            finally:
+                c.close()
+        if args.json:
+            print(json.dumps(rows, indent=2, ensure_ascii=True))
+        elif not rows:
+            print("No corpora yet. Create one with: vrag-desktop index PATH --corpus NAME")
+        else:
+            print(f"{'corpus':<20} {'files':>6} {'items':>7} {'vectors':>8} {'failed':>6}  embedder")
+            for r in rows:
+                print(
+                    f"{r['name']:<20} {r['source_files']:>6} {r['items']:>7} {r['vectors']:>8} {r['failures']:>6}  "
+                    f"{r['embedder'] or '-'}"
+                )
+        return EXIT_OK
+    if args.corpus_command == "remove":
+        lib.remove(args.name)
+        print(f"Removed corpus '{args.name}' (your files were not touched).")
+        return EXIT_OK
+    if args.corpus_command == "rescan":
+        from vrag_desktop.core.corpus.job import IndexRequest
+
+        lib.open(args.name).close()  # "no corpus named …, corpora: …" before anything else
+        request = IndexRequest(args.name, retry_failed=args.retry_failed)
+        return run_index(args, request, None, args.quiet)
+    if args.corpus_command == "import-legacy":
+        from vrag_desktop.core.corpus.legacy import import_legacy_index
+
+        corpus = import_legacy_index(lib, args.folder, args.name, embedder=args.embedder)
+        try:
+            st = corpus.stats()
+            print(
+                f"Imported {st['vectors']} vectors into corpus '{corpus.name}' (embedder {st['embedder']})."
+            )
+        finally:
+            corpus.close()
+        return EXIT_OK
+    raise CLIError(f"unknown corpus action {args.corpus_command}")

@@ -1,0 +1,105 @@
+"""``vrag-desktop search`` and ``vrag-desktop serve-search``: the search engine from a terminal or over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from vrag_desktop.cli.common import EXIT_OK, CLIError, library
+
+
+def add_parsers(sub: Any) -> None:
+    se = sub.add_parser("search", help="search indexed corpora")
+    se.add_argument("query")
+    se.add_argument("-k", type=int, default=5, help="number of hits (default: %(default)s)")
+    se.add_argument("--corpus", action="append", help="corpus to search (repeatable; default: all)")
+    se.add_argument("--json", action="store_true", help="print hits as JSON")
+    se.add_argument("--hybrid", action="store_true", help="fuse dense and BM25 (keyword) results")
+    se.add_argument("--device", default=None)
+
+    sv = sub.add_parser(
+        "serve-search", help="HTTP search API compatible with the original VRAG search engine"
+    )
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8001)
+    sv.add_argument("--corpus", action="append", help="corpus to serve (repeatable; default: all)")
+    sv.add_argument("--hybrid", action="store_true")
+    sv.add_argument("--device", default=None)
+
+
+# ---------------------------------------------------------------- search
+def cmd_search(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.search.engine import SearchEngine
+
+    if args.k < 1:
+        raise CLIError("-k must be at least 1")
+    if not args.query.strip():
+        raise CLIError("the query is empty")
+    engine = SearchEngine(library(args), args.corpus, hybrid=args.hybrid, device=args.device)
+    try:
+        hits = engine.search(args.query, args.k)
+    finally:
+        engine.close()
+    if args.json:
+        # ASCII escapes keep file names that are not valid UTF-8 printable and round-trippable.
+        print(json.dumps([_hit_json(h) for h in hits], ensure_ascii=True, indent=2))
+        return EXIT_OK
+    if not hits:
+        print("No results.")
+    from vrag_desktop.core.corpus.scan import display_path
+
+    for rank, h in enumerate(hits, 1):
+        where = display_path(h.source)
+        if h.page is not None:
+            where += f"  page {h.page}"
+        elif h.clip is not None:
+            where += f"  clip {h.clip} ({_ts(h.t_start)}–{_ts(h.t_end)})"
+        print(f"{rank:>2}. {h.score:.3f}  {where}")
+        snippet = " ".join(h.text.split())[:160]
+        if snippet:
+            print(f"     {snippet}")
+        if h.image:
+            print(f"     image: {h.image}")
+    return EXIT_OK
+
+
+def _hit_json(h) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    d = h.to_dict()
+    d["image"] = h.image
+    d["text"] = h.text[:1000]
+    return d
+
+
+def _ts(t: float | None) -> str:
+    if t is None:
+        return "?"
+    m, s = divmod(round(t), 60)
+    return f"{m}:{s:02d}"
+
+
+# ---------------------------------------------------------------- serve
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from vrag_desktop.core.search.engine import SearchEngine
+    from vrag_desktop.core.search.server import create_app
+
+    if not 0 < args.port < 65536:
+        raise CLIError("--port must be between 1 and 65535")
+    engine = SearchEngine(library(args), args.corpus, hybrid=args.hybrid, device=args.device)
+    app = create_app(engine)
+    names = ", ".join(c.name for c in engine.corpora)
+    print(
+        f"Serving {engine.total_vectors()} vectors from {names} on http://{args.host}:{args.port} "
+        "(POST /search, GET /search, GET /health)",
+        file=sys.stderr,
+    )
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    except OSError as exc:
+        raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+    finally:
+        engine.close()
+    return EXIT_OK
