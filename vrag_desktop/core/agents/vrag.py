@@ -389,8 +389,7 @@ class _Run(ModelTurns):
 
 
 def _ref(h: SearchHit, label: str) -> HitRef:
-    return HitRef(score=float(h.score), name=h.name, source=h.source, modality=h.modality, image=h.image,
-                  page=h.page, clip=h.clip, t_start=h.t_start, t_end=h.t_end, label=label)
+    return h.labelled(label)
 
 
 __all__ = ["FATAL_ENDPOINT_KINDS", "VRAGAgent"]
