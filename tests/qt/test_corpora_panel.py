@@ -27,7 +27,8 @@ from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
 
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.corpora.corpora_panel import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_ROLE, CorporaPanel
+from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
+from vrag_desktop.qt.corpora.corpora_rows import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_ROLE
 from vrag_desktop.qt.infra.workers import live_workers
 
 SUPPORTED = "PDF, images, videos, .txt/.md"
@@ -59,7 +60,7 @@ def make_panel(qtbot: Any, ctx: AppContext) -> CorporaPanel:
     p.resize(380, 620)
     qtbot.addWidget(p)
     p.show()
-    qtbot.waitUntil(lambda: not p._refreshing, timeout=5000)
+    qtbot.waitUntil(lambda: not p.reader.reading, timeout=5000)
     return p
 
 
@@ -104,7 +105,7 @@ def expand(qtbot: Any, panel: CorporaPanel, name: str) -> None:
     item = panel.corpus_item(name)
     assert item is not None
     item.setExpanded(True)
-    qtbot.waitUntil(lambda: name in panel._files, timeout=5000)
+    qtbot.waitUntil(lambda: name in panel.tree.files, timeout=5000)
     settle(qtbot, panel)
 
 

@@ -1,0 +1,112 @@
+"""The inline name field for a new or renamed corpus (never a modal): it checks the name as the person
+types and says under the field why a name cannot be used."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.qt.infra.theme import set_role
+
+
+def check_name(name: str) -> str:
+    """core.library.check_name, imported when first needed (the window opens without numpy)."""
+    from vrag_desktop.core.corpus.library import check_name as check
+
+    return check(name)
+
+
+class CorpusNameEditor(QFrame):
+    """Name field, Create/Rename and Cancel, and the problem line. ``accepted(mode, old, text)`` on
+    Enter or the button (``mode`` is "new" or "rename"); ``cancelled`` on Cancel."""
+
+    accepted = Signal(str, str, str)
+    cancelled = Signal()
+
+    def __init__(self, taken: Callable[[], Collection[str]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._taken = taken
+        self.editing: tuple[str, str] | None = None  # ("new", "") or ("rename", old name)
+        ed = QVBoxLayout(self)
+        ed.setContentsMargins(0, 0, 0, 0)
+        ed.setSpacing(2)
+        row = QHBoxLayout()
+        row.setSpacing(4)
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("Name of the new corpus")
+        self.name_edit.setClearButtonEnabled(True)
+        self.name_ok = QPushButton("Create")
+        self.name_ok.setDefault(True)
+        self.name_cancel = QToolButton()
+        self.name_cancel.setText("Cancel")
+        row.addWidget(self.name_edit, 1)
+        row.addWidget(self.name_ok)
+        row.addWidget(self.name_cancel)
+        ed.addLayout(row)
+        self.name_error = QLabel()
+        self.name_error.setWordWrap(True)
+        set_role(self.name_error, "role", "error")
+        self.name_error.hide()
+        ed.addWidget(self.name_error)
+        self.hide()
+        self.name_ok.clicked.connect(self._accept)
+        self.name_cancel.clicked.connect(self.cancelled.emit)
+        self.name_edit.returnPressed.connect(self._accept)
+        self.name_edit.textChanged.connect(self._validate)
+
+    def open(self, mode: str, name: str) -> None:
+        self.editing = (mode, name)
+        self.name_ok.setText("Create" if mode == "new" else "Rename")
+        self.name_edit.setPlaceholderText("Name of the new corpus" if mode == "new" else "New name")
+        self.name_edit.setText(name)
+        self.name_error.hide()
+        self.show()
+        self.name_edit.setFocus()
+        self.name_edit.selectAll()
+
+    def close_editor(self) -> None:
+        self.editing = None
+        self.hide()
+        self.name_error.hide()
+
+    def problem(self, text: str) -> None:
+        """Say why the name cannot be used (opening the field for a new corpus if it is closed)."""
+        if not self.isVisible() and self.editing is None:
+            self.open("new", "")
+        self.name_error.setText(text[:1].upper() + text[1:])
+        self.name_error.show()
+
+    def _validate(self, text: str) -> None:
+        if not text.strip():
+            self.name_error.hide()
+            self.name_ok.setEnabled(False)
+            return
+        problem = None
+        try:
+            name = check_name(text)
+            old = self.editing[1] if self.editing else ""
+            if name in self._taken() and name != old:
+                problem = f"a corpus named '{name}' already exists"
+        except Exception as exc:
+            problem = str(exc)
+        self.name_ok.setEnabled(problem is None)
+        if problem:
+            self.problem(problem)
+        else:
+            self.name_error.hide()
+
+    def _accept(self) -> None:
+        if self.editing is not None:
+            mode, old = self.editing
+            self.accepted.emit(mode, old, self.name_edit.text())
