@@ -34,8 +34,8 @@ from vrag_desktop.core.agents.events import HitRef
 from vrag_desktop.core.run.reasoning_graph import NodeInfo
 from vrag_desktop.qt.graph.graph_items import kind_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
-from vrag_desktop.qt.infra.workers import run_in_thread
 
 THUMB = QSize(88, 88)
 MISSING = "image file missing"
@@ -305,7 +305,7 @@ class NodeDetails(QWidget):
             if it is not None:
                 self._problem(it, UNREADABLE, str(exc))
 
-        run_in_thread(load_thumbnail, path, THUMB, on_done=done, on_error=failed)
+        run_call(load_thumbnail, path, THUMB, on_done=done, on_error=failed)
 
     def _remember(self, path: str, img: QImage) -> None:
         self._thumbs[path] = img

@@ -12,6 +12,7 @@ import threading
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import TracebackType
 
 from PySide6.QtCore import QObject, Signal
 
@@ -89,7 +90,7 @@ def install_excepthooks() -> None:
     """Uncaught exceptions (GUI slots, threads) are reported, not silently printed."""
     import sys
 
-    def hook(exc_type, exc, tb):  # type: ignore[no-untyped-def]
+    def hook(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         if issubclass(exc_type, KeyboardInterrupt):
             sys.__excepthook__(exc_type, exc, tb)
             return

@@ -261,8 +261,8 @@ class Task:
             self.result = value
         elif isinstance(value, BaseException):
             self.error = value  # kept even when cancelled: a handler may want to know
+        self._ended.set()  # first: callbacks on the GUI thread see the work over
         self._post(kind, value)
-        self._ended.set()
 
     def _settle(self, run: Callable[[], Any]) -> None:
         """Run ``run()`` and end with its outcome (a cancelled task's result or error is dropped)."""

@@ -17,8 +17,8 @@ from PySide6.QtGui import QColor, QFont, QIcon, QImage, QImageReader, QPainter, 
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem, QWidget
 
 from vrag_desktop.core.corpus.status import PreviewItem
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import color
-from vrag_desktop.qt.infra.workers import run_in_thread
 
 THUMB_PX = 160  # decoded size cap (longest side)
 ICON_PX = 120  # shown size
@@ -188,7 +188,7 @@ class ThumbnailStrip(QListWidget):
             self._set(row, "missing", self._placeholder("missing"), str(exc))
             self._arrived()
 
-        run_in_thread(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed)
+        run_call(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed)
 
     def _arrived(self) -> None:
         self._waiting -= 1

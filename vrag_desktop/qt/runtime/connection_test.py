@@ -1,7 +1,8 @@
 """ "Test connection" and its verdict, for the endpoint the Endpoints form describes.
 
-Why on the async runner: a probe waits on the network for up to 15 s; the GUI thread only shows
-"Testing…" and the verdict. A second click while a test runs cancels it.
+Why a coroutine task awaited by a GUI-side handler: the probe waits on the network for up to 15 s
+on the private loop thread, while the handler (on the GUI thread's loop) reads top to bottom:
+show "Testing…", await the probe, show the verdict. A second click while a test runs cancels it.
 """
 
 from __future__ import annotations
@@ -9,19 +10,18 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from vrag_desktop.qt.infra.async_runner import async_runner
 from vrag_desktop.qt.infra.errors import describe
+from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_handler
 from vrag_desktop.qt.runtime.profile_text import verdict_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, if_alive
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR
 
 if TYPE_CHECKING:
-    import concurrent.futures
-
     from vrag_desktop.core.endpoints.client import ConnectionCheck
     from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileStore
 
@@ -34,8 +34,7 @@ class ConnectionTest(QWidget):
     def __init__(self, store: ProfileStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.store = store
-        self._test: concurrent.futures.Future[Any] | None = None
-        self._gen = 0
+        self._test: Task | None = None
         self.button = QPushButton("Test connection", self)
         self.button.setObjectName("testConnection")
         self.verdict_label = QLabel("", self)
@@ -88,30 +87,28 @@ class ConnectionTest(QWidget):
             finally:
                 await model.aclose()
 
-        self._gen += 1
-        gen = self._gen
         self.button.setText("Cancel test")
         self.set_verdict(None, "Testing…", profile.base_url)
+        test = self._test = run_coroutine(probe(), name="Connection test")
+        run_handler(self._show(test, profile.model), error_title="Connection test failed")
 
-        def done(check: ConnectionCheck) -> None:
-            if gen == self._gen:
-                self._finished()
-                head, detail = verdict_text(check, profile.model)
-                self.set_verdict(bool(check.ok), head, detail)
-
-        def failed(exc: BaseException) -> None:
-            if gen == self._gen:
-                self._finished()
-                self.set_verdict(False, "Test failed", describe(exc))
-
-        self._test = async_runner().call(
-            probe(), on_done=if_alive(self, done), on_error=if_alive(self, failed)
-        )
+    async def _show(self, test: Task, model: str) -> None:
+        """Await the probe, then show its verdict, unless it was cancelled or replaced meanwhile."""
+        try:
+            check = await test
+        except asyncio.CancelledError:
+            return  # cancel() has reset the button already
+        except Exception as exc:
+            verdict = (False, "Test failed", describe(exc))
+        else:
+            verdict = (bool(check.ok), *verdict_text(check, model))
+        if shiboken6.isValid(self) and self._test is test:
+            self._finished()
+            self.set_verdict(*verdict)
 
     def cancel(self) -> None:
         if self._test is not None:
             self._test.cancel()
-        self._gen += 1
         self._finished()
 
     def _finished(self) -> None:

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFrame, QGroupBox, QHBoxLayout, QLabel, QToolButto
 
 from vrag_desktop.core.runtime.settings import env_is_cpu
 from vrag_desktop.qt.infra.errors import describe
-from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.runtime.server_text import gpu_badge, gpu_lines
 from vrag_desktop.qt.runtime.style import MUTED, if_alive
 
@@ -71,7 +71,7 @@ class GpuBox(QGroupBox):
             self.refresh_button.setEnabled(True)
             self.label.setText(f"GPU detection failed: {describe(exc)}")
 
-        run_in_thread(detect_gpus, on_done=if_alive(self, done), on_error=if_alive(self, failed))
+        run_call(detect_gpus, on_done=if_alive(self, done), on_error=if_alive(self, failed))
 
 
 class Preflight(QObject):
@@ -123,7 +123,7 @@ class Preflight(QObject):
             if gen == self._gen:
                 self.show(warnings)
 
-        run_in_thread(work, on_done=if_alive(self, done), error_title="Memory pre-flight failed")
+        run_call(work, on_done=if_alive(self, done), error_title="Memory pre-flight failed")
 
     def show(self, warnings: list[str]) -> None:
         self._warnings = list(warnings)

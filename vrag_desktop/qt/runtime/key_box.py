@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit, QPushBu
 
 from vrag_desktop.core.endpoints.profiles import ApiKeyStoreError, NoSecureStoreError, ProfileError
 from vrag_desktop.qt.infra.errors import describe
-from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.runtime.profile_text import key_placeholder, key_source_text
 from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive
 
@@ -108,7 +108,7 @@ class ApiKeyBox(QGroupBox):
             where = f"Looked up in order: this session, the system keyring, {envs}"
             self.source_label.setToolTip(where if envs else "")
 
-        run_in_thread(
+        run_call(
             self.store.api_key_source,
             name,
             on_done=if_alive(self, show),
@@ -151,7 +151,7 @@ class ApiKeyBox(QGroupBox):
                 self._show_message(f"The key was not saved: {describe(exc)}", BAD_COLOR)
             self.refresh_source()
 
-        run_in_thread(
+        run_call(
             functools.partial(self.store.set_api_key, name, key, session_only=session_only),
             on_done=if_alive(self, done),
             on_error=if_alive(self, failed),
@@ -167,7 +167,7 @@ class ApiKeyBox(QGroupBox):
             self._show_message("Key forgotten.", MUTED)
             self.refresh_source()
 
-        run_in_thread(
+        run_call(
             self.store.forget_api_key,
             name,
             on_done=if_alive(self, done),

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileError
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
 from vrag_desktop.qt.runtime.profile_form import ProfileFields
@@ -315,7 +315,7 @@ class ProfileEditor(QWidget):
             error_sink().report("Could not delete the profile", exc)
             self._update_buttons()
 
-        run_in_thread(self.store.delete, name, on_done=if_alive(self, done), on_error=if_alive(self, failed))
+        run_call(self.store.delete, name, on_done=if_alive(self, done), on_error=if_alive(self, failed))
         return True
 
     def reset_current(self) -> None:
