@@ -13,7 +13,6 @@ The panel coordinates its parts: :class:`CorporaToolbar` (commands), :class:`Cor
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -23,11 +22,7 @@ import shiboken6
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
-    QFileDialog,
-    QFrame,
-    QHBoxLayout,
     QLabel,
-    QMessageBox,
     QSplitter,
     QStackedWidget,
     QTreeWidgetItem,
@@ -35,19 +30,25 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.status import CorpusSummary, plan_drop
 from vrag_desktop.core.progress import Progress
 from vrag_desktop.qt.corpora.corpora_drop import DEFAULT_CORPUS, DROP_HINT, DropTarget
 from vrag_desktop.qt.corpora.corpora_refresh import SnapshotReader
-from vrag_desktop.qt.corpora.corpora_toolbar import CorporaToolbar, row_menu
+from vrag_desktop.qt.corpora.corpora_states import DataDirBanner, EmptyState
+from vrag_desktop.qt.corpora.corpora_toolbar import (
+    CorporaToolbar,
+    ask_confirm,
+    ask_files,
+    ask_folder,
+    row_menu,
+)
 from vrag_desktop.qt.corpora.corpora_tree import CorporaSnapshot, CorporaTree
 from vrag_desktop.qt.corpora.corpus_name_editor import CorpusNameEditor, check_name
 from vrag_desktop.qt.corpora.corpus_preview import CorpusPreview
 from vrag_desktop.qt.corpora.indexer import Indexer
 from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.theme import color, set_role, theme_notifier
+from vrag_desktop.qt.infra.theme import set_role, theme_notifier
 from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
@@ -69,9 +70,9 @@ class CorporaPanel(QWidget):
         super().__init__(parent)
         self.setObjectName("corporaPanel")
         self.ctx = ctx
-        self.confirm: Callable[[str, str], bool] = self._confirm_dialog
-        self.choose_folder: Callable[[], str | None] = self._folder_dialog
-        self.choose_files: Callable[[], list[str]] = self._files_dialog
+        self.confirm: Callable[[str, str], bool] = lambda title, text: ask_confirm(self, title, text)
+        self.choose_folder: Callable[[], str | None] = lambda: ask_folder(self)
+        self.choose_files: Callable[[], list[str]] = lambda: ask_files(self)
         self.indexer = Indexer(ctx, self)
         self._select_after: str | None = None
         self._data_dir_problem: str | None = None
@@ -99,24 +100,13 @@ class CorporaPanel(QWidget):
         )
         lay.addWidget(self.editor)
 
-        # data directory problems
-        self.banner = QFrame()
-        set_role(self.banner, "role", "banner-error")
-        bl = QHBoxLayout(self.banner)
-        bl.setContentsMargins(8, 6, 8, 6)
-        self.banner_label = QLabel()
-        self.banner_label.setWordWrap(True)
-        self.banner_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        bl.addWidget(self.banner_label)
-        self.banner.hide()
+        self.banner = DataDirBanner()  # data directory problems
+        self.banner_label = self.banner.label
         lay.addWidget(self.banner)
 
         self.tree = CorporaTree(self.indexer)
         self.reader = SnapshotReader(self.ctx, self.tree.expanded_corpora, self._guard, self.REFRESH_S, self)
-        self.empty = QLabel()
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self.empty.setWordWrap(True)
-        self.empty.setFrameShape(QFrame.Shape.StyledPanel)
+        self.empty = EmptyState()
         self.stack = QStackedWidget()
         self.stack.addWidget(self.tree)
         self.stack.addWidget(self.empty)
@@ -424,11 +414,7 @@ class CorporaPanel(QWidget):
             if text != self._data_dir_problem:
                 error_sink().report("Data directory unusable", text)
             self._data_dir_problem = text
-            self.banner_label.setText(
-                f"<b>Cannot use the data directory.</b><br>{html.escape(text)}<br>"
-                "Choose another data directory in Settings; nothing is written until then."
-            )
-            self.banner.show()
+            self.banner.show_problem(text)
             self._show_empty(True, unusable=True)
         finally:
             self.reader.done()
@@ -458,20 +444,7 @@ class CorporaPanel(QWidget):
     def _show_empty(self, empty: bool, unusable: bool = False) -> None:
         """The empty state (or, with an unusable data directory, what to do) instead of a bare tree;
         the preview strip only where there is something to preview."""
-        muted = color("muted").name()
-        if unusable:
-            self.empty.setText(
-                "<p style='font-size:11pt'><b>Corpora unavailable</b></p>"
-                f"<p style='color:{muted}'>Choose a data directory that can be written,<br>"
-                "then your corpora appear here.</p>"
-            )
-        else:
-            self.empty.setText(
-                "<p style='font-size:11pt'><b>No corpora yet</b></p>"
-                "<p>Drop folders or files here,<br>or click <b>New corpus</b>.</p>"
-                f"<p style='color:{muted}'>PDFs, images, videos and notes are indexed on this "
-                "machine, in the background.</p>"
-            )
+        self.empty.show_state(unusable)
         self.stack.setCurrentWidget(self.empty if empty else self.tree)
         self.preview.setVisible(not empty)
 
@@ -493,7 +466,7 @@ class CorporaPanel(QWidget):
 
     def _corpora_dir(self) -> Path | None:
         """Library's layout, without creating anything here; None while the data directory is unusable."""
-        return None if self._data_dir_problem is not None else self.ctx.data_dir / "corpora"
+        return None if self._data_dir_problem is not None else self.ctx.layout.corpora
 
     # ------------------------------------------------------------ indexing feedback
     def _on_job_started(self, name: str) -> None:
@@ -511,29 +484,9 @@ class CorporaPanel(QWidget):
             self._hint(f"Drop folders or files here to add them to '{name}'." if name else DROP_HINT)
         self.busyChanged.emit(busy, text)
 
-    # ------------------------------------------------------------ context menu and dialogs
+    # ------------------------------------------------------------ context menu and pool callbacks
     def _context_menu(self, pos: QPoint) -> None:
         row_menu(self, self.tree.itemAt(pos)).popup(self.tree.viewport().mapToGlobal(pos))
-
-    def _confirm_dialog(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(
-            self,
-            title,
-            text,
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
-            QMessageBox.StandardButton.Cancel,
-        )
-        return answer == QMessageBox.StandardButton.Yes
-
-    def _folder_dialog(self) -> str | None:
-        return QFileDialog.getExistingDirectory(self, "Add a folder") or None
-
-    def _files_dialog(self) -> list[str]:
-        pattern = " ".join(f"*{e}" for e in kinds.EXTENSIONS)
-        files, _ = QFileDialog.getOpenFileNames(
-            self, "Add files", "", f"Documents, images, videos ({pattern})"
-        )
-        return list(files)
 
     def _guard(self, fn: Callable[[Any], None]) -> Callable[[Any], None]:
         """Callbacks from the pool do nothing once the panel is gone (window closed)."""

@@ -1,5 +1,6 @@
 """The corpora panel's commands: the tool bar above the tree (New corpus, Add…, Re-scan, Rename,
-Remove) with their keys, and the right-click menu of a row."""
+Remove) with their keys, the right-click menu of a row, and the dialogs they open (the panel's
+defaults for ``confirm``, ``choose_folder`` and ``choose_files``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,17 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QAction, QColor, QKeySequence
-from PySide6.QtWidgets import QHBoxLayout, QMenu, QToolButton, QTreeWidgetItem, QWidget
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QMenu,
+    QMessageBox,
+    QToolButton,
+    QTreeWidgetItem,
+    QWidget,
+)
 
+from vrag_desktop.core.corpus import kinds
 from vrag_desktop.qt.corpora.corpora_rows import KEY_ROLE, KIND_ROLE, NAME_ROLE, line_icon
 
 if TYPE_CHECKING:
@@ -110,3 +120,24 @@ def row_menu(panel: CorporaPanel, item: QTreeWidgetItem | None) -> QMenu:
     menu.addAction("Rename…", panel.start_rename)
     menu.addAction("Remove corpus…", lambda: panel.remove_corpus(name))
     return menu
+
+
+def ask_confirm(parent: QWidget, title: str, text: str) -> bool:
+    answer = QMessageBox.question(
+        parent,
+        title,
+        text,
+        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+        QMessageBox.StandardButton.Cancel,
+    )
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def ask_folder(parent: QWidget) -> str | None:
+    return QFileDialog.getExistingDirectory(parent, "Add a folder") or None
+
+
+def ask_files(parent: QWidget) -> list[str]:
+    pattern = " ".join(f"*{e}" for e in kinds.EXTENSIONS)
+    files, _ = QFileDialog.getOpenFileNames(parent, "Add files", "", f"Documents, images, videos ({pattern})")
+    return list(files)
