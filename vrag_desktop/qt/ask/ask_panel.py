@@ -11,7 +11,7 @@ import html
 from collections.abc import Iterable
 
 from PySide6.QtCore import QSignalBlocker, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QPalette, QTextDocument
+from PySide6.QtGui import QAction, QTextDocument
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -48,6 +48,7 @@ from vrag_desktop.core.run.transcript import (
 )
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.ask.run_controller import RunRequest
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
@@ -329,7 +330,7 @@ class AskPanel(QWidget):
 
     def to_html(self) -> str:
         pal = self.palette()
-        dark = pal.color(QPalette.ColorRole.Window).lightness() < 128
+        dark = is_dark(pal)
         muted = "#9aa3ad" if dark else "#6b7280"
         accent = "#7cb7ff" if dark else "#1f6feb"
         ok = "#5fd38d" if dark else "#1a7f37"

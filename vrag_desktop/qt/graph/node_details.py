@@ -35,6 +35,7 @@ from vrag_desktop.core.run.reasoning_graph import NodeInfo
 from vrag_desktop.qt.graph.graph_items import kind_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 
 THUMB = QSize(88, 88)
@@ -322,9 +323,7 @@ class NodeDetails(QWidget):
     # ------------------------------------------------------------------ building blocks
     def _warn(self) -> QColor:
         """A red readable on this palette's base."""
-        return QColor(
-            "#ff7b72" if self.palette().color(QPalette.ColorRole.Base).lightness() < 128 else "#b3261e"
-        )
+        return QColor("#ff7b72" if is_dark(self.palette()) else "#b3261e")
 
     def _reset(self) -> None:
         self._generation += 1
