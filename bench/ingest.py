@@ -57,40 +57,43 @@ import numpy as np  # noqa: E402
 # ============================================================================ machine / contention
 def machine_info() -> dict:
     cpu = "unknown"
-    for line in open("/proc/cpuinfo"):
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
+    with open("/proc/cpuinfo") as f:
+        cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
     mem = None
-    for line in open("/proc/meminfo"):
-        if line.startswith("MemTotal"):
-            mem = round(int(line.split()[1]) / 2**20, 1)
-    import faiss
-    import pymupdf
-    import torch
-    import transformers
-
-    return {
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal"):
+                mem = round(int(line.split()[1]) / 2**20, 1)
+    info = {
         "cpu_model": cpu,
         "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
         "ram_gib": mem,
         "gpu": "none",
         "python": platform.python_version(),
         "numpy": np.__version__,
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "transformers": transformers.__version__,
-        "faiss": faiss.__version__,
-        "pymupdf": pymupdf.VersionBind,
         "platform": platform.platform(),
         "loadavg_at_start": os.getloadavg(),
     }
+    import importlib
+
+    for name, attr in (("torch", "__version__"), ("transformers", "__version__"), ("faiss", "__version__"),
+                       ("pymupdf", "VersionBind"), ("PIL", "__version__")):
+        try:  # a benchmark that needs only some of them runs where the others are missing
+            info[name] = getattr(importlib.import_module(name), attr)
+        except ImportError:
+            info[name] = None
+    if info["torch"]:
+        import torch
+
+        info["torch_threads"] = torch.get_num_threads()
+    return info
 
 
 def _proc_busy() -> float:
     with open("/proc/stat") as f:
         v = [int(x) for x in f.readline().split()[1:]]
-    user, nice, system, idle, iowait, irq, softirq = v[:7]
+    user, nice, system, _idle, _iowait, irq, softirq = v[:7]
     return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
@@ -102,7 +105,7 @@ def _self_cpu() -> float:
 class Phase:
     """Wall time, own CPU time and the CPU share other processes took meanwhile."""
 
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         self.busy0, self.cpu0, self.t0 = _proc_busy(), _self_cpu(), time.perf_counter()
         return self
 
@@ -245,9 +248,9 @@ class StageTimer:
 def run_ours(embedder, pdf_dir: Path, workdir: Path, ocr: bool | None = None) -> dict:  # type: ignore[no-untyped-def]
     import pymupdf
 
-    from vrag_desktop.core.corpus import ocr as ocr_mod
     from vrag_desktop.core.corpus import corpus as corpus_mod
     from vrag_desktop.core.corpus import derive as derive_mod
+    from vrag_desktop.core.corpus import ocr as ocr_mod
     from vrag_desktop.core.corpus.library import Library
 
     timer = StageTimer()
@@ -464,7 +467,8 @@ def print_table(result: dict) -> None:
     if "analysis" in result:
         a = result["analysis"]
         print(f"embedding took {a['embed_seconds_in_pipeline']:.1f} s inside the pipeline vs "
-              f"{a['embed_seconds_alone']:.1f} s alone; the derive thread was busy {a['derive_thread_busy_seconds']:.1f} s; "
+              f"{a['embed_seconds_alone']:.1f} s alone; the derive thread was busy "
+              f"{a['derive_thread_busy_seconds']:.1f} s; "
               f"the embedder waited {a['embedder_wait_seconds']:.1f} s for input")
     for name in ("ours", "ours_no_ocr"):
         for r in result["runs"].get(name, []):

@@ -51,6 +51,7 @@ from typing import Any
 
 from PIL import Image
 
+from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import (
@@ -104,7 +105,7 @@ def encode_capped(
         if len(data) <= max_bytes or min(w, h) <= 16:
             return data, (w, h)
         scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
-        img = img.resize((max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
+        img = imaging.resize(img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
 
 
 def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:

@@ -39,6 +39,7 @@ from typing import Any
 
 from PIL import Image
 
+from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import (
     AgentError,
@@ -333,7 +334,7 @@ class _Run(ModelTurns):
             local.write_bytes(data)
             raw_path = str(local)
         size = vp.fit_pixels(*raw_size, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
-        shown = decoded if decoded.size == size else decoded.resize(size, Image.Resampling.BICUBIC)
+        shown = decoded if decoded.size == size else imaging.resize(decoded, size, Image.Resampling.BICUBIC)
         path, uri = self.write_jpeg(shown, "page")
         self.current = _Shown(hit, raw_path, vp.View(shown.size, raw_size))
         return path, uri
@@ -384,7 +385,7 @@ class _Run(ModelTurns):
             self._raw_page = cached
         piece = cached[1].crop(region)
         if piece.size != size:
-            piece = piece.resize(size, Image.Resampling.BICUBIC)
+            piece = imaging.resize(piece, size, Image.Resampling.BICUBIC)
         return self.write_jpeg(piece, "crop")
 
 

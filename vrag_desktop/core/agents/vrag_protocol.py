@@ -23,6 +23,7 @@ from pathlib import Path
 from PIL import Image
 
 from vrag_desktop.core import images
+from vrag_desktop.core.agents import imaging
 
 # ---------------------------------------------------------------- constants (reference §3)
 
@@ -325,10 +326,10 @@ def _snap(w: int, h: int, f: int, min_pixels: int, max_pixels: int) -> tuple[int
 
 def resize_for_model(img: Image.Image, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS,
                      *, snap: int | None = None) -> Image.Image:
-    """RGB copy at :func:`fit_pixels` size (what the model is shown)."""
-    img = img.convert("RGB")
+    """RGB at :func:`fit_pixels` size (what the model is shown); ``img`` itself when it already is."""
+    img = img if img.mode == "RGB" else img.convert("RGB")
     size = fit_pixels(img.width, img.height, min_pixels, max_pixels, snap=snap)
-    return img if size == img.size else img.resize(size, Image.Resampling.BICUBIC)
+    return img if size == img.size else imaging.resize(img, size, Image.Resampling.BICUBIC)
 
 
 def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.Image, tuple[int, int]]:
@@ -336,7 +337,9 @@ def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.
 
     JPEGs are decoded at the largest 1/2, 1/4 or 1/8 scale that still covers ``max_pixels`` (libjpeg
     draft mode): a 2000×2800 page meant for a 400k-pixel view decodes ~4× faster. The caller resizes
-    exactly; full-resolution work (crops) opens the file normally.
+    exactly; full-resolution work (crops) opens the file normally. The last few decodes are kept
+    (:func:`.imaging.decoded`): a page a search showed is decoded again, at the same scale, when its
+    memory is re-encoded, and the same pages come back across runs. Treat the result as read-only.
     """
     import io
 
@@ -348,14 +351,14 @@ def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.
         if w * h > max_pixels > 0:
             s = (max_pixels / (w * h)) ** 0.5
             im.draft("RGB", (max(1, math.ceil(w * s)), max(1, math.ceil(h * s))))
-        return images.upright(im.convert("RGB"), turn), full
+        return imaging.decoded(source, im, lambda: (images.upright(imaging.rgb(im), turn), full))
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 90) -> bytes:
     """The JPEG the model is sent; the agent writes the same bytes to disk, so saved runs show
     exactly what the model saw."""
     buf = io.BytesIO()
-    img.convert("RGB").save(buf, format="JPEG", quality=quality)
+    (img if img.mode == "RGB" else img.convert("RGB")).save(buf, format="JPEG", quality=quality)
     return buf.getvalue()
 
 

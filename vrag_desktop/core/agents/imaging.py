@@ -1,0 +1,174 @@
+"""Resizing the agents' images on every core, with the same pixels Pillow's one-call resize gives.
+
+Why: sizing a page for the model is the largest part of an agent step that is not the model (a
+bicubic resize of a 1000×1400 decode costs more than decoding and encoding it together), and
+Pillow runs it on one core. Pillow resizes in two separable passes — every output row is a function
+of one input row (horizontal pass), then every output column of one column (vertical pass), with an
+8-bit image in between. So cutting the image into stripes of rows for the first pass and stripes of
+columns for the second, resizing each on a thread (Pillow releases the GIL while it resamples) and
+pasting them together yields the same bytes as ``img.resize(size, BICUBIC)``: the coefficients of
+a pass depend only on the input and output lengths along its axis, which every stripe shares.
+``tests/test_agent_imaging.py`` checks the equality over many sizes.
+
+Also here: the few most recent reduced-scale decodes (:func:`decoded`), since a page is decoded
+for a search and again, at the same scale, for the memory built from it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+#: Modes Pillow resizes without a conversion of its own (RGBA/LA are premultiplied, P and 1 converted).
+_PLAIN_MODES = frozenset({"RGB", "L"})
+#: Below this many input pixels a single call is faster than handing stripes to threads.
+_MIN_PARALLEL_PIXELS = 120_000
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def workers() -> int:
+    """Threads a resize is split over: the cores this process may use, at most 4."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(4, cores or 1))
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="vrag-resize")
+        return _pool
+
+
+def _bounds(length: int, parts: int) -> list[tuple[int, int]]:
+    step = -(-length // parts)
+    return [(a, min(length, a + step)) for a in range(0, length, step)]
+
+
+def _pass(img: Image.Image, size: tuple[int, int], resample: int, axis: int) -> Image.Image:
+    """One pass of the resize (``axis`` 0: widths change, over stripes of rows; 1: heights, over columns)."""
+    w, h = img.size
+    spans = _bounds(h if axis == 0 else w, workers())
+
+    def piece(span: tuple[int, int]) -> Image.Image:
+        a, b = span
+        if axis == 0:
+            return img.crop((0, a, w, b)).resize((size[0], b - a), resample)
+        return img.crop((a, 0, b, h)).resize((b - a, size[1]), resample)
+
+    out = Image.new(img.mode, size)
+    for (a, _), part in zip(spans, _executor().map(piece, spans), strict=True):
+        out.paste(part, (0, a) if axis == 0 else (a, 0))
+    return out
+
+
+def resize(img: Image.Image, size: tuple[int, int], resample: int = Image.Resampling.BICUBIC) -> Image.Image:
+    """``img.resize(size, resample)``, byte for byte, split over :func:`workers` threads."""
+    w, h = img.size
+    if img.mode not in _PLAIN_MODES or w * h < _MIN_PARALLEL_PIXELS or size == img.size or not _parallel_ok():
+        return img.resize(size, resample)
+    return _split(img, size, resample)
+
+
+_checked: bool | None = None
+
+
+def _parallel_ok() -> bool:
+    """Whether splitting pays (more than one core) and gives this Pillow's exact bytes: checked once,
+    on a small image in both pass orders, so a Pillow that changes its resampler falls back safely."""
+    global _checked
+    if _checked is None:
+        ok = workers() > 1
+        if ok:
+            import random
+
+            rnd = random.Random(0)
+            probe = Image.frombytes("RGB", (120, 90), bytes(rnd.randrange(256) for _ in range(120 * 90 * 3)))
+            for size in ((70, 61), (110, 20), (200, 30), (50, 200)):
+                for resample in (Image.Resampling.BICUBIC, Image.Resampling.LANCZOS):
+                    ok = ok and _split(probe, size, resample).tobytes() == probe.resize(size, resample).tobytes()
+        _checked = ok
+    return _checked
+
+
+def _split(img: Image.Image, size: tuple[int, int], resample: int) -> Image.Image:
+    """Both passes in Pillow's own order (libImaging/Resample.c): vertical first when the height
+    shrinks more than twice as much as the width."""
+    w, h = img.size
+    nw, nh = size
+    if (h - nh) > 0 and (h - nh) > (w - nw) * 2:
+        mid = _pass(img, (w, nh), resample, 1)
+        return mid if nw == w else _pass(mid, size, resample, 0)
+    mid = img if nw == w else _pass(img, (nw, h), resample, 0)
+    return mid if nh == h else _pass(mid, size, resample, 1)
+
+
+# ---------------------------------------------------------------- decodes
+
+#: Decoded pictures kept (a 200-dpi page decoded at half scale is 5.6 MB).
+DECODED_BYTES = 48 * 2**20
+_decoded: OrderedDict[tuple[Any, ...], tuple[Image.Image, tuple[int, int]]] = OrderedDict()
+_decoded_lock = threading.Lock()
+
+
+def rgb(im: Image.Image) -> Image.Image:
+    """``im.convert("RGB")`` without the copy when the decode already is RGB: the pixels are shared
+    with a new image object, so they outlive ``im`` being closed."""
+    im.load()
+    return im._new(im.im) if im.mode == "RGB" else im.convert("RGB")
+
+
+def _key(source: str | Path | bytes, im: Image.Image) -> tuple[Any, ...] | None:
+    """What makes a decode the same: the file (path and stat, or the bytes' digest) and the scale
+    chosen for it (``im.size`` after ``draft``)."""
+    if isinstance(source, bytes):
+        return ("bytes", hashlib.blake2b(source, digest_size=16).digest(), im.size, im.mode)
+    try:
+        st = os.stat(source)
+    except OSError:
+        return None
+    return (os.fspath(source), st.st_mtime_ns, st.st_size, st.st_ino, im.size, im.mode)
+
+
+def decoded(
+    source: str | Path | bytes,
+    im: Image.Image,
+    make: Callable[[], tuple[Image.Image, tuple[int, int]]],
+) -> tuple[Image.Image, tuple[int, int]]:
+    """``make()`` (the decode of opened, drafted ``im``), or the same decode kept from an earlier
+    call: identical pixels, since the file and the scale are the same."""
+    key = _key(source, im)
+    if key is not None:
+        with _decoded_lock:
+            hit = _decoded.get(key)
+            if hit is not None:
+                _decoded.move_to_end(key)
+                return hit
+    value = make()
+    if key is not None:
+        with _decoded_lock:
+            _decoded[key] = value
+            total = sum(v[0].width * v[0].height * 4 for v in _decoded.values())
+            while len(_decoded) > 1 and total > DECODED_BYTES:
+                _, old = _decoded.popitem(last=False)
+                total -= old[0].width * old[0].height * 4
+    return value
+
+
+def clear() -> None:
+    """Forget the kept decodes (tests and benchmarks that time a cold decode)."""
+    with _decoded_lock:
+        _decoded.clear()
+
+
+__all__ = ["DECODED_BYTES", "clear", "decoded", "resize", "rgb", "workers"]
