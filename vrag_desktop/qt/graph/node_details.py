@@ -9,6 +9,7 @@ missing or unreadable image file shows as a cell that says so, never as an error
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -214,23 +215,19 @@ class NodeDetails(QWidget):
         self._finish(t, stretch=1)
 
     def _images(self, info: NodeInfo) -> None:
-        self._section(f"Shown to the model ({len(info.images)})")
-        t = self._table("images", ["Image", "Source", "Size"])
-        t.setRowCount(len(info.images))
+        title = f"Shown to the model ({len(info.images)})"
+        t = self._thumb_table(title, "images", ["Image", "Source", "Size"], [im.image for im in info.images])
         for r, im in enumerate(info.images):
-            self._thumb_cell(t, r, 0, im.image)
-            src = Path(im.source).name + (f" · p.{im.page}" if im.page is not None else "")
-            t.setItem(r, 1, self._item(src, tip=im.source))
+            t.setItem(r, 1, self._item(_where(im.source, im.page), tip=im.source))
             t.setItem(r, 2, self._item(f"{im.width}×{im.height}"))
         self._finish(t, stretch=1, thumbs=True)
 
     def _memory(self, info: NodeInfo) -> None:
         kept = sum(1 for m in info.memory if m.useful)
-        self._section(f"Memory ({kept} of {len(info.memory)} useful)")
-        t = self._table("memory", ["Image", "Item", "Useful", "Priority", "Energy", "Pixel budget"])
-        t.setRowCount(len(info.memory))
+        headers = ["Image", "Item", "Useful", "Priority", "Energy", "Pixel budget"]
+        title = f"Memory ({kept} of {len(info.memory)} useful)"
+        t = self._thumb_table(title, "memory", headers, [m.image for m in info.memory])
         for r, m in enumerate(info.memory):
-            self._thumb_cell(t, r, 0, m.image)
             name = m.information_id
             if m.timestamps:
                 name += "\n@ " + ", ".join(f"{s:.1f} s" for s in m.timestamps)
@@ -242,24 +239,21 @@ class NodeDetails(QWidget):
         self._finish(t, stretch=5, thumbs=True)
 
     def _crops(self, info: NodeInfo) -> None:
-        self._section(f"Crops ({len(info.crops)})")
-        t = self._table("crops", ["Image", "Region (page pixels)", "Source"])
-        t.setRowCount(len(info.crops))
+        headers = ["Image", "Region (page pixels)", "Source"]
+        t = self._thumb_table(f"Crops ({len(info.crops)})", "crops", headers, [c.image for c in info.crops])
         for r, c in enumerate(info.crops):
-            self._thumb_cell(t, r, 0, c.image)
             x1, y1, x2, y2 = c.region
             t.setItem(
                 r, 1, self._item(f"[{x1}, {y1}, {x2}, {y2}]\n{x2 - x1}×{y2 - y1} px → {c.width}×{c.height}")
             )
-            src = Path(c.source).name + (f" · p.{c.page}" if c.page is not None else "")
-            t.setItem(r, 2, self._item(src, tip=c.raw or c.source))
+            t.setItem(r, 2, self._item(_where(c.source, c.page), tip=c.raw or c.source))
         self._finish(t, stretch=2, thumbs=True)
 
     def _evidence(self, info: NodeInfo) -> None:
         self._section(f"Evidence ({len(info.evidence)})")
         lines = []
         for e in info.evidence:
-            where = Path(e.source).name + (f" · p.{e.page}" if e.page is not None else "")
+            where = _where(e.source, e.page)
             if e.region:
                 where += f" · region [{', '.join(str(v) for v in e.region)}]"
             lines.append(where)
@@ -268,6 +262,17 @@ class NodeDetails(QWidget):
         self._lay.addWidget(label)
 
     # ------------------------------------------------------------------ thumbnails
+    def _thumb_table(
+        self, title: str, key: str, headers: list[str], images: Sequence[str | None]
+    ) -> QTableWidget:
+        """A titled table with one row per image, the image's thumbnail in the first column."""
+        self._section(title)
+        t = self._table(key, headers)
+        t.setRowCount(len(images))
+        for r, image in enumerate(images):
+            self._thumb_cell(t, r, 0, image)
+        return t
+
     def _thumb_cell(self, t: QTableWidget, row: int, col: int, path: str | None) -> None:
         item = QTableWidgetItem()
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
@@ -440,6 +445,11 @@ def _clear_layout(layout: Any) -> None:
         elif item.layout() is not None:
             _clear_layout(item.layout())
             item.layout().deleteLater()
+
+
+def _where(source: str, page: int | None) -> str:
+    """A source's file name, with its page when it has pages."""
+    return Path(source).name + (f" · p.{page}" if page is not None else "")
 
 
 __all__ = ["MISSING", "UNREADABLE", "NodeDetails", "hit_source", "link_details"]
