@@ -1,13 +1,13 @@
 """Starts and stops agent runs for the window; events arrive as a Qt signal on the GUI thread.
 
-The agent (core, async) runs on the :class:`AsyncRunner` loop. Stop cancels its task: the core
+The agent (core, async) runs as a coroutine task on the private loop thread (:mod:`..infra.tasks`).
+Stop cancels its task: the core
 closes the HTTP stream, saves the run as cancelled and ends within a second.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.infra.async_runner import AsyncRunner, async_runner
+from vrag_desktop.qt.infra.tasks import Task, run_coroutine
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
 
@@ -38,62 +38,41 @@ class RunController(QObject):
     started = Signal(str)
     event = Signal(object)
     finished = Signal(str, str)
-    _ended = Signal(str)
 
-    def __init__(
-        self, ctx: AppContext, parent: QObject | None = None, runner: AsyncRunner | None = None
-    ) -> None:
+    def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self.runner = runner or async_runner()
-        self._future: concurrent.futures.Future[Any] | None = None
+        self._run: Task | None = None
         self._agent: Any = None
         self._status = ""
-        self._task: asyncio.Task[None] | None = None
-        self._cancel_pending = False
         self.stop_requested_at: float | None = None
-        self._ended.connect(self._on_ended)
 
     @property
     def running(self) -> bool:
-        return self._future is not None
+        return self._run is not None
 
     def start(self, request: RunRequest) -> None:
-        if self._future is not None:
+        if self._run is not None:
             raise RuntimeError("a run is already in progress; stop it first")
         if not request.question.strip():
             raise ValueError("the question is empty")
         self._agent = self._make_agent(request)
-        self._status = NO_ANSWER
+        self._status = CANCELLED  # until _main begins: a run stopped before it began was cancelled
         self.stop_requested_at = None
-        self._task = None
-        self._cancel_pending = False
-        self._future = self.runner.submit(self._main(request.question))
+        self._run = run_coroutine(
+            self._main(request.question), name="run", on_end=self._on_ended, error_title="The run failed"
+        )
         self.started.emit("")
 
     def stop(self) -> None:
         """Cancel the run; ``finished`` follows once the core has wound down (saved as cancelled)."""
-        if self._future is not None and self.stop_requested_at is None:
+        if self._run is not None and self.stop_requested_at is None:
             self.stop_requested_at = time.monotonic()
-            self.runner.loop.call_soon_threadsafe(self._cancel_task)
-
-    def _cancel_task(self) -> None:  # on the runner thread
-        self._cancel_pending = True
-        if self._task is not None:
-            self._task.cancel()
+            self._run.cancel()
 
     def wait(self, timeout_s: float = 5.0) -> bool:
         """Block until the run ended (shutdown and tests only)."""
-        fut = self._future
-        if fut is None:
-            return True
-        try:
-            fut.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            return False
-        except BaseException:
-            pass
-        return True
+        return self._run is None or self._run.wait(timeout_s)
 
     # ---- internals
     def _make_agent(self, r: RunRequest) -> Any:
@@ -142,11 +121,9 @@ class RunController(QObject):
             self._status = FAILED
 
     async def _main(self, question: str) -> None:
-        """Always completes normally, and always announces the end (even when cancelled)."""
-        self._task = asyncio.current_task()
+        """Completes normally (even when cancelled), its outcome in ``_status``."""
+        self._status = NO_ANSWER
         try:
-            if self._cancel_pending:
-                raise asyncio.CancelledError
             await self._pump(question)
         except asyncio.CancelledError:
             self._status = CANCELLED
@@ -155,11 +132,9 @@ class RunController(QObject):
 
             error_sink().report("The run failed", exc)
             self._status = FAILED
-        finally:
-            self._ended.emit(self._status)
 
-    def _on_ended(self, status: str) -> None:
+    def _on_ended(self) -> None:
         run_id = (self._agent.run_id if self._agent is not None else None) or ""
-        self._future = None
+        self._run = None
         self._agent = None
-        self.finished.emit(status, run_id)
+        self.finished.emit(self._status, run_id)
