@@ -33,6 +33,9 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("stripes", [2, 3, 4])
 def test_split_resize_is_pillows_resize(stripes: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(imaging, "workers", lambda: stripes)
+    monkeypatch.setattr(imaging, "_order", None)
+    if not imaging._parallel_ok():  # this Pillow's pass order is none we know: the product never splits
+        pytest.skip("Pillow resamples in an order imaging does not know")
     rng = np.random.default_rng(stripes)
     for trial in range(25):
         w, h = int(rng.integers(40, 900)), int(rng.integers(40, 900))

@@ -80,33 +80,52 @@ def resize(img: Image.Image, size: tuple[int, int], resample: int = Image.Resamp
     return _split(img, size, resample)
 
 
-_checked: bool | None = None
+def _vertical_first_13(w: int, h: int, nw: int, nh: int) -> bool:
+    """Pillow ≥ 12's rule (libImaging/Resample.c): vertical pass first when the height shrinks more
+    than twice as much as the width."""
+    return (h - nh) > 0 and (h - nh) > (w - nw) * 2
+
+
+def _never(w: int, h: int, nw: int, nh: int) -> bool:
+    """Older Pillows: always the horizontal pass first."""
+    return False
+
+
+_ORDERS = (_vertical_first_13, _never)
+_order: Any = None  # the rule this Pillow follows; False when none matched (then no splitting)
 
 
 def _parallel_ok() -> bool:
-    """Whether splitting pays (more than one core) and gives this Pillow's exact bytes: checked once,
-    on a small image in both pass orders, so a Pillow that changes its resampler falls back safely."""
-    global _checked
-    if _checked is None:
-        ok = workers() > 1
-        if ok:
+    """Whether splitting pays (more than one core) and which pass order gives this Pillow's exact
+    bytes: checked once, on a small image whose sizes tell the orders apart; a Pillow that matches
+    none of them is never split."""
+    global _order
+    if _order is None:
+        _order = False
+        if workers() > 1:
             import random
 
             rnd = random.Random(0)
             probe = Image.frombytes("RGB", (120, 90), bytes(rnd.randrange(256) for _ in range(120 * 90 * 3)))
-            for size in ((70, 61), (110, 20), (200, 30), (50, 200)):
-                for resample in (Image.Resampling.BICUBIC, Image.Resampling.LANCZOS):
-                    ok = ok and _split(probe, size, resample).tobytes() == probe.resize(size, resample).tobytes()
-        _checked = ok
-    return _checked
+            sizes = ((70, 61), (110, 20), (200, 30), (50, 200), (118, 30))
+            filters = (Image.Resampling.BICUBIC, Image.Resampling.LANCZOS)
+            for order in _ORDERS:
+                if all(
+                    _split(probe, size, f, order).tobytes() == probe.resize(size, f).tobytes()
+                    for size in sizes
+                    for f in filters
+                ):
+                    _order = order
+                    break
+    return _order is not False
 
 
-def _split(img: Image.Image, size: tuple[int, int], resample: int) -> Image.Image:
-    """Both passes in Pillow's own order (libImaging/Resample.c): vertical first when the height
-    shrinks more than twice as much as the width."""
+def _split(img: Image.Image, size: tuple[int, int], resample: int, order: Any = None) -> Image.Image:
+    """Both passes over stripes, in ``order``'s sequence (default: the one found for this Pillow)."""
     w, h = img.size
     nw, nh = size
-    if (h - nh) > 0 and (h - nh) > (w - nw) * 2:
+    vertical_first = (order or _order or _vertical_first_13)(w, h, nw, nh)
+    if vertical_first:
         mid = _pass(img, (w, nh), resample, 1)
         return mid if nw == w else _pass(mid, size, resample, 0)
     mid = img if nw == w else _pass(img, (nw, h), resample, 0)
