@@ -42,6 +42,54 @@ def line_icon(shape: str, ink: QColor, size: int = 32) -> QIcon:
     return icon
 
 
+Point = tuple[float, float]
+
+#: Line shapes on a 16×16 grid: each an open polyline, or closed (True) back to its first point.
+POLYLINES: dict[str, list[tuple[bool, list[Point]]]] = {
+    "plus": [(False, [(8, 3), (8, 13)]), (False, [(3, 8), (13, 8)])],
+    "refresh": [(False, [(10.6, 1.8), (10.6, 4.6), (13.4, 4.6)])],  # the arrow head; the arc is drawn
+    "pencil": [
+        (True, [(3, 13), (3.6, 10.2), (10.8, 3), (13, 5.2), (5.8, 12.4)]),
+        (False, [(9.4, 4.4), (11.6, 6.6)]),
+    ],
+    "trash": [
+        (False, [(2.8, 4.5), (13.2, 4.5)]),
+        (False, [(6.2, 4.5), (6.6, 2.6), (9.4, 2.6), (9.8, 4.5)]),
+        (False, [(4.2, 4.5), (5, 13.4), (11, 13.4), (11.8, 4.5)]),
+        (False, [(6.8, 7), (7, 11)]),
+        (False, [(9.2, 7), (9, 11)]),
+    ],
+    "folder": [(True, [(1.8, 4), (6, 4), (7.4, 5.4), (14.2, 5.4), (14.2, 12.8), (1.8, 12.8)])],
+    "file": [
+        (True, [(4, 1.8), (9.6, 1.8), (12.4, 4.6), (12.4, 14.2), (4, 14.2)]),
+        (False, [(9.6, 1.8), (9.6, 4.6), (12.4, 4.6)]),
+    ],
+}
+
+
+def _line_path(shape: str) -> QPainterPath:
+    path = QPainterPath()
+    if shape == "refresh":
+        path.arcMoveTo(QRectF(3, 3, 10, 10), 60)
+        path.arcTo(QRectF(3, 3, 10, 10), 60, 290)
+    elif shape == "stop":
+        path.addRoundedRect(QRectF(4, 4, 8, 8), 1.5, 1.5)
+    elif shape == "corpus":  # a stack: one card on top of two layers
+        path.addRoundedRect(QRectF(2.5, 2.2, 11, 4.4), 1.4, 1.4)
+        for y in (8.4, 11.6):
+            path.moveTo(2.5, y)
+            path.quadTo(2.5, y + 1.6, 4.1, y + 1.6)
+            path.lineTo(11.9, y + 1.6)
+            path.quadTo(13.5, y + 1.6, 13.5, y)
+    for closed, points in POLYLINES.get(shape, []):
+        path.moveTo(*points[0])
+        for x, y in points[1:]:
+            path.lineTo(x, y)
+        if closed:
+            path.closeSubpath()
+    return path
+
+
 def _line_pixmap(shape: str, ink: QColor, size: int) -> QPixmap:
     pm = QPixmap(size, size)
     pm.fill(Qt.GlobalColor.transparent)
@@ -51,70 +99,7 @@ def _line_pixmap(shape: str, ink: QColor, size: int) -> QPixmap:
     p.scale(s, s)
     pen = QPen(ink, 1.3, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap, Qt.PenJoinStyle.RoundJoin)
     p.setPen(pen)
-    path = QPainterPath()
-    if shape == "plus":
-        path.moveTo(8, 3)
-        path.lineTo(8, 13)
-        path.moveTo(3, 8)
-        path.lineTo(13, 8)
-    elif shape == "refresh":
-        path.arcMoveTo(QRectF(3, 3, 10, 10), 60)
-        path.arcTo(QRectF(3, 3, 10, 10), 60, 290)
-        path.moveTo(10.6, 1.8)
-        path.lineTo(10.6, 4.6)
-        path.lineTo(13.4, 4.6)
-    elif shape == "pencil":
-        path.moveTo(3, 13)
-        path.lineTo(3.6, 10.2)
-        path.lineTo(10.8, 3)
-        path.lineTo(13, 5.2)
-        path.lineTo(5.8, 12.4)
-        path.closeSubpath()
-        path.moveTo(9.4, 4.4)
-        path.lineTo(11.6, 6.6)
-    elif shape == "trash":
-        path.moveTo(2.8, 4.5)
-        path.lineTo(13.2, 4.5)
-        path.moveTo(6.2, 4.5)
-        path.lineTo(6.6, 2.6)
-        path.lineTo(9.4, 2.6)
-        path.lineTo(9.8, 4.5)
-        path.moveTo(4.2, 4.5)
-        path.lineTo(5, 13.4)
-        path.lineTo(11, 13.4)
-        path.lineTo(11.8, 4.5)
-        path.moveTo(6.8, 7)
-        path.lineTo(7, 11)
-        path.moveTo(9.2, 7)
-        path.lineTo(9, 11)
-    elif shape == "stop":
-        path.addRoundedRect(QRectF(4, 4, 8, 8), 1.5, 1.5)
-    elif shape == "folder":
-        path.moveTo(1.8, 4)
-        path.lineTo(6, 4)
-        path.lineTo(7.4, 5.4)
-        path.lineTo(14.2, 5.4)
-        path.lineTo(14.2, 12.8)
-        path.lineTo(1.8, 12.8)
-        path.closeSubpath()
-    elif shape == "file":
-        path.moveTo(4, 1.8)
-        path.lineTo(9.6, 1.8)
-        path.lineTo(12.4, 4.6)
-        path.lineTo(12.4, 14.2)
-        path.lineTo(4, 14.2)
-        path.closeSubpath()
-        path.moveTo(9.6, 1.8)
-        path.lineTo(9.6, 4.6)
-        path.lineTo(12.4, 4.6)
-    elif shape == "corpus":  # a stack: one card on top of two layers
-        path.addRoundedRect(QRectF(2.5, 2.2, 11, 4.4), 1.4, 1.4)
-        for y in (8.4, 11.6):
-            path.moveTo(2.5, y)
-            path.quadTo(2.5, y + 1.6, 4.1, y + 1.6)
-            path.lineTo(11.9, y + 1.6)
-            path.quadTo(13.5, y + 1.6, 13.5, y)
-    p.drawPath(path)
+    p.drawPath(_line_path(shape))
     p.end()
     return pm
 
