@@ -88,6 +88,9 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
         print(f"window-visible {time.perf_counter() - t0:.4f}", flush=True)
         window.close()
         return 0
+    from vrag_desktop.core import warmup
+
+    warmup.start()  # torch & co. load now, mostly without the GIL, rather than in the first indexing
 
     import asyncio
 
