@@ -78,6 +78,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+if os.environ.get("VRAG_BENCH_TREE"):  # bench/gui_stall_ab.py: measure another source tree's app
+    sys.path.insert(0, os.environ["VRAG_BENCH_TREE"])
 
 TARGET_MS = 50.0
 BEAT_MS = 5
@@ -92,6 +94,18 @@ firmware calibration temperature humidity vibration alarm operator manual append
 north south east west annual report summary outlook growth decline steady improved reduced
 """
 WORDS = _WORD_TEXT.split()
+
+
+def _module(*names: str) -> Any:
+    """The first of ``names`` that imports (module paths moved in commit 4c67e44; older trees)."""
+    import importlib
+
+    for name in names[:-1]:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return importlib.import_module(names[-1])
 
 
 # ============================================================================ data (child process)
@@ -181,7 +195,7 @@ def prepare(work: Path, n_pdfs: int, n_pages: int, ocr_every: int, seed: int) ->
     doc.close()
 
     from vrag_desktop.core.embedders import create_embedder
-    from vrag_desktop.core.corpus.library import Library
+    Library = _module("vrag_desktop.core.corpus.library", "vrag_desktop.core.library").Library
 
     emb = create_embedder("minilm")
     corpus = Library(work / "data").open("robots", create=True)
@@ -537,7 +551,7 @@ class Bench:
         from vrag_desktop.core.endpoints.profiles import EndpointProfile
         from vrag_desktop.core.settings import AppSettings, save_settings
         from vrag_desktop.qt.context import AppContext
-        from vrag_desktop.qt.infra.errors import error_sink
+        error_sink = _module("vrag_desktop.qt.infra.errors", "vrag_desktop.qt.errors").error_sink
         from vrag_desktop.qt.main_window import MainWindow
 
         self.args, self.work = args, work
@@ -559,6 +573,12 @@ class Bench:
 
         self.window = MainWindow(self.ctx, first_run=False)
         self.window.show()
+        try:  # what qt/app.main does right after the window shows (trees that have it)
+            from vrag_desktop.core import warmup
+
+            self.warmup = warmup.start()
+        except ImportError:
+            self.warmup = None
         self.hb = Heartbeat()
         self.gc = GcWatch()
         self.sampler = Sampler(self.hb)
@@ -605,7 +625,7 @@ class Bench:
             self._QTimer.singleShot(50, self.start_run)
 
     def start_run(self) -> None:
-        from vrag_desktop.qt.ask.run_controller import RunRequest
+        RunRequest = _module("vrag_desktop.qt.ask.run_controller", "vrag_desktop.qt.run_controller").RunRequest
 
         if self.keep_running and not self.window.controller.running:
             req = RunRequest(
@@ -676,6 +696,19 @@ class Bench:
         res["indexing_outcome"] = self.ended.get(name)
         return res
 
+    def startup(self, seconds: float) -> dict[str, Any]:
+        """From the window showing until the app's start-up work (the warm-up) is done, or
+        ``seconds`` for an app that has none: what a person sees before doing anything."""
+        until = time.monotonic() + seconds
+        warm = self.warmup
+
+        def done() -> bool:
+            return not warm.is_alive() if warm is not None else time.monotonic() >= until
+
+        res = self.measure("start-up (window shown → warm-up done)", lambda: None, done, 300)
+        res["warmup"] = warm is not None
+        return res
+
     def idle(self, seconds: float) -> dict[str, Any]:
         until = time.monotonic() + seconds
         return self.measure(
@@ -735,7 +768,8 @@ class Bench:
 
     def gui_thread_indexing(self) -> dict[str, Any]:
         from vrag_desktop.core.progress import CancelToken
-        from vrag_desktop.qt.corpora.indexer import Job, run_job
+        indexer = _module("vrag_desktop.qt.corpora.indexer", "vrag_desktop.qt.indexer")
+        Job, run_job = indexer.Job, indexer.run_job
 
         state: dict[str, Any] = {"done": False}
         gen = run_job(
@@ -879,6 +913,13 @@ def main() -> None:
     ap.add_argument("--chunk-delay", type=float, default=0.002, help="seconds between chunks")
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument(
+        "--startup",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="measure from the window showing until the warm-up ends (S seconds for an app without one)",
+    )
     ap.add_argument("--top", type=int, default=5, help="stalls explained per phase")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per repetition at most")
     ap.add_argument(
@@ -925,7 +966,8 @@ def main() -> None:
     os.environ.setdefault("QT_API", "pyside6")
 
     bench = Bench(args, work)
-    bench.wait_until(lambda: False, 2.0)  # the window settles (start-up background work)
+    if not args.startup:
+        bench.wait_until(lambda: False, 2.0)  # the window settles (start-up background work)
     spy_exe = find_py_spy(args.py_spy)
     monitor = Monitor(spy_exe, work, native=args.native_dumps) if spy_exe else None
     bench.hb.monitor = monitor
@@ -937,6 +979,9 @@ def main() -> None:
     bench.sampler.start()
     phases: list[dict[str, Any]] = []
     try:
+        if args.startup:
+            phases.append(bench.startup(args.startup))
+            print(f"  {phases[-1]['label']}: {phases[-1]['seconds']} s, max {phases[-1]['max_ms']} ms", flush=True)
         if not args.no_baselines:
             phases.append(bench.idle(args.idle_seconds))
             print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
