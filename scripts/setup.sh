@@ -2,10 +2,11 @@
 # Create (or update) the project's virtual environment in .venv with everything VRAG Desktop needs.
 #
 # - torch is installed first and pinned, so nothing later swaps it for a multi-GB CUDA build on a
-#   machine without a GPU (see docs/install.md). With a GPU present, VRAG_GPU=1 (or an nvidia-smi
-#   on PATH) also installs faiss-gpu.
-# - rapidocr-onnxruntime goes in with --no-deps: it asks for the non-headless opencv-python, whose
-#   GUI libraries clash with Qt; its real needs are listed in pyproject.toml.
+#   machine without a GPU (see docs/install.md).
+# - One faiss: faiss-cpu and faiss-gpu-* ship the same `faiss` package and must never share an
+#   environment. With a GPU present (VRAG_GPU=1, or a working nvidia-smi) faiss-gpu-cu12 replaces
+#   faiss-cpu; without one any faiss-gpu-* is replaced by faiss-cpu. Setup fails if two remain.
+# - OCR (rapidocr) and everything else come from pyproject.toml's dependencies.
 # - Re-running is cheap: a stamp keyed on the dependency files skips work already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,18 +54,50 @@ fi
 
 echo "Installing VRAG Desktop and its dependencies…"
 "${pip[@]}" install -q -e ".[dev]" "torch==$TORCH_VERSION"
-"${pip[@]}" install -q --no-deps "rapidocr-onnxruntime==1.4.4"
+# Left behind by earlier setups (it wanted the non-headless opencv-python); rapidocr replaced it.
+if "${pip[@]}" show -q rapidocr-onnxruntime >/dev/null 2>&1; then
+  "${pip[@]}" uninstall -q -y rapidocr-onnxruntime
+fi
+
+# The distributions installed in the venv that provide the top-level `faiss` package.
+faiss_dists() {
+  "$VENV/bin/python" -c 'import importlib.metadata as m; print(*sorted(set(m.packages_distributions().get("faiss", []))))'
+}
+# Removing one of two faiss distributions deletes the files they share, so the one kept is then
+# reinstalled over them (--force-reinstall --no-deps).
+want=faiss-cpu
 if [ "$gpu" = 1 ]; then
-  echo "GPU found: installing faiss-gpu…"
-  "${pip[@]}" install -q "faiss-gpu-cu12>=1.8" || echo "faiss-gpu could not be installed; the CPU index is used." >&2
+  want=faiss-gpu-cu12
+  echo "GPU found: faiss-gpu-cu12 instead of faiss-cpu…"
+  if ! "${pip[@]}" install -q "faiss-gpu-cu12>=1.8"; then
+    echo "faiss-gpu-cu12 could not be installed; the CPU index is used." >&2
+    want=faiss-cpu
+  fi
+fi
+removed=0
+for d in $(faiss_dists); do
+  if [ "$d" != "$want" ]; then
+    echo "Removing $d ($want provides faiss here)…"
+    "${pip[@]}" uninstall -q -y "$d"
+    removed=1
+  fi
+done
+if [ "$removed" = 1 ]; then
+  version=$("$VENV/bin/python" -c "import importlib.metadata as m; print(m.version('$want'))")
+  "${pip[@]}" install -q --force-reinstall --no-deps "$want==$version"
 fi
 
 # Fail now, not at first use, if the CPU box pulled CUDA packages or a torchvision that cannot import.
 "$VENV/bin/python" - <<'PY'
-import importlib.util, sys
+import importlib.metadata, importlib.util, sys
 bad = [m for m in ("torchvision", "torchaudio", "torchcodec") if importlib.util.find_spec(m)]
 if bad:
     sys.exit(f"setup: {', '.join(bad)} got installed; they break transformers' image processors here. Remove them.")
+faiss = sorted(set(importlib.metadata.packages_distributions().get("faiss", [])))
+if len(faiss) != 1:
+    sys.exit(f"setup: {len(faiss)} distributions provide the faiss package ({', '.join(faiss) or 'none'}); "
+             "exactly one may be installed (faiss-cpu, or faiss-gpu-cu12 on a GPU machine).")
+import faiss  # noqa: F401  (the files two distributions shared may be gone)
 PY
 rm -f "$VENV"/.vrag-setup-*
 touch "$stamp"
