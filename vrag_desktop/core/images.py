@@ -51,6 +51,22 @@ def upright(im: Image.Image, turn: int | None = None) -> Image.Image:
     return im if method is None else im.transpose(method)
 
 
+def stored_box(box: tuple[int, int, int, int], turn: int, stored: tuple[int, int]) -> tuple[int, int, int, int]:
+    """The upright-image box ``(x1, y1, x2, y2)`` in the file's stored pixel grid (``stored`` = its
+    (width, height) before turning), for decoders that clip before they turn."""
+    x1, y1, x2, y2 = box
+    w, h = stored
+    return {
+        2: (w - x2, y1, w - x1, y2),
+        3: (w - x2, h - y2, w - x1, h - y1),
+        4: (x1, h - y2, x2, h - y1),
+        5: (y1, x1, y2, x2),
+        6: (y1, h - x2, y2, h - x1),
+        7: (w - y2, h - x2, w - y1, h - x1),
+        8: (w - y2, x1, w - y1, x2),
+    }.get(turn, box)
+
+
 def open_upright(source: ImageSource) -> Image.Image:
     """The whole image, decoded, upright, with the file already closed (PIL's own errors propagate:
     callers word them for their context)."""
@@ -75,4 +91,4 @@ def flatten_rgb(im: Image.Image) -> Image.Image:
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-__all__ = ["ImageSource", "flatten_rgb", "open_upright", "orientation", "upright", "upright_size"]
+__all__ = ["ImageSource", "flatten_rgb", "open_upright", "orientation", "stored_box", "upright", "upright_size"]
