@@ -146,8 +146,15 @@ def test_stored_box_maps_upright_boxes_to_the_stored_grid(photos: dict[int, Path
         stored = im.convert("RGB")
     for box in (RED, BLUE, (100, 50, 700, 300)):
         got = stored.crop(stored_box(box, turn, stored.size))
-        method = {2: T.FLIP_LEFT_RIGHT, 3: T.ROTATE_180, 4: T.FLIP_TOP_BOTTOM, 5: T.TRANSPOSE, 6: T.ROTATE_270,
-                  7: T.TRANSVERSE, 8: T.ROTATE_90}.get(turn)
+        method = {
+            2: T.FLIP_LEFT_RIGHT,
+            3: T.ROTATE_180,
+            4: T.FLIP_TOP_BOTTOM,
+            5: T.TRANSPOSE,
+            6: T.ROTATE_270,
+            7: T.TRANSVERSE,
+            8: T.ROTATE_90,
+        }.get(turn)
         got = got if method is None else got.transpose(method)
         assert mean_diff(got, upright_picture().crop(box)) < 8, (turn, box)
 
@@ -202,8 +209,13 @@ def test_vrag_crop_is_upright(photos: dict[int, Path], tmp_path: Path, turn: int
         x2, y2 = round(RED[2] * w / W), round(RED[3] * h / H)
         return f"<think>the red corner</think><bbox>[0, 0, {x2}, {y2}]</bbox>"
 
-    model = ScriptedModel(["<think>find it</think><search>harbor</search>", box_on_red,
-                           "<think>done</think><answer>red</answer>"])
+    model = ScriptedModel(
+        [
+            "<think>find it</think><search>harbor</search>",
+            box_on_red,
+            "<think>done</think><answer>red</answer>",
+        ]
+    )
     agent = VRAGAgent(model, OneHit(), image_dir=tmp_path / "img", max_steps=4)  # type: ignore[arg-type]
 
     async def go() -> list[Any]:
@@ -215,7 +227,10 @@ def test_vrag_crop_is_upright(photos: dict[int, Path], tmp_path: Path, turn: int
     assert_upright(Image.open(shown.image), f"view of orientation {turn}")
     crop = next(e for e in events if isinstance(e, Crop))
     x1, y1, x2, y2 = crop.region
-    assert (x1, y1) == (0, 0) and abs(x2 - RED[2] - 56) <= 2 and abs(y2 - RED[3] - 56) <= 2, (turn, crop.region)
+    assert (x1, y1) == (0, 0) and abs(x2 - RED[2] - 56) <= 2 and abs(y2 - RED[3] - 56) <= 2, (
+        turn,
+        crop.region,
+    )
     expect = upright_picture().crop(crop.region).resize((crop.width, crop.height), Image.Resampling.BICUBIC)
     sent = last_image(model.calls[-1])
     assert mean_diff(sent, expect) < 8, turn

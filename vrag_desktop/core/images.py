@@ -51,7 +51,9 @@ def upright(im: Image.Image, turn: int | None = None) -> Image.Image:
     return im if method is None else im.transpose(method)
 
 
-def stored_box(box: tuple[int, int, int, int], turn: int, stored: tuple[int, int]) -> tuple[int, int, int, int]:
+def stored_box(
+    box: tuple[int, int, int, int], turn: int, stored: tuple[int, int]
+) -> tuple[int, int, int, int]:
     """The upright-image box ``(x1, y1, x2, y2)`` in the file's stored pixel grid (``stored`` = its
     (width, height) before turning), for decoders that clip before they turn."""
     x1, y1, x2, y2 = box
@@ -91,4 +93,12 @@ def flatten_rgb(im: Image.Image) -> Image.Image:
     return im if im.mode == "RGB" else im.convert("RGB")
 
 
-__all__ = ["ImageSource", "flatten_rgb", "open_upright", "orientation", "stored_box", "upright", "upright_size"]
+__all__ = [
+    "ImageSource",
+    "flatten_rgb",
+    "open_upright",
+    "orientation",
+    "stored_box",
+    "upright",
+    "upright_size",
+]
