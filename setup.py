@@ -12,5 +12,5 @@ RESOURCES = ["vrag_desktop.resources"] + [
 setup(
     packages=find_packages(include=["vrag_desktop", "vrag_desktop.*"]) + RESOURCES,
     package_dir={"vrag_desktop.resources": "resources"},
-    package_data={"vrag_desktop": ["py.typed"], **{name: ["*"] for name in RESOURCES}},
+    package_data={"vrag_desktop": ["py.typed"], **{name: ["*", ".*"] for name in RESOURCES}},
 )

@@ -1,0 +1,208 @@
+"""What `pip install .` gives: every module the app imports comes from a declared requirement, no
+requirement is dead weight, exactly one faiss, and a wheel that carries the sample corpus."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata as md
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import vrag_desktop
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "vrag_desktop"
+
+#: Declared requirements vrag_desktop never imports, and why they are needed anyway.
+RUNTIME_ONLY = {
+    "onnxruntime": "rapidocr's inference backend, which rapidocr leaves to the application to choose",
+}
+#: A declared requirement and the distributions scripts/setup.sh may install instead of it.
+ALTERNATIVES = {"faiss-cpu": {"faiss-gpu-cu12"}}
+
+
+def norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def declared() -> set[str]:
+    """Distribution names in pyproject.toml's [project].dependencies."""
+    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    return {norm(re.split(r"[\s<>=!~;\[(]", d, maxsplit=1)[0]) for d in deps}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def runtime_imports() -> dict[str, set[str]]:
+    """Top-level names of the third-party modules vrag_desktop imports at run time (imports under
+    ``if TYPE_CHECKING:`` excluded), each with the files that import it."""
+    found: dict[str, set[str]] = {}
+
+    def visit(node: ast.AST, where: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _is_type_checking(child.test):
+                for sub in child.orelse:
+                    visit(sub, where)
+                continue
+            names: list[str] = []
+            if isinstance(child, ast.Import):
+                names = [a.name for a in child.names]
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                names = [child.module]
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != "vrag_desktop":
+                    found.setdefault(top, set()).add(where)
+            visit(child, where)
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        visit(ast.parse(path.read_text(encoding="utf-8")), str(path.relative_to(ROOT)))
+    return found
+
+
+def test_exactly_one_distribution_provides_faiss() -> None:
+    providers = sorted(set(md.packages_distributions().get("faiss", [])))
+    assert len(providers) == 1, (
+        f"faiss comes from {providers}: faiss-cpu and faiss-gpu-* must never share a venv"
+    )
+
+
+def test_every_imported_module_comes_from_a_declared_requirement() -> None:
+    wanted = declared()
+    allowed = wanted | {alt for dist, alts in ALTERNATIVES.items() if dist in wanted for alt in alts}
+    providers = md.packages_distributions()
+    missing = []
+    for module, files in sorted(runtime_imports().items()):
+        dists = {norm(d) for d in providers.get(module, [])}
+        if not dists & allowed:
+            missing.append(
+                f"{module} (from {sorted(dists) or 'nothing installed'}; imported by {sorted(files)[0]})"
+            )
+    assert not missing, "imported but not declared in pyproject.toml: " + ", ".join(missing)
+
+
+def test_no_declared_requirement_is_unused() -> None:
+    imported = set(runtime_imports())
+    modules_of: dict[str, set[str]] = {}
+    for module, dists in md.packages_distributions().items():
+        for d in dists:
+            modules_of.setdefault(norm(d), set()).add(module)
+    unused = []
+    for dist in sorted(declared()):
+        if dist in RUNTIME_ONLY:
+            continue
+        provided = set().union(*(modules_of.get(d, set()) for d in {dist} | ALTERNATIVES.get(dist, set())))
+        assert provided, f"{dist} is declared but not installed here"
+        if not provided & imported:
+            unused.append(f"{dist} (provides {sorted(provided)})")
+    assert not unused, "declared in pyproject.toml but never imported by vrag_desktop: " + ", ".join(unused)
+
+
+def test_runtime_only_requirements_are_declared_and_installed() -> None:
+    for dist in RUNTIME_ONLY:
+        assert dist in declared()
+        md.distribution(dist)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from a copy of the checkout (the build leaves nothing in the working tree)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, src / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(PACKAGE, src / "vrag_desktop", ignore=ignore)
+    shutil.copytree(ROOT / "resources", src / "resources", ignore=ignore)
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (whl,) = out.glob("vrag_desktop-*.whl")
+    return whl
+
+
+def test_wheel_carries_resources_types_license_and_one_version(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        version = re.search(r"^Version: (.+)$", z.read(meta).decode(), re.M)
+    sample = ROOT / "resources" / "sample_corpus"
+    expected = {
+        f"vrag_desktop/resources/{p.relative_to(ROOT / 'resources').as_posix()}" for p in sample.rglob("*")
+    }
+    expected = {n for n in expected if (ROOT / "resources" / n.split("/resources/", 1)[1]).is_file()}
+    assert expected and expected <= names, sorted(expected - names)
+    assert "vrag_desktop/py.typed" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    assert version and version.group(1) == vrag_desktop.__version__
+    assert wheel.name.startswith(f"vrag_desktop-{vrag_desktop.__version__}-")
+    tops = {n.split("/", 1)[0] for n in names}
+    assert not {"trainer", "vrag_trainer", "tests", "resources", "bench"} & tops, tops
+
+
+def test_installed_wheel_finds_its_sample_corpus(wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    code = (
+        "import vrag_desktop, vrag_desktop.core.paths as p; "
+        "print(vrag_desktop.__file__); print(p.resources_dir()); print(p.sample_corpus_dir())"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=True,
+    )
+    package, resources, sample = proc.stdout.splitlines()
+    assert Path(package).is_relative_to(site), package  # the wheel's copy, not the checkout's
+    assert Path(resources) == site / "vrag_desktop" / "resources"
+    assert Path(sample, "questions.json").is_file()
+
+
+def test_frozen_bundle_finds_resources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vrag_desktop.core.paths import resources_dir, sample_corpus_dir
+
+    for layout in ("resources", "vrag_desktop/resources"):
+        bundle = tmp_path / layout.replace("/", "_")
+        (bundle / layout / "sample_corpus").mkdir(parents=True)
+        monkeypatch.setattr(sys, "_MEIPASS", str(bundle), raising=False)
+        assert resources_dir() == bundle / layout
+        assert sample_corpus_dir() == bundle / layout / "sample_corpus"
+
+
+def test_checkout_finds_resources() -> None:
+    from vrag_desktop.core.paths import resources_dir
+
+    assert resources_dir() == ROOT / "resources"
