@@ -50,6 +50,27 @@ def setup_logging(log_dir: Path) -> Path | None:
     return path
 
 
+_fault_log = None  # kept open for the whole process: faulthandler writes to its descriptor on a crash
+
+
+def enable_faulthandler(log_dir: Path) -> None:
+    """A native crash (segfault, abort) dumps every thread's Python stack to ``<data>/logs/faulthandler.log``
+    (a GUI app's stderr is usually unseen; faulthandler takes one file), or to stderr when that cannot be
+    opened or ``python -X faulthandler`` already chose stderr."""
+    global _fault_log
+    import faulthandler
+
+    if faulthandler.is_enabled():
+        return
+    try:
+        _fault_log = (log_dir / "faulthandler.log").open("a", encoding="utf-8")
+        _fault_log.write(f"--- VRAG Desktop started {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}\n")
+        _fault_log.flush()
+        faulthandler.enable(_fault_log, all_threads=True)
+    except OSError:
+        faulthandler.enable(sys.stderr, all_threads=True)
+
+
 def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
     """Run the app until its window closes; returns the exit code."""
     t0 = time.perf_counter()
@@ -76,6 +97,7 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
     install_excepthooks()
     ctx = AppContext.load(data_dir=data_dir)
     setup_logging(ctx.log_dir)
+    enable_faulthandler(ctx.log_dir)
     apply_theme(app, ctx.settings.theme)
 
     from vrag_desktop.qt.main_window import MainWindow
