@@ -4,9 +4,11 @@ About box. Texts live here so the window only decides when to show them."""
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -50,6 +52,8 @@ SHORTCUTS_HELP = """
 </table>
 """
 
+HELP_WIDTH = 600  # px: lines of a comfortable length for reading
+
 WELCOME = (
     "<h3>Welcome to VRAG Desktop</h3>"
     "<p>Drop folders of PDFs, images and videos on the <b>Corpora</b> panel to index them. "
@@ -57,15 +61,35 @@ WELCOME = (
 )
 
 
+class HelpText(QTextBrowser):
+    """Rich help text whose size hint is the text's own: ``width`` wide and as tall as the text at
+    that width (up to ``max_height``, then it scrolls), so a dialog around it has no empty half."""
+
+    def __init__(self, html_text: str, width: int, max_height: int) -> None:
+        super().__init__()
+        self.setOpenExternalLinks(True)
+        self.setHtml(html_text)
+        self._width = width
+        self._max_height = max_height
+
+    def sizeHint(self) -> QSize:
+        frame = 2 * self.frameWidth()
+        doc = self.document().clone(self)
+        doc.setTextWidth(self._width - frame - self.verticalScrollBar().sizeHint().width())
+        height = math.ceil(doc.size().height()) + frame
+        return QSize(self._width, min(height, self._max_height))
+
+
 def help_dialog(
     parent: QWidget, html_text: str, title: str, open_runtime: Callable[[], None] | None = None
 ) -> QDialog:
-    """A non-modal help dialog (shown); with ``open_runtime`` it also offers a button to go there."""
+    """A non-modal help dialog (shown), sized to its text; with ``open_runtime`` it also offers a
+    button to go there."""
     dlg = QDialog(parent)
     dlg.setWindowTitle(title)
-    view = QTextBrowser()
-    view.setOpenExternalLinks(True)
-    view.setHtml(html_text)
+    screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
+    room = screen.availableGeometry().height() if screen is not None else 800
+    view = HelpText(html_text, HELP_WIDTH, max(240, int(room * 0.8) - 80))
     close = QPushButton("Close")
     lay = QVBoxLayout(dlg)
     lay.addWidget(view)
@@ -78,7 +102,7 @@ def help_dialog(
     row.addWidget(close)
     close.clicked.connect(dlg.accept)
     lay.addLayout(row)
-    dlg.resize(620, 520)
+    dlg.resize(dlg.sizeHint())
     dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     dlg.show()
     return dlg

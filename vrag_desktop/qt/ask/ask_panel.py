@@ -80,8 +80,7 @@ class AskPanel(QWidget):
             self.agent_combo.addItem(label, key)
         self.profile_combo = QComboBox()
         self.profile_combo.setToolTip("Endpoint profile: where the model runs (edit in the Runtime panel)")
-        self.corpora_button = QToolButton(text="All corpora")
-        self.corpora_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.corpora_button = QPushButton("All corpora")  # a push button leaves room for its menu arrow
         self.corpora_menu = QMenu(self.corpora_button)
         self.corpora_button.setMenu(self.corpora_menu)
         self.corpora_button.setToolTip("Which corpora the agent searches")
@@ -92,13 +91,13 @@ class AskPanel(QWidget):
         self.thinking = QCheckBox("Thinking")
         self.thinking.setToolTip("VimRAG: let the model think before acting (VRAG's model always thinks)")
 
-        for combo in (self.agent_combo, self.profile_combo):
-            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            combo.setMinimumContentsLength(14)
+        self.agent_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # never clipped
+        self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.profile_combo.setMinimumContentsLength(14)
         row1 = QHBoxLayout()
         row1.setSpacing(6)
         row1.addWidget(QLabel("Agent"))
-        row1.addWidget(self.agent_combo, 1)
+        row1.addWidget(self.agent_combo)
         row1.addWidget(QLabel("Model"))
         row1.addWidget(self.profile_combo, 1)
         row2 = QHBoxLayout()

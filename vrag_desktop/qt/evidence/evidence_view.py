@@ -34,15 +34,19 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
+from vrag_desktop.qt.evidence.crop_cards import CropCard
+from vrag_desktop.qt.evidence.page_images import THUMB, PageRead, cut_crops, read_page, read_thumb
+from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
 
-from vrag_desktop.qt.evidence.crop_cards import CropCard
-from vrag_desktop.qt.evidence.page_images import THUMB, PageRead, cut_crops, read_page, read_thumb
-from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
+# The empty state: a title short enough for the bar at any dock width; the explanation, which needs
+# room to wrap, where the page will be.
+EMPTY_TITLE = "No evidence yet"
+EMPTY_MESSAGE = "Pages and crops appear here as the agent looks at them."
 
 
 # ---------------------------------------------------------------------- the view
@@ -73,7 +77,7 @@ class EvidenceView(QWidget):
         root.setSpacing(4)
         bar = QHBoxLayout()
         bar.setContentsMargins(8, 6, 8, 0)
-        self.title = QLabel("No evidence yet: pages and crops appear here as the agent looks at them.", self)
+        self.title = QLabel(EMPTY_TITLE, self)
         self.title.setTextFormat(Qt.TextFormat.RichText)
         # A long title must not set the dock's minimum width: it is elided by the layout instead.
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -92,15 +96,16 @@ class EvidenceView(QWidget):
         self.strip.setIconSize(THUMB)
         self.strip.setSpacing(2)
         self.strip.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.strip.setMinimumWidth(110)
+        self.strip.setMinimumWidth(90)
         self.strip.currentItemChanged.connect(self._strip_changed)
         self.page_view = PageView(self.splitter)
-        self.page_view.setMinimumWidth(200)
+        self.page_view.clear_page(EMPTY_MESSAGE)
+        self.page_view.setMinimumWidth(160)
         self.page_view.regionClicked.connect(self._region_clicked)
         self.crop_scroll = QScrollArea(self.splitter)
         self.crop_scroll.setWidgetResizable(True)
         self.crop_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.crop_scroll.setMinimumWidth(160)
+        self.crop_scroll.setMinimumWidth(140)
         self.crop_panel = QWidget()
         self.crop_layout = QVBoxLayout(self.crop_panel)
         self.crop_layout.setContentsMargins(6, 6, 6, 6)
@@ -182,7 +187,7 @@ class EvidenceView(QWidget):
             if _alive(self):  # the view may have closed while the run was read
                 self.load(events)
 
-        run_in_thread(lambda: list(runs.events(run_id)), on_done=loaded, error_title="Cannot open the run")
+        run_call(lambda: list(runs.events(run_id)), on_done=loaded, error_title="Cannot open the run")
 
     def clear(self) -> None:
         self.board = EvidenceBoard()
@@ -194,10 +199,10 @@ class EvidenceView(QWidget):
         self.strip.blockSignals(True)
         self.strip.clear()
         self.strip.blockSignals(False)
-        self.page_view.clear_page()
+        self.page_view.clear_page(EMPTY_MESSAGE)
         self._set_cards([])
         self._update_note()
-        self.title.setText("No evidence yet: pages and crops appear here as the agent looks at them.")
+        self.title.setText(EMPTY_TITLE)
         self._update_buttons()
 
     # ------------------------------------------------------------------ navigation
@@ -225,7 +230,7 @@ class EvidenceView(QWidget):
         self._update_buttons()
         self._seq += 1
         boxes = [(r.number, r.region, r.crop_image) for r in page.regions]
-        run_in_thread(
+        run_call(
             read_page, key, self._seq, boxes, on_done=self._page_read, error_title="Cannot show the page"
         )
         self.pageChanged.emit(key)
@@ -345,7 +350,7 @@ class EvidenceView(QWidget):
         if self._full_res:  # part of the decoded page: cheap enough for the GUI thread
             self._crops_read(key, cut_crops(key, self._page_image, boxes))
         else:
-            run_in_thread(cut_crops, key, None, boxes, on_done=lambda crops: self._crops_read(key, crops))
+            run_call(cut_crops, key, None, boxes, on_done=lambda crops: self._crops_read(key, crops))
 
     def _crops_read(self, key: str | None, crops: dict[int, QImage]) -> None:
         if not _alive(self) or key != self.current:
@@ -372,7 +377,7 @@ class EvidenceView(QWidget):
                 item = QListWidgetItem(self.strip)
                 item.setData(Qt.ItemDataRole.UserRole, key)
                 item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
-                run_in_thread(
+                run_call(
                     read_thumb,
                     key,
                     on_done=lambda img, k=key: self._thumb_read(k, img),
