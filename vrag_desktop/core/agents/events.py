@@ -138,7 +138,8 @@ class Memorize(AgentEvent):
     event: ClassVar[str] = "memorize"
     content: str = ""  # the summary
     node_id: str | None = None
-    items: tuple[MemoryItem, ...] = ()
+    # The field shadows Mapping.items(): saved runs and the UI read it by this name; ev["items"] works.
+    items: tuple[MemoryItem, ...] = ()  # type: ignore[assignment]
 
 
 @dataclass(frozen=True)

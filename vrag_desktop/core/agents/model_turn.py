@@ -9,13 +9,16 @@ loop and yielded as ``ThinkDelta`` / ``ContentDelta`` events in order, then ``Us
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
+from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.agents import vrag_protocol as vp
-from vrag_desktop.core.agents.events import AgentError, AgentEvent, ContentDelta, ThinkDelta, Usage
+from vrag_desktop.core.agents.events import AgentError, AgentEvent, ContentDelta, ThinkDelta, Timing, Usage
 from vrag_desktop.core.endpoints.base import ChatResult, EndpointError
 
 #: endpoint failures no retry can fix: the run ends with a clear error
@@ -27,21 +30,54 @@ class Fatal(Exception):
     """The endpoint is gone for good; the message is the run's last (unrecoverable) error event."""
 
 
+async def guarded(run: ModelTurns, log: logging.Logger, what: str) -> AsyncGenerator[AgentEvent, None]:
+    """A run's events; an exception (a bug, an unwritable image folder) becomes its last event, an
+    unrecoverable internal ``AgentError``, instead of reaching the caller's UI."""
+    try:
+        async with aclosing(run.events()) as events:
+            async for ev in events:
+                yield ev
+    except Exception as exc:
+        log.exception("%s run failed", what)
+        yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+
+
 class ModelTurns:
-    """Mixin for an agent's run state. Needs ``self.a`` (the agent: ``model``, ``params``,
-    ``endpoint_retries``, ``retry_delay``), ``self.ev(cls, **kw)`` and ``self.model_seconds``."""
+    """Base of an agent's run state: the clock, the step, the run id naming its images, the per-turn
+    timings, and the model turn itself. ``agent`` needs ``model``, ``params``, ``endpoint_retries``,
+    ``retry_delay`` and ``image_dir``."""
 
-    a: Any
-    model_seconds: float
+    def __init__(self, agent: Any) -> None:
+        self.a = agent
+        self.t0 = time.monotonic()
+        self.step = 0
+        self.run_id = uuid.uuid4().hex[:8]
+        self.messages: list[dict[str, Any]] = []
+        self.model_seconds = 0.0
+        self.tool_seconds = 0.0
 
-    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:  # pragma: no cover - provided by the run
+    def events(self) -> AsyncGenerator[AgentEvent, None]:  # pragma: no cover - provided by the run
         raise NotImplementedError
+
+    def now(self) -> float:
+        """Seconds since the run started, as events carry them."""
+        return round(time.monotonic() - self.t0, 4)
+
+    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:
+        return cls(step=self.step, time=self.now(), **kw)
+
+    def timing(self) -> AgentEvent:
+        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
+
+    def out_path(self, what: str, suffix: str = ".jpg") -> Path:
+        """Where an image of this step goes (every image the model is shown is kept, by run and step)."""
+        return Path(self.a.image_dir) / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
 
     def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
         """Hook: extra events while the reply streams (VimRAG draws a new node early). Default: none."""
         return []
 
-    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent | ChatResult, None]:
         """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error is
         reported (``AgentError(recoverable=True)``) and the same request retried: the model said
         nothing, so there is nothing to correct (the client already retried transport failures).
@@ -65,7 +101,7 @@ class ModelTurns:
                 attempt += 1
                 await asyncio.sleep(self.a.retry_delay * attempt)
 
-    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncIterator[AgentEvent | ChatResult]:
+    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent | ChatResult, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         splitter = vp.ThinkSplitter()

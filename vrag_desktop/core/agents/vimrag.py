@@ -40,20 +40,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
-import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
-from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import (
     AgentError,
     AgentEvent,
@@ -61,119 +55,34 @@ from vrag_desktop.core.agents.events import (
     Evidence,
     GraphChanged,
     GraphNode,
-    HitRef,
     MaxSteps,
     Memorize,
     MemoryItem,
     SearchResults,
     SearchStarted,
-    Timing,
 )
 from vrag_desktop.core.agents.memory_graph import (
     Frame,
     GraphEditError,
     MemoryEntry,
     MemoryGraph,
-    ScoredItem,
     normalize_label,
 )
-from vrag_desktop.core.agents.model_turn import Fatal, ModelTurns
-from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
+from vrag_desktop.core.agents.model_turn import Fatal, guarded
+from vrag_desktop.core.agents.searchers import Searcher, SearchFailed
+from vrag_desktop.core.agents.vimrag_media import (
+    Media,
+    _Shown,
+    encode_capped,
+    keyframe_times,
+    thin_indices,
+)
 from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
 
 log = logging.getLogger(__name__)
 
-_MODALITY = {"text": "text", "page": "image", "image": "image", "clip": "video"}
-_LABEL = {"text": "Text", "image": "Picture", "video": "Video"}
-_ORDER = ("text", "image", "video")
-#: Most key frames looked up per clip (the corpus writes 4).
-_MAX_KEYFRAME_FILES = 64
-
-
-# ---------------------------------------------------------------- pure helpers
-
-def encode_capped(
-    img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
-) -> tuple[bytes, tuple[int, int]]:
-    """JPEG (q``quality``) of ``img`` fitted to ``max_pixels`` (never enlarged), then shrunk until it
-    is ≤ ``max_bytes`` (the original's API payload cap). Returns (bytes, size). Best effort below
-    16 px a side: such an image is returned even if still larger than the cap."""
-    img = vp.resize_for_model(img, 1, max(1, int(max_pixels)))
-    while True:
-        data = vp.jpeg_bytes(img, quality)
-        w, h = img.size
-        if len(data) <= max_bytes or min(w, h) <= 16:
-            return data, (w, h)
-        scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
-        img = imaging.resize(img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
-
-
-def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
-    """Times of ``n`` key frames spread evenly over ``[t_start, t_end]`` (see the module docstring)."""
-    if n <= 0:
-        return []
-    if n == 1 or t_end <= t_start:
-        return [round(t_start, 3)] * n
-    return [round(t_start + j * (t_end - t_start) / (n - 1), 3) for j in range(n)]
-
-
-class _LRU(dict):  # type: ignore[type-arg]
-    """A dict that keeps only its ``size`` most recently set or read entries."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key in self:
-            value = self.pop(key)
-            super().__setitem__(key, value)  # most recent last
-            return value
-        return default
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.pop(key, None)
-        super().__setitem__(key, value)
-        while len(self) > self.size:
-            del self[next(iter(self))]
-
-
-def quantize_pixels(pixels: int, steps_per_octave: int = 4) -> int:
-    """``pixels`` rounded down to a geometric grid (4 steps per doubling, ~19 % apart)."""
-    if pixels <= 1:
-        return max(1, pixels)
-    return max(1, int(2 ** (math.floor(math.log2(pixels) * steps_per_octave) / steps_per_octave)))
-
-
-def thin_indices(n: int, keep: int) -> list[int]:
-    """``keep`` indices of ``range(n)`` evenly spread, first and last included (``linspace``)."""
-    if keep >= n:
-        return list(range(n))
-    if keep <= 1:
-        return [0]
-    return sorted({round(j * (n - 1) / (keep - 1)) for j in range(keep)})
-
-
-def image_part(uri: str) -> dict[str, Any]:
-    """A standard OpenAI image part: the URL only, no non-standard ``max_pixels`` key (§9)."""
-    return {"type": "image_url", "image_url": {"url": uri}}
-
-
-def text_part(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
 
 # ---------------------------------------------------------------- run state
-
-@dataclass
-class _Shown:
-    """One retrieved item as the model saw it in the pending search's tool response."""
-
-    label: str
-    hit: SearchHit
-    modality: str  # text | image | video
-    frames: list[Frame] = field(default_factory=list)  # path = local full-size file, shown = JPEG sent
-
 
 @dataclass
 class _Pending:
@@ -181,15 +90,6 @@ class _Pending:
 
     node_id: str
     items: dict[str, _Shown]  # by label
-
-
-@dataclass
-class _Prepared:
-    parts: list[dict[str, Any]]
-    items: dict[str, _Shown]
-    refs: tuple[HitRef, ...]
-    shown: tuple[int, ...]
-    problems: list[str]
 
 
 class VimRAGAgent:
@@ -262,7 +162,7 @@ class VimRAGAgent:
         self.gamma_gain = gamma_gain
         self.last_graph: MemoryGraph | None = None
 
-    async def run(self, query: str) -> AsyncIterator[AgentEvent]:
+    async def run(self, query: str) -> AsyncGenerator[AgentEvent, None]:
         """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
 
         To cancel, close the stream (``await stream.aclose()``) or cancel the consuming task: the
@@ -270,50 +170,29 @@ class VimRAGAgent:
         :attr:`last_graph` (for saving runs and GGPO's answer path)."""
         run = _Run(self, query)
         self.last_graph = run.graph
-        try:
-            async with aclosing(run.events()) as events:
-                async for ev in events:
-                    yield ev
-        except Exception as exc:  # a bug or an unwritable image_dir must not kill the caller's UI
-            log.exception("VimRAG run failed")
-            yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+        async with aclosing(guarded(run, log, "VimRAG")) as events:
+            async for ev in events:
+                yield ev
 
 
-class _Run(ModelTurns):
+class _Run(Media):
     """State of one question: graph, current messages, the pending search, the clock."""
 
+    a: VimRAGAgent
+
     def __init__(self, agent: VimRAGAgent, query: str) -> None:
-        self.a = agent
+        super().__init__(agent)
         self.query = query
         self.graph = MemoryGraph(query, lambda_decay=agent.lambda_decay, gamma_gain=agent.gamma_gain)
-        self.t0 = time.monotonic()
-        self.step = 0
-        self.run_id = uuid.uuid4().hex[:8]
-        self.messages: list[dict[str, Any]] = []
         self.rebuild = True
         self.pending: _Pending | None = None
         self.valid = False  # set by each tool: did the call do what it asked?
         self.done = False
-        self.model_seconds = 0.0
-        self.tool_seconds = 0.0
-        self._memory_cache: dict[tuple[str, int], str] = {}
-        self._decoded = _LRU(8)  # decoded memory images (a few MB each): enough for the top-k selection
+        self.init_media()
 
     # ------------------------------------------------------------ helpers
-    def now(self) -> float:
-        return round(time.monotonic() - self.t0, 4)
-
-    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:
-        return cls(step=self.step, time=self.now(), **kw)
-
     def graph_event(self, extra: Sequence[GraphNode] = ()) -> AgentEvent:
         return self.ev(GraphChanged, nodes=self.graph.snapshot(extra))
-
-    def timing(self) -> AgentEvent:
-        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
-
-    def out_path(self, what: str, suffix: str = ".jpg") -> Path:
-        return self.a.image_dir / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
 
     def expected(self) -> str:
         """What the model may do next, for corrective messages."""
@@ -331,7 +210,7 @@ class _Run(ModelTurns):
             '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.')})
 
     # ------------------------------------------------------------ loop
-    async def events(self) -> AsyncIterator[AgentEvent]:
+    async def events(self) -> AsyncGenerator[AgentEvent, None]:
         a = self.a
         a.image_dir.mkdir(parents=True, exist_ok=True)
         yield self.graph_event()
@@ -394,7 +273,7 @@ class _Run(ModelTurns):
                 free_invalid -= 1
             yield self.timing()
 
-    async def final_turn(self, content: str, call: P.ToolCall | None, problem: str) -> AsyncIterator[AgentEvent]:
+    async def final_turn(self, content: str, call: P.ToolCall | None, problem: str) -> AsyncGenerator[AgentEvent, None]:
         """The turn after the step budget: only add_answer_node counts; else MaxSteps + fallback."""
         if call is not None and call.name == P.ADD_ANSWER_NODE:
             async with aclosing(self.answer(content, call)) as tool_events:
@@ -410,61 +289,6 @@ class _Run(ModelTurns):
         yield self.ev(MaxSteps, content=f"Reached maximum steps ({self.a.max_steps}) without an answer")
         yield self.timing()
         yield self.ev(Answer, content=P.FALLBACK_ANSWER, evidence=self.evidence(all_nodes=True), forced=True)
-
-    # ------------------------------------------------------------ context
-    def build_context(self) -> list[dict[str, Any]]:
-        """(Worker thread.) ``[system, user]`` from the graph and the energy-selected memory."""
-        text = P.build_user_prompt(self.query, self.graph.action_graph_json())
-        groups = self.graph.select_memory(self.a.memory_top_k, self.a.memory_buffer_pixels)
-        parts: list[dict[str, Any]] = [text_part(text + ("\n\n" + P.MEMORY_HEADER if groups else ""))]
-        for group in groups:
-            parts.append(text_part(f"Node: {group.node_id}\n"))
-            for scored in group.items:
-                parts += self.memory_parts(scored)
-        return [{"role": "system", "content": P.SYSTEM_PROMPT}, {"role": "user", "content": parts}]
-
-    def memory_parts(self, scored: ScoredItem) -> list[dict[str, Any]]:
-        """An item re-encoded at its budget; a video's frames share it, each after ``<t seconds>``."""
-        frames = scored.entry.frames
-        per_frame = max(1, scored.budget // max(1, len(frames)))
-        parts: list[dict[str, Any]] = []
-        for f in frames:
-            if scored.entry.modality == "video" and f.timestamp is not None:
-                parts.append(text_part(f"<{f.timestamp:.1f} seconds>"))
-            uri = self.memory_uri(f, per_frame)
-            if uri is None:
-                if parts and parts[-1]["type"] == "text":
-                    parts.pop()  # no timestamp label without its frame
-                continue
-            parts.append(image_part(uri))
-        return parts
-
-    def memory_uri(self, frame: Frame, pixels: int) -> str | None:
-        """Data URI of a kept frame at ``pixels``, from its full-size file, or from the JPEG first
-        shown when that file has gone (a corpus re-indexed mid-run); None when neither opens."""
-        # Budgets shift a little with every new node; on a ~19 % geometric grid (rounded down, so never
-        # over budget) most items reuse their encoding from the previous step.
-        pixels = quantize_pixels(pixels)
-        key = (frame.path, pixels)
-        if key not in self._memory_cache:
-            for path in (frame.path, frame.shown):
-                if not path:
-                    continue
-                try:
-                    cached = self._decoded.get(path)  # (decoded image, full size)
-                    if cached is None or (cached[0].width * cached[0].height < pixels and cached[0].size != cached[1]):
-                        cached = vp.open_for_pixels(path, pixels)  # reduced-scale decode, reused while big enough
-                        self._decoded[path] = cached
-                    im = cached[0]
-                    data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
-                except OSError:
-                    log.warning("memory image %s cannot be opened", path)
-                    continue
-                self._memory_cache[key] = vp.data_uri(data)
-                break
-            else:
-                return None
-        return self._memory_cache[key]
 
     # ------------------------------------------------------------ model
     def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
@@ -495,7 +319,7 @@ class _Run(ModelTurns):
         self.correct(content, problem)
         return self.ev(AgentError, kind=kind, content=problem, recoverable=True)
 
-    async def search(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+    async def search(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         args = call.arguments
         if self.pending is not None:
             yield self.reject(content, f'add_search_node was called before summarize_and_memorize for the search '
@@ -536,104 +360,7 @@ class _Run(ModelTurns):
             {"role": "user", "content": P.SUMMARY_PROMPT},
         ]
 
-    def prepare(self, hits: list[SearchHit], notes: Sequence[str] = ()) -> _Prepared:
-        """(Worker thread.) The tool response: items ordered text, image, video, labelled per modality;
-        images written to ``image_dir`` exactly as sent. Unreadable items are skipped and reported."""
-        if not hits:
-            parts = [text_part("<tool_response>\nNo information was retrieved for this query.\n</tool_response>")]
-            return _Prepared(parts, {}, (), (), [])
-        parts = [text_part("<tool_response>\nHere are the retrieved information:")]
-        items: dict[str, _Shown] = {}
-        labels: dict[int, str] = {}
-        problems: list[str] = []
-        counters = dict.fromkeys(_ORDER, 0)
-        order = sorted(range(len(hits)), key=lambda i: _ORDER.index(_MODALITY.get(hits[i].modality, "text")))
-        for i in order:
-            hit = hits[i]
-            modality = _MODALITY.get(hit.modality, "text")
-            label = f"{_LABEL[modality]} {counters[modality] + 1}"
-            try:
-                item_parts, frames = self.render(hit, modality, label)
-            except Exception as exc:  # an unreadable image or file: the others still go to the model
-                problems.append(f"cannot show '{hit.name}' to the model: {exc}")
-                continue
-            counters[modality] += 1
-            labels[i] = label
-            items[label] = _Shown(label, hit, modality, frames)
-            parts += item_parts
-        for note in notes:
-            parts.append(text_part(f"\nNote: {note}."))
-        parts.append(text_part("\n</tool_response>"))
-        refs = tuple(_ref(h, labels.get(i, "")) for i, h in enumerate(hits))
-        return _Prepared(parts, items, refs, tuple(sorted(labels)), problems)
-
-    def render(self, hit: SearchHit, modality: str, label: str) -> tuple[list[dict[str, Any]], list[Frame]]:
-        """Parts for one item and the frames behind them."""
-        slug = label.lower().replace(" ", "")
-        if modality == "text":
-            data = self.a.searcher.load_image(hit.source)
-            text = data.decode("utf-8", errors="replace").strip()
-            if len(text) > self.a.max_text_chars:
-                text = text[: self.a.max_text_chars] + " […]"
-            return [text_part(f"\n{label}: {text}")], []
-        if modality == "image":
-            if not hit.image:
-                raise SearchFailed("the hit has no image")
-            frame, uri = self.show(hit.image, self.a.max_pixels_image, slug)
-            return [text_part(f"\n{label}:"), image_part(uri)], [frame]
-        parts = [text_part(f"\n{label}:")]
-        frames: list[Frame] = []
-        for k, (t, path) in enumerate(self.clip_frames(hit, slug)):
-            frame, uri = self.show(path, self.a.max_pixels_video, f"{slug}-f{k + 1}", timestamp=t)
-            frames.append(frame)
-            parts += [text_part(f"<{t:.1f} seconds>"), image_part(uri)]
-        return parts, frames
-
-    def local_file(self, path: str, what: str) -> str:
-        """A local path for a hit's file: as is when the searcher's files are local, else a copy."""
-        if getattr(self.a.searcher, "local_files", True) and Path(path).is_file():
-            return path
-        data = self.a.searcher.load_image(path)
-        local = self.out_path(f"{what}-raw", Path(path).suffix or ".img")
-        local.write_bytes(data)
-        return str(local)
-
-    def show(self, path: str, max_pixels: int, what: str, timestamp: float | None = None) -> tuple[Frame, str]:
-        """Fit an image to ``max_pixels``, cap its bytes, write the JPEG sent; (frame, data URI)."""
-        raw = self.local_file(path, what)
-        im, _ = vp.open_for_pixels(raw, max_pixels)
-        data, _ = encode_capped(im, max_pixels, self.a.max_image_bytes, self.a.jpeg_quality)
-        out = self.out_path(what)
-        out.write_bytes(data)
-        return Frame(path=raw, shown=str(out), timestamp=timestamp), vp.data_uri(data)
-
-    def clip_frames(self, hit: SearchHit, slug: str) -> list[tuple[float, str]]:
-        """(time, path) of the key frames to show for a clip (see the module docstring)."""
-        if not hit.image:
-            raise SearchFailed("the clip has no image")
-        t0 = float(hit.t_start or 0.0)
-        t1 = float(hit.t_end if hit.t_end is not None else t0)
-        stem = hit.image.rsplit(".", 1)[0]
-        local = getattr(self.a.searcher, "local_files", True) and Path(hit.image).is_file()
-        paths: list[str] = []
-        for n in range(1, _MAX_KEYFRAME_FILES + 1):
-            p = f"{stem}_f{n}.jpg"
-            if local:
-                if not Path(p).is_file():
-                    break
-                paths.append(p)
-            else:
-                try:
-                    paths.append(self.local_file(p, f"{slug}-k{n}"))
-                except Exception:
-                    break
-        if not paths:  # no key frames reachable: the contact sheet stands for the clip
-            return [(round(t0, 3), hit.image)]
-        times = keyframe_times(t0, t1, len(paths))
-        keep = min(len(paths), self.a.max_frames_video, max(1, math.floor((t1 - t0) * self.a.fps_video)))
-        return [(times[i], paths[i]) for i in thin_indices(len(paths), keep)]
-
-    async def memorize(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+    async def memorize(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         pending = self.pending
         if pending is None:
             yield self.reject(content, "summarize_and_memorize was called without a pending search: call "
@@ -725,7 +452,7 @@ class _Run(ModelTurns):
             return list(frames), "; ".join(notes)
         return [frames[i] for i in sorted(keep)], "; ".join(notes)
 
-    async def answer(self, content: str, call: P.ToolCall) -> AsyncIterator[AgentEvent]:
+    async def answer(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         args = call.arguments
         try:
             self.graph.add_answer(args["parent_ids"], args["answer"], created_at=self.now())
@@ -760,10 +487,6 @@ class _Run(ModelTurns):
                     for f in shown.frames:
                         add(Evidence(source=shown.hit.source, image=f.path, page=shown.hit.page))
         return tuple(out)
-
-
-def _ref(h: SearchHit, label: str) -> HitRef:
-    return h.labelled(label)
 
 
 __all__ = ["VimRAGAgent", "encode_capped", "keyframe_times", "thin_indices"]

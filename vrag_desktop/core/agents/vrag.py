@@ -30,8 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,14 +49,12 @@ from vrag_desktop.core.agents.events import (
     Evidence,
     GraphChanged,
     GraphNode,
-    HitRef,
     ImageShown,
     MaxSteps,
     SearchResults,
     SearchStarted,
-    Timing,
 )
-from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, Fatal, ModelTurns
+from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, Fatal, ModelTurns, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
 from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
 from vrag_desktop.core.images import upright
@@ -124,45 +121,33 @@ class VRAGAgent:
         self.retry_delay = retry_delay
         self.jpeg_quality = jpeg_quality
 
-    async def run(self, question: str) -> AsyncIterator[AgentEvent]:
+    async def run(self, question: str) -> AsyncGenerator[AgentEvent, None]:
         """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
 
         To cancel, close the stream (``await stream.aclose()``, or iterate inside
         ``contextlib.aclosing``) or cancel the consuming task: the model request is cancelled at
         once and nothing more is emitted. (A stream merely dropped is closed later by the loop.)"""
-        run = _Run(self, question)
-        try:
-            async with aclosing(run.events()) as events:
-                async for ev in events:
-                    yield ev
-        except Exception as exc:  # a bug or an unwritable image_dir must not kill the caller's UI
-            log.exception("VRAG run failed")
-            yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+        async with aclosing(guarded(_Run(self, question), log, "VRAG")) as events:
+            async for ev in events:
+                yield ev
 
 
 class _Run(ModelTurns):
     """State of one question: the conversation, what was shown, the graph, the clock."""
 
+    a: VRAGAgent
+
     def __init__(self, agent: VRAGAgent, question: str) -> None:
-        self.a = agent
+        super().__init__(agent)
         self.question = question
-        self.t0 = time.monotonic()
-        self.step = 0
-        self.run_id = uuid.uuid4().hex[:8]
-        self.messages: list[dict[str, Any]] = []
         self.shown_images: set[str] = set()
         self.n_shown = 0
         self.current: _Shown | None = None
         self.evidence: list[Evidence] = []
         self.nodes: list[GraphNode] = [GraphNode(id="root", kind="root", label=question, query=question)]
         self.observation: list[dict[str, Any]] = []
-        self.model_seconds = 0.0
-        self.tool_seconds = 0.0
 
     # ------------------------------------------------------------ helpers
-    def ev(self, cls: type[AgentEvent], **kw: Any) -> AgentEvent:
-        return cls(step=self.step, time=round(time.monotonic() - self.t0, 4), **kw)
-
     def node(self, kind: str, label: str, **kw: Any) -> None:
         nid = f"s{self.step}-{kind}" if kind != "answer" else "answer"
         self.nodes.append(GraphNode(id=nid, kind=kind, parents=(self.nodes[-1].id,), label=label[:120], **kw))
@@ -177,11 +162,8 @@ class _Run(ModelTurns):
         if e not in self.evidence:
             self.evidence.append(e)
 
-    def out_path(self, what: str, suffix: str = ".jpg") -> Path:
-        return self.a.image_dir / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
-
     # ------------------------------------------------------------ loop
-    async def events(self) -> AsyncIterator[AgentEvent]:
+    async def events(self) -> AsyncGenerator[AgentEvent, None]:
         a = self.a
         a.image_dir.mkdir(parents=True, exist_ok=True)
         prompt = vp.build_prompt(self.question, a.trailing_newline)
@@ -259,12 +241,8 @@ class _Run(ModelTurns):
             yield self.graph()
             yield self.timing()
 
-    def timing(self) -> AgentEvent:
-        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
-
-    # ------------------------------------------------------------ model
     # ------------------------------------------------------------ tools
-    async def search(self, query: str) -> AsyncIterator[AgentEvent]:
+    async def search(self, query: str) -> AsyncGenerator[AgentEvent, None]:
         self.node("search", query, query=query)
         yield self.ev(SearchStarted, content=query)
         try:
@@ -295,7 +273,7 @@ class _Run(ModelTurns):
                 continue
             shown_idx = i
             break
-        refs = tuple(_ref(h, f"Image {self.n_shown + 1}" if i == shown_idx else "") for i, h in enumerate(hits))
+        refs = tuple(h.labelled(f"Image {self.n_shown + 1}" if i == shown_idx else "") for i, h in enumerate(hits))
         yield self.ev(SearchResults, content=query, hits=refs, shown=() if shown_idx is None else (shown_idx,))
         for p in problems:
             yield self.ev(AgentError, kind="search", content=p, recoverable=True)
@@ -345,7 +323,7 @@ class _Run(ModelTurns):
         path.write_bytes(jpeg)
         return path, vp.data_uri(jpeg)
 
-    async def crop(self, text: str) -> AsyncIterator[AgentEvent]:
+    async def crop(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         cur = self.current
         if cur is None:
             yield self.ev(AgentError, kind="bbox", content="bbox before any image was shown", recoverable=True)
@@ -387,10 +365,6 @@ class _Run(ModelTurns):
         if piece.size != size:
             piece = imaging.resize(piece, size, Image.Resampling.BICUBIC)
         return self.write_jpeg(piece, "crop")
-
-
-def _ref(h: SearchHit, label: str) -> HitRef:
-    return h.labelled(label)
 
 
 __all__ = ["FATAL_ENDPOINT_KINDS", "VRAGAgent"]
