@@ -71,3 +71,14 @@ def test_the_welcome_dialog_is_as_tall_as_its_text(
     assert view.verticalScrollBar().maximum() == 0  # all of it shows without scrolling
     assert view.viewport().height() - text_height < 40  # and no empty half below it
     assert abs(dlg.height() - dlg.sizeHint().height()) <= 8
+
+
+def test_the_graph_says_what_will_appear_until_a_run_draws_nodes(window: MainWindow) -> None:
+    from vrag_desktop.core.agents.events import GraphChanged, GraphNode
+
+    view = window.graph_view
+    assert view.showing_placeholder()  # not a bare dotted grid
+    window.graph_scene.apply(GraphChanged(nodes=(GraphNode(id="root", kind="root", label="q"),)))
+    assert not view.showing_placeholder()
+    window.graph_scene.clear_graph()
+    assert view.showing_placeholder()

@@ -23,6 +23,8 @@ from vrag_desktop.qt.graph.graph_items import mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.theme import is_dark
 
+PLACEHOLDER = "No run yet. Each step of the agent's reasoning appears here as a node while it works."
+
 
 class GraphView(QGraphicsView):
     """Reads a :class:`GraphScene`: the wheel zooms under the mouse (clamped), drag pans, ``fit``
@@ -298,6 +300,21 @@ class GraphView(QGraphicsView):
             y += step
         if len(points) < 20000:
             painter.drawPoints(points)
+
+    def showing_placeholder(self) -> bool:
+        """No run drawn yet: the view says what will appear instead of showing a bare grid."""
+        scene = self.scene()
+        return isinstance(scene, GraphScene) and not scene.node_items()
+
+    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+        if not self.showing_placeholder():
+            return
+        painter.save()
+        painter.resetTransform()
+        painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        area = self.viewport().rect().adjusted(24, 24, -24, -24)
+        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, PLACEHOLDER)
+        painter.restore()
 
     def sizeHint(self) -> QSize:
         return QSize(520, 480)
