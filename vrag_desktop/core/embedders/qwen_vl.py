@@ -630,7 +630,7 @@ class _QwenVLEmbedder(Embedder):
         *,
         images: list[Any] | None = None,
         videos: list[list[Any]] | None = None,
-        video_metadata: list[dict[str, Any]] | None = None,
+        video_metadata: list[dict[str, Any] | None] | None = None,
     ) -> Any:
         """Rendered texts + pre-sized pixels → model inputs (tensors), right-padded."""
         kwargs: dict[str, Any] = {"padding": True, "return_tensors": "pt", "do_resize": False}

@@ -22,10 +22,10 @@ import re
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.images import flatten_rgb, open_upright
@@ -98,6 +98,8 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
     out = _BEARER.sub(lambda m: m.group(1) + REDACTED, out)
     return _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", out)
 
+
+_T = TypeVar("_T")
 
 _MIME = {"jpeg": "jpeg", "jpg": "jpeg", "png": "png", "webp": "webp", "gif": "gif"}
 
@@ -372,22 +374,10 @@ class OpenAIChatModel:
         while True:
             attempt += 1
             acc = _Acc()
-            try:
-                if stream:
-                    await asyncio.wait_for(
-                        self._stream_attempt(kwargs, on_delta, acc), self.total_timeout
-                    )
-                else:
-                    await asyncio.wait_for(
-                        self._plain_attempt(kwargs, on_delta, acc), self.total_timeout
-                    )
+            one = self._stream_attempt if stream else self._plain_attempt
+            _, fail = await self._within(one(kwargs, on_delta, acc), self.total_timeout, "no complete answer")
+            if fail is None:
                 return acc.result(time.monotonic() - started)
-            except asyncio.TimeoutError:
-                fail = _Failure("timeout", f"no complete answer within {self.total_timeout:g} s")
-            except Exception as exc:
-                fail = self._classify(exc)
-                if fail is None:
-                    raise
             if (
                 fail.kind == "bad_request"
                 and "stream_options" in fail.detail
@@ -611,6 +601,19 @@ class OpenAIChatModel:
         )
         return redact(text, [self._api_key])
 
+    async def _within(self, work: Awaitable[_T], limit: float, late: str) -> tuple[_T | None, _Failure | None]:
+        """``work`` given ``limit`` seconds: (its value, None), or (None, how it failed). Exceptions that
+        are not the endpoint's (``_classify`` gives None) propagate."""
+        try:
+            return await asyncio.wait_for(work, limit), None
+        except asyncio.TimeoutError:
+            return None, _Failure("timeout", f"{late} within {limit:g} s")
+        except Exception as exc:
+            fail = self._classify(exc)
+            if fail is None:
+                raise
+            return None, fail
+
     def _error(self, fail: _Failure, attempts: int) -> EndpointError:
         return EndpointError(self._message(fail, attempts), kind=fail.kind, status=fail.status)
 
@@ -632,15 +635,9 @@ class OpenAIChatModel:
             page = await self._client().models.list()
             return [str(m.id) for m in getattr(page, "data", [])]
 
-        try:
-            return await asyncio.wait_for(fetch(), limit)
-        except asyncio.TimeoutError:
-            fail = _Failure("timeout", f"no answer within {limit:g} s")
-        except Exception as exc:
-            classified = self._classify(exc)
-            if classified is None:
-                raise
-            fail = classified
+        ids, fail = await self._within(fetch(), limit, "no answer")
+        if fail is None:
+            return ids or []
         raise self._error(fail, 1) from None
 
     async def check(self, *, timeout: float = 15.0) -> ConnectionCheck:

@@ -101,7 +101,7 @@ def _open_image(data: bytes | str | Path, where: str) -> Image.Image:
         raise _bad(f"{where}: cannot decode the image ({type(exc).__name__}: {exc})") from exc
 
 
-def decode_image_url(url: str, where: str = "image") -> Image.Image:
+def decode_image_url(url: object, where: str = "image") -> Image.Image:
     """An RGB PIL image from an OpenAI ``image_url`` URL: a ``data:`` URI or a ``file://`` URL.
     Remote URLs are refused: the local model never goes online."""
     if not isinstance(url, str) or not url:
@@ -470,7 +470,9 @@ class TransformersChatModel:
         if device != "cpu" and importlib.util.find_spec("accelerate") is not None:
             kwargs["device_map"] = device  # straight onto the GPU, no full copy in host memory
         try:
-            model, info = AutoModelForImageTextToText.from_pretrained(str(self.model_dir), **kwargs)
+            # (model, loading info) with output_loading_info, which the stubs do not know
+            loaded: Any = AutoModelForImageTextToText.from_pretrained(str(self.model_dir), **kwargs)
+            model, info = loaded
         except ValueError as exc:
             if "Unrecognized configuration class" in str(exc) or "model_type" in str(exc):
                 raise _bad(
