@@ -31,7 +31,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -51,6 +51,7 @@ from vrag_desktop.core.images import flatten_rgb, orientation, upright
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import torch
     from PIL import Image
+    from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
 
@@ -348,31 +349,47 @@ class _Prepared:
     video_metadata: dict[str, Any] | None = None
 
 
+class VisualLimits(TypedDict, total=False):
+    """How a Qwen-VL embedder sizes what it reads (keyword arguments; each family has defaults)."""
+
+    min_pixels: int
+    max_pixels: int
+    max_length: int
+    fps: float
+    max_frames: int
+    frame_max_pixels: int
+    video_total_pixels: int | None
+
+
 class _QwenVLEmbedder(Embedder):
     """What Qwen3-VL-Embedding and GVE share: loading, pixel preparation, batching, pooling."""
 
     family: ClassVar[str]
     model_types: ClassVar[tuple[str, ...]]
     default_batch_size: ClassVar[int] = 8
+    default_model: ClassVar[str]
+    #: The family's sizing: every key a caller may override (a key absent here is refused).
+    default_limits: ClassVar[VisualLimits]
 
     def __init__(
         self,
-        model: str | os.PathLike[str],
+        model: str | os.PathLike[str] | None = None,
         *,
-        device: str | None,
-        batch_size: int | None,
-        min_pixels: int,
-        max_pixels: int,
-        max_length: int,
-        fps: float,
-        max_frames: int,
-        frame_max_pixels: int,
-        video_total_pixels: int | None,
-        dtype: str | None,
+        device: str | None = None,
+        batch_size: int | None = None,
+        dtype: str | None = None,
+        **limits: Unpack[VisualLimits],
     ) -> None:
         import torch
         from transformers import AutoConfig, AutoModel
 
+        unknown = sorted(set(limits) - set(self.default_limits))
+        if unknown:
+            raise TypeError(f"{type(self).__name__}() got unexpected keyword arguments {unknown}")
+        given: dict[str, Any] = {**self.default_limits, **limits}
+        min_pixels: int = given["min_pixels"]
+        max_pixels: int = given["max_pixels"]
+        max_frames: int = given["max_frames"]
         if min_pixels <= 0 or max_pixels < min_pixels:
             raise EmbedderError(
                 f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}"
@@ -380,16 +397,16 @@ class _QwenVLEmbedder(Embedder):
         if max_frames < 1:
             raise EmbedderError(f"max_frames must be at least 1, got {max_frames}")
         self._torch = torch
-        self.spec = str(model)
+        self.spec = str(model or self.default_model)
         self.device = pick_device(device)
         self.batch_size = batch_size or self.default_batch_size
         self.min_pixels = min_pixels
         self.max_pixels = max_pixels
-        self.max_length = max_length
-        self.fps = fps
+        self.max_length: int = given["max_length"]
+        self.fps: float = given["fps"]
         self.max_frames = max_frames
-        self.frame_max_pixels = frame_max_pixels
-        self.video_total_pixels = video_total_pixels
+        self.frame_max_pixels: int = given["frame_max_pixels"]
+        self.video_total_pixels: int | None = given.get("video_total_pixels")
 
         model_dir = _resolve_model_dir(self.spec)
         try:
@@ -683,43 +700,35 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
 
     family = QWEN3_VL_FAMILY
     model_types = ("qwen3_vl",)
+    default_model = "Qwen/Qwen3-VL-Embedding-2B"
+    default_limits = VisualLimits(
+        min_pixels=QWEN3_MIN_PIXELS,
+        max_pixels=QWEN3_MAX_PIXELS,
+        max_length=QWEN3_MAX_LENGTH,
+        fps=QWEN3_FPS,
+        max_frames=QWEN3_MAX_FRAMES,
+        frame_max_pixels=QWEN3_FRAME_MAX_PIXELS,
+        video_total_pixels=QWEN3_VIDEO_TOTAL_PIXELS,
+    )
 
     def __init__(
         self,
-        model: str | os.PathLike[str] = "Qwen/Qwen3-VL-Embedding-2B",
+        model: str | os.PathLike[str] | None = None,
         *,
         device: str | None = None,
         batch_size: int | None = None,
+        dtype: str | None = None,
         instruction: str = QWEN3_DEFAULT_INSTRUCTION,
         query_instruction: str | None = None,
         include_item_text: bool = False,
-        min_pixels: int = QWEN3_MIN_PIXELS,
-        max_pixels: int = QWEN3_MAX_PIXELS,
-        max_length: int = QWEN3_MAX_LENGTH,
-        fps: float = QWEN3_FPS,
-        max_frames: int = QWEN3_MAX_FRAMES,
-        frame_max_pixels: int = QWEN3_FRAME_MAX_PIXELS,
-        video_total_pixels: int | None = QWEN3_VIDEO_TOTAL_PIXELS,
-        dtype: str | None = None,
+        **limits: Unpack[VisualLimits],
     ) -> None:
         self.instruction = _with_period(instruction) or QWEN3_DEFAULT_INSTRUCTION
         self.query_instruction = (
             _with_period(query_instruction) if query_instruction else self.instruction
         )
         self.include_item_text = include_item_text
-        super().__init__(
-            model,
-            device=device,
-            batch_size=batch_size,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-            max_length=max_length,
-            fps=fps,
-            max_frames=max_frames,
-            frame_max_pixels=frame_max_pixels,
-            video_total_pixels=video_total_pixels,
-            dtype=dtype,
-        )
+        super().__init__(model, device=device, batch_size=batch_size, dtype=dtype, **limits)
 
     def _id_suffix(self) -> str:
         suffix = ""
@@ -763,34 +772,15 @@ class GVEEmbedder(_QwenVLEmbedder):
 
     family = GVE_FAMILY
     model_types = ("qwen2_5_vl",)
-
-    def __init__(
-        self,
-        model: str | os.PathLike[str] = "Alibaba-NLP/GVE-3B",
-        *,
-        device: str | None = None,
-        batch_size: int | None = None,
-        min_pixels: int = GVE_MIN_PIXELS,
-        max_pixels: int = GVE_MAX_PIXELS,
-        max_length: int = GVE_MAX_LENGTH,
-        fps: float = GVE_FPS,
-        max_frames: int = GVE_MAX_FRAMES,
-        frame_max_pixels: int = GVE_FRAME_MAX_PIXELS,
-        dtype: str | None = None,
-    ) -> None:
-        super().__init__(
-            model,
-            device=device,
-            batch_size=batch_size,
-            min_pixels=min_pixels,
-            max_pixels=max_pixels,
-            max_length=max_length,
-            fps=fps,
-            max_frames=max_frames,
-            frame_max_pixels=frame_max_pixels,
-            video_total_pixels=None,
-            dtype=dtype,
-        )
+    default_model = "Alibaba-NLP/GVE-3B"
+    default_limits = VisualLimits(  # no video_total_pixels: GVE caps each frame, not the video
+        min_pixels=GVE_MIN_PIXELS,
+        max_pixels=GVE_MAX_PIXELS,
+        max_length=GVE_MAX_LENGTH,
+        fps=GVE_FPS,
+        max_frames=GVE_MAX_FRAMES,
+        frame_max_pixels=GVE_FRAME_MAX_PIXELS,
+    )
 
     def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
         # GVE saw frames sampled at a steady 1 fps: keep that spacing (2 s per temporal grid step).
