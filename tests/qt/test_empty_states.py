@@ -82,3 +82,8 @@ def test_the_graph_says_what_will_appear_until_a_run_draws_nodes(window: MainWin
     assert not view.showing_placeholder()
     window.graph_scene.clear_graph()
     assert view.showing_placeholder()
+
+
+def test_the_page_is_the_evidence_views_widest_column(window: MainWindow) -> None:
+    strip, page, crops = window.evidence.splitter.sizes()
+    assert page > strip and page > crops, (strip, page, crops)

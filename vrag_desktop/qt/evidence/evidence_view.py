@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QBrush, QDesktopServices, QIcon, QImage, QPalette, QPixmap
+from PySide6.QtGui import QBrush, QDesktopServices, QIcon, QImage, QPalette, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 # room to wrap, where the page will be.
 EMPTY_TITLE = "No evidence yet"
 EMPTY_MESSAGE = "Pages and crops appear here as the agent looks at them."
+SPLIT = (210, 640, 350)  # page strip, page, crops: the page gets the most room
 
 
 # ---------------------------------------------------------------------- the view
@@ -121,10 +122,23 @@ class EvidenceView(QWidget):
         self.splitter.addWidget(self.page_view)
         self.splitter.addWidget(self.crop_scroll)
         self.splitter.setStretchFactor(1, 1)
-        self.splitter.setSizes([210, 640, 350])
+        self.splitter.setSizes(list(SPLIT))
+        self._split_set = False  # the proportions are applied once the view has its real width
         self.splitter.setChildrenCollapsible(False)
         root.addWidget(self.splitter, 1)
         self._update_buttons()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """The first real width is shared as SPLIT says (sizes set before the view is laid out are
+        not kept, and the page ended up the narrowest column); later the person's dragging rules."""
+        super().resizeEvent(event)
+        total = self.splitter.width() - self.splitter.handleWidth() * 2
+        if not self._split_set and total >= sum(w.minimumWidth() for w in self._columns()):
+            self._split_set = True
+            self.splitter.setSizes([round(total * part / sum(SPLIT)) for part in SPLIT])
+
+    def _columns(self) -> tuple[QWidget, ...]:
+        return (self.strip, self.page_view, self.crop_scroll)
 
     def _update_note(self) -> None:
         """The line above the crops: why there are none, or why they are not the page's pixels."""
