@@ -302,12 +302,15 @@ class _Run(ModelTurns):
     def show_page(self, hit: SearchHit) -> tuple[Path, str]:
         """(Worker thread.) Load a hit's raw image, write the resized copy, make it current."""
         assert hit.image
-        data = self.a.searcher.load_image(hit.image)
+        # A local page is opened by path (its kept decode is found by the file's stat, no digest of
+        # its bytes); one from a search server is fetched.
+        local = getattr(self.a.searcher, "local_files", True) and Path(hit.image).is_file()
+        data = None if local else self.a.searcher.load_image(hit.image)
         view_pixels = max(self.a.max_pixels, self.a.min_pixels)
-        decoded, raw_size = vp.open_for_pixels(data, view_pixels)  # reduced-scale decode: only the view is needed
+        # reduced-scale decode: only the view is needed
+        decoded, raw_size = vp.open_for_pixels(hit.image if data is None else data, view_pixels)
         raw_path = hit.image
-        if not (getattr(self.a.searcher, "local_files", True) and Path(raw_path).is_file()):
-            # fetched from a search server: keep a local copy to crop and to draw crops on
+        if data is not None:  # fetched from a search server: keep a local copy to crop and to draw crops on
             local = self.out_path("raw", Path(raw_path).suffix or ".img")
             local.write_bytes(data)
             raw_path = str(local)
