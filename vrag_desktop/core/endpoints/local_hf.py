@@ -626,7 +626,7 @@ class TransformersChatModel:
         self._active.add(control)
         worker = threading.Thread(
             target=self._work,
-            args=(messages, settings, control, emit, post),
+            args=(lambda: self._generate(messages, settings, control, emit), post),
             name=f"local-hf-generate-{self.model_name}",
             daemon=True,
         )
@@ -657,17 +657,10 @@ class TransformersChatModel:
         result.model_seconds = time.monotonic() - started
         return result
 
-    def _work(
-        self,
-        messages: list[dict[str, Any]],
-        settings: _Settings,
-        control: _Control,
-        emit: Callable[[str], None] | None,
-        post: Callable[[tuple[str, Any]], None],
-    ) -> None:
+    def _work(self, generate: Callable[[], ChatResult], post: Callable[[tuple[str, Any]], None]) -> None:
         """(Worker thread.) Generate and post ``("done", result)`` or ``("error", EndpointError)``."""
         try:
-            post(("done", self._generate(messages, settings, control, emit)))
+            post(("done", generate()))
         except _Cancelled:  # the caller gave up (nobody is waiting) or close() was called
             post(("error", EndpointError(_CLOSED, kind="other")))
         except EndpointError as exc:
