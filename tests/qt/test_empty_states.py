@@ -87,3 +87,13 @@ def test_the_graph_says_what_will_appear_until_a_run_draws_nodes(window: MainWin
 def test_the_page_is_the_evidence_views_widest_column(window: MainWindow) -> None:
     strip, page, crops = window.evidence.splitter.sizes()
     assert page > strip and page > crops, (strip, page, crops)
+
+
+def test_a_dragged_evidence_split_is_kept_on_resize(window: MainWindow, qtbot: Any) -> None:
+    ev = window.evidence
+    ev.splitter.setSizes([300, 200, 200])
+    ev.splitter.splitterMoved.emit(300, 1)  # as a drag of the first handle reports it
+    kept = ev.splitter.sizes()
+    window.resize(window.width() + 40, window.height())
+    qtbot.wait(50)
+    assert ev.splitter.sizes()[0] == kept[0]

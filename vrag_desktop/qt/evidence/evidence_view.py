@@ -123,19 +123,22 @@ class EvidenceView(QWidget):
         self.splitter.addWidget(self.crop_scroll)
         self.splitter.setStretchFactor(1, 1)
         self.splitter.setSizes(list(SPLIT))
-        self._split_set = False  # the proportions are applied once the view has its real width
+        self._split_moved = False  # until the person drags a handle, resizing keeps SPLIT's proportions
+        self.splitter.splitterMoved.connect(self._on_split_moved)
         self.splitter.setChildrenCollapsible(False)
         root.addWidget(self.splitter, 1)
         self._update_buttons()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        """The first real width is shared as SPLIT says (sizes set before the view is laid out are
-        not kept, and the page ended up the narrowest column); later the person's dragging rules."""
+        """Share the width as SPLIT says (sizes set before the view is laid out are not kept, and the
+        page ended up the narrowest column) until the person drags a handle."""
         super().resizeEvent(event)
         total = self.splitter.width() - self.splitter.handleWidth() * 2
-        if not self._split_set and total >= sum(w.minimumWidth() for w in self._columns()):
-            self._split_set = True
+        if not self._split_moved and total >= sum(w.minimumWidth() for w in self._columns()):
             self.splitter.setSizes([round(total * part / sum(SPLIT)) for part in SPLIT])
+
+    def _on_split_moved(self, _pos: int, _index: int) -> None:
+        self._split_moved = True
 
     def _columns(self) -> tuple[QWidget, ...]:
         return (self.strip, self.page_view, self.crop_scroll)
