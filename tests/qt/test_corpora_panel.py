@@ -29,7 +29,7 @@ from PySide6.QtWidgets import QApplication
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
 from vrag_desktop.qt.corpora.corpora_rows import KIND_ROLE, STATE_ROLE, SUB_ROLE, TONE_ROLE
-from vrag_desktop.qt.infra.workers import live_workers
+from vrag_desktop.qt.infra.tasks import live_tasks
 
 SUPPORTED = "PDF, images, videos, .txt/.md"
 BIG = 40  # pages: more than one embedding batch (MiniLM takes 32), so a build can stop half-way
@@ -119,7 +119,14 @@ class FirstBatchGate:
         self.release = threading.Event()
         worker = panel.indexer._worker
         assert worker is not None
-        worker.progress.connect(self._on_progress, Qt.ConnectionType.DirectConnection)
+        post = worker._post
+
+        def post_then_hold(kind: str, value: object = None) -> None:  # on the indexing thread
+            post(kind, value)
+            if kind == "progress":
+                self._on_progress(value)
+
+        worker._post = post_then_hold  # type: ignore[method-assign]
 
     def _on_progress(self, p: Any) -> None:  # on the indexing thread
         if getattr(p, "phase", "") == "index" and not self.reached.is_set():
@@ -368,7 +375,7 @@ def test_closing_during_indexing_then_next_start_resumes(
     gate.wait(qtbot)
     threading.Timer(0.3, gate.release.set).start()  # the batch in flight finishes while we wait
     assert first.shutdown(10)  # the window closes: stop at the next batch, keep what was done
-    assert not [w for w in live_workers() if w.name == "index-big"]  # the thread is gone
+    assert not [w for w in live_tasks() if w.name == "index-big"]  # the thread is gone
     c = open_corpus(ctx, "big")
     done = len(c.manifest.items())
     c.close()

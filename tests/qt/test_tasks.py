@@ -11,6 +11,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 import pytest
+import shiboken6
 
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra import tasks
@@ -280,3 +281,26 @@ def test_shutdown_cancels_everything_and_waits(qtbot: Any) -> None:
     assert tasks.shutdown(5) == []
     assert w.done() and c.done() and not tasks.live_tasks()
     qtbot.waitUntil(lambda: w.outcome == "cancelled" and c.outcome == "cancelled")
+
+
+def test_a_deleted_objects_method_is_not_called(qtbot: Any) -> None:
+    from PySide6.QtCore import QObject
+
+    class Panel(QObject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.got: list[Any] = []
+
+        def show(self, value: Any) -> None:
+            self.got.append(value)
+
+    gate = threading.Event()
+    alive, closed = Panel(), Panel()
+    got = closed.got
+    a = run_call(lambda: 1, on_done=alive.show)
+    b = run_call(lambda: gate.wait(5), on_done=closed.show)
+    closed.deleteLater()
+    qtbot.waitUntil(lambda: not shiboken6.isValid(closed))
+    gate.set()
+    qtbot.waitUntil(lambda: _ended(a)() and _ended(b)())
+    assert alive.got == [1] and got == []

@@ -434,8 +434,7 @@ class MainWindow(QMainWindow):
         event.accept()
 
     def shutdown(self, timeout_s: float = 10.0) -> None:
-        from vrag_desktop.qt.infra import workers
-        from vrag_desktop.qt.infra.async_runner import async_runner
+        from vrag_desktop.qt.infra import tasks
 
         self.replay.pause()
         if self.controller.running:
@@ -446,8 +445,7 @@ class MainWindow(QMainWindow):
                 part.shutdown(seconds)
             except Exception as exc:
                 log.warning("shutdown of %s: %s", type(part).__name__, exc)
-        workers.shutdown(5)
-        async_runner().stop(3)
+        tasks.shutdown(5, loop_timeout_s=3)
 
 
 __all__ = ["WINDOW_TITLE", "MainWindow"]

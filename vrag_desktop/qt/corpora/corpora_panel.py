@@ -48,8 +48,8 @@ from vrag_desktop.qt.corpora.corpus_preview import CorpusPreview
 from vrag_desktop.qt.corpora.indexer import Indexer
 from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
 from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import set_role, theme_notifier
-from vrag_desktop.qt.infra.workers import run_in_thread
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -230,7 +230,7 @@ class CorporaPanel(QWidget):
             lib.open(name, create=True).close()
 
         self._select_after = name
-        run_in_thread(
+        run_call(
             make,
             on_done=self._guard(lambda _r: (self.close_editor(), self.refresh())),
             on_error=self._guard(lambda exc: self._write_failed("Cannot create the corpus", exc)),
@@ -269,7 +269,7 @@ class CorporaPanel(QWidget):
 
         self.indexer.stop_then(
             old,
-            lambda: run_in_thread(
+            lambda: run_call(
                 do,
                 on_done=self._guard(done),
                 on_error=self._guard(lambda exc: self._write_failed(f"Cannot rename '{old}'", exc)),
@@ -300,7 +300,7 @@ class CorporaPanel(QWidget):
 
         self.indexer.stop_then(
             name,
-            lambda: run_in_thread(
+            lambda: run_call(
                 lambda: self.ctx.library.remove(name),
                 on_done=self._guard(done),
                 on_error=self._guard(lambda exc: self._write_failed(f"Cannot remove '{name}'", exc)),
@@ -323,7 +323,7 @@ class CorporaPanel(QWidget):
         ``corpus``, else the selected corpus, else "default"."""
         target = corpus or self.selected_corpus() or DEFAULT_CORPUS
         items = [os.fspath(p) for p in paths]
-        run_in_thread(
+        run_call(
             plan_drop,
             items,
             on_done=self._guard(lambda plan: self._apply_plan(target, plan)),

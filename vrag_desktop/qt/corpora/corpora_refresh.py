@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from vrag_desktop.qt.corpora.corpora_tree import read_snapshot
-from vrag_desktop.qt.infra.workers import run_in_thread
+from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -77,7 +77,7 @@ class SnapshotReader(QObject):
         self.reading = True
         self._dirty = False
         self._last = time.monotonic()
-        run_in_thread(
+        run_call(
             read_snapshot,
             self.ctx,
             self._expanded(),

@@ -12,9 +12,9 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from vrag_desktop.core.corpus.status import read_items
 from vrag_desktop.qt.corpora.corpora_tree import PreviewTarget
+from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import set_role
 from vrag_desktop.qt.infra.thumbnails import ThumbnailStrip
-from vrag_desktop.qt.infra.workers import run_in_thread
 
 NOTHING_SELECTED = "Select a corpus or a file to see its pages."
 
@@ -78,7 +78,7 @@ class CorpusPreview(QWidget):
             else:
                 self.label.setText(f"{label} · {total} item{'s' if total != 1 else ''}")
 
-        run_in_thread(
+        run_call(
             read_items,
             corpora_dir / name,
             sid,

@@ -1,9 +1,10 @@
 """Background indexing for the app: a queue of corpora, one at a time, each scanned then built.
 
-Each job runs in a :class:`GeneratorWorker` thread that opens its *own* corpus (its own SQLite
-connection, its own write lock) — the GUI never shares a connection with it. Cancelling stops at
-the next batch and keeps everything embedded so far; a corpus left with pending work is queued
-again by :meth:`Indexer.resume_pending` at the next start, which is how quitting mid-index resumes.
+Each job runs as a generator task (``tasks.run_generator``) in a thread that opens its *own* corpus
+(its own SQLite connection, its own write lock) — the GUI never shares a connection with it.
+Cancelling stops at the next batch and keeps everything embedded so far; a corpus left with pending
+work is queued again by :meth:`Indexer.resume_pending` at the next start, which is how quitting
+mid-index resumes.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from vrag_desktop.core.corpus.status import (
 )
 from vrag_desktop.core.progress import CancelToken, Progress
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.workers import GeneratorWorker, run_in_thread
+from vrag_desktop.qt.infra.tasks import Task, run_call, run_generator
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -99,7 +100,7 @@ class Indexer(QObject):
         self.ctx = ctx
         self._queue: list[Job] = []
         self._job: Job | None = None
-        self._worker: GeneratorWorker | None = None
+        self._worker: Task | None = None
         self._outcome = "done"
         self._after: dict[str, list[Callable[[], None]]] = {}
         # Paths of a job that failed (full disk, busy corpus) are kept and go with the next job for
@@ -147,7 +148,7 @@ class Indexer(QObject):
             if not isinstance(exc, CorpusError):  # an unusable data directory is the panel's to report
                 error_sink().report("Cannot resume indexing", exc)
 
-        run_in_thread(lambda: corpora_to_resume(self.ctx.library.corpora_dir), on_done=found, on_error=failed)
+        run_call(lambda: corpora_to_resume(self.ctx.library.corpora_dir), on_done=found, on_error=failed)
 
     def current(self) -> str | None:
         return self._job.name if self._job is not None else None
@@ -197,18 +198,18 @@ class Indexer(QObject):
         self._outcome = "done"
         self.last_progress = None
         ctx = self.ctx
-        worker = GeneratorWorker(
-            lambda token: run_job(ctx, job, token), f"index-{job.name}", report_errors=False, nice=10
-        )
-        self._worker = worker
-        worker.progress.connect(self._on_progress)
-        worker.finished.connect(self._on_finished)
-        worker.failed.connect(self._on_failed)
-        worker.cancelled.connect(self._on_cancelled)
-        worker.done.connect(self._on_done)
         self._set_busy(f"Indexing {job.name}…")
         self.jobStarted.emit(job.name)
-        worker.start()
+        self._worker = run_generator(
+            lambda token: run_job(ctx, job, token),
+            f"index-{job.name}",
+            nice=10,
+            on_progress=self._on_progress,
+            on_done=self._on_finished,
+            on_error=self._on_failed,
+            on_cancelled=self._on_cancelled,
+            on_end=self._on_done,
+        )
 
     def _set_busy(self, text: str) -> None:
         if text != self._busy_text or not text:
@@ -279,6 +280,10 @@ class Indexer(QObject):
         error_sink().report(*failure_message(name, exc, self.ctx.data_dir))
 
     def _on_cancelled(self) -> None:
+        error = self._worker.error if self._worker is not None else None
+        if error is not None:  # it failed while stopping: that is what to report
+            self._on_failed(error)
+            return
         self._outcome = "cancelled"
         name = self.current()
         if name is not None and not self._closed and name not in self._after:
@@ -290,10 +295,8 @@ class Indexer(QObject):
             )
 
     def _on_done(self) -> None:
-        job, worker = self._job, self._worker
+        job = self._job
         self._job = self._worker = None
-        if worker is not None:
-            worker.deleteLater()
         if job is None:
             return
         outcome = self._outcome

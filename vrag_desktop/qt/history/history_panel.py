@@ -34,13 +34,6 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from vrag_desktop.qt.infra import theme
-from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.workers import run_in_thread
-
-if TYPE_CHECKING:
-    from vrag_desktop.core.run.store import RunStore, RunSummary
-    from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.history.run_table import (
     AGENT,
     ANSWER,
@@ -55,6 +48,13 @@ from vrag_desktop.qt.history.run_table import (
     RunTableModel,
     StatusDelegate,
 )
+from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.tasks import run_call
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.run.store import RunStore, RunSummary
+    from vrag_desktop.qt.context import AppContext
 
 
 class HistoryPanel(QWidget):
@@ -201,7 +201,7 @@ class HistoryPanel(QWidget):
         except OSError as exc:
             self._listing_failed(generation, exc)
             return
-        run_in_thread(
+        run_call(
             _list_runs,
             store,
             on_done=lambda result: self._listed(generation, result),
@@ -358,7 +358,7 @@ class HistoryPanel(QWidget):
             self._set_busy(-1)
             error_sink().report(f"Could not export to {out}", exc)
 
-        run_in_thread(work, on_done=done, on_error=failed)
+        run_call(work, on_done=done, on_error=failed)
 
     def delete_selected(self) -> None:
         """Delete the selected runs after confirmation (running runs are left alone)."""
@@ -411,7 +411,7 @@ class HistoryPanel(QWidget):
             if isValid(self):
                 self.refresh()
 
-        run_in_thread(work, on_done=done, on_error=failed)
+        run_call(work, on_done=done, on_error=failed)
 
     def _set_busy(self, delta: int) -> None:
         if not isValid(self):  # the panel was closed while the work ran

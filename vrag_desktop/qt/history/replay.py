@@ -333,9 +333,9 @@ def load_events(
     on_error: Callable[[BaseException], None] | None = None,
 ) -> None:
     """Read a run's events off the GUI thread (a long run's log is megabytes of streamed text)."""
-    from vrag_desktop.qt.infra.workers import run_in_thread
+    from vrag_desktop.qt.infra.tasks import run_call
 
-    run_in_thread(
+    run_call(
         lambda: list(store.events(run_id)),
         on_done=on_done,
         on_error=on_error,

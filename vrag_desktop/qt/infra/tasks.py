@@ -30,8 +30,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
+import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 
 from vrag_desktop.core.progress import CancelToken
@@ -148,6 +149,23 @@ def loop_thread() -> _LoopThread:
     return _LoopThread("vrag-async")
 
 
+_F = TypeVar("_F", bound=Callable[..., None])
+
+
+def _unless_deleted(cb: _F | None) -> _F | None:
+    """A QObject's method that does nothing once the object is deleted, as a Qt connection to it
+    would be (a panel closed while its work ran must not be touched)."""
+    owner = getattr(cb, "__self__", None)
+    if cb is None or not isinstance(owner, QObject):
+        return cb
+
+    def call(*args: Any) -> None:
+        if shiboken6.isValid(owner):
+            cb(*args)
+
+    return cast("_F", call)
+
+
 class TaskOptions(TypedDict, total=False):
     """What every ``run_*`` takes besides the work itself (see :class:`Task`)."""
 
@@ -184,9 +202,9 @@ class Task:
         self.result: Any = None
         self.error: BaseException | None = None
         self.outcome: str | None = None  # finished | failed | cancelled, once delivered
-        self._on_progress, self._on_done, self._on_error = on_progress, on_done, on_error
-        self._on_cancelled = on_cancelled
-        self._on_end = on_end
+        self._on_progress, self._on_done = _unless_deleted(on_progress), _unless_deleted(on_done)
+        self._on_error, self._on_cancelled = _unless_deleted(on_error), _unless_deleted(on_cancelled)
+        self._on_end = _unless_deleted(on_end)
         self._error_title = error_title or "Background task failed"
         self._report = report
         self._ended = threading.Event()  # the work itself is over (set on the worker's side)
