@@ -11,7 +11,7 @@ the server's life. The section stops only the server it started, on :meth:`VLLMS
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
@@ -19,9 +19,8 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.settings import app_log_path, default_venv, load_vllm_settings, rotate_log
 from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
-from vrag_desktop.qt.infra.async_runner import async_runner
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.workers import GeneratorWorker
+from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.server_text import server_state_text
@@ -29,7 +28,6 @@ from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive
 from vrag_desktop.qt.runtime.vllm_form import VLLMForm
 
 if TYPE_CHECKING:
-    import concurrent.futures
     from collections.abc import Callable
 
     from vrag_desktop.core.runtime.gpu import GPUReport
@@ -59,13 +57,13 @@ class VLLMSection(QWidget):
         self.log_view = log_view
         self._server: VLLMServer | None = None
         self._unsubs: list[Callable[[], None]] = []
-        self._start_future: concurrent.futures.Future[Any] | None = None
+        self._start_future: Task | None = None
         self._start_pending = False  # until its result reaches the GUI thread (or a stop ends it)
         self._stopping = False
         self._launch_error: tuple[str, str] | None = None
         self._crash_reported = False
         self._started_at = 0.0
-        self._setup: GeneratorWorker | None = None
+        self._setup: Task | None = None
         self._bridge = _Bridge(self)
         self._bridge.status.connect(self._on_status)
         self._build()
@@ -235,10 +233,6 @@ class VLLMSection(QWidget):
         target = default_venv(self.ctx.data_dir)
         report = self.gpu.report
         cpu = not (report is not None and report.available)
-        worker = GeneratorWorker(
-            lambda token: create_vllm_env(target, cpu, cancel=token), "vLLM setup", report_errors=False
-        )
-        self._setup = worker
         self.log_view.append_line(
             f"── Setting up the vLLM environment at {target} ({'CPU' if cpu else 'GPU'})"
         )
@@ -254,9 +248,6 @@ class VLLMSection(QWidget):
             self.run_preflight()
 
         def failed(exc: BaseException) -> None:
-            if worker.token.cancelled:
-                self.form.env_text("Setup cancelled; the environment is incomplete.", WARN_COLOR)
-                return
             self.form.env_text(f"Setup failed: {describe(exc).splitlines()[0]}", BAD_COLOR)
             error_sink().report("Could not set up the vLLM environment", exc)
 
@@ -265,13 +256,21 @@ class VLLMSection(QWidget):
             self.setup_button.setEnabled(True)
             self._render()
 
-        worker.progress.connect(if_alive(self, progress))
-        worker.finished.connect(if_alive(self, finished))
-        worker.failed.connect(if_alive(self, failed))
-        worker.cancelled.connect(if_alive(self, lambda: self.form.env_text("Setup cancelled.", WARN_COLOR)))
-        worker.done.connect(if_alive(self, done))
+        def cancelled() -> None:
+            incomplete = self._setup is not None and self._setup.error is not None  # it failed meanwhile
+            tail = "; the environment is incomplete." if incomplete else "."
+            self.form.env_text(f"Setup cancelled{tail}", WARN_COLOR)
+
         self.setup_button.setText("Cancel setup")
-        worker.start()
+        self._setup = run_generator(
+            lambda token: create_vllm_env(target, cpu, cancel=token),
+            "vLLM setup",
+            on_progress=if_alive(self, progress),
+            on_done=if_alive(self, finished),
+            on_error=if_alive(self, failed),
+            on_cancelled=if_alive(self, cancelled),
+            on_end=if_alive(self, done),
+        )
         self._render()
 
     # ---- the server ----------------------------------------------------------------------------
@@ -325,8 +324,9 @@ class VLLMSection(QWidget):
         self.log_view.set_log_file(log_path)
         self.log_view.append_line(f"── Starting vLLM: {shown}")
         self._start_pending = True
-        self._start_future = async_runner().call(
+        self._start_future = run_coroutine(
             server.start(),
+            name="vLLM start",
             on_done=if_alive(self, self._on_started),
             on_error=if_alive(self, self._on_start_failed),
         )
@@ -386,8 +386,9 @@ class VLLMSection(QWidget):
         self._stopping = True
         if self._start_future is not None and not self._start_future.done():
             self._start_future.cancel()  # before spawning, this alone stops it
-        async_runner().call(
+        run_coroutine(
             server.stop(grace=10.0),
+            name="vLLM stop",
             on_done=if_alive(self, lambda _info: self._after_stop()),
             on_error=if_alive(self, self._stop_failed),
         )
@@ -489,11 +490,12 @@ class VLLMSection(QWidget):
             self._stopping = True
             if self._start_future is not None and not self._start_future.done():
                 self._start_future.cancel()
-            fut = async_runner().submit(server.stop(grace=max(0.5, min(5.0, timeout_s / 2))))
-            try:
-                fut.result(timeout_s)
-            except Exception as exc:  # quitting: say so, never hang
-                error_sink().report("vLLM did not stop cleanly", exc, "warning")
+            stopping = run_coroutine(
+                server.stop(grace=max(0.5, min(5.0, timeout_s / 2))), name="vLLM stop", report=False
+            )
+            if not stopping.wait(timeout_s) or stopping.error is not None:  # quitting: say so, never hang
+                problem = stopping.error or TimeoutError(f"still stopping after {timeout_s:.0f} s")
+                error_sink().report("vLLM did not stop cleanly", problem, "warning")
                 ok = False
             ok = ok and not server.status.running
             self._stopping = self._start_pending = False
