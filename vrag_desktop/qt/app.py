@@ -118,6 +118,9 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
 
     import qasync
 
+    # The GUI thread's asyncio loop: GUI-side async handlers (tasks.run_handler) run here and await
+    # work that runs elsewhere (docs/threading.md). Made after the window shows: nothing awaits before
+    # the person can click, and the first paint does not wait for qasync's import.
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     closed = asyncio.Event()
