@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from vrag_desktop.core.runtime.logfile import rotate_log
 from vrag_desktop.core.runtime.settings import (
     ENTRYPOINT_ENV,
     VLLMSettings,
@@ -15,7 +16,6 @@ from vrag_desktop.core.runtime.settings import (
     default_venv,
     env_is_cpu,
     load_vllm_settings,
-    rotate_log,
     save_vllm_settings,
     settings_path,
 )

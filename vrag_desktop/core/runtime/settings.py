@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 SETTINGS_FILE = "vllm.json"
 RUNTIME_DIR = "runtime"
-VENV_DIR = "vllm-venv"  # the CLI's 'runtime setup' default (vrag_desktop.cli.runtime.VENV_DIR)
+VENV_DIR = "vllm-venv"  # where 'vrag-desktop runtime setup' puts the vLLM environment
 APP_LOG_FILE = "vllm-desktop.log"  # not the CLI's vllm.log: the CLI rotates that one on start
+APP_STATE_FILE = "vllm-desktop.state.json"  # the app's server, found again after a crash
+CLI_LOG_FILE = "vllm.log"
+CLI_STATE_FILE = "state.json"  # the CLI's background server ('runtime status|stop|logs')
 ENTRYPOINT_ENV = "VRAG_DESKTOP_VLLM_ENTRYPOINT"  # testing: replaces "-m vllm…api_server" (as the CLI)
-LOG_ROTATE_BYTES = 50 * 1024 * 1024
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 
 
@@ -162,19 +164,27 @@ def default_venv(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / RUNTIME_DIR / VENV_DIR
 
 
+def runtime_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where supervised processes keep their logs and state files (and vLLM its environment)."""
+    return Path(data_dir) / RUNTIME_DIR
+
+
 def app_log_path(data_dir: str | os.PathLike[str]) -> Path:
     """The log of servers the app starts (appended across runs; rotated by :func:`rotate_log`)."""
-    return Path(data_dir) / RUNTIME_DIR / APP_LOG_FILE
+    return runtime_dir(data_dir) / APP_LOG_FILE
 
 
-def rotate_log(path: str | os.PathLike[str], limit: int = LOG_ROTATE_BYTES) -> bool:
-    """Move ``path`` to ``path.1`` once it outgrows ``limit`` bytes. True when it did."""
-    path = Path(path)
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > limit:
-            os.replace(path, path.with_name(path.name + ".1"))
-            return True
-    return False
+def app_state_path(data_dir: str | os.PathLike[str]) -> Path:
+    """The state file of the server the app runs (see :mod:`.state`)."""
+    return runtime_dir(data_dir) / APP_STATE_FILE
+
+
+def cli_log_path(data_dir: str | os.PathLike[str]) -> Path:
+    return runtime_dir(data_dir) / CLI_LOG_FILE
+
+
+def cli_state_path(data_dir: str | os.PathLike[str]) -> Path:
+    return runtime_dir(data_dir) / CLI_STATE_FILE
 
 
 def env_is_cpu(python: str | os.PathLike[str] | None) -> bool | None:

@@ -1,12 +1,16 @@
-"""Supervise one long-lived child process (a vLLM server, a training run) from an asyncio loop.
+"""Supervise one child process (a vLLM server, a training run) from an asyncio loop.
 
 Why this shape: model servers take minutes to load, spawn worker processes of their own and die in
-many ways. So the child runs in its own process group (stop = SIGTERM to the group, SIGKILL after a
-grace period, no orphans), its merged output is streamed line by line to subscribers, a bounded
-ring buffer and a log file, its state is an explicit :class:`ProcessStatus`, and every exit that
-was not asked for becomes a *classified* message instead of a bare exit code. Every wait is
-bounded. An ``atexit`` hook (and :func:`cleanup`, for the app's quit path) kills any group still
-alive. Works under any asyncio loop, qasync's included.
+many ways. So the child runs in its own process group (a stop reaches its workers, no orphans), its
+merged output is streamed line by line to subscribers, a bounded ring buffer and a log file, its
+state is an explicit :class:`ProcessStatus`, it is recorded in a state file while it lives (so a
+later launch finds it if this process is killed), and every exit that was not asked for becomes a
+*classified* message instead of a bare exit code. Every wait is bounded; stopping goes through
+``proctree.stop_tree``, as for every process we start. An ``atexit`` hook (and :func:`cleanup`, for
+the app's quit path) kills any group still alive. Works under any asyncio loop, qasync's included.
+
+What to run is a :class:`ProcessSpec`: a training command is just another spec (argv, env, cwd,
+log, an optional readiness check). :mod:`.detached` runs the same spec in the background instead.
 """
 
 from __future__ import annotations
@@ -14,86 +18,110 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import enum
 import logging
 import os
-import signal
-import subprocess
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-from vrag_desktop.core.runtime.procgroup import (
-    KILL,
+from vrag_desktop.core.runtime.exits import (
+    Classifier,
+    ExitInfo,
+    ProcessCrashed,
+    ProcessError,
+    ProcessStatus,
+    ReadyTimeout,
+    default_classifier,
+    tail_text,
+)
+from vrag_desktop.core.runtime.logfile import footer, header
+from vrag_desktop.core.runtime.proctree import (
     cleanup,
     descendants,
     forget_if_gone,
     group_members,
-    pid_alive,
     register,
     sanitized_env,
-    signal_group,
+    spawn_options,
+    stop_tree,
 )
+from vrag_desktop.core.runtime.state import StateFile, identity
 
-__all__ = ["ExitInfo", "ProcessCrashed", "ProcessError", "ProcessStatus", "ProcessSupervisor",
-           "ReadyTimeout", "cleanup", "default_classifier", "sanitized_env", "stop_all", "tail_text"]
+__all__ = [
+    "ExitInfo",
+    "ProcessCrashed",
+    "ProcessError",
+    "ProcessSpec",
+    "ProcessStatus",
+    "ProcessSupervisor",
+    "ReadyTimeout",
+    "cleanup",
+    "default_classifier",
+    "sanitized_env",
+    "stop_all",
+    "tail_text",
+]
 
 log = logging.getLogger(__name__)
 
 Probe = Callable[[], Awaitable[bool]]
-Classifier = Callable[[Sequence[str], int | None], tuple[str, str]]
-StatusCallback = Callable[["ProcessStatus"], None]
+StatusCallback = Callable[[ProcessStatus], None]
 LineCallback = Callable[[str], None]
 
-_POSIX = os.name == "posix"
 _CHUNK = 65536
 
 
-class ProcessStatus(str, enum.Enum):
-    STOPPED = "stopped"    # never started
-    STARTING = "starting"  # spawned, not yet ready
-    READY = "ready"        # alive and the readiness probe passed
-    STOPPING = "stopping"  # stop requested, waiting for the group to go
-    EXITED = "exited"      # ended as asked (stop) or, for jobs, with code 0
-    CRASHED = "crashed"    # ended on its own, failed to spawn, or never became ready
+@dataclass
+class ProcessSpec:
+    """What to run and how to watch it: a server or a job (``long_running=False``: exit code 0 is
+    a normal end). ``env`` overrides the sanitised parent environment; strings in ``redact`` (API
+    keys) are masked in logs, output lines and the state file. ``state_path`` records the process
+    while it lives, with ``state_extra`` (port, model…) for whoever finds it; ``ready`` is the
+    readiness check (None: alive is ready)."""
+
+    argv: Sequence[str]
+    name: str | None = None
+    env: Mapping[str, str | None] | None = None
+    inherit_env: bool = True
+    cwd: str | os.PathLike[str] | None = None
+    log_path: str | os.PathLike[str] | None = None
+    state_path: str | os.PathLike[str] | None = None
+    state_extra: Mapping[str, Any] = field(default_factory=dict)
+    kind: str = "process"
+    long_running: bool = True
+    classifier: Classifier | None = None
+    redact: Sequence[str] = ()
+    ready: Probe | None = None
 
     @property
-    def running(self) -> bool:
-        return self in (ProcessStatus.STARTING, ProcessStatus.READY, ProcessStatus.STOPPING)
+    def display_name(self) -> str:
+        return self.name or (Path(str(self.argv[0])).name if self.argv else "process")
 
+    def child_env(self) -> dict[str, str]:
+        return sanitized_env(self.env, None if self.inherit_env else {})
 
-@dataclass(frozen=True)
-class ExitInfo:
-    """How a run ended: ``kind`` is ``stopped``/``exited``/``timeout``/``spawn_failed`` or a
-    classifier kind (``oom``, ``port_in_use``…); ``tail`` holds the last output lines."""
+    def mask(self, text: str) -> str:
+        for secret in self.redact:
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
-    returncode: int | None
-    kind: str
-    message: str
-    tail: tuple[str, ...] = ()
-
-
-class ProcessError(RuntimeError):
-    """A supervised process failed: ``kind`` for code, message for people, ``details`` the
-    raw output tail."""
-
-    def __init__(self, message: str, kind: str = "other", details: str = "",
-                 returncode: int | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.details = details
-        self.returncode = returncode
-
-
-class ProcessCrashed(ProcessError):
-    """The process exited on its own (before ready, or later), or could not be spawned."""
-
-
-class ReadyTimeout(ProcessError):
-    """The process did not become ready in time; it has been killed."""
+    def base_state(self, pid: int, mode: str) -> dict[str, Any]:
+        """The state file's content for a process just started."""
+        return {
+            **identity(pid),
+            "name": self.display_name,
+            "kind": self.kind,
+            "command": [self.mask(str(a)) for a in self.argv],
+            "log_path": str(self.log_path) if self.log_path else None,
+            "mode": mode,
+            "started_at": time.time(),
+            "ready_at": None,
+            **self.state_extra,
+        }
 
 
 _SUPERVISORS: weakref.WeakSet[ProcessSupervisor] = weakref.WeakSet()
@@ -106,48 +134,56 @@ async def stop_all(grace: float = 5.0) -> None:
     cleanup(grace=1.0)
 
 
-def default_classifier(lines: Sequence[str], returncode: int | None) -> tuple[str, str]:
-    """Generic diagnosis: the signal or exit code, plus the last output lines."""
-    if returncode is not None and returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        hint = " (often the system's out-of-memory killer)" if name == "SIGKILL" else ""
-        kind, text = "killed", f"killed by {name}{hint}"
-    else:
-        kind, text = "exit", f"exited with code {returncode}"
-    return kind, text + tail_text(lines)
-
-
-def tail_text(lines: Sequence[str], n: int = 10) -> str:
-    last = [ln for ln in lines if ln.strip()][-n:]
-    return ("\nLast output:\n  " + "\n  ".join(last)) if last else ""
-
-
 # ---------------------------------------------------------------- the supervisor
+
 
 class ProcessSupervisor:
     """One supervised child process; see the module docstring. Bound to the loop that starts it."""
 
-    def __init__(self, argv: Sequence[str], *, env: Mapping[str, str | None] | None = None,
-                 cwd: str | os.PathLike[str] | None = None,
-                 log_path: str | os.PathLike[str] | None = None, name: str | None = None,
-                 ring_size: int = 2000, classifier: Classifier | None = None,
-                 long_running: bool = True, inherit_env: bool = True,
-                 redact: Sequence[str] = ()) -> None:
-        """``long_running``: a server, so any exit not asked for is a crash; ``False`` for jobs
-        (training), whose exit code 0 is a normal end. ``env`` overrides the sanitised parent
-        environment (or replaces it if ``inherit_env`` is False). Strings in ``redact`` (API
-        keys) are masked in the log file and in every output line."""
-        self.argv = [str(a) for a in argv]
-        self.name = name or (Path(self.argv[0]).name if self.argv else "process")
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str | None] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        log_path: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        ring_size: int = 2000,
+        classifier: Classifier | None = None,
+        long_running: bool = True,
+        inherit_env: bool = True,
+        redact: Sequence[str] = (),
+        state_path: str | os.PathLike[str] | None = None,
+        state_extra: Mapping[str, Any] | None = None,
+        kind: str = "process",
+        mode: str = "app",
+    ) -> None:
+        """The keywords are those of :class:`ProcessSpec` (see there); ``mode`` is recorded in
+        the state file (who started it: ``app``, ``foreground``)."""
+        self.spec = ProcessSpec(
+            argv=[str(a) for a in argv],
+            name=name,
+            env=env,
+            inherit_env=inherit_env,
+            cwd=cwd,
+            log_path=log_path,
+            state_path=state_path,
+            state_extra=dict(state_extra or {}),
+            kind=kind,
+            long_running=long_running,
+            classifier=classifier,
+            redact=[x for x in redact if x],
+        )
+        self.name = self.spec.display_name
         self.cwd = cwd
         self.log_path = Path(log_path) if log_path else None
         self.classifier = classifier or default_classifier
         self.long_running = long_running
-        self._secrets = [x for x in redact if x]
-        self.env = sanitized_env(env, None if inherit_env else {})
+        self.mode = mode
+        self.state_file = StateFile(state_path) if state_path else None
+        self.state: dict[str, Any] | None = None
+        self.stopped_elsewhere = False  # another command marked or removed the state file, then stopped it
+        self.env = self.spec.child_env()
         self.exit_info: ExitInfo | None = None
         self.returncode: int | None = None
         self.started_at: float | None = None
@@ -167,6 +203,35 @@ class ProcessSupervisor:
         self._override: ExitInfo | None = None
         self._drain_timeout = 3.0
         _SUPERVISORS.add(self)
+
+    @classmethod
+    def from_spec(cls, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> ProcessSupervisor:
+        sup = cls(
+            spec.argv,
+            env=spec.env,
+            cwd=spec.cwd,
+            log_path=spec.log_path,
+            name=spec.name,
+            ring_size=ring_size,
+            classifier=spec.classifier,
+            long_running=spec.long_running,
+            inherit_env=spec.inherit_env,
+            redact=spec.redact,
+            state_path=spec.state_path,
+            state_extra=spec.state_extra,
+            kind=spec.kind,
+            mode=mode,
+        )
+        sup.spec.ready = spec.ready
+        return sup
+
+    @property
+    def argv(self) -> list[str]:
+        return [str(a) for a in self.spec.argv]
+
+    @argv.setter
+    def argv(self, value: Sequence[str]) -> None:
+        self.spec.argv = [str(a) for a in value]
 
     # -- observation
     @property
@@ -220,38 +285,49 @@ class ProcessSupervisor:
         """Spawn the process in its own session/process group. Raises :class:`ProcessCrashed` if
         it cannot be spawned (missing interpreter, bad cwd)."""
         if self._status.running:
-            raise ProcessError(f"{self.name} is already {self._status.value}",
-                               kind="already_running")
+            raise ProcessError(f"{self.name} is already {self._status.value}", kind="already_running")
         self._ring.clear()
         self.exit_info, self.returncode, self.ended_at = None, None, None
         self._stop_requested, self._override, self._stop_task = False, None, None
+        self.stopped_elsewhere, self.state = False, None
         self._drain_timeout = 3.0
         self._exited = asyncio.Event()
         self._open_log()
         self.started_at = time.time()
         self._set_status(ProcessStatus.STARTING)
-        kwargs: dict[str, object] = {}
-        if _POSIX:
-            kwargs["start_new_session"] = True
-        else:
-            kwargs["creationflags"] = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+        kwargs = spawn_options()
         try:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, env=self.env, cwd=self.cwd, **kwargs)  # type: ignore[arg-type]
+                *self.argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                **kwargs,
+            )  # type: ignore[arg-type]
         except OSError as exc:
             self._proc = None
             info = ExitInfo(None, "spawn_failed", f"Could not start {self.name}: {exc}")
             self._finish(info, ProcessStatus.CRASHED)
             raise ProcessCrashed(info.message, kind=info.kind) from exc
         register(self._proc.pid, self.name)
+        self._record(self.spec.base_state(self._proc.pid, self.mode))
         assert self._proc.stdout is not None
-        self._tasks = [asyncio.ensure_future(self._pump(self._proc.stdout)),
-                       asyncio.ensure_future(self._watch(self._proc))]
+        self._tasks = [
+            asyncio.ensure_future(self._pump(self._proc.stdout)),
+            asyncio.ensure_future(self._watch(self._proc)),
+        ]
 
-    async def wait_ready(self, probe: Probe | None = None, timeout: float = 60.0, *,
-                         interval: float = 0.5, probe_timeout: float = 10.0,
-                         grace: float = 5.0) -> None:
+    async def wait_ready(
+        self,
+        probe: Probe | None = None,
+        timeout: float = 60.0,
+        *,
+        interval: float = 0.5,
+        probe_timeout: float = 10.0,
+        grace: float = 5.0,
+    ) -> None:
         """Return once the process is alive AND ``probe()`` returned True (no probe: alive is
         enough). Raises :class:`ProcessCrashed` on an exit and :class:`ReadyTimeout` after
         ``timeout`` seconds, having stopped the process (``grace`` s before SIGKILL)."""
@@ -274,6 +350,9 @@ class ProcessSupervisor:
                     last_error = f"{type(exc).__name__}: {exc}"
             if ok and self.alive and self._status is ProcessStatus.STARTING:
                 self._set_status(ProcessStatus.READY)
+                if self.state is not None:
+                    self.state["ready_at"] = time.time()
+                    self._record(self.state)
                 return
             remaining = deadline - loop.time()
             if remaining <= 0 and self._status is ProcessStatus.STARTING:
@@ -285,8 +364,7 @@ class ProcessSupervisor:
                 raise ReadyTimeout(message, kind="timeout", details="\n".join(self.lines(200)))
             assert self._exited is not None
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._exited.wait(),
-                                       timeout=max(0.0, min(interval, remaining)))
+                await asyncio.wait_for(self._exited.wait(), timeout=max(0.0, min(interval, remaining)))
 
     async def stop(self, grace: float = 10.0, kill_timeout: float = 5.0) -> ExitInfo | None:
         """SIGTERM the process group, SIGKILL it after ``grace`` s, wait (bounded) until the whole
@@ -295,8 +373,9 @@ class ProcessSupervisor:
             return self.exit_info
         if self._exited is not None and self._exited.is_set():
             if group_members(self._proc.pid):  # stragglers of an already-finished run
-                signal_group(self._proc.pid, KILL)
-                await self._wait_gone(self._proc.pid, (), kill_timeout)
+                await asyncio.to_thread(
+                    stop_tree, self._proc.pid, pgid=self._proc.pid, grace=0.0, kill_timeout=kill_timeout
+                )
             return self.exit_info
         return await self._terminate(grace, kill_timeout)
 
@@ -308,28 +387,40 @@ class ProcessSupervisor:
         return self.exit_info
 
     # -- internals
-    async def _terminate(self, grace: float, kill_timeout: float,
-                         override: ExitInfo | None = None) -> ExitInfo | None:
+    async def _terminate(
+        self, grace: float, kill_timeout: float, override: ExitInfo | None = None
+    ) -> ExitInfo | None:
         if self._stop_task is None:
-            self._stop_task = asyncio.ensure_future(
-                self._do_terminate(grace, kill_timeout, override))
+            self._stop_task = asyncio.ensure_future(self._do_terminate(grace, kill_timeout, override))
         return await asyncio.shield(self._stop_task)
 
-    async def _do_terminate(self, grace: float, kill_timeout: float,
-                            override: ExitInfo | None) -> ExitInfo | None:
+    async def _do_terminate(
+        self, grace: float, kill_timeout: float, override: ExitInfo | None
+    ) -> ExitInfo | None:
         proc, exited = self._proc, self._exited
         assert proc is not None and exited is not None
         self._stop_requested, self._override = True, override
         self._drain_timeout = grace + kill_timeout + 2.0
         if not exited.is_set():
             self._set_status(ProcessStatus.STOPPING)
-        strays = descendants(proc.pid)
-        signal_group(proc.pid, signal.SIGTERM)
-        if not await self._wait_gone(proc.pid, strays, grace):
-            self._emit(f"[supervisor] {self.name} still running {grace:g} s after SIGTERM: SIGKILL")
-            signal_group(proc.pid, KILL, strays)
-            if not await self._wait_gone(proc.pid, strays, kill_timeout):
-                log.error("%s: process group %s survived SIGKILL", self.name, proc.pid)
+        loop = asyncio.get_running_loop()
+
+        def escalating(after: float) -> None:
+            loop.call_soon_threadsafe(
+                self._emit, f"[supervisor] {self.name} still running {after:g} s after SIGTERM: SIGKILL"
+            )
+
+        left = await asyncio.to_thread(
+            stop_tree,
+            proc.pid,
+            pgid=proc.pid,
+            grace=grace,
+            kill_timeout=kill_timeout,
+            strays=descendants(proc.pid),
+            on_kill=escalating,
+        )
+        if left:
+            log.error("%s: processes %s survived SIGKILL", self.name, left)
         try:
             await asyncio.wait_for(exited.wait(), timeout=self._drain_timeout + 1.0)
         except asyncio.TimeoutError:  # the watcher is stuck: finish here
@@ -337,15 +428,6 @@ class ProcessSupervisor:
                 task.cancel()
             self._finalize(proc.returncode)
         return self.exit_info
-
-    async def _wait_gone(self, pgid: int, strays: Sequence[int], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            gone = (self._proc is None or self._proc.returncode is not None) \
-                and not group_members(pgid) and not any(pid_alive(p) for p in strays)
-            if gone or time.monotonic() >= deadline:
-                return gone
-            await asyncio.sleep(0.05)
 
     async def _pump(self, stream: asyncio.StreamReader) -> None:
         pending = b""
@@ -373,10 +455,7 @@ class ProcessSupervisor:
         rc = proc.returncode
         if not self._stop_requested and group_members(proc.pid):
             # The leader ended on its own; its children must not outlive it (they hold GPU memory).
-            signal_group(proc.pid, signal.SIGTERM)
-            if not await self._wait_gone(proc.pid, (), 2.0):
-                signal_group(proc.pid, KILL)
-                await self._wait_gone(proc.pid, (), 2.0)
+            await asyncio.to_thread(stop_tree, proc.pid, pgid=proc.pid, grace=2.0, kill_timeout=2.0)
         pump = self._tasks[0] if self._tasks else None
         if pump is not None:
             try:
@@ -412,10 +491,14 @@ class ProcessSupervisor:
         self.exit_info, self.ended_at = info, time.time()
         if self._proc is not None:
             forget_if_gone(self._proc.pid)
+            if self.state_file is not None:
+                self.stopped_elsewhere = not self._stop_requested and self.state_file.stopped_by_command(
+                    self._proc.pid
+                )
+                self.state_file.remove(self._proc.pid)
         if self._log:
             with contextlib.suppress(OSError):
-                self._log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {status.value}: "
-                                f"{info.message.splitlines()[0]}\n")
+                self._log.write(footer(f"{status.value}: {info.message.splitlines()[0]}"))
                 self._log.close()
             self._log = None
         self._set_status(status)
@@ -428,10 +511,14 @@ class ProcessSupervisor:
     def _not_ready_error(self) -> ProcessError:
         info = self.exit_info
         if info is not None and self._status is ProcessStatus.CRASHED:
-            return ProcessCrashed(info.message, kind=info.kind, details="\n".join(info.tail),
-                                  returncode=info.returncode)
-        return ProcessError(f"{self.name} is {self._status.value}, not starting",
-                            kind="not_running", returncode=self.returncode)
+            return ProcessCrashed(
+                info.message, kind=info.kind, details="\n".join(info.tail), returncode=info.returncode
+            )
+        return ProcessError(
+            f"{self.name} is {self._status.value}, not starting",
+            kind="not_running",
+            returncode=self.returncode,
+        )
 
     def _open_log(self) -> None:
         if self.log_path is None:
@@ -439,16 +526,23 @@ class ProcessSupervisor:
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
-            self._log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} start: "
-                            f"{self._mask(' '.join(self.argv))}\n")
+            self._log.write(header(self._mask(" ".join(self.argv))))
         except OSError as exc:
             log.warning("%s: cannot write log %s: %s", self.name, self.log_path, exc)
             self._log = None
 
+    def _record(self, state: dict[str, Any]) -> None:
+        """Write the state file (a failure is logged: the process runs on, only unrecorded)."""
+        self.state = state
+        if self.state_file is None:
+            return
+        try:
+            self.state_file.write(state)
+        except OSError as exc:
+            log.warning("%s: cannot write its state file %s: %s", self.name, self.state_file.path, exc)
+
     def _mask(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return self.spec.mask(text)
 
     def _emit(self, line: str) -> None:
         line = self._mask(line)

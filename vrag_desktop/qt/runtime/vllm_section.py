@@ -17,7 +17,8 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
-from vrag_desktop.core.runtime.settings import app_log_path, default_venv, load_vllm_settings, rotate_log
+from vrag_desktop.core.runtime.logfile import rotate_log
+from vrag_desktop.core.runtime.settings import app_log_path, app_state_path, default_venv, load_vllm_settings
 from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
@@ -305,7 +306,13 @@ class VLLMSection(QWidget):
         try:
             cfg = s.to_config(self.ctx.data_dir)
             rotate_log(log_path)
-            server = VLLMServer(cfg, log_path=log_path, ready_timeout=s.ready_timeout, probe_interval=0.5)
+            server = VLLMServer(
+                cfg,
+                log_path=log_path,
+                ready_timeout=s.ready_timeout,
+                probe_interval=0.5,
+                state_path=app_state_path(self.ctx.data_dir),
+            )
             shown = cfg.shell_command(server.port)
         except (ValueError, ProcessError) as exc:
             self._launch_error = (getattr(exc, "kind", "other"), describe(exc))
