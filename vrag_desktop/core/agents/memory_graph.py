@@ -234,32 +234,20 @@ class MemoryGraph:
     ) -> MemoryNode:
         """Add a search node (summary and memory come later, with :meth:`memorize`).
         Raises :class:`GraphEditError` (graph unchanged) when the edit is invalid."""
-        problems = self.check_search(node_id, parent_ids, query)
-        if problems:
-            raise GraphEditError("; ".join(problems))
-        node = MemoryNode(
-            id=node_id,
-            kind="search",
-            index=len(self._order),
-            parents=tuple(dict.fromkeys(parent_ids)),
-            query=query.strip(),
-            created_at=created_at,
-        )
-        self._put(node)
-        return node
+        return self._add(self.check_search(node_id, parent_ids, query), node_id, "search", parent_ids,
+                         created_at, query=query.strip())
 
     def add_answer(self, parent_ids: Sequence[str], answer: str, *, created_at: float = 0.0) -> MemoryNode:
-        problems = self.check_answer(parent_ids, answer)
+        return self._add(self.check_answer(parent_ids, answer), ANSWER_ID, "answer", parent_ids, created_at,
+                         answer=answer.strip())
+
+    def _add(self, problems: list[str], node_id: str, kind: str, parent_ids: Sequence[str], created_at: float,
+             *, query: str = "", answer: str = "") -> MemoryNode:
+        """The checked edit: refused whole with the problems, or the node appended."""
         if problems:
             raise GraphEditError("; ".join(problems))
-        node = MemoryNode(
-            id=ANSWER_ID,
-            kind="answer",
-            index=len(self._order),
-            parents=tuple(dict.fromkeys(parent_ids)),
-            answer=answer.strip(),
-            created_at=created_at,
-        )
+        node = MemoryNode(id=node_id, kind=kind, index=len(self._order), parents=tuple(dict.fromkeys(parent_ids)),
+                          query=query, answer=answer, created_at=created_at)
         self._put(node)
         return node
 

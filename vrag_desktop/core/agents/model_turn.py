@@ -73,6 +73,23 @@ class ModelTurns:
         """Where an image of this step goes (every image the model is shown is kept, by run and step)."""
         return Path(self.a.image_dir) / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
 
+    async def turn(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent, None]:
+        """One model call's events; its reply is left on :attr:`reply`. When the endpoint is gone
+        for good, ``reply`` stays None and the last events are ``Timing`` and the fatal error: the
+        run then ends."""
+        self.reply: ChatResult | None = None
+        try:
+            async with aclosing(self.call_model(messages)) as calls:
+                async for item in calls:
+                    if isinstance(item, ChatResult):
+                        self.reply = item
+                    else:
+                        yield item
+        except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+            self.reply = None
+            yield self.timing()
+            yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+
     def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
         """Hook: extra events while the reply streams (VimRAG draws a new node early). Default: none."""
         return []

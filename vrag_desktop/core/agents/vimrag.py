@@ -68,7 +68,7 @@ from vrag_desktop.core.agents.memory_graph import (
     MemoryGraph,
     normalize_label,
 )
-from vrag_desktop.core.agents.model_turn import Fatal, guarded
+from vrag_desktop.core.agents.model_turn import guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed
 from vrag_desktop.core.agents.vimrag_media import (
     Media,
@@ -77,7 +77,7 @@ from vrag_desktop.core.agents.vimrag_media import (
     keyframe_times,
     thin_indices,
 )
-from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
+from vrag_desktop.core.endpoints.base import ChatModel
 
 log = logging.getLogger(__name__)
 
@@ -227,20 +227,13 @@ class _Run(Media):
             request = list(self.messages)
             if final:
                 request.append({"role": "user", "content": P.ANSWER_NOW_PROMPT})
-            result: ChatResult | None = None
-            try:
-                self._early_done = False
-                async with aclosing(self.call_model(request)) as calls:
-                    async for item in calls:
-                        if isinstance(item, ChatResult):
-                            result = item
-                        else:
-                            yield item
-            except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
-                yield self.timing()
-                yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+            self._early_done = False
+            async with aclosing(self.turn(request)) as model_events:
+                async for ev in model_events:
+                    yield ev
+            result = self.reply
+            if result is None:  # the endpoint is gone
                 return
-            assert result is not None
             content = result.content or ""
             try:
                 call: P.ToolCall | None = P.parse_tool_call(content)

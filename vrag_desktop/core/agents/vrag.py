@@ -54,9 +54,9 @@ from vrag_desktop.core.agents.events import (
     SearchResults,
     SearchStarted,
 )
-from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, Fatal, ModelTurns, guarded
+from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, ModelTurns, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
-from vrag_desktop.core.endpoints.base import ChatModel, ChatResult
+from vrag_desktop.core.endpoints.base import ChatModel
 from vrag_desktop.core.images import upright
 
 log = logging.getLogger(__name__)
@@ -177,19 +177,12 @@ class _Run(ModelTurns):
             self.step += 1
             self.model_seconds = self.tool_seconds = 0.0
             final = steps_left <= 0
-            result: ChatResult | None = None
-            try:
-                async with aclosing(self.call_model(list(self.messages))) as calls:
-                    async for item in calls:
-                        if isinstance(item, ChatResult):
-                            result = item
-                        else:
-                            yield item
-            except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
-                yield self.timing()
-                yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+            async with aclosing(self.turn(list(self.messages))) as model_events:
+                async for ev in model_events:
+                    yield ev
+            result = self.reply
+            if result is None:  # the endpoint is gone
                 return
-            assert result is not None
             content = result.content or ""
             self.messages.append({"role": "assistant", "content": content})
             turn = vp.parse_turn(content)
