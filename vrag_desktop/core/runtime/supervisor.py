@@ -22,8 +22,7 @@ import logging
 import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -48,7 +47,8 @@ from vrag_desktop.core.runtime.proctree import (
     spawn_options,
     stop_tree,
 )
-from vrag_desktop.core.runtime.state import StateFile, identity
+from vrag_desktop.core.runtime.spec import Probe, ProcessSpec
+from vrag_desktop.core.runtime.state import StateFile
 
 __all__ = [
     "ExitInfo",
@@ -67,61 +67,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Probe = Callable[[], Awaitable[bool]]
 StatusCallback = Callable[[ProcessStatus], None]
 LineCallback = Callable[[str], None]
 
 _CHUNK = 65536
-
-
-@dataclass
-class ProcessSpec:
-    """What to run and how to watch it: a server or a job (``long_running=False``: exit code 0 is
-    a normal end). ``env`` overrides the sanitised parent environment; strings in ``redact`` (API
-    keys) are masked in logs, output lines and the state file. ``state_path`` records the process
-    while it lives, with ``state_extra`` (port, model…) for whoever finds it; ``ready`` is the
-    readiness check (None: alive is ready)."""
-
-    argv: Sequence[str]
-    name: str | None = None
-    env: Mapping[str, str | None] | None = None
-    inherit_env: bool = True
-    cwd: str | os.PathLike[str] | None = None
-    log_path: str | os.PathLike[str] | None = None
-    state_path: str | os.PathLike[str] | None = None
-    state_extra: Mapping[str, Any] = field(default_factory=dict)
-    kind: str = "process"
-    long_running: bool = True
-    classifier: Classifier | None = None
-    redact: Sequence[str] = ()
-    ready: Probe | None = None
-
-    @property
-    def display_name(self) -> str:
-        return self.name or (Path(str(self.argv[0])).name if self.argv else "process")
-
-    def child_env(self) -> dict[str, str]:
-        return sanitized_env(self.env, None if self.inherit_env else {})
-
-    def mask(self, text: str) -> str:
-        for secret in self.redact:
-            if secret:
-                text = text.replace(secret, "***")
-        return text
-
-    def base_state(self, pid: int, mode: str) -> dict[str, Any]:
-        """The state file's content for a process just started."""
-        return {
-            **identity(pid),
-            "name": self.display_name,
-            "kind": self.kind,
-            "command": [self.mask(str(a)) for a in self.argv],
-            "log_path": str(self.log_path) if self.log_path else None,
-            "mode": mode,
-            "started_at": time.time(),
-            "ready_at": None,
-            **self.state_extra,
-        }
 
 
 _SUPERVISORS: weakref.WeakSet[ProcessSupervisor] = weakref.WeakSet()
