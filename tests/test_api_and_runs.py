@@ -169,3 +169,57 @@ def test_vimrag_api_original_shape(library, minilm, make_pdf, data_dir: Path) ->
     (run,) = RunStore(data_dir / "runs").list()
     assert run.agent == "vimrag" and run.status == "answered"
     assert list(RunStore(data_dir / "runs").events(run.id)) == events
+
+
+def test_one_assembly_for_api_cli_and_app(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    """An endpoint and a ready search engine (what the app passes) assemble the same agent as URLs do;
+    the engine's own hit reaches the run's events, labelled, with a snippet rather than a document."""
+    import asyncio
+
+    import pytest
+
+    from vrag_desktop.core.run.assemble import AgentOptions, AssembleError, Endpoint, SearchSource, assemble
+    from vrag_desktop.core.search import SearchEngine
+    from vrag_desktop.core.search.hit import SNIPPET_CHARS, Hit
+
+    _corpus(library, minilm, make_pdf)
+    engine = SearchEngine(library, ["c"], embedder=minilm)
+    try:
+        with ScriptedOpenAI(SCRIPT) as srv:
+            agent = VRAG(
+                endpoint=Endpoint.from_url(srv.base_url, "served-name"),
+                search=SearchSource(engine=engine),
+                data_dir=data_dir,
+            )
+            events = list(agent.run("How heavy a load can the Atlas robot carry?"))
+    finally:
+        engine.close()
+    assert events[-1]["event"] == "answer" and events[-1]["content"] == "450 kg"
+    results = next(e for e in events if e["event"] == "search_results")
+    top = results["hits"][results["shown"][0]]
+    assert isinstance(top, Hit) and top.corpus == "c" and top.item_id is not None and top.page == 2
+    assert top.label == "Image 1" and 0 < len(top.text) <= SNIPPET_CHARS
+    (run,) = RunStore(data_dir / "runs").list()
+    assert run.model == "served-name"
+    assert list(RunStore(data_dir / "runs").events(run.id)) == events  # the hit survives the saved run
+
+    # bad input: a clear message, nothing left running
+    with pytest.raises(AssembleError, match="needs both the base URL and the served model name"):
+        Endpoint.from_url("", "m")
+    closed: list[bool] = []
+
+    class Client:
+        model_name = "m"
+
+        async def aclose(self) -> None:
+            closed.append(True)
+
+    endpoint = Endpoint.from_factory(Client)  # type: ignore[arg-type]
+    with pytest.raises(AssembleError, match="unknown agent 'rag'"):
+        asyncio.run(assemble("rag", endpoint, SearchSource(), AgentOptions(), data_dir))
+    with pytest.raises(Exception, match="no corpus named 'nope'"):
+        nowhere = SearchSource(corpora=["nope"], data_dir=data_dir)
+        asyncio.run(assemble("vrag", endpoint, nowhere, AgentOptions(), data_dir))
+    assert closed == [True]  # the client made before the searcher failed was closed
+    failed = list(VRAG(endpoint=endpoint, search=nowhere, data_dir=data_dir).run("q"))
+    assert failed[-1]["event"] == "error" and "no corpus named 'nope'" in failed[-1]["content"]

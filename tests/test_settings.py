@@ -45,3 +45,42 @@ def test_unwritable_dir_raises_clear_error(tmp_path: Path) -> None:
     blocker.write_text("not a directory", encoding="utf-8")
     with pytest.raises(SettingsError, match="Could not save settings"):
         save_settings(AppSettings(), blocker / "cfg")
+
+
+def test_data_layout_names_every_folder(tmp_path: Path) -> None:
+    from vrag_desktop.core.paths import DataLayout
+
+    layout = DataLayout.resolve(tmp_path / "d")
+    assert layout.root == (tmp_path / "d").resolve()
+    assert {p.name for p in (layout.corpora, layout.runs, layout.config, layout.logs, layout.runtime)} == {
+        "corpora", "runs", "config", "logs", "runtime"
+    }
+    assert not layout.root.exists()  # naming a place creates nothing
+
+
+def test_switching_data_directory_keeps_endpoints_and_never_overwrites(tmp_path: Path) -> None:
+    """Endpoint profiles and vLLM settings live with the data (the CLI reads them too); a switch to a
+    data directory that has none brings them along, and one that has its own keeps them."""
+    from vrag_desktop.qt.context import AppContext
+
+    ctx = AppContext.for_dirs(data_dir=tmp_path / "old", config_dir=tmp_path / "cfg")
+    old_cfg = ctx.layout.config
+    old_cfg.mkdir(parents=True)
+    (old_cfg / "endpoints.json").write_text('{"profiles": ["mine"]}')
+    (old_cfg / "vllm.json").write_text('{"model": "mine"}')
+    own = tmp_path / "own"
+    (own / "config").mkdir(parents=True)
+    (own / "config" / "endpoints.json").write_text('{"profiles": ["theirs"]}')
+
+    ctx.set_data_dir(tmp_path / "new")
+    assert (tmp_path / "new" / "config" / "endpoints.json").read_text() == '{"profiles": ["mine"]}'
+    assert (tmp_path / "new" / "config" / "vllm.json").read_text() == '{"model": "mine"}'
+    ctx.set_data_dir(own)
+    assert (own / "config" / "endpoints.json").read_text() == '{"profiles": ["theirs"]}'  # kept
+    assert (own / "config" / "vllm.json").read_text() == '{"model": "mine"}'  # the missing one came
+    assert (old_cfg / "endpoints.json").read_text() == '{"profiles": ["mine"]}'  # the source is untouched
+
+    blocked = tmp_path / "file-not-dir"
+    blocked.write_text("x")
+    ctx.set_data_dir(blocked)  # an unusable directory: nothing raised here, reported when a store opens
+    assert ctx.data_dir == blocked.resolve()

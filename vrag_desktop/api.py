@@ -117,11 +117,12 @@ class _Base:
         if endpoint is not None:
             self.model_name = endpoint.model_name or model_name
         # Where searches go: ``search``, else ``searcher_factory``, else search_url or the local corpora.
-        if search is None:
-            if searcher_factory is not None:
-                search = SearchSource(factory=searcher_factory)
-            else:
-                search = SearchSource(url=search_url, corpora=self.corpora, data_dir=data_dir)
+        if search is not None:
+            self.search_url = search.url
+        elif searcher_factory is not None:
+            search = SearchSource(factory=searcher_factory)
+        else:
+            search = SearchSource(url=search_url, corpora=self.corpora, data_dir=data_dir)
         self.search = search
         self.run_id: str | None = None  # id of the saved run, once ``run``/``arun`` has started
 
@@ -249,16 +250,10 @@ class VimRAG(_Base):
         self.enable_thinking = enable_thinking
 
     def _options(self) -> AgentOptions:
-        return AgentOptions(
-            max_steps=self.max_steps,
-            top_k=self.search_top_k,
-            enable_thinking=self.enable_thinking,
-            max_pixels_image=self.max_pixels_image,
-            max_pixels_video=self.max_pixels_video,
-            memory_buffer_pixels=self.memory_buffer_pixels,
-        )
+        pixels = (self.max_pixels_image, self.max_pixels_video, self.memory_buffer_pixels)
+        return AgentOptions(self.max_steps, self.search_top_k, self.enable_thinking, *pixels)
 
-    def run(self, question: str | dict[str, Any]) -> Iterator[AgentEvent]:  # type: ignore[override]
+    def run(self, question: str | dict[str, Any]) -> Iterator[AgentEvent]:
         if isinstance(question, dict):
             question = str(question.get("query", ""))
         return super().run(question)

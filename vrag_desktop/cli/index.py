@@ -111,7 +111,7 @@ def yield_all(gen: Generator[Any, None, JobResult], view: _ProgressView) -> JobR
         try:
             view.show(next(gen))
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            return stop.value
 
 
 class _ProgressView:

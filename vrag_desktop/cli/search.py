@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from vrag_desktop.cli.common import EXIT_OK, CLIError, library
+from vrag_desktop.core.search.hit import Hit
 
 
 def add_parsers(sub: Any) -> None:
@@ -65,7 +66,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _hit_json(h) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def _hit_json(h: Hit) -> dict[str, Any]:
     d = h.to_dict()
     d["image"] = h.image
     d["text"] = h.text[:1000]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 APP_NAME = "vrag-desktop"
@@ -37,36 +37,20 @@ class DataLayout:
     """The data directory's layout. Nothing is created here: each store makes its own folder."""
 
     root: Path
+    corpora: Path = field(init=False)  # one folder per corpus (manifest, index, derived images)
+    runs: Path = field(init=False)  # saved agent runs (events, images)
+    config: Path = field(init=False)  # settings the app and the CLI share: endpoints, local vLLM
+    logs: Path = field(init=False)  # the app's log files
+    runtime: Path = field(init=False)  # model-server state: state file, server logs, vLLM environment
+
+    def __post_init__(self) -> None:
+        for name in ("corpora", "runs", "config", "logs", "runtime"):
+            object.__setattr__(self, name, self.root / name)
 
     @classmethod
     def resolve(cls, override: str | os.PathLike[str] | None = None) -> DataLayout:
         """The layout of the chosen data root (see :func:`resolve_data_dir`)."""
         return cls(resolve_data_dir(override))
-
-    @property
-    def corpora(self) -> Path:
-        """One folder per corpus (manifest, index, derived images)."""
-        return self.root / "corpora"
-
-    @property
-    def runs(self) -> Path:
-        """Saved agent runs (events, images)."""
-        return self.root / "runs"
-
-    @property
-    def config(self) -> Path:
-        """Settings the app and the CLI share: endpoint profiles, local vLLM settings."""
-        return self.root / "config"
-
-    @property
-    def logs(self) -> Path:
-        """The app's log files."""
-        return self.root / "logs"
-
-    @property
-    def runtime(self) -> Path:
-        """Model-server state: state file, server logs, the vLLM environment."""
-        return self.root / "runtime"
 
     #: Files in :attr:`config` that a new data directory inherits from the previous one.
     SHARED_CONFIG_FILES = ("endpoints.json", "vllm.json")
@@ -90,13 +74,16 @@ class DataLayout:
 
 
 def resources_dir() -> Path:
-    """The app's bundled resources: beside the package in a checkout, inside the bundle when frozen."""
+    """The app's bundled resources: inside the package in an installed wheel
+    (``vrag_desktop/resources``, see setup.py), inside the bundle when frozen (either layout), else
+    beside the package in a checkout."""
     import sys
 
+    package = Path(__file__).resolve().parents[1]
     frozen = getattr(sys, "_MEIPASS", None)
-    if frozen:
-        return Path(frozen) / "resources"
-    return Path(__file__).resolve().parents[2] / "resources"
+    places = [Path(frozen) / "resources", Path(frozen) / "vrag_desktop" / "resources"] if frozen else []
+    places += [package / "resources", package.parent / "resources"]
+    return next((p for p in places if p.is_dir()), places[0])
 
 
 def sample_corpus_dir() -> Path | None:

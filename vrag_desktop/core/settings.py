@@ -1,6 +1,8 @@
 """Application preferences: a small typed record kept as JSON in the per-user config directory.
 
-The settings file lives outside the data directory because the data directory is itself a setting.
+The rule (docs/formats.md): settings the command line also reads live with the data, in
+``<data>/config`` (:class:`~vrag_desktop.core.paths.DataLayout`); only the desktop app's own
+preferences live here, outside the data directory, because the data directory is itself one of them.
 A damaged file never stops the app: it is moved aside (so nothing the person wrote is lost) and the
 defaults are used, with a message saying where the damaged copy went.
 """

@@ -16,7 +16,7 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -108,11 +108,12 @@ def build_corpus(
         try:
             for kind, payload in pipeline.run(cancel, report):
                 if kind == "results":
-                    buffer.extend(payload)  # type: ignore[arg-type]
-                    n = len(payload)  # type: ignore[arg-type]
+                    results = cast("list[_Result]", payload)
+                    buffer.extend(results)
+                    n = len(results)
                     done += n
                     rate = meter.update(n)
-                    last = payload[-1].derived  # type: ignore[index]
+                    last = results[-1].derived
                     yield Progress(
                         "index",
                         done,
@@ -123,7 +124,7 @@ def build_corpus(
                         failed=report.failed_items + report.failed_sources,
                     )
                 else:  # a source finished: its final status is committed with its last items
-                    sid, err = payload  # type: ignore[misc]
+                    sid, err = cast("tuple[int, str | None]", payload)
                     finished[sid] = err
                 now = time.perf_counter()
                 if len(buffer) >= checkpoint_items or now - last_ckpt >= checkpoint_seconds:
@@ -323,7 +324,7 @@ class _Pipeline:
                 if msg is self._END:
                     ended = True
                     break
-                kind, sid, payload = msg  # type: ignore[misc]
+                kind, sid, payload = cast("tuple[str, int, Any]", msg)
                 if kind == "item":
                     d: Derived = payload
                     if d.error:

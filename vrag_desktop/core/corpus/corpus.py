@@ -32,7 +32,7 @@ from vrag_desktop.core.corpus.manifest import (
     S_UNSUPPORTED,
     Manifest,
 )
-from vrag_desktop.core.corpus.scan import ScanReport, os_error_message, sha256_file, walk
+from vrag_desktop.core.corpus.scan import Found, ScanReport, os_error_message, sha256_file, walk
 from vrag_desktop.core.embedders.base import Embedder
 from vrag_desktop.core.index.store import VectorStore
 from vrag_desktop.core.progress import CancelToken, Progress
@@ -183,7 +183,7 @@ class Corpus:
                     continue
                 seen.add(f.path)
                 n += 1
-                removed_ids += self._scan_one(f, opts, report, retry_failed)
+                removed_ids += self._scan_one(f, report, retry_failed)
                 if n % 50 == 0:
                     yield Progress("scan", n, 0, message=f.path)
         # Sources gone from disk (or whose root was removed) leave the corpus.
@@ -238,17 +238,21 @@ class Corpus:
             self.store().remove(removed)
             self.store().checkpoint()
 
-    def _scan_one(self, f, opts: DeriveOptions, report: ScanReport, retry_failed: bool) -> list[int]:  # type: ignore[no-untyped-def]
+    def _scan_one(self, f: Found, report: ScanReport, retry_failed: bool) -> list[int]:
+        """Record one found file's state; returns vector ids to drop (its old items)."""
         m = self.manifest
         row = m.source_by_path(f.path)
-        same_stat = row is not None and row.size == f.size and row.mtime_ns == f.mtime_ns
-        if f.error:
+
+        def fail(error: str, size: int | None, mtime_ns: int | None) -> list[int]:
             report.failed += 1
             ids = m.clear_items(row.id) if row else []
             m.upsert_source(
-                f.path, kind=f.kind, status=S_FAILED, error=f.error, size=None, mtime_ns=None, sha256=None
+                f.path, kind=f.kind, status=S_FAILED, error=error, size=size, mtime_ns=mtime_ns, sha256=None
             )
             return ids
+
+        if f.error:
+            return fail(f.error, None, None)
         if f.kind is None:
             report.unsupported += 1
             ext = Path(f.path).suffix or "(no extension)"
@@ -261,6 +265,7 @@ class Corpus:
                 error=f"unsupported file type {ext}; supported: {', '.join(sorted(kinds.EXTENSIONS))}",
             )
             return []
+        same_stat = row is not None and row.size == f.size and row.mtime_ns == f.mtime_ns
         if row is not None and same_stat and not (retry_failed and row.status == S_FAILED):
             if row.status == S_PENDING:
                 report.changed += 1
@@ -268,54 +273,21 @@ class Corpus:
                 report.unchanged += 1
             return []
         if f.size == 0:
-            report.failed += 1
-            ids = m.clear_items(row.id) if row else []
-            m.upsert_source(
-                f.path,
-                kind=f.kind,
-                size=0,
-                mtime_ns=f.mtime_ns,
-                sha256=None,
-                status=S_FAILED,
-                error="empty file (0 bytes)",
-            )
-            return ids
+            return fail("empty file (0 bytes)", 0, f.mtime_ns)
         try:
             sha = sha256_file(f.path)
         except OSError as exc:
-            report.failed += 1
-            ids = m.clear_items(row.id) if row else []
-            m.upsert_source(
-                f.path,
-                kind=f.kind,
-                status=S_FAILED,
-                error=os_error_message(exc),
-                size=f.size,
-                mtime_ns=f.mtime_ns,
-                sha256=None,
-            )
-            return ids
+            return fail(os_error_message(exc), f.size, f.mtime_ns)
         if row is not None and row.sha256 == sha and row.status in (S_INDEXED, S_DUPLICATE):
             m.update_source(row.id, size=f.size, mtime_ns=f.mtime_ns)  # touched, not changed
             report.unchanged += 1
             return []
         ids = m.clear_items(row.id) if row else []
         dup = m.source_by_sha(sha, exclude_id=row.id if row else None)
-        if dup is not None and dup.status not in (S_FAILED, S_UNSUPPORTED):
+        original = dup.id if dup is not None and dup.status not in (S_FAILED, S_UNSUPPORTED) else None
+        if original is not None:
             report.duplicates += 1
-            m.upsert_source(
-                f.path,
-                kind=f.kind,
-                size=f.size,
-                mtime_ns=f.mtime_ns,
-                sha256=sha,
-                status=S_DUPLICATE,
-                duplicate_of=dup.id,
-                error=None,
-                n_expected=0,
-            )
-            return ids
-        if row is None:
+        elif row is None:
             report.added += 1
         else:
             report.changed += 1
@@ -325,10 +297,10 @@ class Corpus:
             size=f.size,
             mtime_ns=f.mtime_ns,
             sha256=sha,
-            status=S_PENDING,
+            status=S_PENDING if original is None else S_DUPLICATE,
+            duplicate_of=original,
             error=None,
-            duplicate_of=None,
-            n_expected=None,
+            n_expected=None if original is None else 0,
         )
         return ids
 
@@ -340,24 +312,8 @@ class Corpus:
             total += max(0, (src.n_expected or 1) - len(self.manifest.done_ordinals(src.id)))
         return total
 
-    def build(
-        self,
-        embedder: Embedder,
-        cancel: CancelToken | None = None,
-        *,
-        checkpoint_seconds: float = 10.0,
-        checkpoint_items: int = 512,
-        ocr: bool | None = None,
-    ) -> Generator[Progress, None, BuildReport]:
-        """Derive and embed every pending source (see :func:`build_corpus`)."""
-        return build_corpus(
-            self,
-            embedder,
-            cancel,
-            checkpoint_seconds=checkpoint_seconds,
-            checkpoint_items=checkpoint_items,
-            ocr=ocr,
-        )
+    #: Derive and embed every pending source: see :func:`~vrag_desktop.core.corpus.build.build_corpus`.
+    build = build_corpus
 
     # ---------------------------------------------------------------- info
     def stats(self) -> dict[str, object]:

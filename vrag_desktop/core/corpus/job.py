@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from typing import Any
 
 from vrag_desktop.core.corpus.build import BuildReport
 from vrag_desktop.core.corpus.corpus import Corpus, CorpusError, embedder_mismatch
@@ -159,8 +160,8 @@ def _check_requested_embedder(corpus: Corpus, spec: str | None) -> None:
             raise CorpusError(problem)
 
 
-def _checkpoint_knobs() -> dict[str, float]:
-    kw: dict[str, float] = {}
+def _checkpoint_knobs() -> dict[str, Any]:
+    kw: dict[str, Any] = {}
     if os.environ.get(CHECKPOINT_SECONDS_ENV):
         kw["checkpoint_seconds"] = float(os.environ[CHECKPOINT_SECONDS_ENV])
     if os.environ.get(CHECKPOINT_ITEMS_ENV):

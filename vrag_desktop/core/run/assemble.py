@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +126,7 @@ class SearchSource:
 
 @dataclass(frozen=True)
 class AgentOptions:
-    """The knobs a person sets for a run; each agent takes the ones it has."""
+    """The knobs a person sets for a run; each agent takes the ones it has (VimRAG: all, by name)."""
 
     max_steps: int = 10
     top_k: int = 3
@@ -175,17 +175,9 @@ def build_agent(
     if kind == VIMRAG:
         from vrag_desktop.core.agents.vimrag import VimRAGAgent
 
-        return VimRAGAgent(
-            model,
-            searcher,
-            image_dir=image_dir,
-            max_steps=options.max_steps,
-            search_top_k=options.top_k,
-            max_pixels_image=options.max_pixels_image,
-            max_pixels_video=options.max_pixels_video,
-            memory_buffer_pixels=options.memory_buffer_pixels,
-            enable_thinking=options.enable_thinking,
-        )
+        knobs = asdict(options)  # every option is a VimRAGAgent argument of the same name, but top_k
+        knobs["search_top_k"] = knobs.pop("top_k")
+        return VimRAGAgent(model, searcher, image_dir=image_dir, **knobs)
     raise AssembleError(f"unknown agent {kind!r}: use one of {', '.join(AGENT_KINDS)}")
 
 

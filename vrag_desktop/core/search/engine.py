@@ -132,10 +132,10 @@ class SearchEngine:
         for rank, (s, c, item_id) in enumerate(lexical):
             key = (c.name, item_id)
             if key not in fused:
-                row = c.manifest.item(item_id)
-                if row is None:
+                lexical_row = c.manifest.item(item_id)
+                if lexical_row is None:
                     continue
-                fused[key] = [0.0, c, row, None, None]
+                fused[key] = [0.0, c, lexical_row, None, None]
             fused[key][0] += 1.0 / (RRF_K + rank + 1)
             fused[key][4] = s
         ranked = sorted(fused.values(), key=lambda t: -t[0])[:k]

@@ -72,7 +72,8 @@ def legacy_list(hits: list[Hit]) -> list[dict[str, Any]]:
     return [{"idx": i, "image_file": h.image} for i, h in enumerate(images)]
 
 
-def create_app(engine: SearchEngine):  # type: ignore[no-untyped-def]
+def create_app(engine: SearchEngine) -> Any:
+    """The FastAPI app serving ``engine`` (fastapi is imported here, not at module import)."""
     from fastapi import FastAPI, HTTPException, Query, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse
