@@ -177,6 +177,7 @@ class MainWindow(QMainWindow):
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
         self.runtime.profilesChanged.connect(ask.refresh_profiles)
         self.runtime.activeProfileChanged.connect(lambda _name: ask.refresh_profiles())
+        self.runtime.leftoversFound.connect(lambda _n: self._open_runtime())  # servers of a killed session
         ask.profile_combo.currentIndexChanged.connect(self._ask_profile_changed)
         # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
         for view in (self.graph_view, self.evidence.page_view):
