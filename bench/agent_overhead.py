@@ -79,12 +79,16 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
 
         forget = imaging.clear
     except ImportError:  # an older tree keeps no decodes
+
         def forget() -> None:
             pass
 
     for mod in (vp, VimRun, VragRun):
-        assert Path(sys.modules[mod.__module__ if isinstance(mod, type) else mod.__name__].__file__ or "").resolve(
-        ).is_relative_to(tree.resolve())
+        assert (
+            Path(sys.modules[mod.__module__ if isinstance(mod, type) else mod.__name__].__file__ or "")
+            .resolve()
+            .is_relative_to(tree.resolve())
+        )
     pages = sorted(pages_dir.glob("page_*.jpg"))[:N_PAGES]
     out = Path(tempfile.mkdtemp(prefix="vrag-overhead-out-"))
 
@@ -215,21 +219,29 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in trees}
     for r in range(args.rounds):
         for name, tree in trees if r % 2 == 0 else trees[::-1]:  # A B B A A B …: neither always first
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
+            env = {
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")])),
+            }
             cmd = [sys.executable, __file__, "--child", str(tree), "--pages", str(pages_dir)]
             cmd += ["--repeat", str(args.repeat)]
             res = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
             if res.returncode:
                 raise SystemExit(f"{name} child failed:\n{res.stderr[-3000:]}")
             runs[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
-            print(f"  round {r + 1} {name}: others' CPU {runs[name][-1]['cpu']['other_cpu_share']:.0%}", flush=True)
+            print(
+                f"  round {r + 1} {name}: others' CPU {runs[name][-1]['cpu']['other_cpu_share']:.0%}",
+                flush=True,
+            )
 
     table: dict[str, dict[str, Any]] = {}
     for step, _ in STEPS:
         table[step] = {}
         for name, _ in trees:
             pooled = sorted(x for run in runs[name] for x in run["samples"].get(step, []))
-            per_round = [statistics.median(run["samples"][step]) for run in runs[name] if step in run["samples"]]
+            per_round = [
+                statistics.median(run["samples"][step]) for run in runs[name] if step in run["samples"]
+            ]
             if pooled:
                 table[step][name] = {
                     "p50_ms": round(statistics.median(pooled), 2),
@@ -246,7 +258,9 @@ def main() -> None:
         "trees": {name: str(tree) for name, tree in trees},
         "rounds": args.rounds,
         "repeat": args.repeat,
-        "others_cpu_share": {name: [run["cpu"]["other_cpu_share"] for run in runs[name]] for name, _ in trees},
+        "others_cpu_share": {
+            name: [run["cpu"]["other_cpu_share"] for run in runs[name]] for name, _ in trees
+        },
         "loadavg_per_child": {name: [run["loadavg"] for run in runs[name]] for name, _ in trees},
         "same_bytes_to_the_model": same,
         "steps": table,
@@ -255,14 +269,19 @@ def main() -> None:
     args.out.write_text(json.dumps(report, indent=2))
 
     names = [name for name, _ in trees]
-    print(f"\n{report['machine']['cpu_model']}, {report['machine']['cpu_count']} cores; {args.rounds} rounds × "
-          f"{args.repeat} samples per tree; others' CPU "
-          + ", ".join(f"{n} {statistics.median(report['others_cpu_share'][n]):.0%}" for n in names) + " (median)\n")
+    print(
+        f"\n{report['machine']['cpu_model']}, {report['machine']['cpu_count']} cores; {args.rounds} rounds × "
+        f"{args.repeat} samples per tree; others' CPU "
+        + ", ".join(f"{n} {statistics.median(report['others_cpu_share'][n]):.0%}" for n in names)
+        + " (median)\n"
+    )
     print("| step (2000×2800 page) | " + " | ".join(f"{n} p50 / p90 ms" for n in names) + " | target p50 |")
     print("|---|" + "---|" * len(names) + "---|")
     for step, label in STEPS:
-        cells = [f"{table[step][n]['p50_ms']:.1f} / {table[step][n]['p90_ms']:.1f}" if n in table[step] else "—"
-                 for n in names]
+        cells = [
+            f"{table[step][n]['p50_ms']:.1f} / {table[step][n]['p90_ms']:.1f}" if n in table[step] else "—"
+            for n in names
+        ]
         print(f"| {label} | " + " | ".join(cells) + f" | ≤ {TARGET_MS:.0f} |")
     if same is not None:
         print(f"\nSame bytes sent to the model by both trees (scripted VRAG and VimRAG runs): {same}")

@@ -195,6 +195,7 @@ def prepare(work: Path, n_pdfs: int, n_pages: int, ocr_every: int, seed: int) ->
     doc.close()
 
     from vrag_desktop.core.embedders import create_embedder
+
     Library = _module("vrag_desktop.core.corpus.library", "vrag_desktop.core.library").Library
 
     emb = create_embedder("minilm")
@@ -551,6 +552,7 @@ class Bench:
         from vrag_desktop.core.endpoints.profiles import EndpointProfile
         from vrag_desktop.core.settings import AppSettings, save_settings
         from vrag_desktop.qt.context import AppContext
+
         error_sink = _module("vrag_desktop.qt.infra.errors", "vrag_desktop.qt.errors").error_sink
         from vrag_desktop.qt.main_window import MainWindow
 
@@ -625,7 +627,9 @@ class Bench:
             self._QTimer.singleShot(50, self.start_run)
 
     def start_run(self) -> None:
-        RunRequest = _module("vrag_desktop.qt.ask.run_controller", "vrag_desktop.qt.run_controller").RunRequest
+        RunRequest = _module(
+            "vrag_desktop.qt.ask.run_controller", "vrag_desktop.qt.run_controller"
+        ).RunRequest
 
         if self.keep_running and not self.window.controller.running:
             req = RunRequest(
@@ -768,6 +772,7 @@ class Bench:
 
     def gui_thread_indexing(self) -> dict[str, Any]:
         from vrag_desktop.core.progress import CancelToken
+
         indexer = _module("vrag_desktop.qt.corpora.indexer", "vrag_desktop.qt.indexer")
         Job, run_job = indexer.Job, indexer.run_job
 
@@ -981,7 +986,10 @@ def main() -> None:
     try:
         if args.startup:
             phases.append(bench.startup(args.startup))
-            print(f"  {phases[-1]['label']}: {phases[-1]['seconds']} s, max {phases[-1]['max_ms']} ms", flush=True)
+            print(
+                f"  {phases[-1]['label']}: {phases[-1]['seconds']} s, max {phases[-1]['max_ms']} ms",
+                flush=True,
+            )
         if not args.no_baselines:
             phases.append(bench.idle(args.idle_seconds))
             print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)

@@ -58,16 +58,26 @@ def main() -> None:
             report["wall_s"] = round(time.perf_counter() - t)
             results[name].append(report)
 
-    summary: dict[str, Any] = {"trees": {n: str(t) for n, t in trees}, "rounds": args.rounds, "args": extra,
-                               "machine": results["current"][0]["machine"], "phases": {}}
+    summary: dict[str, Any] = {
+        "trees": {n: str(t) for n, t in trees},
+        "rounds": args.rounds,
+        "args": extra,
+        "machine": results["current"][0]["machine"],
+        "phases": {},
+    }
     labels = [p["label"] for p in results["current"][0]["phases"]]
     for label in labels:
         row: dict[str, Any] = {}
         for name, _ in trees:
             got = [next((p for p in rep["phases"] if p["label"] == label), None) for rep in results[name]]
             row[name] = [
-                {"max_ms": p["max_ms"], "p99_ms": p["p99_ms"], "over_50ms": p["over_50ms"], "seconds": p["seconds"],
-                 "others_cpu": p["cpu"]["other_cpu_share"]}
+                {
+                    "max_ms": p["max_ms"],
+                    "p99_ms": p["p99_ms"],
+                    "over_50ms": p["over_50ms"],
+                    "seconds": p["seconds"],
+                    "others_cpu": p["cpu"]["other_cpu_share"],
+                }
                 for p in got
                 if p is not None
             ]
@@ -75,8 +85,10 @@ def main() -> None:
     args.out.write_text(json.dumps(summary, indent=2))
 
     m = summary["machine"]
-    print(f"\n{m['cpu_model']}, {m.get('cpus_usable', m['cpu_count'])} cores; {args.rounds} rounds, alternating; "
-          f"gui_stall.py {' '.join(defaults + extra)}\n")
+    print(
+        f"\n{m['cpu_model']}, {m.get('cpus_usable', m['cpu_count'])} cores; {args.rounds} rounds, alternating; "
+        f"gui_stall.py {' '.join(defaults + extra)}\n"
+    )
     print("| phase | tree | longest stall ms (per round) | p99 ms | stalls > 50 ms | others' CPU |")
     print("|---|---|---|---|---|---|")
     for label, row in summary["phases"].items():
@@ -84,9 +96,11 @@ def main() -> None:
             rs = row[name]
             if not rs:
                 continue
-            print(f"| {label} | {name} | {' / '.join(str(x['max_ms']) for x in rs)} | "
-                  f"{' / '.join(str(x['p99_ms']) for x in rs)} | {' / '.join(str(x['over_50ms']) for x in rs)} | "
-                  f"{statistics.median(x['others_cpu'] for x in rs):.0%} |")
+            print(
+                f"| {label} | {name} | {' / '.join(str(x['max_ms']) for x in rs)} | "
+                f"{' / '.join(str(x['p99_ms']) for x in rs)} | {' / '.join(str(x['over_50ms']) for x in rs)} | "
+                f"{statistics.median(x['others_cpu'] for x in rs):.0%} |"
+            )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,13 @@ def machine_info() -> dict:
     }
     import importlib
 
-    for name, attr in (("torch", "__version__"), ("transformers", "__version__"), ("faiss", "__version__"),
-                       ("pymupdf", "VersionBind"), ("PIL", "__version__")):
+    for name, attr in (
+        ("torch", "__version__"),
+        ("transformers", "__version__"),
+        ("faiss", "__version__"),
+        ("pymupdf", "VersionBind"),
+        ("PIL", "__version__"),
+    ):
         try:  # a benchmark that needs only some of them runs where the others are missing
             info[name] = getattr(importlib.import_module(name), attr)
         except ImportError:
@@ -128,13 +133,18 @@ def wait_quiet(max_wait: float, threshold: float = 0.15) -> dict:
         with Phase() as p:
             time.sleep(2.0)
         if p.info["other_cpu_share"] < threshold or time.perf_counter() - t0 >= max_wait:
-            return {"waited_s": round(time.perf_counter() - t0, 1), "other_cpu_share": p.info["other_cpu_share"]}
+            return {
+                "waited_s": round(time.perf_counter() - t0, 1),
+                "other_cpu_share": p.info["other_cpu_share"],
+            }
 
 
 # ============================================================================ corpus
 def corpus_pdfs(folder: Path | None) -> list[Path]:
     if folder is None:
-        out = subprocess.run([str(ROOT / "bench" / "get_pdf_corpus.sh")], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [str(ROOT / "bench" / "get_pdf_corpus.sh")], check=True, capture_output=True, text=True
+        )
         folder = Path(out.stdout.strip().splitlines()[-1])
     pdfs = sorted(folder.glob("*.pdf"))
     if not pdfs:
@@ -166,7 +176,12 @@ def run_embedder_alone(embedder, texts: list[str], bs: int) -> dict:  # type: ig
     with Phase() as ph:
         for b in batches(inputs, bs):
             n_vec += sum(len(v) for v in embedder.embed_items(b))
-    return {"pages": len(texts), "vectors": n_vec, **ph.info, "pages_per_s": round(len(texts) / ph.seconds, 2)}
+    return {
+        "pages": len(texts),
+        "vectors": n_vec,
+        **ph.info,
+        "pages_per_s": round(len(texts) / ph.seconds, 2),
+    }
 
 
 # ============================================================================ (a) naive sequential
@@ -201,9 +216,14 @@ def run_naive(embedder, pdfs: list[Path], bs: int, workdir: Path) -> dict:  # ty
             index.add(np.ascontiguousarray(np.concatenate(vecs), dtype=np.float32))
         stages["index"] = ph.info
     image_bytes = sum(f.stat().st_size for f in img_dir.iterdir())
-    return {"pages": n_pages, "vectors": int(index.ntotal), **total.info,
-            "pages_per_s": round(n_pages / total.seconds, 2), "stages": stages,
-            "image_megabytes": round(image_bytes / 1e6, 1)}
+    return {
+        "pages": n_pages,
+        "vectors": int(index.ntotal),
+        **total.info,
+        "pages_per_s": round(n_pages / total.seconds, 2),
+        "stages": stages,
+        "image_megabytes": round(image_bytes / 1e6, 1),
+    }
 
 
 # ============================================================================ (c) our pipeline
@@ -300,8 +320,12 @@ def run_ours(embedder, pdf_dir: Path, workdir: Path, ocr: bool | None = None) ->
         "pages_per_s": round(pages / total.seconds, 2),
         "scan": scan_info | {"added": scan_report.added},
         "build": build_info | {"pages_per_s": round(pages / build_info["seconds"], 2)},
-        "build_report": {"seconds": round(rep.seconds, 2), "embed_seconds": round(rep.embed_seconds, 2),
-                         "wait_seconds": round(rep.wait_seconds, 2), "items": rep.items},
+        "build_report": {
+            "seconds": round(rep.seconds, 2),
+            "embed_seconds": round(rep.embed_seconds, 2),
+            "wait_seconds": round(rep.wait_seconds, 2),
+            "items": rep.items,
+        },
         "stages": timer.report(),
     }
 
@@ -309,18 +333,37 @@ def run_ours(embedder, pdf_dir: Path, workdir: Path, ocr: bool | None = None) ->
 # ============================================================================ main
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--pdfs", type=Path, default=None, help="folder of PDFs (default: bench/get_pdf_corpus.sh)")
-    ap.add_argument("--batch-size", type=int, default=None, help="items per embed_items call (default: embedder's)")
-    ap.add_argument("--order", default="b,a,c,d,b,c",
-                    help="order of the runs (a, b, c, d; a letter may repeat: b and c twice by default, "
-                         "as their ratio is the close one)")
-    ap.add_argument("--wait-quiet", type=float, default=0.0,
-                    help="before each run wait up to this many seconds for other processes to go quiet")
-    ap.add_argument("--max-other-share", type=float, default=0.05,
-                    help="a run during which other processes used more of the CPUs than this is repeated")
+    ap.add_argument(
+        "--pdfs", type=Path, default=None, help="folder of PDFs (default: bench/get_pdf_corpus.sh)"
+    )
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="items per embed_items call (default: embedder's)"
+    )
+    ap.add_argument(
+        "--order",
+        default="b,a,c,d,b,c",
+        help="order of the runs (a, b, c, d; a letter may repeat: b and c twice by default, "
+        "as their ratio is the close one)",
+    )
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="before each run wait up to this many seconds for other processes to go quiet",
+    )
+    ap.add_argument(
+        "--max-other-share",
+        type=float,
+        default=0.05,
+        help="a run during which other processes used more of the CPUs than this is repeated",
+    )
     ap.add_argument("--max-attempts", type=int, default=3, help="attempts per run (see --max-other-share)")
-    ap.add_argument("--retry-budget", type=float, default=600.0,
-                    help="no repeats once the benchmark has run this many seconds (keeps it < 15 min)")
+    ap.add_argument(
+        "--retry-budget",
+        type=float,
+        default=600.0,
+        help="no repeats once the benchmark has run this many seconds (keeps it < 15 min)",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ingest.json")
     args = ap.parse_args()
 
@@ -344,15 +387,28 @@ def main() -> None:
     docs = []
     for p in pdfs:
         with pymupdf.open(p) as d:
-            docs.append({"file": p.name, "pages": d.page_count, "megabytes": round(p.stat().st_size / 1e6, 2)})
+            docs.append(
+                {"file": p.name, "pages": d.page_count, "megabytes": round(p.stat().st_size / 1e6, 2)}
+            )
     result: dict = {
         "benchmark": "ingest",
         "machine": machine_info(),
-        "embedder": {"id": embedder.info.id, "model": embedder.info.model, "dim": embedder.dim, "device": "cpu",
-                     "batch_size": bs, "load_seconds": round(load_s, 1)},
-        "corpus": {"folder": str(pdf_dir), "documents": docs, "pages": len(texts),
-                   "token_windows": n_windows, "windows_per_page": round(n_windows / len(texts), 2),
-                   "pages_without_text_layer": sum(len("".join(t.split())) < 20 for t in texts)},
+        "embedder": {
+            "id": embedder.info.id,
+            "model": embedder.info.model,
+            "dim": embedder.dim,
+            "device": "cpu",
+            "batch_size": bs,
+            "load_seconds": round(load_s, 1),
+        },
+        "corpus": {
+            "folder": str(pdf_dir),
+            "documents": docs,
+            "pages": len(texts),
+            "token_windows": n_windows,
+            "windows_per_page": round(n_windows / len(texts), 2),
+            "pages_without_text_layer": sum(len("".join(t.split())) < 20 for t in texts),
+        },
         "targets": {"ours_vs_naive_min": 2.0, "ours_vs_embedder_alone_min": 0.9},
         "runs": {},
     }
@@ -382,12 +438,17 @@ def main() -> None:
             if wq:
                 r["wait_quiet"] = wq
             r["order"], r["attempt"] = i, attempt
-            print(f"   {r['pages']} pages in {r['seconds']:.1f} s = {r['pages_per_s']:.2f} pages/s "
-                  f"(others used {r['other_cpu_share']:.0%} of the CPUs)", flush=True)
+            print(
+                f"   {r['pages']} pages in {r['seconds']:.1f} s = {r['pages_per_s']:.2f} pages/s "
+                f"(others used {r['other_cpu_share']:.0%} of the CPUs)",
+                flush=True,
+            )
             busy = r["other_cpu_share"] > args.max_other_share
             if busy and attempt < args.max_attempts and time.perf_counter() - t_bench < args.retry_budget:
                 # another process competed for the 2 CPUs: keep the record, measure again
-                print(f"   others used more than {args.max_other_share:.0%} of the CPUs: run again", flush=True)
+                print(
+                    f"   others used more than {args.max_other_share:.0%} of the CPUs: run again", flush=True
+                )
                 result["discarded_runs"].append({"run": names[key], **r})
                 continue
             r["contended"] = busy
@@ -401,7 +462,8 @@ def main() -> None:
     best = {k: max(v, key=lambda r: r["pages_per_s"]) for k, v in result["runs"].items()}
     if "ours_no_ocr" in best and "embedder_alone" in best:
         result["ours_no_ocr_vs_embedder_alone"] = round(
-            best["ours_no_ocr"]["pages_per_s"] / best["embedder_alone"]["pages_per_s"], 3)
+            best["ours_no_ocr"]["pages_per_s"] / best["embedder_alone"]["pages_per_s"], 3
+        )
     if "ours" in best:
         o = best["ours"]["pages_per_s"]
         if "naive" in best:
@@ -425,7 +487,9 @@ def main() -> None:
         ]
     if "naive" in best and "embedder_alone" in best:
         # A pipeline can at best run at the embedder's own speed: the highest ratio to naive possible.
-        result["ceiling_ours_vs_naive"] = round(best["naive"]["seconds"] / best["embedder_alone"]["seconds"], 3)
+        result["ceiling_ours_vs_naive"] = round(
+            best["naive"]["seconds"] / best["embedder_alone"]["seconds"], 3
+        )
     args.out.write_text(json.dumps(result, indent=2))
     print_table(result)
     print(f"\nwrote {args.out}")
@@ -433,8 +497,10 @@ def main() -> None:
 
 def print_table(result: dict) -> None:
     c = result["corpus"]
-    print(f"\ncorpus: {c['pages']} pages, {len(c['documents'])} PDFs, {c['windows_per_page']} MiniLM windows/page; "
-          f"batch size {result['embedder']['batch_size']}")
+    print(
+        f"\ncorpus: {c['pages']} pages, {len(c['documents'])} PDFs, {c['windows_per_page']} MiniLM windows/page; "
+        f"batch size {result['embedder']['batch_size']}"
+    )
     print("\n| run | pages | seconds | pages/s | others' CPU share | notes |")
     print("|---|---|---|---|---|---|")
     for name, runs in result["runs"].items():
@@ -445,31 +511,43 @@ def print_table(result: dict) -> None:
                 note = ", ".join(f"{k} {v['seconds']:.1f}s" for k, v in st.items())
             elif name in ("ours", "ours_no_ocr"):
                 br = r["build_report"]
-                note = (f"scan {r['scan']['seconds']:.1f}s, build {r['build']['seconds']:.1f}s "
-                        f"(embed {br['embed_seconds']:.1f}s, wait {br['wait_seconds']:.1f}s)")
+                note = (
+                    f"scan {r['scan']['seconds']:.1f}s, build {r['build']['seconds']:.1f}s "
+                    f"(embed {br['embed_seconds']:.1f}s, wait {br['wait_seconds']:.1f}s)"
+                )
             flag = " (contended)" if r.get("contended") else ""
-            print(f"| {name} | {r['pages']} | {r['seconds']:.1f} | {r['pages_per_s']:.2f} | "
-                  f"{r['other_cpu_share']:.0%}{flag} | {note} |")
+            print(
+                f"| {name} | {r['pages']} | {r['seconds']:.1f} | {r['pages_per_s']:.2f} | "
+                f"{r['other_cpu_share']:.0%}{flag} | {note} |"
+            )
     if result.get("discarded_runs"):
-        print(f"\n({len(result['discarded_runs'])} run(s) repeated because other processes competed for the "
-              "CPUs; kept in the JSON under discarded_runs)")
+        print(
+            f"\n({len(result['discarded_runs'])} run(s) repeated because other processes competed for the "
+            "CPUs; kept in the JSON under discarded_runs)"
+        )
     if "ours_vs_naive" in result:
         print(f"\nours / naive = {result['ours_vs_naive']:.2f}x (target >= 2.0x)")
     if "ours_vs_embedder_alone" in result:
         print(f"ours / embedder alone = {result['ours_vs_embedder_alone']:.2f}x (target >= 0.9x)")
     if "ours_no_ocr_vs_embedder_alone" in result:
-        print(f"ours with OCR off / embedder alone = {result['ours_no_ocr_vs_embedder_alone']:.2f}x (diagnostic)")
+        print(
+            f"ours with OCR off / embedder alone = {result['ours_no_ocr_vs_embedder_alone']:.2f}x (diagnostic)"
+        )
     if "ours_vs_embedder_alone_per_pair" in result:
         print(f"  per (b, c) pair: {result['ours_vs_embedder_alone_per_pair']}")
     if "ceiling_ours_vs_naive" in result:
-        print(f"ceiling for ours / naive (a pipeline exactly as fast as the embedder alone) = "
-              f"{result['ceiling_ours_vs_naive']:.2f}x")
+        print(
+            f"ceiling for ours / naive (a pipeline exactly as fast as the embedder alone) = "
+            f"{result['ceiling_ours_vs_naive']:.2f}x"
+        )
     if "analysis" in result:
         a = result["analysis"]
-        print(f"embedding took {a['embed_seconds_in_pipeline']:.1f} s inside the pipeline vs "
-              f"{a['embed_seconds_alone']:.1f} s alone; the derive thread was busy "
-              f"{a['derive_thread_busy_seconds']:.1f} s; "
-              f"the embedder waited {a['embedder_wait_seconds']:.1f} s for input")
+        print(
+            f"embedding took {a['embed_seconds_in_pipeline']:.1f} s inside the pipeline vs "
+            f"{a['embed_seconds_alone']:.1f} s alone; the derive thread was busy "
+            f"{a['derive_thread_busy_seconds']:.1f} s; "
+            f"the embedder waited {a['embedder_wait_seconds']:.1f} s for input"
+        )
     for name in ("ours", "ours_no_ocr"):
         for r in result["runs"].get(name, []):
             print(f"\n{name}, per stage (thread):")

@@ -65,7 +65,9 @@ class PageSearcher:
         start, self.calls = self.calls * 3, self.calls + 1
         picked = [self.pages[(start + j) % len(self.pages)] for j in range(min(k, 3))]
         return [
-            SearchHit(score=0.9 - 0.1 * j, name=f"{p.stem}_1", source=str(p), modality="page", image=str(p), page=1)
+            SearchHit(
+                score=0.9 - 0.1 * j, name=f"{p.stem}_1", source=str(p), modality="page", image=str(p), page=1
+            )
             for j, p in enumerate(picked)
         ]
 
@@ -82,8 +84,9 @@ class RecordingModel:
         self.replies = list(replies)
         self.digests: list[str] = []
 
-    async def chat(self, messages: Sequence[dict[str, Any]], *, stream: bool = True, on_delta: Any = None,
-                   **params: Any) -> Any:
+    async def chat(
+        self, messages: Sequence[dict[str, Any]], *, stream: bool = True, on_delta: Any = None, **params: Any
+    ) -> Any:
         from vrag_desktop.core.endpoints.base import ChatResult
 
         blob = json.dumps(list(messages), sort_keys=True, ensure_ascii=False).encode()
@@ -98,7 +101,9 @@ def vrag_replies(searches: int = 4) -> list[str]:
     out = []
     for i in range(searches):
         out.append(f"<think>Look for part {i}.</think>\n<search>revenue part {i}</search>")
-        out.append(f"<think>Zoom in.</think>\n<bbox>[{40 + 9 * i}, {120 + 7 * i}, {430 - 5 * i}, {350 + 3 * i}]</bbox>")
+        out.append(
+            f"<think>Zoom in.</think>\n<bbox>[{40 + 9 * i}, {120 + 7 * i}, {430 - 5 * i}, {350 + 3 * i}]</bbox>"
+        )
         if i % 2:
             out.append("<think>Closer.</think>\n<bbox>[20, 30, 260, 200]</bbox>")
     out.append("<think>Done.</think>\n<answer>42</answer>")
@@ -113,10 +118,18 @@ def vimrag_replies(searches: int = 8) -> list[str]:
     out = []
     for i in range(searches):
         parent = "root" if i == 0 else f"step {max(0, i - 1 - i % 3)}"
-        out.append(_call("add_search_node", {"id": f"step {i}", "parent_ids": [parent], "query": f"revenue part {i}"}))
+        out.append(
+            _call(
+                "add_search_node", {"id": f"step {i}", "parent_ids": [parent], "query": f"revenue part {i}"}
+            )
+        )
         memo = [
-            {"information_id": f"Picture {j + 1}", "is_useful": j != 2, "priority_score": 1 + (i + 2 * j) % 5,
-             "key_timestamp": []}
+            {
+                "information_id": f"Picture {j + 1}",
+                "is_useful": j != 2,
+                "priority_score": 1 + (i + 2 * j) % 5,
+                "key_timestamp": [],
+            }
             for j in range(3)
         ]
         out.append(_call("summarize_and_memorize", {"summarize": f"Part {i} found.", "memorize": memo}))

@@ -48,12 +48,17 @@ def test_split_resize_is_pillows_resize(stripes: int, monkeypatch: pytest.Monkey
         elif trial % 7 == 0:
             size = (size[0], h)
         for resample in (Image.Resampling.BICUBIC, Image.Resampling.LANCZOS):
-            assert imaging._split(im, size, resample).tobytes() == im.resize(size, resample).tobytes(), (im.size, size)
+            assert imaging._split(im, size, resample).tobytes() == im.resize(size, resample).tobytes(), (
+                im.size,
+                size,
+            )
 
 
 def test_resize_falls_back_for_other_modes() -> None:
     im = Image.new("RGBA", (800, 600), (10, 20, 30, 128))
-    assert imaging.resize(im, (400, 300)).tobytes() == im.resize((400, 300), Image.Resampling.BICUBIC).tobytes()
+    assert (
+        imaging.resize(im, (400, 300)).tobytes() == im.resize((400, 300), Image.Resampling.BICUBIC).tobytes()
+    )
 
 
 def test_kept_decode_is_the_fresh_decode(pages: list[Path]) -> None:
@@ -70,7 +75,9 @@ def test_kept_decode_is_the_fresh_decode(pages: list[Path]) -> None:
         assert im.convert("RGB").tobytes() == first.tobytes()
 
 
-def test_vrag_run_sends_the_same_bytes(pages: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vrag_run_sends_the_same_bytes(
+    pages: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     imaging.clear()
     fast = vrag_digests(pages, tmp_path / "fast")
     with monkeypatch.context() as m:
@@ -79,7 +86,9 @@ def test_vrag_run_sends_the_same_bytes(pages: list[Path], tmp_path: Path, monkey
     assert len(fast) >= 10 and fast == reference
 
 
-def test_vimrag_run_sends_the_same_bytes(pages: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_vimrag_run_sends_the_same_bytes(
+    pages: list[Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     imaging.clear()
     fast = vimrag_digests(pages, tmp_path / "fast")
     with monkeypatch.context() as m:

@@ -53,9 +53,11 @@ S_TOTAL = 2_007_040
 
 # ====================================================================== memory graph
 
+
 def img(priority: int, name: str = "x") -> MemoryEntry:
-    return MemoryEntry(information_id="Picture 1", modality="image", priority=priority,
-                       frames=[Frame(path=f"/m/{name}.jpg")])
+    return MemoryEntry(
+        information_id="Picture 1", modality="image", priority=priority, frames=[Frame(path=f"/m/{name}.jpg")]
+    )
 
 
 def small_graph() -> MemoryGraph:
@@ -64,7 +66,9 @@ def small_graph() -> MemoryGraph:
     g.add_search("A", ["root"], "lighthouse keeper")
     g.memorize("A", "A summary.", [img(5, "a")])
     g.add_search("B", ["A"], "keeper name record")
-    video = MemoryEntry("Video 1", "video", 4, [Frame("/m/f1.jpg", timestamp=1.0), Frame("/m/f2.jpg", timestamp=2.0)])
+    video = MemoryEntry(
+        "Video 1", "video", 4, [Frame("/m/f1.jpg", timestamp=1.0), Frame("/m/f2.jpg", timestamp=2.0)]
+    )
     g.memorize("B", "B summary.", [img(3, "b"), video])
     g.add_search("C", ["root"], "harbor history")
     g.memorize("C", "C summary.", [img(2, "c")])
@@ -78,24 +82,36 @@ def test_action_graph_is_the_original_list() -> None:
     g.add_answer(["Lighthouse facts"], "1874")
     assert g.action_graph() == [
         {"id": "root", "name": "Initial Node", "content": "Initial query from user: Q {x}?"},
-        {"id": "Lighthouse facts", "parent_ids": ["root"], "query": "lighthouse built year",
-         "summary": "Built in 1874."},
+        {
+            "id": "Lighthouse facts",
+            "parent_ids": ["root"],
+            "query": "lighthouse built year",
+            "summary": "Built in 1874.",
+        },
         {"id": "answer", "parent_ids": ["Lighthouse facts"]},
     ]
     assert json.loads(g.action_graph_json()) == g.action_graph()
     assert P.build_user_prompt("Q {x}?", g.action_graph_json()) == (
-        "### Question\nQ {x}?\n\n### Agent Action Graph\n" + g.action_graph_json())
+        "### Question\nQ {x}?\n\n### Agent Action Graph\n" + g.action_graph_json()
+    )
     nodes = g.snapshot()
     assert [(n.id, n.kind, n.parents) for n in nodes] == [
-        ("root", "root", ()), ("Lighthouse facts", "search", ("root",)), ("answer", "answer", ("Lighthouse facts",))]
+        ("root", "root", ()),
+        ("Lighthouse facts", "search", ("root",)),
+        ("answer", "answer", ("Lighthouse facts",)),
+    ]
     assert nodes[1].summary == "Built in 1874." and nodes[2].label == "1874"
 
 
 @pytest.mark.parametrize(
     ("node_id", "parents", "query", "needle"),
     [
-        ("B", ["nowhere"], "q2", 'unknown parent id "nowhere": parent_ids must name existing nodes. '
-                                 'Valid parent ids: "root", "A"'),
+        (
+            "B",
+            ["nowhere"],
+            "q2",
+            'unknown parent id "nowhere": parent_ids must name existing nodes. Valid parent ids: "root", "A"',
+        ),
         ("B", ["root", "x", "y"], "q2", 'unknown parent ids "x", "y"'),
         ("A", ["root"], "q2", 'a node with id "A" already exists'),
         ("a", ["root"], "q2", 'a node with id "A" already exists'),  # titles are compared case-insensitively
@@ -110,7 +126,9 @@ def test_action_graph_is_the_original_list() -> None:
         ("B", ["root"], " ", '"query" must be a non-empty'),
     ],
 )
-def test_rejected_search_edits_leave_the_graph_unchanged(node_id: Any, parents: Any, query: str, needle: str) -> None:
+def test_rejected_search_edits_leave_the_graph_unchanged(
+    node_id: Any, parents: Any, query: str, needle: str
+) -> None:
     g = MemoryGraph("Q")
     g.add_search("A", ["root"], "lighthouse keeper")
     before = g.to_dict()
@@ -164,7 +182,8 @@ def test_select_memory_top_k_and_budget_sum() -> None:
         chosen = {(i.node_id, i.position) for i in items}
         if items:
             assert min(s.omega for s in items) >= max(
-                (s.omega for s in g.energies() if (s.node_id, s.position) not in chosen), default=0)
+                (s.omega for s in g.energies() if (s.node_id, s.position) not in chosen), default=0
+            )
         order = [g.ids.index(gr.node_id) for gr in groups]
         assert order == sorted(order)  # graph order, grouped by node
     assert g.select_memory(5, S_TOTAL)[-1].node_id == "C"
@@ -178,7 +197,9 @@ def test_answer_path_and_json_round_trip() -> None:
     assert g.answer_path() == ["root", "A", "B", "answer"]  # C is a dead end
     again = MemoryGraph.from_json(g.to_json())
     assert again.to_dict() == g.to_dict() and again.action_graph() == g.action_graph()
-    assert [(s.omega, s.entry.frames) for s in again.energies()] == [(s.omega, s.entry.frames) for s in g.energies()]
+    assert [(s.omega, s.entry.frames) for s in again.energies()] == [
+        (s.omega, s.entry.frames) for s in g.energies()
+    ]
 
 
 def test_from_json_rejects_cycles_and_unknown_parents() -> None:
@@ -199,29 +220,76 @@ def test_normalize_label() -> None:
 
 # ====================================================================== tool-call parser
 
+
 def call(name: str, **arguments: Any) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False) + "\n</tool_call>"
+    return (
+        "<tool_call>\n"
+        + json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+        + "\n</tool_call>"
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "name", "args"),
     [
-        (call("add_search_node", id="A", parent_ids=["root"], query="q"), "add_search_node",
-         {"id": "A", "parent_ids": ["root"], "query": "q"}),
-        ("<think>I should search. {\"name\": \"x\"}</think>\n" + call("add_answer_node", parent_ids=["A"], answer="B"),
-         "add_answer_node", {"parent_ids": ["A"], "answer": "B"}),
-        ("<tool_call>\n{'name': 'add_answer_node', 'arguments': {'parent_ids': ['root',], 'answer': 'Paris',},}\n"
-         "</tool_call>", "add_answer_node", {"parent_ids": ["root"], "answer": "Paris"}),  # json5-ish
-        ('<tool_call>{"name": "add_answer_node", "arguments": {"parent_ids": ["root"], "answer": "x"}}',
-         "add_answer_node", {"parent_ids": ["root"], "answer": "x"}),  # unclosed at the end
-        ('```json\n{"name": "add_answer_node", "arguments": {"parent_ids": ["root"], "answer": "x"}}\n```',
-         "add_answer_node", {"parent_ids": ["root"], "answer": "x"}),  # fenced
-        ('Sure: {"name": "add_answer_node", "arguments": "{\\"parent_ids\\": [\\"root\\"], \\"answer\\": \\"x\\"}"}',
-         "add_answer_node", {"parent_ids": ["root"], "answer": "x"}),  # bare object, arguments as a string
-        (call("summarize_and_memorize", summarize="s", memorize=[
-            {"information_id": "Video 1", "is_useful": "true", "key_timestamp": 12, "priority_score": "4"}]),
-         "summarize_and_memorize", {"summarize": "s", "memorize": [
-             {"information_id": "Video 1", "is_useful": True, "key_timestamp": [12.0], "priority_score": 4}]}),
+        (
+            call("add_search_node", id="A", parent_ids=["root"], query="q"),
+            "add_search_node",
+            {"id": "A", "parent_ids": ["root"], "query": "q"},
+        ),
+        (
+            '<think>I should search. {"name": "x"}</think>\n'
+            + call("add_answer_node", parent_ids=["A"], answer="B"),
+            "add_answer_node",
+            {"parent_ids": ["A"], "answer": "B"},
+        ),
+        (
+            "<tool_call>\n{'name': 'add_answer_node', 'arguments': {'parent_ids': ['root',], 'answer': 'Paris',},}\n"
+            "</tool_call>",
+            "add_answer_node",
+            {"parent_ids": ["root"], "answer": "Paris"},
+        ),  # json5-ish
+        (
+            '<tool_call>{"name": "add_answer_node", "arguments": {"parent_ids": ["root"], "answer": "x"}}',
+            "add_answer_node",
+            {"parent_ids": ["root"], "answer": "x"},
+        ),  # unclosed at the end
+        (
+            '```json\n{"name": "add_answer_node", "arguments": {"parent_ids": ["root"], "answer": "x"}}\n```',
+            "add_answer_node",
+            {"parent_ids": ["root"], "answer": "x"},
+        ),  # fenced
+        (
+            'Sure: {"name": "add_answer_node", "arguments": "{\\"parent_ids\\": [\\"root\\"], \\"answer\\": \\"x\\"}"}',
+            "add_answer_node",
+            {"parent_ids": ["root"], "answer": "x"},
+        ),  # bare object, arguments as a string
+        (
+            call(
+                "summarize_and_memorize",
+                summarize="s",
+                memorize=[
+                    {
+                        "information_id": "Video 1",
+                        "is_useful": "true",
+                        "key_timestamp": 12,
+                        "priority_score": "4",
+                    }
+                ],
+            ),
+            "summarize_and_memorize",
+            {
+                "summarize": "s",
+                "memorize": [
+                    {
+                        "information_id": "Video 1",
+                        "is_useful": True,
+                        "key_timestamp": [12.0],
+                        "priority_score": 4,
+                    }
+                ],
+            },
+        ),
     ],
 )
 def test_parse_valid_calls(text: str, name: str, args: dict[str, Any]) -> None:
@@ -233,28 +301,68 @@ def test_parse_notes() -> None:
     two = P.parse_tool_call(call("add_answer_node", parent_ids="root", answer="x") + call("add_search_node"))
     assert two.arguments["parent_ids"] == ["root"]
     assert any("2 tool calls" in n for n in two.notes) and any("read as" in n for n in two.notes)
-    clamp = P.parse_tool_call(call("summarize_and_memorize", summarize="s", memorize=[
-        {"information_id": "Picture 1", "is_useful": False, "key_timestamp": [], "priority_score": 9}]))
+    clamp = P.parse_tool_call(
+        call(
+            "summarize_and_memorize",
+            summarize="s",
+            memorize=[
+                {"information_id": "Picture 1", "is_useful": False, "key_timestamp": [], "priority_score": 9}
+            ],
+        )
+    )
     assert clamp.arguments["memorize"][0]["priority_score"] == 5 and "clamped" in clamp.notes[0]
 
 
 @pytest.mark.parametrize(
     ("text", "kind", "needle"),
     [
-        ('<tool_call>{"name": "add_search_node", "arguments": {"id": "A", </tool_call>', "invalid_json",
-         "the tool call is not valid JSON"),
+        (
+            '<tool_call>{"name": "add_search_node", "arguments": {"id": "A", </tool_call>',
+            "invalid_json",
+            "the tool call is not valid JSON",
+        ),
         ("<tool_call>[1, 2]</tool_call>", "invalid_json", "must be a JSON object"),
-        (call("search_web", query="q"), "unknown_tool",
-         'unknown tool "search_web"; use one of add_search_node, summarize_and_memorize, add_answer_node'),
-        (call("add_search_node", id="A", parent_ids=["root"]), "missing_field",
-         'add_search_node is missing "query" (required: id, parent_ids, query)'),
-        (call("summarize_and_memorize", summarize="s", memorize=[{"information_id": "Picture 1", "priority_score": 3}]),
-         "missing_field", 'summarize_and_memorize memorize[0] is missing "is_useful"'),
-        (call("summarize_and_memorize", summarize="", memorize=[]), "bad_field", '"summarize" must not be empty'),
+        (
+            call("search_web", query="q"),
+            "unknown_tool",
+            'unknown tool "search_web"; use one of add_search_node, summarize_and_memorize, add_answer_node',
+        ),
+        (
+            call("add_search_node", id="A", parent_ids=["root"]),
+            "missing_field",
+            'add_search_node is missing "query" (required: id, parent_ids, query)',
+        ),
+        (
+            call(
+                "summarize_and_memorize",
+                summarize="s",
+                memorize=[{"information_id": "Picture 1", "priority_score": 3}],
+            ),
+            "missing_field",
+            'summarize_and_memorize memorize[0] is missing "is_useful"',
+        ),
+        (
+            call("summarize_and_memorize", summarize="", memorize=[]),
+            "bad_field",
+            '"summarize" must not be empty',
+        ),
         (call("add_answer_node", parent_ids=["root"], answer=""), "bad_field", '"answer" must not be empty'),
-        (call("summarize_and_memorize", summarize="s", memorize=[
-            {"information_id": "Video 1", "is_useful": True, "key_timestamp": ["soon"], "priority_score": 3}]),
-         "bad_field", "not a number of seconds"),
+        (
+            call(
+                "summarize_and_memorize",
+                summarize="s",
+                memorize=[
+                    {
+                        "information_id": "Video 1",
+                        "is_useful": True,
+                        "key_timestamp": ["soon"],
+                        "priority_score": 3,
+                    }
+                ],
+            ),
+            "bad_field",
+            "not a number of seconds",
+        ),
         ('<tool_call>{"arguments": {}}</tool_call>', "missing_field", 'has no "name"'),
         ("I will answer now: Paris.", "no_call", "no tool call was found"),
     ],
@@ -274,11 +382,14 @@ def test_prompts_carry_the_schemas() -> None:
     assert json.dumps(P.ADD_ANSWER_NODE_SCHEMA) in P.SUMMARY_PROMPT
     assert json.dumps(P.ADD_SEARCH_NODE_SCHEMA) not in P.SUMMARY_PROMPT
     assert P.SUMMARY_PROMPT.endswith("Now, generate your response in the correct MCP format below:")
-    props = P.SUMMARIZE_AND_MEMORIZE_SCHEMA["function"]["parameters"]["properties"]["memorize"]["items"]["properties"]
+    props = P.SUMMARIZE_AND_MEMORIZE_SCHEMA["function"]["parameters"]["properties"]["memorize"]["items"][
+        "properties"
+    ]
     assert set(props) == {"information_id", "is_useful", "key_timestamp", "priority_score"}
 
 
 # ====================================================================== media helpers
+
 
 def test_encode_capped_and_frame_helpers() -> None:
     import numpy as np
@@ -294,6 +405,7 @@ def test_encode_capped_and_frame_helpers() -> None:
 
 
 # ====================================================================== a real small index
+
 
 @pytest.fixture(scope="module")
 def searcher(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[EngineSearcher]:  # type: ignore[no-untyped-def]
@@ -311,13 +423,17 @@ def searcher(tmp_path_factory: pytest.TempPathFactory, minilm) -> Iterator[Engin
     docs = root / "docs"
     docs.mkdir()
     pdf = pymupdf.open()
-    for text in ("The harbor of Port Ellis has a red lighthouse built in 1874.",
-                 "Fishing boats unload cod at the north quay every morning."):
+    for text in (
+        "The harbor of Port Ellis has a red lighthouse built in 1874.",
+        "Fishing boats unload cod at the north quay every morning.",
+    ):
         page = pdf.new_page()
         page.insert_textbox(pymupdf.Rect(50, 50, 550, 800), text, fontsize=12)
     pdf.save(str(docs / "harbor.pdf"))
     pdf.close()
-    (docs / "notes.txt").write_text("Harbor notes: the lighthouse keeper is named Ada Brook.", encoding="utf-8")
+    (docs / "notes.txt").write_text(
+        "Harbor notes: the lighthouse keeper is named Ada Brook.", encoding="utf-8"
+    )
     rng = np.random.default_rng(0)
     Image.fromarray(rng.integers(0, 255, (900, 1200, 3), dtype=np.uint8)).save(docs / "harbor_photo.png")
     writer = cv2.VideoWriter(str(docs / "harbor_tour.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 10, (320, 240))
@@ -347,10 +463,16 @@ class EmptySearcher:
 Turn = dict[str, Any] | Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def drive(turns: list[Turn], searcher: Any, tmp_path: Path, question: str = "Who keeps the lighthouse?",
-          **agent_kw: Any) -> tuple[list[AgentEvent], ScriptedOpenAI, VimRAGAgent]:
+def drive(
+    turns: list[Turn],
+    searcher: Any,
+    tmp_path: Path,
+    question: str = "Who keeps the lighthouse?",
+    **agent_kw: Any,
+) -> tuple[list[AgentEvent], ScriptedOpenAI, VimRAGAgent]:
     """Run the agent through OpenAIChatModel against the scripted server; (events, server, agent)."""
     with ScriptedOpenAI(turns) as srv:
+
         async def go() -> tuple[list[AgentEvent], VimRAGAgent]:
             async with OpenAIChatModel(srv.base_url, "scripted-model", max_attempts=1) as model:
                 agent = VimRAGAgent(model, searcher, image_dir=tmp_path / "images", **agent_kw)
@@ -369,7 +491,11 @@ def tool_response_items(body: dict[str, Any]) -> list[tuple[str, list[float]]]:
     items: list[tuple[str, list[float]]] = []
     for msg in body["messages"]:
         content = msg["content"]
-        if msg["role"] == "user" and isinstance(content, list) and content[0]["text"].startswith("<tool_response>"):
+        if (
+            msg["role"] == "user"
+            and isinstance(content, list)
+            and content[0]["text"].startswith("<tool_response>")
+        ):
             items = []
             for part in content:
                 if part["type"] != "text":
@@ -391,49 +517,107 @@ def memorize_first(body: dict[str, Any]) -> dict[str, Any]:
     mem = []
     for label, times in tool_response_items(body):
         if label.startswith("Video"):
-            mem.append({"information_id": label, "is_useful": True, "key_timestamp": [times[1], 99.0],
-                        "priority_score": 4})
+            mem.append(
+                {
+                    "information_id": label,
+                    "is_useful": True,
+                    "key_timestamp": [times[1], 99.0],
+                    "priority_score": 4,
+                }
+            )
         else:
-            mem.append({"information_id": label, "is_useful": label in ("Picture 1", "Text 1"),
-                        "key_timestamp": [], "priority_score": 5 if label == "Picture 1" else 1})
-    return {"reasoning": "The note names the keeper; the page and the video show the lighthouse.",
-            "content": call("summarize_and_memorize", summarize="The keeper is Ada Brook; the lighthouse dates "
-                            "from 1874.", memorize=mem)}
+            mem.append(
+                {
+                    "information_id": label,
+                    "is_useful": label in ("Picture 1", "Text 1"),
+                    "key_timestamp": [],
+                    "priority_score": 5 if label == "Picture 1" else 1,
+                }
+            )
+    return {
+        "reasoning": "The note names the keeper; the page and the video show the lighthouse.",
+        "content": call(
+            "summarize_and_memorize",
+            summarize="The keeper is Ada Brook; the lighthouse dates from 1874.",
+            memorize=mem,
+        ),
+    }
 
 
 def memorize_nothing(body: dict[str, Any]) -> dict[str, Any]:
-    mem = [{"information_id": label, "is_useful": False, "key_timestamp": [], "priority_score": 1}
-           for label, _ in tool_response_items(body)]
-    return {"content": call("summarize_and_memorize", summarize="no relevant information was found", memorize=mem)}
+    mem = [
+        {"information_id": label, "is_useful": False, "key_timestamp": [], "priority_score": 1}
+        for label, _ in tool_response_items(body)
+    ]
+    return {
+        "content": call("summarize_and_memorize", summarize="no relevant information was found", memorize=mem)
+    }
 
 
-SEARCH_1 = {"reasoning": "I need to find who keeps the lighthouse.",
-            "content": call("add_search_node", id="Harbor sources", parent_ids=["root"],
-                            query="harbor lighthouse keeper")}
-SEARCH_2 = {"content": call("add_search_node", id="Quay details", parent_ids=["Harbor sources"],
-                            query="north quay fishing boats")}
-ANSWER = {"reasoning": "Memory is enough.", "content": call("add_answer_node", parent_ids=["Harbor sources"],
-                                                            answer="Ada Brook")}
+SEARCH_1 = {
+    "reasoning": "I need to find who keeps the lighthouse.",
+    "content": call(
+        "add_search_node", id="Harbor sources", parent_ids=["root"], query="harbor lighthouse keeper"
+    ),
+}
+SEARCH_2 = {
+    "content": call(
+        "add_search_node", id="Quay details", parent_ids=["Harbor sources"], query="north quay fishing boats"
+    )
+}
+ANSWER = {
+    "reasoning": "Memory is enough.",
+    "content": call("add_answer_node", parent_ids=["Harbor sources"], answer="Ada Brook"),
+}
 
 
 def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Path) -> None:
-    events, srv, agent = drive([SEARCH_1, memorize_first, SEARCH_2, memorize_nothing, ANSWER], searcher, tmp_path,
-                               search_top_k=10)
+    events, srv, agent = drive(
+        [SEARCH_1, memorize_first, SEARCH_2, memorize_nothing, ANSWER], searcher, tmp_path, search_top_k=10
+    )
     assert kinds(events) == [
         "graph",
-        "graph", "usage", "graph", "search", "search_results", "timing",  # early node while streaming
-        "usage", "memorize", "error", "graph", "timing",  # the error reports the dropped timestamp
-        "graph", "usage", "graph", "search", "search_results", "timing",
-        "usage", "memorize", "graph", "timing",
-        "usage", "graph", "timing", "answer",
+        "graph",
+        "usage",
+        "graph",
+        "search",
+        "search_results",
+        "timing",  # early node while streaming
+        "usage",
+        "memorize",
+        "error",
+        "graph",
+        "timing",  # the error reports the dropped timestamp
+        "graph",
+        "usage",
+        "graph",
+        "search",
+        "search_results",
+        "timing",
+        "usage",
+        "memorize",
+        "graph",
+        "timing",
+        "usage",
+        "graph",
+        "timing",
+        "answer",
     ]
-    assert "".join(e.content for e in events if isinstance(e, ThinkDelta) and e.step == 1) == SEARCH_1["reasoning"]
-    assert "".join(e.content for e in events if isinstance(e, ContentDelta) and e.step == 1) == SEARCH_1["content"]
+    assert (
+        "".join(e.content for e in events if isinstance(e, ThinkDelta) and e.step == 1)
+        == SEARCH_1["reasoning"]
+    )
+    assert (
+        "".join(e.content for e in events if isinstance(e, ContentDelta) and e.step == 1)
+        == SEARCH_1["content"]
+    )
     early = next(e for e in events if isinstance(e, GraphChanged) and e.step == 1)
     assert [n.id for n in early.nodes] == ["root", "Harbor sources"]
     started = [e for e in events if isinstance(e, SearchStarted)]
-    assert [(e.content, e.node_id) for e in started] == [("harbor lighthouse keeper", "Harbor sources"),
-                                                         ("north quay fishing boats", "Quay details")]
+    assert [(e.content, e.node_id) for e in started] == [
+        ("harbor lighthouse keeper", "Harbor sources"),
+        ("north quay fishing boats", "Quay details"),
+    ]
 
     # ---- results: every hit labelled per modality
     res = next(e for e in events if isinstance(e, SearchResults))
@@ -447,9 +631,23 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     # ---- request 1: rebuilt context, no memory yet; thinking-mode sampling
     b1, b2, b3, b4, b5 = srv.chat_bodies
     assert b1["messages"][0] == {"role": "system", "content": P.SYSTEM_PROMPT}
-    assert b1["messages"][1]["content"] == [{"type": "text", "text": P.build_user_prompt(
-        "Who keeps the lighthouse?", json.dumps([{"id": "root", "name": "Initial Node",
-                                                 "content": "Initial query from user: Who keeps the lighthouse?"}]))}]
+    assert b1["messages"][1]["content"] == [
+        {
+            "type": "text",
+            "text": P.build_user_prompt(
+                "Who keeps the lighthouse?",
+                json.dumps(
+                    [
+                        {
+                            "id": "root",
+                            "name": "Initial Node",
+                            "content": "Initial query from user: Who keeps the lighthouse?",
+                        }
+                    ]
+                ),
+            ),
+        }
+    ]
     assert (b1["temperature"], b1["top_p"], b1["max_tokens"], b1["stream"]) == (0.6, 0.95, 4096, True)
     assert b1["chat_template_kwargs"] == {"enable_thinking": True}
 
@@ -466,20 +664,24 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     assert "Ada Brook" in parts[1]["text"] and parts[1]["text"].startswith("\nText 1: Harbor notes")
     for i, part in enumerate(parts):
         if part["type"] == "image_url":
-            assert set(part) == {"type", "image_url"} and set(part["image_url"]) == {"url"}  # no max_pixels key
+            assert set(part) == {"type", "image_url"} and set(part["image_url"]) == {
+                "url"
+            }  # no max_pixels key
             assert len(decoded(part["image_url"]["url"])) <= 38_000
             prev = parts[i - 1]["text"]
             assert re.fullmatch(r"<[\d.]+ seconds>", prev) or re.fullmatch(r"\nPicture \d:", prev)
     assert len(srv.chat_requests[1].image_urls()) == 3 + 4
     video_start = next(i for i, p in enumerate(parts) if p.get("text") == "\nVideo 1:")
-    assert [p["type"] for p in parts[video_start + 1:-1]] == ["text", "image_url"] * 4
+    assert [p["type"] for p in parts[video_start + 1 : -1]] == ["text", "image_url"] * 4
 
     # ---- memorize: energies and budgets (T = 1, no children: E = p/5)
     mem = [e for e in events if isinstance(e, Memorize)]
     assert mem[0].node_id == "Harbor sources" and mem[0].content.startswith("The keeper is Ada Brook")
     by_id = {m.information_id: m for m in mem[0].items}
     assert set(by_id) == {"Text 1", "Picture 1", "Picture 2", "Picture 3", "Video 1"}
-    assert by_id["Text 1"].useful and by_id["Text 1"].energy == 0 and by_id["Text 1"].image is None  # never kept
+    assert (
+        by_id["Text 1"].useful and by_id["Text 1"].energy == 0 and by_id["Text 1"].image is None
+    )  # never kept
     assert (by_id["Picture 1"].energy, by_id["Picture 1"].pixel_budget) == (1.0, math.floor(S_TOTAL / 1.8))
     assert (by_id["Video 1"].energy, by_id["Video 1"].pixel_budget) == (0.8, math.floor(S_TOTAL * 0.8 / 1.8))
     assert by_id["Video 1"].timestamps == (1.333,) and by_id["Picture 2"].useful is False
@@ -498,9 +700,18 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     assert head.startswith("### Question\nWho keeps the lighthouse?\n\n### Agent Action Graph\n")
     graph_json, memory = head.split("\n\n### Agent Action Graph\n", 1)[1].split("\n\n", 1)
     assert json.loads(graph_json) == [
-        {"id": "root", "name": "Initial Node", "content": "Initial query from user: Who keeps the lighthouse?"},
-        {"id": "Harbor sources", "parent_ids": ["root"], "query": "harbor lighthouse keeper",
-         "summary": "The keeper is Ada Brook; the lighthouse dates from 1874."}]
+        {
+            "id": "root",
+            "name": "Initial Node",
+            "content": "Initial query from user: Who keeps the lighthouse?",
+        },
+        {
+            "id": "Harbor sources",
+            "parent_ids": ["root"],
+            "query": "harbor lighthouse keeper",
+            "summary": "The keeper is Ada Brook; the lighthouse dates from 1874.",
+        },
+    ]
     assert memory == "### Multimodal Memory\nHistorical information for reference only.\n"
     assert [p.get("text") for p in parts[1:]] == ["Node: Harbor sources\n", None, "<1.3 seconds>", None]
     for uri in srv.chat_requests[2].image_urls():
@@ -510,8 +721,14 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
 
     # ---- request 4: second search's tool response; request 5: rebuilt with both nodes
     assert b4["messages"][2]["content"] == SEARCH_2["content"]
-    assert [n["id"] for n in json.loads(b5["messages"][1]["content"][0]["text"].split(
-        "### Agent Action Graph\n", 1)[1].split("\n\n", 1)[0])] == ["root", "Harbor sources", "Quay details"]
+    assert [
+        n["id"]
+        for n in json.loads(
+            b5["messages"][1]["content"][0]["text"]
+            .split("### Agent Action Graph\n", 1)[1]
+            .split("\n\n", 1)[0]
+        )
+    ] == ["root", "Harbor sources", "Quay details"]
     assert "Node: Harbor sources\n" in [p.get("text") for p in b5["messages"][1]["content"]]
 
     # ---- the answer, its evidence and the final graph
@@ -524,13 +741,17 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     assert g is not None and g.ids == ["root", "Harbor sources", "Quay details", "answer"]
     assert g.answer_path() == ["root", "Harbor sources", "answer"]
     energies = {s.entry.information_id: s.omega for s in g.energies()}
-    assert energies == pytest.approx({"Picture 1": 1.0 * 3 * math.exp(-0.2), "Video 1": 0.8 * 3 * math.exp(-0.2)})
+    assert energies == pytest.approx(
+        {"Picture 1": 1.0 * 3 * math.exp(-0.2), "Video 1": 0.8 * 3 * math.exp(-0.2)}
+    )
     final = [e for e in events if isinstance(e, GraphChanged)][-1]
     assert [(n.id, n.kind) for n in final.nodes][-1] == ("answer", "answer")
 
 
 def test_invalid_json_gets_a_correction_and_no_step(searcher: EngineSearcher, tmp_path: Path) -> None:
-    bad = {"content": '<tool_call>{"name": "add_search_node", "arguments": {"id": "A" "query": }}</tool_call>'}
+    bad = {
+        "content": '<tool_call>{"name": "add_search_node", "arguments": {"id": "A" "query": }}</tool_call>'
+    }
     events, srv, _ = drive([bad, SEARCH_1, memorize_nothing, ANSWER], searcher, tmp_path, max_steps=2)
     err = next(e for e in events if isinstance(e, AgentError))
     assert err.kind == "parse" and err.recoverable and "not valid JSON" in err.content
@@ -538,12 +759,20 @@ def test_invalid_json_gets_a_correction_and_no_step(searcher: EngineSearcher, tm
     assert msgs[2] == {"role": "assistant", "content": bad["content"]}
     assert msgs[3]["content"].startswith("<tool_response>\nError: the tool call is not valid JSON")
     assert "Call add_search_node to search, or add_answer_node to answer." in msgs[3]["content"]
-    assert isinstance(events[-1], Answer) and not events[-1].forced  # 2 steps were enough: the bad call was free
+    assert (
+        isinstance(events[-1], Answer) and not events[-1].forced
+    )  # 2 steps were enough: the bad call was free
 
 
 def test_unknown_tool(searcher: EngineSearcher, tmp_path: Path) -> None:
-    events, srv, _ = drive([{"content": call("web_search", query="q")}, ANSWER | {
-        "content": call("add_answer_node", parent_ids=["root"], answer="unknown")}], searcher, tmp_path)
+    events, srv, _ = drive(
+        [
+            {"content": call("web_search", query="q")},
+            ANSWER | {"content": call("add_answer_node", parent_ids=["root"], answer="unknown")},
+        ],
+        searcher,
+        tmp_path,
+    )
     err = next(e for e in events if isinstance(e, AgentError))
     assert err.kind == "parse" and 'unknown tool "web_search"' in err.content
     assert 'unknown tool "web_search"' in srv.chat_bodies[1]["messages"][3]["content"]
@@ -553,12 +782,20 @@ def test_unknown_tool(searcher: EngineSearcher, tmp_path: Path) -> None:
 def test_unknown_parent_id_is_rejected_with_the_valid_ids(searcher: EngineSearcher, tmp_path: Path) -> None:
     bad = {"content": call("add_search_node", id="Keeper", parent_ids=["Harbor"], query="lighthouse keeper")}
     bad_answer = {"content": call("add_answer_node", parent_ids=["Keeper"], answer="?")}
-    events, srv, agent = drive([bad, bad_answer, ANSWER | {"content": call(
-        "add_answer_node", parent_ids=["root"], answer="unknown")}], searcher, tmp_path)
+    events, srv, agent = drive(
+        [
+            bad,
+            bad_answer,
+            ANSWER | {"content": call("add_answer_node", parent_ids=["root"], answer="unknown")},
+        ],
+        searcher,
+        tmp_path,
+    )
     errs = [e for e in events if isinstance(e, AgentError)]
     assert [e.kind for e in errs] == ["tool", "tool"]
     assert 'unknown parent id "Harbor": parent_ids must name existing nodes. Valid parent ids: "root"' in (
-        errs[0].content)
+        errs[0].content
+    )
     assert 'add_answer_node rejected: unknown parent id "Keeper"' in errs[1].content
     assert not any(isinstance(e, SearchStarted) for e in events)
     graphs = [e for e in events if isinstance(e, GraphChanged)]
@@ -570,7 +807,10 @@ def test_unknown_parent_id_is_rejected_with_the_valid_ids(searcher: EngineSearch
 def test_search_before_memorize_is_refused(searcher: EngineSearcher, tmp_path: Path) -> None:
     events, srv, agent = drive([SEARCH_1, SEARCH_2, memorize_nothing, ANSWER], searcher, tmp_path)
     err = next(e for e in events if isinstance(e, AgentError))
-    assert err.kind == "tool" and 'before summarize_and_memorize for the search node "Harbor sources"' in err.content
+    assert (
+        err.kind == "tool"
+        and 'before summarize_and_memorize for the search node "Harbor sources"' in err.content
+    )
     assert len([e for e in events if isinstance(e, SearchStarted)]) == 1
     third = srv.chat_bodies[2]["messages"]
     assert [m["role"] for m in third] == ["system", "user", "assistant", "user", "user", "assistant", "user"]
@@ -581,8 +821,11 @@ def test_search_before_memorize_is_refused(searcher: EngineSearcher, tmp_path: P
 
 def test_memorize_without_search_is_refused(searcher: EngineSearcher, tmp_path: Path) -> None:
     stray = {"content": call("summarize_and_memorize", summarize="nothing yet", memorize=[])}
-    events, _, _ = drive([stray, ANSWER | {"content": call("add_answer_node", parent_ids=["root"], answer="x")}],
-                         searcher, tmp_path)
+    events, _, _ = drive(
+        [stray, ANSWER | {"content": call("add_answer_node", parent_ids=["root"], answer="x")}],
+        searcher,
+        tmp_path,
+    )
     err = next(e for e in events if isinstance(e, AgentError))
     assert "without a pending search" in err.content and not any(isinstance(e, Memorize) for e in events)
 
@@ -591,18 +834,30 @@ def test_search_returning_nothing(tmp_path: Path) -> None:
     events, srv, agent = drive([SEARCH_1, memorize_nothing, ANSWER], EmptySearcher(), tmp_path)
     res = next(e for e in events if isinstance(e, SearchResults))
     assert res.hits == () and res.node_id == "Harbor sources"
-    assert any(isinstance(e, AgentError) and e.kind == "search" and "returned nothing" in e.content for e in events)
+    assert any(
+        isinstance(e, AgentError) and e.kind == "search" and "returned nothing" in e.content for e in events
+    )
     assert srv.chat_bodies[1]["messages"][3]["content"] == [
-        {"type": "text", "text": "<tool_response>\nNo information was retrieved for this query.\n</tool_response>"}]
+        {
+            "type": "text",
+            "text": "<tool_response>\nNo information was retrieved for this query.\n</tool_response>",
+        }
+    ]
     mem = next(e for e in events if isinstance(e, Memorize))
     assert mem.items == () and mem.content == "no relevant information was found"
     assert isinstance(events[-1], Answer) and events[-1].evidence == ()
-    assert agent.last_graph is not None and agent.last_graph.answer_path() == ["root", "Harbor sources", "answer"]
+    assert agent.last_graph is not None and agent.last_graph.answer_path() == [
+        "root",
+        "Harbor sources",
+        "answer",
+    ]
 
 
 def test_step_limit_forces_an_answer(searcher: EngineSearcher, tmp_path: Path) -> None:
     bad = {"content": "I think I should search."}  # no tool call: free (within max_invalid)
-    events, srv, _ = drive([bad, SEARCH_1, memorize_first, SEARCH_2], searcher, tmp_path, max_steps=2, search_top_k=10)
+    events, srv, _ = drive(
+        [bad, SEARCH_1, memorize_first, SEARCH_2], searcher, tmp_path, max_steps=2, search_top_k=10
+    )
     assert len(srv.chat_bodies) == 4
     last = srv.chat_bodies[3]["messages"]
     assert last[-1] == {"role": "user", "content": P.ANSWER_NOW_PROMPT} and last[1]["role"] == "user"
@@ -621,7 +876,11 @@ def test_answer_after_the_limit_is_not_forced(searcher: EngineSearcher, tmp_path
     assert body["messages"][-1]["content"] == P.ANSWER_NOW_PROMPT
     assert body["temperature"] == 0 and "top_p" not in body
     assert body["chat_template_kwargs"] == {"enable_thinking": False}
-    assert isinstance(events[-1], Answer) and not events[-1].forced and not any(isinstance(e, MaxSteps) for e in events)
+    assert (
+        isinstance(events[-1], Answer)
+        and not events[-1].forced
+        and not any(isinstance(e, MaxSteps) for e in events)
+    )
 
 
 def test_endpoint_auth_error_ends_the_run(searcher: EngineSearcher, tmp_path: Path) -> None:
@@ -633,6 +892,7 @@ def test_endpoint_auth_error_ends_the_run(searcher: EngineSearcher, tmp_path: Pa
 def test_cancel_mid_stream(searcher: EngineSearcher, tmp_path: Path) -> None:
     slow = {"reasoning": "thinking " * 200, "content": SEARCH_1["content"], "chunk": 4, "delay": 0.05}
     with ScriptedOpenAI([slow]) as srv:
+
         async def go() -> tuple[list[AgentEvent], float]:
             seen: list[AgentEvent] = []
             async with OpenAIChatModel(srv.base_url, "scripted-model", max_attempts=1) as model:
@@ -656,7 +916,12 @@ def test_answer_right_after_a_search_cites_what_was_shown(searcher: EngineSearch
     ans = events[-1]
     assert isinstance(ans, Answer) and ans.content == "Ada Brook"
     names = {Path(e.source).name for e in ans.evidence}
-    assert names == {"notes.txt", "harbor.pdf", "harbor_photo.png", "harbor_tour.mp4"}  # nothing memorized yet
+    assert names == {
+        "notes.txt",
+        "harbor.pdf",
+        "harbor_photo.png",
+        "harbor_tour.mp4",
+    }  # nothing memorized yet
     assert sum(1 for e in ans.evidence if Path(e.source).suffix == ".mp4") == 4  # the 4 frames shown
     assert agent.last_graph is not None and agent.last_graph.node("Harbor sources").summary == ""
 
@@ -681,11 +946,21 @@ class RemoteLike:
         return Path(path).read_bytes()
 
 
-def test_remote_clip_without_key_frames_shows_the_contact_sheet(searcher: EngineSearcher, tmp_path: Path) -> None:
+def test_remote_clip_without_key_frames_shows_the_contact_sheet(
+    searcher: EngineSearcher, tmp_path: Path
+) -> None:
     remote = RemoteLike(searcher)
+
     def memorize(body: dict[str, Any]) -> dict[str, Any]:
-        mem = [{"information_id": label, "is_useful": True, "key_timestamp": [2.0] if times else [],
-                "priority_score": 4} for label, times in tool_response_items(body)]
+        mem = [
+            {
+                "information_id": label,
+                "is_useful": True,
+                "key_timestamp": [2.0] if times else [],
+                "priority_score": 4,
+            }
+            for label, times in tool_response_items(body)
+        ]
         return {"content": call("summarize_and_memorize", summarize="A picture and a clip.", memorize=mem)}
 
     events, srv, _ = drive([SEARCH_1, memorize, ANSWER], remote, tmp_path, search_top_k=10)
@@ -704,15 +979,20 @@ def test_remote_clip_without_key_frames_shows_the_contact_sheet(searcher: Engine
 def test_memory_survives_its_source_file_vanishing(searcher: EngineSearcher, tmp_path: Path) -> None:
     """A kept file deleted before the context is rebuilt (corpus re-indexed mid-run): the JPEG first
     shown stands in for it, and the run goes on."""
+
     def memorize(body: dict[str, Any]) -> dict[str, Any]:
         for raw in (tmp_path / "images").glob("*-raw.jpg"):
             raw.unlink()
-        mem = [{"information_id": label, "is_useful": True, "key_timestamp": times[:1], "priority_score": 3}
-               for label, times in tool_response_items(body)]
+        mem = [
+            {"information_id": label, "is_useful": True, "key_timestamp": times[:1], "priority_score": 3}
+            for label, times in tool_response_items(body)
+        ]
         return {"content": call("summarize_and_memorize", summarize="Kept both.", memorize=mem)}
 
     events, srv, _ = drive([SEARCH_1, memorize, ANSWER], RemoteLike(searcher), tmp_path, search_top_k=10)
-    assert isinstance(events[-1], Answer) and not any(e.kind == "internal" for e in events if isinstance(e, AgentError))
+    assert isinstance(events[-1], Answer) and not any(
+        e.kind == "internal" for e in events if isinstance(e, AgentError)
+    )
     assert not list((tmp_path / "images").glob("*-raw.jpg"))
     parts = srv.chat_bodies[2]["messages"][1]["content"]
     assert [p.get("text") for p in parts[1:]] == ["Node: Harbor sources\n", None, "<0.0 seconds>", None]

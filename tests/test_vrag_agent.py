@@ -55,42 +55,79 @@ PROMPT_SHA256 = "12e72a1e76d417723ccdbf5bee7943fabfe198712517c55b5b2856e80bac464
 
 # ====================================================================== protocol: prompt
 
+
 def test_prompt_is_byte_identical() -> None:
     p = vp.VRAG_PROMPT
-    assert p.startswith("Answer the given question. You must conduct reasoning inside <think> and </think> first")
+    assert p.startswith(
+        "Answer the given question. You must conduct reasoning inside <think> and </think> first"
+    )
     assert "You can search as many times as your want." in p  # the original's typo stays
-    assert "<bbox>[x1, y1, x2, y2]</bbox>" in p and p.endswith("For example, <answer> Beijing </answer>. Question: {question}")
+    assert "<bbox>[x1, y1, x2, y2]</bbox>" in p and p.endswith(
+        "For example, <answer> Beijing </answer>. Question: {question}"
+    )
     assert len(p) == 683 and p.count("\n") == 0
     assert hashlib.sha256(p.encode()).hexdigest() == PROMPT_SHA256
     if REFERENCE.exists():  # the reference's fenced block is the template followed by one newline
         text = REFERENCE.read_text(encoding="utf-8")
         start = text.index("```text\nAnswer the given") + len("```text\n")
-        block = text[start:text.index("```", start)]
+        block = text[start : text.index("```", start)]
         assert block == p + "\n"
 
 
 def test_build_prompt_variants() -> None:
     q = "What is {x} in 2024?"
     demo = vp.build_prompt(q)
-    assert demo == vp.VRAG_PROMPT.replace("{question}", q) + "\n" and demo.endswith("Question: What is {x} in 2024?\n")
+    assert demo == vp.VRAG_PROMPT.replace("{question}", q) + "\n" and demo.endswith(
+        "Question: What is {x} in 2024?\n"
+    )
     assert vp.build_prompt(q, trailing_newline=False) == demo[:-1]
 
 
 # ====================================================================== protocol: tags
 
+
 @pytest.mark.parametrize(
     ("text", "think", "action", "arg", "n_problems"),
     [
-        ("<think>need data</think>\n<search>edelweiss hairs</search>", "need data", "search", "edelweiss hairs", 0),
-        ("<think>look closer</think><bbox>[10, 20, 300, 400]</bbox>", "look closer", "bbox", "[10, 20, 300, 400]", 0),
+        (
+            "<think>need data</think>\n<search>edelweiss hairs</search>",
+            "need data",
+            "search",
+            "edelweiss hairs",
+            0,
+        ),
+        (
+            "<think>look closer</think><bbox>[10, 20, 300, 400]</bbox>",
+            "look closer",
+            "bbox",
+            "[10, 20, 300, 400]",
+            0,
+        ),
         ("<think>done</think><answer> Beijing </answer>", "done", "answer", "Beijing", 0),
-        ("<search>no thought first</search>", None, "search", "no thought first", 0),  # missing <think>: tolerated
-        ("<THINK> a </Think>\n< Search >  spaced  </ SEARCH >", "a", "search", "spaced", 0),  # case, whitespace
+        (
+            "<search>no thought first</search>",
+            None,
+            "search",
+            "no thought first",
+            0,
+        ),  # missing <think>: tolerated
+        (
+            "<THINK> a </Think>\n< Search >  spaced  </ SEARCH >",
+            "a",
+            "search",
+            "spaced",
+            0,
+        ),  # case, whitespace
         ("<think>x</think><answer>Paris, Fr", "x", "answer", "Paris, Fr", 0),  # unclosed final tag at the end
         ("<think>x</think><answer>\n  multi\n line \n</answer>", "x", "answer", "multi\n line", 0),
         ("reasoning without tags</think><search>q</search>", "reasoning without tags", "search", "q", 0),
-        ("<think>a <search>fake</search> b</think><answer>real</answer>", "a <search>fake</search> b", "answer",
-         "real", 0),  # tags inside the thought are not actions
+        (
+            "<think>a <search>fake</search> b</think><answer>real</answer>",
+            "a <search>fake</search> b",
+            "answer",
+            "real",
+            0,
+        ),  # tags inside the thought are not actions
         ("<think>a</think><search>q1</search><bbox>[1,2,3,4]</bbox>", "a", "search", "q1", 1),  # two actions
         ("<think>a</think>I think the answer is Paris.", "a", None, "", 1),  # no action
         ("", None, None, "", 1),
@@ -110,7 +147,9 @@ def test_parse_turn_problem_wording() -> None:
     assert two.action == "bbox" and two.actions_found == ("bbox", "search")
     assert "2 actions" in two.problems[0] and "only the first, <bbox>" in two.problems[0]
     msg = vp.invalid_action_message(vp.parse_turn("words").problems[0])
-    assert msg.startswith("Your previous action is invalid. No action tag") is False  # problem text kept as is
+    assert (
+        msg.startswith("Your previous action is invalid. No action tag") is False
+    )  # problem text kept as is
     assert msg.startswith("Your previous action is invalid. no action tag was found")
     assert msg.endswith("Please try again.") and "<search> query </search>" in msg
 
@@ -164,6 +203,7 @@ def test_parse_bbox_rejects_with_actionable_message(text: str, needle: str) -> N
 
 
 # ====================================================================== protocol: sizing, crop math
+
 
 def test_fit_pixels_page_2000x2800() -> None:
     w, h = vp.fit_pixels(2000, 2800)
@@ -228,7 +268,7 @@ def test_think_splitter_handles_split_tags() -> None:
     text = "pre <think>I need <b>data</b> here</think><search>q</search> <think>again</think>"
     for size in (1, 2, 3, 5, 8, 100):
         sp = vp.ThinkSplitter()
-        got = "".join(sp.feed(text[i:i + size]) for i in range(0, len(text), size)) + sp.flush()
+        got = "".join(sp.feed(text[i : i + size]) for i in range(0, len(text), size)) + sp.flush()
         assert got == "I need <b>data</b> hereagain", size
     sp = vp.ThinkSplitter()
     assert sp.feed("<think>cut off <") + sp.flush() == "cut off <"  # an unfinished thought is kept
@@ -260,8 +300,14 @@ class FakeModel:
         self.calls: list[list[dict[str, Any]]] = []
         self.params: list[dict[str, Any]] = []
 
-    async def chat(self, messages: Sequence[dict[str, Any]], *, stream: bool = True,
-                   on_delta: Callable[[str, str], None] | None = None, **params: Any) -> ChatResult:
+    async def chat(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        stream: bool = True,
+        on_delta: Callable[[str, str], None] | None = None,
+        **params: Any,
+    ) -> ChatResult:
         self.calls.append(copy.deepcopy(list(messages)))
         self.params.append(params)
         reply = self.replies.pop(0) if self.replies else "<think>script ended</think><answer>none</answer>"
@@ -270,10 +316,14 @@ class FakeModel:
         text = reply if isinstance(reply, str) else reply(list(messages))
         if self.stream and on_delta:
             for i in range(0, len(text), self.chunk):
-                on_delta("content", text[i:i + self.chunk])
+                on_delta("content", text[i : i + self.chunk])
                 await asyncio.sleep(0)
-        return ChatResult(content=text, prompt_tokens=100 * len(self.calls), completion_tokens=len(text) // 4,
-                          model_seconds=0.01)
+        return ChatResult(
+            content=text,
+            prompt_tokens=100 * len(self.calls),
+            completion_tokens=len(text) // 4,
+            model_seconds=0.01,
+        )
 
 
 class ListSearcher:
@@ -319,22 +369,34 @@ def texts_of(message: dict[str, Any]) -> list[str]:
 def collect(agent: VRAGAgent, question: str) -> list[AgentEvent]:
     async def go() -> list[AgentEvent]:
         return [ev async for ev in agent.run(question)]
+
     return asyncio.run(asyncio.wait_for(go(), 60))
 
 
 def without_stream(events: list[AgentEvent]) -> list[str]:
-    return [e.event for e in events if not isinstance(e, ThinkDelta | ContentDelta | GraphChanged | Timing | Usage)]
+    return [
+        e.event
+        for e in events
+        if not isinstance(e, ThinkDelta | ContentDelta | GraphChanged | Timing | Usage)
+    ]
 
 
 # ====================================================================== a real small index
 
 DOCS = {
-    "alpine.pdf": ["Edelweiss grows above the tree line. Its leaves are covered in white woolly hairs that protect "
-                   "the plant from cold, drying wind and strong ultraviolet light.",
-                   "Gentians flower in deep blue trumpets in early summer on limestone meadows."],
-    "harbor.pdf": ["The harbor lighthouse was built in 1871 from local granite. Its lamp is visible 18 nautical "
-                   "miles out to sea.", "Fishing boats unload cod and haddock at the north quay every morning."],
-    "robots.pdf": ["The Atlas warehouse robot carries a payload of 25 kilograms and its battery lasts 9 hours."],
+    "alpine.pdf": [
+        "Edelweiss grows above the tree line. Its leaves are covered in white woolly hairs that protect "
+        "the plant from cold, drying wind and strong ultraviolet light.",
+        "Gentians flower in deep blue trumpets in early summer on limestone meadows.",
+    ],
+    "harbor.pdf": [
+        "The harbor lighthouse was built in 1871 from local granite. Its lamp is visible 18 nautical "
+        "miles out to sea.",
+        "Fishing boats unload cod and haddock at the north quay every morning.",
+    ],
+    "robots.pdf": [
+        "The Atlas warehouse robot carries a payload of 25 kilograms and its battery lasts 9 hours."
+    ],
 }
 
 
@@ -373,6 +435,7 @@ def test_engine_searcher_hits(engine) -> None:  # type: ignore[no-untyped-def]
 
 # ====================================================================== runs
 
+
 def box_in(messages: list[dict[str, Any]], frac: tuple[float, float, float, float]) -> str:
     """A bbox given as fractions of the last image the model saw, in its pixels (as a model would)."""
     w, h = last_image(messages).size
@@ -390,18 +453,25 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
         boxes.append(box_in(msgs, (0.10, 0.20, 0.70, 0.60)))
         return f"<think>Closer.</think>\n<bbox>{boxes[-1]}</bbox>"
 
-    model = FakeModel([
-        "<think>I need the alpine guide.</think>\n<search>edelweiss white woolly hairs</search>",
-        bbox1, bbox2,
-        "<think>It protects against cold and UV.</think>\n<answer> cold, wind and UV light </answer>",
-    ])
+    model = FakeModel(
+        [
+            "<think>I need the alpine guide.</think>\n<search>edelweiss white woolly hairs</search>",
+            bbox1,
+            bbox2,
+            "<think>It protects against cold and UV.</think>\n<answer> cold, wind and UV light </answer>",
+        ]
+    )
     agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path / "img", max_steps=5, temperature=0.2)
     events = collect(agent, "Why is edelweiss woolly?")
 
     assert without_stream(events) == [
-        "search", "search_results", "search_image",
-        "bbox", "crop_image",
-        "bbox", "crop_image",
+        "search",
+        "search_results",
+        "search_image",
+        "bbox",
+        "crop_image",
+        "bbox",
+        "crop_image",
         "answer",
     ]
     assert isinstance(events[0], GraphChanged) and [n.kind for n in events[0].nodes] == ["root"]
@@ -411,7 +481,15 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
 
     # conversation: one user prompt, then assistant/user alternating, one image per observation
     msgs = model.calls[-1]
-    assert [m["role"] for m in msgs] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert [m["role"] for m in msgs] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
     assert msgs[0]["content"] == [{"type": "text", "text": vp.build_prompt("Why is edelweiss woolly?")}]
     assert all(len(images_of(m)) == 1 and not texts_of(m) for m in msgs[2::2])
     assert msgs[1]["content"].startswith("<think>I need the alpine guide.")
@@ -434,16 +512,24 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
     rw, rh = raw.size
     sw, sh = shown.width, shown.height
     b1 = [float(v) for v in boxes[0].strip("[]").split(",")]
-    r1 = (max(0, math.floor(b1[0] * rw / sw - 56)), max(0, math.floor(b1[1] * rh / sh - 56)),
-          min(rw, math.ceil(b1[2] * rw / sw + 56)), min(rh, math.ceil(b1[3] * rh / sh + 56)))
+    r1 = (
+        max(0, math.floor(b1[0] * rw / sw - 56)),
+        max(0, math.floor(b1[1] * rh / sh - 56)),
+        min(rw, math.ceil(b1[2] * rw / sw + 56)),
+        min(rh, math.ceil(b1[3] * rh / sh + 56)),
+    )
     crops = [e for e in events if isinstance(e, Crop)]
     assert crops[0].region == r1 and crops[0].raw == shown.raw
     c1w, c1h = r1[2] - r1[0], r1[3] - r1[1]
     assert (crops[0].width, crops[0].height) == vp.fit_pixels(c1w, c1h)
     b2 = [float(v) for v in boxes[1].strip("[]").split(",")]
     fx, fy = c1w / crops[0].width, c1h / crops[0].height
-    local = (max(0, math.floor(b2[0] * fx - 56)), max(0, math.floor(b2[1] * fy - 56)),
-             min(c1w, math.ceil(b2[2] * fx + 56)), min(c1h, math.ceil(b2[3] * fy + 56)))
+    local = (
+        max(0, math.floor(b2[0] * fx - 56)),
+        max(0, math.floor(b2[1] * fy - 56)),
+        min(c1w, math.ceil(b2[2] * fx + 56)),
+        min(c1h, math.ceil(b2[3] * fy + 56)),
+    )
     r2 = (r1[0] + local[0], r1[1] + local[1], r1[0] + local[2], r1[1] + local[3])
     assert crops[1].region == r2
     assert r1[0] <= r2[0] < r2[2] <= r1[2] and r1[1] <= r2[1] < r2[3] <= r1[3]  # nested inside the first
@@ -479,8 +565,17 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
     assert [e.prompt_tokens for e in events if isinstance(e, Usage)] == [100, 200, 300, 400]
 
     graph = [e for e in events if isinstance(e, GraphChanged)][-1]
-    assert [n.kind for n in graph.nodes] == ["root", "think", "search", "think", "crop", "think", "crop",
-                                             "think", "answer"]
+    assert [n.kind for n in graph.nodes] == [
+        "root",
+        "think",
+        "search",
+        "think",
+        "crop",
+        "think",
+        "crop",
+        "think",
+        "answer",
+    ]
     assert all(n.parents == (graph.nodes[i].id,) for i, n in enumerate(graph.nodes[1:]))
     # every event survives the saved-run JSON form
     assert [event_from_dict(e.to_dict()) for e in events] == events
@@ -502,7 +597,9 @@ def test_step_limit_forces_an_answer(engine, tmp_path: Path) -> None:  # type: i
 
 
 def test_answer_after_the_hint_is_not_forced(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model = FakeModel(["<think>a</think><search>lighthouse built</search>", "<think>b</think><answer>1871</answer>"])
+    model = FakeModel(
+        ["<think>a</think><search>lighthouse built</search>", "<think>b</think><answer>1871</answer>"]
+    )
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=1), "When?")
     assert texts_of(model.calls[1][-1]) == [vp.ANSWER_NOW]
     assert isinstance(events[-1], Answer) and events[-1].content == "1871" and not events[-1].forced
@@ -510,8 +607,13 @@ def test_answer_after_the_hint_is_not_forced(engine, tmp_path: Path) -> None:  #
 
 
 def test_no_tag_gets_a_corrective_turn_without_consuming_a_step(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model = FakeModel(["The answer is probably 1871.", "<think>ok</think><search>lighthouse</search>",
-                       "<think>ok</think><answer>1871</answer>"])
+    model = FakeModel(
+        [
+            "The answer is probably 1871.",
+            "<think>ok</think><search>lighthouse</search>",
+            "<think>ok</think><answer>1871</answer>",
+        ]
+    )
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=1), "When?")
     errors = [e for e in events if isinstance(e, AgentError)]
     assert [(e.kind, e.recoverable, e.step) for e in errors] == [("parse", True, 1)]
@@ -524,14 +626,20 @@ def test_no_tag_gets_a_corrective_turn_without_consuming_a_step(engine, tmp_path
 
 def test_invalid_replies_cannot_loop_forever(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model = FakeModel(["no tags"] * 20)
-    events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=2, max_invalid=2), "Q?")
+    events = collect(
+        VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=2, max_invalid=2), "Q?"
+    )
     assert len(model.calls) == 5  # 2 free corrections, 2 steps, 1 last chance
     assert isinstance(events[-1], Answer) and events[-1].forced
 
 
 def test_two_actions_runs_the_first_and_says_so(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model = FakeModel(["<think>t</think><search>harbor lighthouse granite</search><answer>1871</answer>",
-                       "<think>t</think><answer>1871</answer>"])
+    model = FakeModel(
+        [
+            "<think>t</think><search>harbor lighthouse granite</search><answer>1871</answer>",
+            "<think>t</think><answer>1871</answer>",
+        ]
+    )
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path), "When?")
     assert without_stream(events) == ["error", "search", "search_results", "search_image", "answer"]
     err = next(e for e in events if isinstance(e, AgentError))
@@ -543,15 +651,17 @@ def test_two_actions_runs_the_first_and_says_so(engine, tmp_path: Path) -> None:
 
 
 def test_bad_bboxes_are_reported_and_corrected(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model = FakeModel([
-        "<think>zoom first</think><bbox>[1, 2, 3, 4]</bbox>",  # nothing shown yet
-        "<think>s</think><search>atlas robot payload</search>",
-        "<think>z</think><bbox>[10, 20, 300]</bbox>",
-        "<think>z</think><bbox>[10, 20, 5000, 400]</bbox>",
-        "<think>z</think><bbox>[300, 20, 100, 400]</bbox>",
-        "<think>z</think><bbox>[10, 20, 300, 400]</bbox>",
-        "<think>a</think><answer>25 kg</answer>",
-    ])
+    model = FakeModel(
+        [
+            "<think>zoom first</think><bbox>[1, 2, 3, 4]</bbox>",  # nothing shown yet
+            "<think>s</think><search>atlas robot payload</search>",
+            "<think>z</think><bbox>[10, 20, 300]</bbox>",
+            "<think>z</think><bbox>[10, 20, 5000, 400]</bbox>",
+            "<think>z</think><bbox>[300, 20, 100, 400]</bbox>",
+            "<think>z</think><bbox>[10, 20, 300, 400]</bbox>",
+            "<think>a</think><answer>25 kg</answer>",
+        ]
+    )
     agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=3, max_invalid=5)
     events = collect(agent, "Payload?")
     errors = [e for e in events if isinstance(e, AgentError)]
@@ -570,7 +680,9 @@ def test_bad_bboxes_are_reported_and_corrected(engine, tmp_path: Path) -> None: 
 
 def test_empty_failed_and_exhausted_searches(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # nothing found
-    model = FakeModel(["<think>s</think><search>anything</search>", "<think>a</think><answer>unknown</answer>"])
+    model = FakeModel(
+        ["<think>s</think><search>anything</search>", "<think>a</think><answer>unknown</answer>"]
+    )
     events = collect(VRAGAgent(model, ListSearcher([]), image_dir=tmp_path), "Q?")
     assert without_stream(events) == ["search", "search_results", "error", "answer"]
     err = next(e for e in events if isinstance(e, AgentError))
@@ -578,17 +690,28 @@ def test_empty_failed_and_exhausted_searches(engine, tmp_path: Path) -> None:  #
     assert texts_of(model.calls[1][-1])[0].startswith("The search returned no results.")
 
     # the search service fails
-    model = FakeModel(["<think>s</think><search>anything</search>", "<think>a</think><answer>unknown</answer>"])
-    events = collect(VRAGAgent(model, ListSearcher(SearchFailed("cannot reach the search server at x")),
-                               image_dir=tmp_path), "Q?")
+    model = FakeModel(
+        ["<think>s</think><search>anything</search>", "<think>a</think><answer>unknown</answer>"]
+    )
+    events = collect(
+        VRAGAgent(
+            model, ListSearcher(SearchFailed("cannot reach the search server at x")), image_dir=tmp_path
+        ),
+        "Q?",
+    )
     err = next(e for e in events if isinstance(e, AgentError))
     assert err.kind == "search" and "cannot reach the search server" in err.content
     assert "The search failed (cannot reach the search server at x)" in texts_of(model.calls[1][-1])[0]
     assert isinstance(events[-1], Answer)
 
     # every hit already shown: one new image per search, never a repeat
-    model = FakeModel(["<think>s</think><search>edelweiss</search>", "<think>s</think><search>edelweiss</search>",
-                       "<think>a</think><answer>x</answer>"])
+    model = FakeModel(
+        [
+            "<think>s</think><search>edelweiss</search>",
+            "<think>s</think><search>edelweiss</search>",
+            "<think>a</think><answer>x</answer>",
+        ]
+    )
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, top_k=1), "Q?")
     results = [e for e in events if isinstance(e, SearchResults)]
     assert [r.shown for r in results] == [(0,), ()]
@@ -597,8 +720,13 @@ def test_empty_failed_and_exhausted_searches(engine, tmp_path: Path) -> None:  #
     assert not images_of(second) and "already been shown" in texts_of(second)[0]
 
     # with top_k=3 the same query shows the next unseen page
-    model = FakeModel(["<think>s</think><search>edelweiss</search>", "<think>s</think><search>edelweiss</search>",
-                       "<think>a</think><answer>x</answer>"])
+    model = FakeModel(
+        [
+            "<think>s</think><search>edelweiss</search>",
+            "<think>s</think><search>edelweiss</search>",
+            "<think>a</think><answer>x</answer>",
+        ]
+    )
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, top_k=3), "Q?")
     shown = [e for e in events if isinstance(e, ImageShown)]
     assert [r.shown for r in events if isinstance(r, SearchResults)] == [(0,), (1,)]
@@ -607,8 +735,9 @@ def test_empty_failed_and_exhausted_searches(engine, tmp_path: Path) -> None:  #
 
 def test_endpoint_errors(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # a transient failure: reported, retried, the run goes on
-    model = FakeModel([EndpointError("server said 503", kind="server", status=503),
-                       "<think>t</think><answer>fine</answer>"])
+    model = FakeModel(
+        [EndpointError("server said 503", kind="server", status=503), "<think>t</think><answer>fine</answer>"]
+    )
     agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, retry_delay=0)
     events = collect(agent, "Q?")
     err = next(e for e in events if isinstance(e, AgentError))
@@ -642,7 +771,10 @@ def test_internal_failure_is_an_event_not_an_exception(engine, tmp_path: Path) -
 def test_non_streaming_model_still_gets_delta_events(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model = FakeModel(["<think>plain</think><answer>ok</answer>"], stream=False)
     events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path), "Q?")
-    assert "".join(e.content for e in events if isinstance(e, ContentDelta)) == "<think>plain</think><answer>ok</answer>"
+    assert (
+        "".join(e.content for e in events if isinstance(e, ContentDelta))
+        == "<think>plain</think><answer>ok</answer>"
+    )
     assert "".join(e.content for e in events if isinstance(e, ThinkDelta)) == "plain"
 
 
@@ -663,8 +795,14 @@ class HangingModel:
         self.cancelled = threading.Event()
         self.calls = 0
 
-    async def chat(self, messages: Sequence[dict[str, Any]], *, stream: bool = True,
-                   on_delta: Callable[[str, str], None] | None = None, **params: Any) -> ChatResult:
+    async def chat(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        stream: bool = True,
+        on_delta: Callable[[str, str], None] | None = None,
+        **params: Any,
+    ) -> ChatResult:
         self.calls += 1
         if self.calls == 1:
             return ChatResult(content="<think>look</think><search>edelweiss</search>")
@@ -731,6 +869,7 @@ def test_cancel_mid_run_by_cancelling_the_task(engine, tmp_path: Path) -> None: 
 
 # ====================================================================== HTTP searcher
 
+
 @pytest.fixture(scope="module")
 def http_url(engine) -> Iterator[str]:  # type: ignore[no-untyped-def]
     import uvicorn
@@ -738,7 +877,9 @@ def http_url(engine) -> Iterator[str]:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.search.server import create_app
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -754,8 +895,9 @@ def test_http_searcher_matches_the_engine(engine, http_url: str) -> None:  # typ
     local = EngineSearcher(engine).search("lighthouse granite", 3)
     for url in (http_url, http_url + "/search", http_url + "/"):
         remote = HttpSearcher(url, timeout=10).search("lighthouse granite", 3)
-        assert [(h.name, h.source, h.page, h.image, h.modality) for h in remote] == \
-               [(h.name, h.source, h.page, h.image, h.modality) for h in local]
+        assert [(h.name, h.source, h.page, h.image, h.modality) for h in remote] == [
+            (h.name, h.source, h.page, h.image, h.modality) for h in local
+        ]
         assert [round(h.score, 5) for h in remote] == [round(h.score, 5) for h in local]
     searcher = HttpSearcher(http_url)
     assert searcher.load_image(str(local[0].image)) == Path(str(local[0].image)).read_bytes()
@@ -784,11 +926,22 @@ def test_parse_search_response_shapes() -> None:
     legacy = [[{"idx": 0, "image_file": "/c/img/a_1.jpg"}, {"idx": 1, "image_file": "/c/img/b_2.jpg"}]]
     hits = parse_search_response(legacy)
     assert [(h.name, h.image, h.score, h.modality) for h in hits] == [
-        ("a_1", "/c/img/a_1.jpg", 0.0, "image"), ("b_2", "/c/img/b_2.jpg", 0.0, "image")]
+        ("a_1", "/c/img/a_1.jpg", 0.0, "image"),
+        ("b_2", "/c/img/b_2.jpg", 0.0, "image"),
+    ]
     assert parse_search_response(legacy[0]) == hits  # a bare list for one query
-    original = {"results": [{"score": [0.9, 0.5], "indice": [3, 7],
-                             "data": [{"type": "image", "file_path": "/x/p_3.jpg"},
-                                      {"type": "text", "file_path": "/x/n.txt", "content": "hi"}]}]}
+    original = {
+        "results": [
+            {
+                "score": [0.9, 0.5],
+                "indice": [3, 7],
+                "data": [
+                    {"type": "image", "file_path": "/x/p_3.jpg"},
+                    {"type": "text", "file_path": "/x/n.txt", "content": "hi"},
+                ],
+            }
+        ]
+    }
     a, b = parse_search_response(original)
     assert (a.name, a.image, a.score, a.modality) == ("p_3", "/x/p_3.jpg", 0.9, "image")
     assert (b.modality, b.image, b.score) == ("text", None, 0.5)
@@ -799,11 +952,24 @@ def test_parse_search_response_shapes() -> None:
 
 
 def test_agent_over_http(engine, http_url: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    model = FakeModel(["<think>s</think><search>edelweiss hairs</search>",
-                       lambda m: f"<think>z</think><bbox>{box_in(m, (0.1, 0.1, 0.5, 0.3))}</bbox>",
-                       "<think>a</think><answer>protection</answer>"])
-    events = collect(VRAGAgent(model, HttpSearcher(http_url, fetch_images=True), image_dir=tmp_path), "Why woolly?")
-    assert without_stream(events) == ["search", "search_results", "search_image", "bbox", "crop_image", "answer"]
+    model = FakeModel(
+        [
+            "<think>s</think><search>edelweiss hairs</search>",
+            lambda m: f"<think>z</think><bbox>{box_in(m, (0.1, 0.1, 0.5, 0.3))}</bbox>",
+            "<think>a</think><answer>protection</answer>",
+        ]
+    )
+    events = collect(
+        VRAGAgent(model, HttpSearcher(http_url, fetch_images=True), image_dir=tmp_path), "Why woolly?"
+    )
+    assert without_stream(events) == [
+        "search",
+        "search_results",
+        "search_image",
+        "bbox",
+        "crop_image",
+        "answer",
+    ]
     shown = next(e for e in events if isinstance(e, ImageShown))
     crop = next(e for e in events if isinstance(e, Crop))
     # the fetched raw is kept beside the run, and crops are cut from (and drawn on) that copy

@@ -121,8 +121,11 @@ def start(delay: float = 0.5) -> threading.Thread | None:
             time.sleep(delay)
             t = time.perf_counter()
             timings = warm()
-            log.info("warm-up done in %.2f s (%s)", time.perf_counter() - t,
-                     ", ".join(f"{k} {v:.2f} s" for k, v in timings.items()))
+            log.info(
+                "warm-up done in %.2f s (%s)",
+                time.perf_counter() - t,
+                ", ".join(f"{k} {v:.2f} s" for k, v in timings.items()),
+            )
 
         _started = threading.Thread(target=run, name="vrag-warmup", daemon=True)
         _started.start()

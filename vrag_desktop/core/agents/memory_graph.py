@@ -221,11 +221,13 @@ class MemoryGraph:
                 f"cycle). {listing}"
             ]
         if ANSWER_ID in parent_ids and self.answer is not None:
-            return [f'the answer node cannot be a parent. {listing}']
+            return [f"the answer node cannot be a parent. {listing}"]
         unknown = [p for p in parent_ids if p not in self.g]
         if unknown:
             word = "id" if len(unknown) == 1 else "ids"
-            return [f"unknown parent {word} {_quoted(unknown)}: parent_ids must name existing nodes. {listing}"]
+            return [
+                f"unknown parent {word} {_quoted(unknown)}: parent_ids must name existing nodes. {listing}"
+            ]
         return []
 
     # ------------------------------------------------------------ edits
@@ -234,20 +236,48 @@ class MemoryGraph:
     ) -> MemoryNode:
         """Add a search node (summary and memory come later, with :meth:`memorize`).
         Raises :class:`GraphEditError` (graph unchanged) when the edit is invalid."""
-        return self._add(self.check_search(node_id, parent_ids, query), node_id, "search", parent_ids,
-                         created_at, query=query.strip())
+        return self._add(
+            self.check_search(node_id, parent_ids, query),
+            node_id,
+            "search",
+            parent_ids,
+            created_at,
+            query=query.strip(),
+        )
 
     def add_answer(self, parent_ids: Sequence[str], answer: str, *, created_at: float = 0.0) -> MemoryNode:
-        return self._add(self.check_answer(parent_ids, answer), ANSWER_ID, "answer", parent_ids, created_at,
-                         answer=answer.strip())
+        return self._add(
+            self.check_answer(parent_ids, answer),
+            ANSWER_ID,
+            "answer",
+            parent_ids,
+            created_at,
+            answer=answer.strip(),
+        )
 
-    def _add(self, problems: list[str], node_id: str, kind: str, parent_ids: Sequence[str], created_at: float,
-             *, query: str = "", answer: str = "") -> MemoryNode:
+    def _add(
+        self,
+        problems: list[str],
+        node_id: str,
+        kind: str,
+        parent_ids: Sequence[str],
+        created_at: float,
+        *,
+        query: str = "",
+        answer: str = "",
+    ) -> MemoryNode:
         """The checked edit: refused whole with the problems, or the node appended."""
         if problems:
             raise GraphEditError("; ".join(problems))
-        node = MemoryNode(id=node_id, kind=kind, index=len(self._order), parents=tuple(dict.fromkeys(parent_ids)),
-                          query=query, answer=answer, created_at=created_at)
+        node = MemoryNode(
+            id=node_id,
+            kind=kind,
+            index=len(self._order),
+            parents=tuple(dict.fromkeys(parent_ids)),
+            query=query,
+            answer=answer,
+            created_at=created_at,
+        )
         self._put(node)
         return node
 
@@ -285,9 +315,13 @@ class MemoryGraph:
         out: list[dict[str, Any]] = []
         for n in self._order:
             if n.kind == "root":
-                out.append({"id": ROOT_ID, "name": "Initial Node", "content": f"Initial query from user: {n.query}"})
+                out.append(
+                    {"id": ROOT_ID, "name": "Initial Node", "content": f"Initial query from user: {n.query}"}
+                )
             elif n.kind == "search":
-                out.append({"id": n.id, "parent_ids": list(n.parents), "query": n.query, "summary": n.summary})
+                out.append(
+                    {"id": n.id, "parent_ids": list(n.parents), "query": n.query, "summary": n.summary}
+                )
             else:
                 out.append({"id": ANSWER_ID, "parent_ids": list(n.parents)})
         return out
@@ -300,8 +334,16 @@ class MemoryGraph:
         out = []
         for n in self._order:
             label = {"root": n.query, "search": n.id, "answer": n.answer}[n.kind][:120]
-            out.append(GraphNode(id=n.id, kind=n.kind, parents=n.parents, label=label, query=n.query,
-                                 summary=n.summary if n.kind != "answer" else n.answer))
+            out.append(
+                GraphNode(
+                    id=n.id,
+                    kind=n.kind,
+                    parents=n.parents,
+                    label=label,
+                    query=n.query,
+                    summary=n.summary if n.kind != "answer" else n.answer,
+                )
+            )
         return (*out, *extra)
 
     def answer_path(self) -> list[str]:
@@ -326,9 +368,7 @@ class MemoryGraph:
             intrinsic[n.id] = [e.norm_priority * phi * decay for e in n.items]
         omega: dict[str, list[float]] = {}
         for n in reversed(self._order):
-            feedback = sum(
-                sum(omega[c]) / len(omega[c]) for c in self.g.successors(n.id) if omega.get(c)
-            )
+            feedback = sum(sum(omega[c]) / len(omega[c]) for c in self.g.successors(n.id) if omega.get(c))
             omega[n.id] = [e + self.gamma_gain * feedback for e in intrinsic[n.id]]
         return [
             ScoredItem(n.id, k, entry, intrinsic[n.id][k], omega[n.id][k])
@@ -347,7 +387,11 @@ class MemoryGraph:
         total = sum(s.omega for s in chosen)
         with_budget = {
             (s.node_id, s.position): ScoredItem(
-                s.node_id, s.position, s.entry, s.energy, s.omega,
+                s.node_id,
+                s.position,
+                s.entry,
+                s.energy,
+                s.omega,
                 math.floor(total_pixels * s.omega / total) if total > 0 else total_pixels // len(chosen),
             )
             for s in chosen
@@ -359,7 +403,9 @@ class MemoryGraph:
                 groups.append(MemoryGroup(n.id, items))
         return groups
 
-    def scored_with_budgets(self, top_k: int = 5, total_pixels: int = 2_007_040) -> dict[tuple[str, int], ScoredItem]:
+    def scored_with_budgets(
+        self, top_k: int = 5, total_pixels: int = 2_007_040
+    ) -> dict[tuple[str, int], ScoredItem]:
         """Every item keyed by (node id, position): Ω for all, the budget for the selected ones."""
         out = {(s.node_id, s.position): s for s in self.energies()}
         for group in self.select_memory(top_k, total_pixels):
@@ -402,15 +448,19 @@ class MemoryGraph:
         except nx.NetworkXNoCycle:
             cycle = None
         if cycle:
-            raise ValueError("the graph has a cycle: " + " → ".join([str(e[0]) for e in cycle] + [str(cycle[0][0])]))
+            raise ValueError(
+                "the graph has a cycle: " + " → ".join([str(e[0]) for e in cycle] + [str(cycle[0][0])])
+            )
         position = {n.id: i for i, n in enumerate(nodes)}
         for n in nodes:
             late = [p for p in n.parents if position[p] > position[n.id]]
             if late:
                 raise ValueError(f'node "{n.id}" comes before its parent(s) {_quoted(late)}')
-        graph = cls(str(data.get("question") or nodes[0].query),
-                    lambda_decay=float(data.get("lambda_decay", LAMBDA_DECAY)),
-                    gamma_gain=float(data.get("gamma_gain", GAMMA_GAIN)))
+        graph = cls(
+            str(data.get("question") or nodes[0].query),
+            lambda_decay=float(data.get("lambda_decay", LAMBDA_DECAY)),
+            gamma_gain=float(data.get("gamma_gain", GAMMA_GAIN)),
+        )
         graph.g = nx.DiGraph()
         graph._order = []
         for i, n in enumerate(nodes):
@@ -481,8 +531,14 @@ def _node_from(d: Mapping[str, Any]) -> MemoryNode:
 
 
 _LABEL = re.compile(r"^\s*(text|picture|image|video|clip|page)\s*#?\s*(\d+)\s*$", re.I)
-_LABEL_KIND = {"text": "Text", "picture": "Picture", "image": "Picture", "page": "Picture", "video": "Video",
-               "clip": "Video"}
+_LABEL_KIND = {
+    "text": "Text",
+    "picture": "Picture",
+    "image": "Picture",
+    "page": "Picture",
+    "video": "Video",
+    "clip": "Video",
+}
 
 
 def normalize_label(information_id: str) -> str | None:

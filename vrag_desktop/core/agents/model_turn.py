@@ -67,7 +67,9 @@ class ModelTurns:
         return cls(step=self.step, time=self.now(), **kw)
 
     def timing(self) -> AgentEvent:
-        return self.ev(Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4))
+        return self.ev(
+            Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4)
+        )
 
     def out_path(self, what: str, suffix: str = ".jpg") -> Path:
         """Where an image of this step goes (every image the model is shown is kept, by run and step)."""
@@ -94,7 +96,9 @@ class ModelTurns:
         """Hook: extra events while the reply streams (VimRAG draws a new node early). Default: none."""
         return []
 
-    async def call_model(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent | ChatResult, None]:
+    async def call_model(
+        self, messages: list[dict[str, Any]]
+    ) -> AsyncGenerator[AgentEvent | ChatResult, None]:
         """Deltas while the model writes, then Usage and the ChatResult. A recoverable endpoint error is
         reported (``AgentError(recoverable=True)``) and the same request retried: the model said
         nothing, so there is nothing to correct (the client already retried transport failures).
@@ -111,14 +115,18 @@ class ModelTurns:
                 self.model_seconds += time.monotonic() - t
                 kind = exc.kind if isinstance(exc, EndpointError) else "other"
                 recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
-                msg = f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
+                msg = (
+                    f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
+                )
                 if not recoverable:
                     raise Fatal(msg) from exc
                 yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
                 attempt += 1
                 await asyncio.sleep(self.a.retry_delay * attempt)
 
-    async def stream_once(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent | ChatResult, None]:
+    async def stream_once(
+        self, messages: list[dict[str, Any]]
+    ) -> AsyncGenerator[AgentEvent | ChatResult, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Any] = asyncio.Queue()
         splitter = vp.ThinkSplitter()
@@ -152,7 +160,9 @@ class ModelTurns:
                 put(extra)
 
         t = time.monotonic()
-        task = asyncio.ensure_future(self.a.model.chat(messages, stream=True, on_delta=on_delta, **self.a.params))
+        task = asyncio.ensure_future(
+            self.a.model.chat(messages, stream=True, on_delta=on_delta, **self.a.params)
+        )
         task.add_done_callback(lambda _: put(_DONE))
         try:
             while (item := await queue.get()) is not _DONE:

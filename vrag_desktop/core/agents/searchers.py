@@ -92,7 +92,9 @@ class HttpSearcher:
         try:
             r = httpx.request(method, url, timeout=self.timeout, **kw)
         except httpx.TimeoutException as exc:
-            raise SearchFailed(f"the search server at {self.base} did not answer within {self.timeout:g} s") from exc
+            raise SearchFailed(
+                f"the search server at {self.base} did not answer within {self.timeout:g} s"
+            ) from exc
         except httpx.HTTPError as exc:
             raise SearchFailed(f"cannot reach the search server at {self.base}: {exc}") from exc
         if r.status_code >= 400:
@@ -129,8 +131,11 @@ def parse_search_response(body: Any) -> list[SearchHit]:
             raise SearchFailed("unexpected search response: 'results' items must be objects")
         scores = first.get("score") or []
         data = first.get("data") or []
-        return [_from_record(rec, scores[i] if i < len(scores) else 0.0) for i, rec in enumerate(data)
-                if isinstance(rec, dict)]
+        return [
+            _from_record(rec, scores[i] if i < len(scores) else 0.0)
+            for i, rec in enumerate(data)
+            if isinstance(rec, dict)
+        ]
     if isinstance(body, list):  # legacy vrag_ret: a list per query of {"idx", "image_file"}
         items = body[0] if body and isinstance(body[0], list) else body
         hits = []
@@ -140,12 +145,14 @@ def parse_search_response(body: Any) -> list[SearchHit]:
             path = str(rec["image_file"])
             hits.append(SearchHit(score=0.0, name=Path(path).stem, source=path, modality="image", image=path))
         return hits
-    raise SearchFailed("unexpected search response: expected {\"results\": [...]} or a list of image hits")
+    raise SearchFailed('unexpected search response: expected {"results": [...]} or a list of image hits')
 
 
 def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
     kind = rec.get("type")
-    modality = rec.get("modality") or {"image": "image", "video": "clip", "text": "text"}.get(str(kind), "text")
+    modality = rec.get("modality") or {"image": "image", "video": "clip", "text": "text"}.get(
+        str(kind), "text"
+    )
     path = rec.get("file_path")
     image = rec.get("image") or (path if kind == "image" else None)
     name = rec.get("name") or (Path(str(path)).stem if path else "")
@@ -154,9 +161,15 @@ def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
     except (TypeError, ValueError):
         s = 0.0
     return SearchHit(
-        score=s, name=str(name), source=str(rec.get("source") or path or ""), modality=str(modality),
-        image=str(image) if image else None, page=rec.get("page"), clip=rec.get("clip"),
-        t_start=rec.get("t_start"), t_end=rec.get("t_end"),
+        score=s,
+        name=str(name),
+        source=str(rec.get("source") or path or ""),
+        modality=str(modality),
+        image=str(image) if image else None,
+        page=rec.get("page"),
+        clip=rec.get("clip"),
+        t_start=rec.get("t_start"),
+        t_end=rec.get("t_end"),
     )
 
 

@@ -43,7 +43,6 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,17 +61,14 @@ from vrag_desktop.core.agents.events import (
     SearchStarted,
 )
 from vrag_desktop.core.agents.memory_graph import (
-    Frame,
     GraphEditError,
-    MemoryEntry,
     MemoryGraph,
-    normalize_label,
 )
 from vrag_desktop.core.agents.model_turn import guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed
 from vrag_desktop.core.agents.vimrag_media import (
     Media,
-    _Shown,
+    _Pending,
     encode_capped,
     keyframe_times,
     thin_indices,
@@ -83,13 +79,6 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------- run state
-
-@dataclass
-class _Pending:
-    """The search waiting for its summarize_and_memorize."""
-
-    node_id: str
-    items: dict[str, _Shown]  # by label
 
 
 class VimRAGAgent:
@@ -128,8 +117,10 @@ class VimRAGAgent:
         gamma_gain: float = 0.3,
     ) -> None:
         if max_steps < 0 or search_top_k < 1 or memory_top_k < 0 or max_frames_video < 1 or fps_video <= 0:
-            raise ValueError("need max_steps >= 0, search_top_k >= 1, memory_top_k >= 0, max_frames_video >= 1, "
-                             "fps_video > 0")
+            raise ValueError(
+                "need max_steps >= 0, search_top_k >= 1, memory_top_k >= 0, max_frames_video >= 1, "
+                "fps_video > 0"
+            )
         if min(max_pixels_image, max_pixels_video, memory_buffer_pixels, max_image_bytes) < 1:
             raise ValueError("pixel and byte limits must be positive")
         self.model = model
@@ -197,17 +188,25 @@ class _Run(Media):
     def expected(self) -> str:
         """What the model may do next, for corrective messages."""
         if self.pending is not None:
-            return (f'Your next call must be summarize_and_memorize for the search node "{self.pending.node_id}" '
-                    "(or add_answer_node if you can answer).")
+            return (
+                f'Your next call must be summarize_and_memorize for the search node "{self.pending.node_id}" '
+                "(or add_answer_node if you can answer)."
+            )
         return "Call add_search_node to search, or add_answer_node to answer."
 
     def correct(self, content: str, problem: str) -> None:
         """Tell the model its call was rejected, in the tool-response convention."""
         self.messages.append({"role": "assistant", "content": content})
-        self.messages.append({"role": "user", "content": (
-            f"<tool_response>\nError: {problem}\n</tool_response>\n"
-            f"Nothing was changed. {self.expected()} Call exactly one tool in the format "
-            '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.')})
+        self.messages.append(
+            {
+                "role": "user",
+                "content": (
+                    f"<tool_response>\nError: {problem}\n</tool_response>\n"
+                    f"Nothing was changed. {self.expected()} Call exactly one tool in the format "
+                    '<tool_call>{"name": ..., "arguments": {...}}</tool_call>.'
+                ),
+            }
+        )
 
     # ------------------------------------------------------------ loop
     async def events(self) -> AsyncGenerator[AgentEvent, None]:
@@ -251,8 +250,11 @@ class _Run(Media):
             else:
                 for note in call.notes:
                     yield self.ev(AgentError, kind="parse", content=note, recoverable=True)
-                tool = {P.ADD_SEARCH_NODE: self.search, P.SUMMARIZE_AND_MEMORIZE: self.memorize,
-                        P.ADD_ANSWER_NODE: self.answer}[call.name]
+                tool = {
+                    P.ADD_SEARCH_NODE: self.search,
+                    P.SUMMARIZE_AND_MEMORIZE: self.memorize,
+                    P.ADD_ANSWER_NODE: self.answer,
+                }[call.name]
                 t = time.monotonic()
                 async with aclosing(tool(content, call)) as tool_events:
                     async for ev in tool_events:
@@ -266,7 +268,9 @@ class _Run(Media):
                 free_invalid -= 1
             yield self.timing()
 
-    async def final_turn(self, content: str, call: P.ToolCall | None, problem: str) -> AsyncGenerator[AgentEvent, None]:
+    async def final_turn(
+        self, content: str, call: P.ToolCall | None, problem: str
+    ) -> AsyncGenerator[AgentEvent, None]:
         """The turn after the step budget: only add_answer_node counts; else MaxSteps + fallback."""
         if call is not None and call.name == P.ADD_ANSWER_NODE:
             async with aclosing(self.answer(content, call)) as tool_events:
@@ -277,8 +281,12 @@ class _Run(Media):
         elif call is None:
             yield self.ev(AgentError, kind="parse", content=problem, recoverable=False)
         else:
-            yield self.ev(AgentError, kind="tool", recoverable=False,
-                          content=f"{call.name} was called after the step limit; only add_answer_node is allowed")
+            yield self.ev(
+                AgentError,
+                kind="tool",
+                recoverable=False,
+                content=f"{call.name} was called after the step limit; only add_answer_node is allowed",
+            )
         yield self.ev(MaxSteps, content=f"Reached maximum steps ({self.a.max_steps}) without an answer")
         yield self.timing()
         yield self.ev(Answer, content=P.FALLBACK_ANSWER, evidence=self.evidence(all_nodes=True), forced=True)
@@ -286,7 +294,7 @@ class _Run(Media):
     # ------------------------------------------------------------ model
     def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
         """Draw a new search node as soon as its complete add_search_node call has streamed in."""
-        if self._early_done or "</tool_call>" not in text_so_far[-(len(chunk) + 12):]:
+        if self._early_done or "</tool_call>" not in text_so_far[-(len(chunk) + 12) :]:
             return []
         self._early_done = True  # one try per reply: the first call is the one that counts
         early = self.early_node(text_so_far)
@@ -304,8 +312,13 @@ class _Run(Media):
         args = call.arguments
         if self.graph.check_search(args["id"], args["parent_ids"], args["query"]):
             return None
-        return GraphNode(id=args["id"], kind="search", parents=tuple(dict.fromkeys(args["parent_ids"])),
-                         label=args["id"], query=args["query"])
+        return GraphNode(
+            id=args["id"],
+            kind="search",
+            parents=tuple(dict.fromkeys(args["parent_ids"])),
+            label=args["id"],
+            query=args["query"],
+        )
 
     # ------------------------------------------------------------ tools
     def reject(self, content: str, problem: str, kind: str = "tool") -> AgentEvent:
@@ -315,8 +328,11 @@ class _Run(Media):
     async def search(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         args = call.arguments
         if self.pending is not None:
-            yield self.reject(content, f'add_search_node was called before summarize_and_memorize for the search '
-                                       f'node "{self.pending.node_id}": every search must be summarized first')
+            yield self.reject(
+                content,
+                f"add_search_node was called before summarize_and_memorize for the search "
+                f'node "{self.pending.node_id}": every search must be summarized first',
+            )
             return
         try:
             node = self.graph.add_search(args["id"], args["parent_ids"], args["query"], created_at=self.now())
@@ -335,17 +351,29 @@ class _Run(Media):
             yield self.ev(AgentError, kind="search", content=msg, recoverable=True)
             yield self.graph_event()
             self.messages.append({"role": "assistant", "content": content})
-            self.messages.append({"role": "user", "content": (
-                f"<tool_response>\nThe search failed ({msg}); the node \"{node.id}\" was not added.\n"
-                "</tool_response>\nYou may call add_search_node again, or add_answer_node.")})
+            self.messages.append(
+                {
+                    "role": "user",
+                    "content": (
+                        f'<tool_response>\nThe search failed ({msg}); the node "{node.id}" was not added.\n'
+                        "</tool_response>\nYou may call add_search_node again, or add_answer_node."
+                    ),
+                }
+            )
             return
         prepared = await asyncio.to_thread(self.prepare, hits, call.notes)
-        yield self.ev(SearchResults, content=node.query, hits=prepared.refs, shown=prepared.shown, node_id=node.id)
+        yield self.ev(
+            SearchResults, content=node.query, hits=prepared.refs, shown=prepared.shown, node_id=node.id
+        )
         for p in prepared.problems:
             yield self.ev(AgentError, kind="search", content=p, recoverable=True)
         if not hits:
-            yield self.ev(AgentError, kind="search", content=f"the search for '{node.query}' returned nothing",
-                          recoverable=True)
+            yield self.ev(
+                AgentError,
+                kind="search",
+                content=f"the search for '{node.query}' returned nothing",
+                recoverable=True,
+            )
         self.pending = _Pending(node.id, prepared.items)
         self.messages += [
             {"role": "assistant", "content": content},
@@ -356,8 +384,11 @@ class _Run(Media):
     async def memorize(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         pending = self.pending
         if pending is None:
-            yield self.reject(content, "summarize_and_memorize was called without a pending search: call "
-                                       "add_search_node first (or add_answer_node to answer)")
+            yield self.reject(
+                content,
+                "summarize_and_memorize was called without a pending search: call "
+                "add_search_node first (or add_answer_node to answer)",
+            )
             return
         args = call.arguments
         entries, judged, problems = self.judge(pending, args["memorize"])
@@ -372,78 +403,28 @@ class _Run(Media):
             shown = pending.items[label]
             s = scored.get((pending.node_id, kept[label])) if label in kept else None
             frames = entries[kept[label]].frames if label in kept else shown.frames
-            items.append(MemoryItem(
-                information_id=label, useful=useful, priority=priority,
-                energy=round(s.omega, 6) if s else 0.0, pixel_budget=s.budget if s else 0,
-                image=frames[0].shown if frames else None,
-                timestamps=tuple(f.timestamp for f in frames if f.timestamp is not None) if label in kept else (),
-            ))
-        yield self.ev(Memorize, content=self.graph.node(pending.node_id).summary, node_id=pending.node_id,
-                      items=tuple(items))
+            items.append(
+                MemoryItem(
+                    information_id=label,
+                    useful=useful,
+                    priority=priority,
+                    energy=round(s.omega, 6) if s else 0.0,
+                    pixel_budget=s.budget if s else 0,
+                    image=frames[0].shown if frames else None,
+                    timestamps=tuple(f.timestamp for f in frames if f.timestamp is not None)
+                    if label in kept
+                    else (),
+                )
+            )
+        yield self.ev(
+            Memorize,
+            content=self.graph.node(pending.node_id).summary,
+            node_id=pending.node_id,
+            items=tuple(items),
+        )
         for p in problems:
             yield self.ev(AgentError, kind="tool", content=p, recoverable=True)
         yield self.graph_event()
-
-    def judge(
-        self, pending: _Pending, memorize: list[dict[str, Any]]
-    ) -> tuple[list[MemoryEntry], list[tuple[str, bool, int]], list[str]]:
-        """The model's judgements applied: (memory entries kept, (label, useful, priority) per judged
-        item, problems to report). Kept: useful pictures, and useful videos' frames whose time matches
-        a key_timestamp; texts never (their content lives on in the summary)."""
-        entries: list[MemoryEntry] = []
-        judged: list[tuple[str, bool, int]] = []
-        problems: list[str] = []
-        for m in memorize:
-            label = normalize_label(m["information_id"])
-            if label is None or label not in pending.items:
-                have = ", ".join(pending.items) or "none"
-                problems.append(f'"{m["information_id"]}" is not an item of this search (items: {have}); ignored')
-                continue
-            if any(j[0] == label for j in judged):
-                problems.append(f"{label} was judged twice; the first judgement is used")
-                continue
-            useful, priority = bool(m["is_useful"]), int(m["priority_score"])
-            judged.append((label, useful, priority))
-            shown = pending.items[label]
-            if not useful or shown.modality == "text" or not shown.frames:
-                continue
-            frames = shown.frames
-            if shown.modality == "video":
-                frames, note = self.key_frames(label, shown.frames, m["key_timestamp"])
-                if note:
-                    problems.append(note)
-            hit = shown.hit
-            entries.append(MemoryEntry(information_id=label, modality=shown.modality, priority=priority,
-                                       frames=list(frames), source=hit.source, name=hit.name, page=hit.page,
-                                       clip=hit.clip))
-        missing = [label for label in pending.items if all(j[0] != label for j in judged)]
-        if missing:
-            problems.append(f"not judged: {', '.join(missing)} (every returned item must be listed in memorize); "
-                            "treated as not useful")
-        return entries, judged, problems
-
-    def key_frames(self, label: str, frames: list[Frame], stamps: list[float]) -> tuple[list[Frame], str]:
-        """Frames matching the key timestamps (nearest shown frame within the tolerance), and a note
-        naming the timestamps that matched none. No match at all keeps every frame: the model called
-        the video useful, and an empty memory would lose it."""
-        times = [f.timestamp if f.timestamp is not None else 0.0 for f in frames]
-        keep: set[int] = set()
-        dropped: list[float] = []
-        for ts in stamps:
-            best = min(range(len(times)), key=lambda i: abs(times[i] - ts))
-            if abs(times[best] - ts) <= self.a.timestamp_tolerance:
-                keep.add(best)
-            else:
-                dropped.append(ts)
-        shown = ", ".join(f"{t:.1f}" for t in times)
-        notes = []
-        if dropped:
-            notes.append(f"{label}: key_timestamp {', '.join(f'{t:g}' for t in dropped)} s match no frame shown "
-                         f"(frames at {shown} s, tolerance {self.a.timestamp_tolerance:g} s); dropped")
-        if not keep:
-            notes.append(f"{label}: no key_timestamp matched a shown frame; all {len(frames)} frames kept")
-            return list(frames), "; ".join(notes)
-        return [frames[i] for i in sorted(keep)], "; ".join(notes)
 
     async def answer(self, content: str, call: P.ToolCall) -> AsyncGenerator[AgentEvent, None]:
         args = call.arguments

@@ -1,8 +1,9 @@
-"""What VimRAG puts in front of the model: tool responses and the memory context, images sized.
+"""What VimRAG shows the model and keeps: tool responses, the model's memory judgements, the context.
 
-Split from :mod:`.vimrag` (the run's control flow) because this is the part that touches pixels:
-every retrieved picture or key frame is fitted to its pixel limit and capped in bytes for the tool
-response, and every step's context re-encodes the energy-selected memory at its budget. The exact
+Split from :mod:`.vimrag` (the run's control flow): this is the run's content. Every retrieved
+picture or key frame is fitted to its pixel limit and capped in bytes for the tool response, the
+model's summarize_and_memorize judgements decide which of them become memory, and every step's
+context re-encodes the energy-selected memory at its budget. The exact
 bytes matter (the model was trained on this sizing), and so does the time (the rebuild runs between
 two model calls): encodings are kept per run by (file, budget on a ~19 % geometric grid), decodes
 per run and, across runs, by :mod:`.imaging`.
@@ -23,7 +24,7 @@ from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import HitRef
-from vrag_desktop.core.agents.memory_graph import Frame, MemoryGraph, ScoredItem
+from vrag_desktop.core.agents.memory_graph import Frame, MemoryEntry, MemoryGraph, ScoredItem, normalize_label
 from vrag_desktop.core.agents.model_turn import ModelTurns
 from vrag_desktop.core.agents.searchers import SearchFailed, SearchHit
 
@@ -38,6 +39,7 @@ _MAX_KEYFRAME_FILES = 64
 
 # ---------------------------------------------------------------- pure helpers
 
+
 def encode_capped(
     img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
 ) -> tuple[bytes, tuple[int, int]]:
@@ -51,7 +53,9 @@ def encode_capped(
         if len(data) <= max_bytes or min(w, h) <= 16:
             return data, (w, h)
         scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
-        img = imaging.resize(img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
+        img = imaging.resize(
+            img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC
+        )
 
 
 def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
@@ -111,6 +115,7 @@ def text_part(text: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- what a search showed
 
+
 @dataclass
 class _Shown:
     """One retrieved item as the model saw it in the pending search's tool response."""
@@ -128,6 +133,14 @@ class _Prepared:
     refs: tuple[HitRef, ...]
     shown: tuple[int, ...]
     problems: list[str]
+
+
+@dataclass
+class _Pending:
+    """The search waiting for its summarize_and_memorize."""
+
+    node_id: str
+    items: dict[str, _Shown]  # by label
 
 
 class Media(ModelTurns):
@@ -182,8 +195,12 @@ class Media(ModelTurns):
                     continue
                 try:
                     cached = self._decoded.get(path)  # (decoded image, full size)
-                    if cached is None or (cached[0].width * cached[0].height < pixels and cached[0].size != cached[1]):
-                        cached = vp.open_for_pixels(path, pixels)  # reduced-scale decode, reused while big enough
+                    if cached is None or (
+                        cached[0].width * cached[0].height < pixels and cached[0].size != cached[1]
+                    ):
+                        cached = vp.open_for_pixels(
+                            path, pixels
+                        )  # reduced-scale decode, reused while big enough
                         self._decoded[path] = cached
                     im = cached[0]
                     data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
@@ -201,7 +218,9 @@ class Media(ModelTurns):
         """(Worker thread.) The tool response: items ordered text, image, video, labelled per modality;
         images written to ``image_dir`` exactly as sent. Unreadable items are skipped and reported."""
         if not hits:
-            parts = [text_part("<tool_response>\nNo information was retrieved for this query.\n</tool_response>")]
+            parts = [
+                text_part("<tool_response>\nNo information was retrieved for this query.\n</tool_response>")
+            ]
             return _Prepared(parts, {}, (), (), [])
         parts = [text_part("<tool_response>\nHere are the retrieved information:")]
         items: dict[str, _Shown] = {}
@@ -259,7 +278,9 @@ class Media(ModelTurns):
         local.write_bytes(data)
         return str(local)
 
-    def show(self, path: str, max_pixels: int, what: str, timestamp: float | None = None) -> tuple[Frame, str]:
+    def show(
+        self, path: str, max_pixels: int, what: str, timestamp: float | None = None
+    ) -> tuple[Frame, str]:
         """Fit an image to ``max_pixels``, cap its bytes, write the JPEG sent; (frame, data URI)."""
         raw = self.local_file(path, what)
         im, _ = vp.open_for_pixels(raw, max_pixels)
@@ -294,5 +315,90 @@ class Media(ModelTurns):
         keep = min(len(paths), self.a.max_frames_video, max(1, math.floor((t1 - t0) * self.a.fps_video)))
         return [(times[i], paths[i]) for i in thin_indices(len(paths), keep)]
 
+    # ------------------------------------------------------------ memorize
+    def judge(
+        self, pending: _Pending, memorize: list[dict[str, Any]]
+    ) -> tuple[list[MemoryEntry], list[tuple[str, bool, int]], list[str]]:
+        """The model's judgements applied: (memory entries kept, (label, useful, priority) per judged
+        item, problems to report). Kept: useful pictures, and useful videos' frames whose time matches
+        a key_timestamp; texts never (their content lives on in the summary)."""
+        entries: list[MemoryEntry] = []
+        judged: list[tuple[str, bool, int]] = []
+        problems: list[str] = []
+        for m in memorize:
+            label = normalize_label(m["information_id"])
+            if label is None or label not in pending.items:
+                have = ", ".join(pending.items) or "none"
+                problems.append(
+                    f'"{m["information_id"]}" is not an item of this search (items: {have}); ignored'
+                )
+                continue
+            if any(j[0] == label for j in judged):
+                problems.append(f"{label} was judged twice; the first judgement is used")
+                continue
+            useful, priority = bool(m["is_useful"]), int(m["priority_score"])
+            judged.append((label, useful, priority))
+            shown = pending.items[label]
+            if not useful or shown.modality == "text" or not shown.frames:
+                continue
+            frames = shown.frames
+            if shown.modality == "video":
+                frames, note = self.key_frames(label, shown.frames, m["key_timestamp"])
+                if note:
+                    problems.append(note)
+            hit = shown.hit
+            entries.append(
+                MemoryEntry(
+                    information_id=label,
+                    modality=shown.modality,
+                    priority=priority,
+                    frames=list(frames),
+                    source=hit.source,
+                    name=hit.name,
+                    page=hit.page,
+                    clip=hit.clip,
+                )
+            )
+        missing = [label for label in pending.items if all(j[0] != label for j in judged)]
+        if missing:
+            problems.append(
+                f"not judged: {', '.join(missing)} (every returned item must be listed in memorize); "
+                "treated as not useful"
+            )
+        return entries, judged, problems
 
-__all__ = ["Media", "encode_capped", "image_part", "keyframe_times", "quantize_pixels", "text_part", "thin_indices"]
+    def key_frames(self, label: str, frames: list[Frame], stamps: list[float]) -> tuple[list[Frame], str]:
+        """Frames matching the key timestamps (nearest shown frame within the tolerance), and a note
+        naming the timestamps that matched none. No match at all keeps every frame: the model called
+        the video useful, and an empty memory would lose it."""
+        times = [f.timestamp if f.timestamp is not None else 0.0 for f in frames]
+        keep: set[int] = set()
+        dropped: list[float] = []
+        for ts in stamps:
+            best = min(range(len(times)), key=lambda i: abs(times[i] - ts))
+            if abs(times[best] - ts) <= self.a.timestamp_tolerance:
+                keep.add(best)
+            else:
+                dropped.append(ts)
+        shown = ", ".join(f"{t:.1f}" for t in times)
+        notes = []
+        if dropped:
+            notes.append(
+                f"{label}: key_timestamp {', '.join(f'{t:g}' for t in dropped)} s match no frame shown "
+                f"(frames at {shown} s, tolerance {self.a.timestamp_tolerance:g} s); dropped"
+            )
+        if not keep:
+            notes.append(f"{label}: no key_timestamp matched a shown frame; all {len(frames)} frames kept")
+            return list(frames), "; ".join(notes)
+        return [frames[i] for i in sorted(keep)], "; ".join(notes)
+
+
+__all__ = [
+    "Media",
+    "encode_capped",
+    "image_part",
+    "keyframe_times",
+    "quantize_pixels",
+    "text_part",
+    "thin_indices",
+]

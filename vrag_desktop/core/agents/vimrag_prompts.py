@@ -133,7 +133,11 @@ ADD_ANSWER_NODE_SCHEMA: dict[str, Any] = {
     },
 }
 
-TOOLS: tuple[dict[str, Any], ...] = (ADD_SEARCH_NODE_SCHEMA, SUMMARIZE_AND_MEMORIZE_SCHEMA, ADD_ANSWER_NODE_SCHEMA)
+TOOLS: tuple[dict[str, Any], ...] = (
+    ADD_SEARCH_NODE_SCHEMA,
+    SUMMARIZE_AND_MEMORIZE_SCHEMA,
+    ADD_ANSWER_NODE_SCHEMA,
+)
 
 
 def tools_block(schemas: tuple[dict[str, Any], ...] | list[dict[str, Any]]) -> str:
@@ -160,7 +164,7 @@ SYSTEM_PROMPT = (
     '(a few words, e.g. "Edelweiss leaf hairs"); never reuse an id. Its parent_ids name the existing nodes '
     'it builds on ("root" for a new line of inquiry). Its query must differ substantially from every '
     "previous query in the graph.\n"
-    '- answer: the final answer. It has no id; its parent_ids name the nodes whose information supports '
+    "- answer: the final answer. It has no id; its parent_ids name the nodes whose information supports "
     "the answer.\n\n"
     "## Rules\n"
     "1. Add exactly one node per turn: call exactly one tool.\n"
@@ -219,6 +223,7 @@ def build_user_prompt(query: str, action_graph_json: str) -> str:
 
 # ---------------------------------------------------------------- parsing
 
+
 @dataclass(frozen=True)
 class ToolCall:
     """A parsed, validated call. ``arguments`` are normalised (types coerced where unambiguous);
@@ -253,7 +258,7 @@ def _outside_think(text: str) -> tuple[str, str]:
     close = re.search(r"</think>", rest, re.I)
     if close:
         inside += " " + rest[: close.start()]
-        rest = rest[close.end():]
+        rest = rest[close.end() :]
     return rest, inside
 
 
@@ -276,7 +281,7 @@ def _balanced_object(text: str, start: int) -> str:
         elif ch == "}":
             depth -= 1
             if depth == 0:
-                return text[start:i + 1]
+                return text[start : i + 1]
     return text[start:]
 
 
@@ -289,8 +294,10 @@ def extract_call_text(text: str) -> tuple[str | None, list[str]]:
         blocks = _CALL.findall(where)
         if blocks:
             if len(blocks) > 1:
-                notes.append(f"the reply has {len(blocks)} tool calls; only the first is used: call exactly "
-                             "one tool per turn")
+                notes.append(
+                    f"the reply has {len(blocks)} tool calls; only the first is used: call exactly "
+                    "one tool per turn"
+                )
             body = blocks[0].strip()
             fenced = _FENCE.search(body)
             return (fenced.group(1) if fenced else body), notes
@@ -308,21 +315,27 @@ def parse_tool_call(text: str) -> ToolCall:
     message that tells the model what to fix."""
     raw, notes = extract_call_text(text or "")
     if raw is None or not raw.strip():
-        raise ToolCallError(f"no tool call was found in the reply; call exactly one tool like {_EXAMPLE}",
-                            "no_call")
+        raise ToolCallError(
+            f"no tool call was found in the reply; call exactly one tool like {_EXAMPLE}", "no_call"
+        )
     try:
         obj = json5.loads(raw)
     except ValueError as exc:
         snippet = raw if len(raw) <= 200 else raw[:200] + "…"
         raise ToolCallError(f"the tool call is not valid JSON ({exc}): {snippet}", "invalid_json") from None
     if not isinstance(obj, dict):
-        raise ToolCallError(f'the tool call must be a JSON object {{"name": ..., "arguments": {{...}}}}, got '
-                            f"{type(obj).__name__}", "invalid_json")
+        raise ToolCallError(
+            f'the tool call must be a JSON object {{"name": ..., "arguments": {{...}}}}, got '
+            f"{type(obj).__name__}",
+            "invalid_json",
+        )
     if isinstance(obj.get("function"), dict):  # OpenAI-style {"function": {"name", "arguments"}}
         obj = obj["function"]
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise ToolCallError(f'the tool call has no "name"; use one of {", ".join(TOOL_NAMES)}', "missing_field")
+        raise ToolCallError(
+            f'the tool call has no "name"; use one of {", ".join(TOOL_NAMES)}', "missing_field"
+        )
     name = name.strip()
     if name not in TOOL_NAMES:
         raise ToolCallError(f'unknown tool "{name}"; use one of {", ".join(TOOL_NAMES)}', "unknown_tool")
@@ -331,7 +344,9 @@ def parse_tool_call(text: str) -> ToolCall:
         try:
             args = json5.loads(args)
         except ValueError as exc:
-            raise ToolCallError(f"the arguments of {name} are not valid JSON ({exc})", "invalid_json") from None
+            raise ToolCallError(
+                f"the arguments of {name} are not valid JSON ({exc})", "invalid_json"
+            ) from None
     if args is None:
         raise ToolCallError(f'{name}: the tool call has no "arguments" object', "missing_field")
     if not isinstance(args, dict):
@@ -342,11 +357,14 @@ def parse_tool_call(text: str) -> ToolCall:
 
 # ---------------------------------------------------------------- argument validation
 
+
 def _require(name: str, args: dict[str, Any], fields: tuple[str, ...], where: str = "") -> None:
     missing = [f for f in fields if f not in args]
     if missing:
         what = ", ".join(f'"{m}"' for m in missing)
-        raise ToolCallError(f"{name}{where} is missing {what} (required: {', '.join(fields)})", "missing_field")
+        raise ToolCallError(
+            f"{name}{where} is missing {what} (required: {', '.join(fields)})", "missing_field"
+        )
 
 
 def _string(name: str, field: str, value: Any, *, allow_empty: bool = False) -> str:
@@ -383,7 +401,9 @@ def _numbers(where: str, value: Any) -> list[float]:
     if isinstance(value, int | float | str) and not isinstance(value, bool):
         value = [value]
     if not isinstance(value, list):
-        raise ToolCallError(f'{where}: "key_timestamp" must be a list of seconds, e.g. [12.0, 15.5]', "bad_field")
+        raise ToolCallError(
+            f'{where}: "key_timestamp" must be a list of seconds, e.g. [12.0, 15.5]', "bad_field"
+        )
     out = []
     for v in value:
         try:
@@ -391,8 +411,10 @@ def _numbers(where: str, value: Any) -> list[float]:
                 raise ValueError
             out.append(float(str(v).strip().removesuffix("s").strip()) if isinstance(v, str) else float(v))
         except (TypeError, ValueError):
-            raise ToolCallError(f'{where}: "key_timestamp" holds {json.dumps(v)}, which is not a number of '
-                                "seconds", "bad_field") from None
+            raise ToolCallError(
+                f'{where}: "key_timestamp" holds {json.dumps(v)}, which is not a number of seconds',
+                "bad_field",
+            ) from None
     return out
 
 
@@ -402,8 +424,9 @@ def _priority(where: str, value: Any, notes: list[str]) -> int:
             raise ValueError
         p = round(float(value))
     except (TypeError, ValueError):
-        raise ToolCallError(f'{where}: "priority_score" must be an integer 1-5, got {json.dumps(value)}',
-                            "bad_field") from None
+        raise ToolCallError(
+            f'{where}: "priority_score" must be an integer 1-5, got {json.dumps(value)}', "bad_field"
+        ) from None
     if not 1 <= p <= 5:
         notes.append(f"{where}: priority_score {value} is outside 1-5 and was clamped")
         p = max(1, min(5, p))
@@ -425,8 +448,10 @@ def _v_memorize(args: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     _require(n, args, ("summarize", "memorize"))
     summary = _string(n, "summarize", args["summarize"], allow_empty=True).strip()
     if not summary:
-        raise ToolCallError(f'{n}: "summarize" must not be empty; write 1-3 sentences or "no relevant '
-                            'information was found"', "bad_field")
+        raise ToolCallError(
+            f'{n}: "summarize" must not be empty; write 1-3 sentences or "no relevant information was found"',
+            "bad_field",
+        )
     items = args["memorize"]
     if isinstance(items, dict):
         items = [items]
@@ -436,15 +461,19 @@ def _v_memorize(args: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     for i, item in enumerate(items):
         where = f"{n}: memorize[{i}]"
         if not isinstance(item, dict):
-            raise ToolCallError(f"{where} must be an object with information_id, is_useful, key_timestamp and "
-                                "priority_score", "bad_field")
+            raise ToolCallError(
+                f"{where} must be an object with information_id, is_useful, key_timestamp and priority_score",
+                "bad_field",
+            )
         _require(n, item, ("information_id", "is_useful", "priority_score"), f" memorize[{i}]")
-        out.append({
-            "information_id": _string(where, "information_id", item["information_id"]).strip(),
-            "is_useful": _bool(where, item["is_useful"]),
-            "key_timestamp": _numbers(where, item.get("key_timestamp")),
-            "priority_score": _priority(where, item["priority_score"], notes),
-        })
+        out.append(
+            {
+                "information_id": _string(where, "information_id", item["information_id"]).strip(),
+                "is_useful": _bool(where, item["is_useful"]),
+                "key_timestamp": _numbers(where, item.get("key_timestamp")),
+                "priority_score": _priority(where, item["priority_score"], notes),
+            }
+        )
     return {"summarize": summary, "memorize": out}
 
 

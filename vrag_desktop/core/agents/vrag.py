@@ -113,7 +113,9 @@ class VRAGAgent:
         self.max_pixels = max_pixels
         self.crop_pad = crop_pad
         sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.params: dict[str, Any] = {k: v for k, v in sampling.items() if v is not None} | dict(params or {})
+        self.params: dict[str, Any] = {k: v for k, v in sampling.items() if v is not None} | dict(
+            params or {}
+        )
         self.trailing_newline = trailing_newline
         self.snap = snap
         self.max_invalid = max_invalid
@@ -191,7 +193,9 @@ class _Run(ModelTurns):
                 self.node("think", think, summary=think)
             if turn.action == "answer":
                 if turn.problems:
-                    yield self.ev(AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True)
+                    yield self.ev(
+                        AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True
+                    )
                 self.node("answer", turn.argument, summary=turn.argument)
                 yield self.graph()
                 yield self.timing()
@@ -213,7 +217,9 @@ class _Run(ModelTurns):
                 self.say(vp.invalid_action_message(problem))
             else:
                 if turn.problems:  # carried out, but the model should hear about it
-                    yield self.ev(AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True)
+                    yield self.ev(
+                        AgentError, kind="parse", content="; ".join(turn.problems), recoverable=True
+                    )
                 t = time.monotonic()
                 tool = self.search(turn.argument) if turn.action == "search" else self.crop(turn.argument)
                 async with aclosing(tool) as tool_events:
@@ -244,14 +250,22 @@ class _Run(ModelTurns):
             msg = str(exc) if isinstance(exc, SearchFailed) else f"search failed: {exc}"
             yield self.ev(SearchResults, content=query)
             yield self.ev(AgentError, kind="search", content=msg, recoverable=True)
-            self.say(f"The search failed ({msg}). You can search again, crop the last image with <bbox>, "
-                     "or answer inside <answer> and </answer>.")
+            self.say(
+                f"The search failed ({msg}). You can search again, crop the last image with <bbox>, "
+                "or answer inside <answer> and </answer>."
+            )
             return
         if not hits:
             yield self.ev(SearchResults, content=query)
-            yield self.ev(AgentError, kind="search", content=f"the search for '{query}' returned nothing",
-                          recoverable=True)
-            self.say("The search returned no results. Try a different query, or answer inside <answer> and </answer>.")
+            yield self.ev(
+                AgentError,
+                kind="search",
+                content=f"the search for '{query}' returned nothing",
+                recoverable=True,
+            )
+            self.say(
+                "The search returned no results. Try a different query, or answer inside <answer> and </answer>."
+            )
             return
         shown_idx: int | None = None
         shown: tuple[Path, str] | None = None
@@ -266,8 +280,12 @@ class _Run(ModelTurns):
                 continue
             shown_idx = i
             break
-        refs = tuple(h.labelled(f"Image {self.n_shown + 1}" if i == shown_idx else "") for i, h in enumerate(hits))
-        yield self.ev(SearchResults, content=query, hits=refs, shown=() if shown_idx is None else (shown_idx,))
+        refs = tuple(
+            h.labelled(f"Image {self.n_shown + 1}" if i == shown_idx else "") for i, h in enumerate(hits)
+        )
+        yield self.ev(
+            SearchResults, content=query, hits=refs, shown=() if shown_idx is None else (shown_idx,)
+        )
         for p in problems:
             yield self.ev(AgentError, kind="search", content=p, recoverable=True)
         if shown_idx is None:
@@ -277,8 +295,10 @@ class _Run(ModelTurns):
                 reason = "all results of this search have already been shown to you"
             else:
                 reason = "the results of this search have no image to show"
-            self.say(f"No new image: {reason}. Try a different query, crop the last image with <bbox>, "
-                     "or answer inside <answer> and </answer>.")
+            self.say(
+                f"No new image: {reason}. Try a different query, crop the last image with <bbox>, "
+                "or answer inside <answer> and </answer>."
+            )
             return
         assert shown is not None
         shown_path, uri = shown
@@ -288,8 +308,15 @@ class _Run(ModelTurns):
         self.shown_images.add(str(hit.image))
         self.add_evidence(Evidence(source=hit.source, image=self.current.page_raw, page=hit.page))
         w, h = self.current.view.shown_size
-        yield self.ev(ImageShown, image=str(shown_path), raw=self.current.page_raw, width=w, height=h,
-                      source=hit.source, page=hit.page)
+        yield self.ev(
+            ImageShown,
+            image=str(shown_path),
+            raw=self.current.page_raw,
+            width=w,
+            height=h,
+            source=hit.source,
+            page=hit.page,
+        )
         self.observation.insert(0, {"type": "image_url", "image_url": {"url": uri}})
 
     def show_page(self, hit: SearchHit) -> tuple[Path, str]:
@@ -322,21 +349,32 @@ class _Run(ModelTurns):
     async def crop(self, text: str) -> AsyncGenerator[AgentEvent, None]:
         cur = self.current
         if cur is None:
-            yield self.ev(AgentError, kind="bbox", content="bbox before any image was shown", recoverable=True)
-            self.say(vp.invalid_action_message("There is no image to crop yet: search first with <search> query "
-                                               "</search>"))
+            yield self.ev(
+                AgentError, kind="bbox", content="bbox before any image was shown", recoverable=True
+            )
+            self.say(
+                vp.invalid_action_message(
+                    "There is no image to crop yet: search first with <search> query </search>"
+                )
+            )
             return
         w, h = cur.view.shown_size
         try:
             box = vp.parse_bbox(text, (w, h))
         except vp.BBoxError as exc:
             yield self.ev(AgentError, kind="bbox", content=str(exc), recoverable=True)
-            self.say(vp.invalid_action_message(f"{str(exc)[:1].upper()}{str(exc)[1:]}. The coordinates are absolute "
-                                               f"pixels of the last image you were shown ({w}x{h})"))
+            self.say(
+                vp.invalid_action_message(
+                    f"{str(exc)[:1].upper()}{str(exc)[1:]}. The coordinates are absolute "
+                    f"pixels of the last image you were shown ({w}x{h})"
+                )
+            )
             return
         self.node("crop", text, query=text)
         yield self.ev(BBox, content=text, box=box)
-        region, view = cur.view.zoom(box, self.a.crop_pad, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
+        region, view = cur.view.zoom(
+            box, self.a.crop_pad, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap
+        )
         try:
             path, uri = await asyncio.to_thread(self.cut, cur.page_raw, region, view.shown_size)
         except Exception as exc:
@@ -344,9 +382,19 @@ class _Run(ModelTurns):
             self.say(f"The crop failed ({exc}). Search again or answer inside <answer> and </answer>.")
             return
         self.current = _Shown(cur.hit, cur.page_raw, view)
-        self.add_evidence(Evidence(source=cur.hit.source, image=cur.page_raw, page=cur.hit.page, region=region))
-        yield self.ev(Crop, region=region, raw=cur.page_raw, image=str(path), width=view.shown_size[0],
-                      height=view.shown_size[1], source=cur.hit.source, page=cur.hit.page)
+        self.add_evidence(
+            Evidence(source=cur.hit.source, image=cur.page_raw, page=cur.hit.page, region=region)
+        )
+        yield self.ev(
+            Crop,
+            region=region,
+            raw=cur.page_raw,
+            image=str(path),
+            width=view.shown_size[0],
+            height=view.shown_size[1],
+            source=cur.hit.source,
+            page=cur.hit.page,
+        )
         self.observation.insert(0, {"type": "image_url", "image_url": {"url": uri}})
 
     def cut(self, page_raw: str, region: vp.Region, size: tuple[int, int]) -> tuple[Path, str]:

@@ -78,6 +78,7 @@ def invalid_action_message(problem: str) -> str:
 
 # ---------------------------------------------------------------- tag parsing
 
+
 @dataclass(frozen=True)
 class Turn:
     """One model reply, parsed. ``action`` is None when nothing usable was found (then ``problems``
@@ -105,13 +106,13 @@ def _split_think(text: str) -> tuple[str | None, str]:
     o = _THINK_OPEN.search(text)
     c = _THINK_CLOSE.search(text, o.end() if o else 0)
     if o and c:
-        return text[o.end():c.start()].strip(), text[:o.start()] + " " + text[c.end():]
+        return text[o.end() : c.start()].strip(), text[: o.start()] + " " + text[c.end() :]
     if c and not o:
-        return text[:c.start()].strip(), text[c.end():]
+        return text[: c.start()].strip(), text[c.end() :]
     if o:
         a = _ACTION_OPEN.search(text, o.end())
         end = a.start() if a else len(text)
-        return text[o.end():end].strip(), text[:o.start()] + " " + text[end:]
+        return text[o.end() : end].strip(), text[: o.start()] + " " + text[end:]
     return None, text
 
 
@@ -134,8 +135,10 @@ def parse_turn(text: str) -> Turn:
     name, arg = found[0]
     if len(found) > 1:
         listed = ", ".join(f"<{n}>" for n in names)
-        problems.append(f"the reply has {len(found)} actions ({listed}); only the first, <{name}>, is used: "
-                        "give exactly one action per turn")
+        problems.append(
+            f"the reply has {len(found)} actions ({listed}); only the first, <{name}>, is used: "
+            "give exactly one action per turn"
+        )
     if not arg:
         what = {"search": "query", "bbox": "coordinates", "answer": "answer"}[name]
         problems.insert(0, f"the <{name}> tag is empty: put the {what} between <{name}> and </{name}>")
@@ -156,10 +159,10 @@ def _scan_actions(rest: str) -> tuple[list[tuple[str, str]], list[str]]:
         close = _CLOSE[name].search(rest, m.end())
         nxt = _ACTION_OPEN.search(rest, m.end())
         if close and (nxt is None or close.start() <= nxt.start()):
-            found.append((name, rest[m.end():close.start()].strip()))
+            found.append((name, rest[m.end() : close.start()].strip()))
             pos = close.end()
         elif nxt is None:  # unclosed, runs to the end of the text: tolerated
-            found.append((name, rest[m.end():].strip()))
+            found.append((name, rest[m.end() :].strip()))
             break
         else:
             problems.append(f"the <{name}> tag is not closed with </{name}>")
@@ -187,7 +190,7 @@ class ThinkSplitter:
             if m:
                 if self.inside:
                     out.append(self.buf[: m.start()])
-                self.buf = self.buf[m.end():]
+                self.buf = self.buf[m.end() :]
                 self.inside = not self.inside
                 continue
             i = self.buf.rfind("<")
@@ -203,6 +206,7 @@ class ThinkSplitter:
 
 
 # ---------------------------------------------------------------- bbox
+
 
 class BBoxError(ValueError):
     """A bbox the model wrote cannot be used; the message says how to fix it (it is sent back)."""
@@ -257,31 +261,38 @@ def parse_bbox(text: str, shown_size: tuple[int, int]) -> tuple[float, float, fl
             raise BBoxError(f"'{v}' in the bbox is not a finite number")
         nums.append(f)
     if bad and not nums:
-        raise BBoxError(f"the bbox '{text.strip()[:80]}' contains no numbers; write 4 pixel coordinates like "
-                        "[x1, y1, x2, y2]")
+        raise BBoxError(
+            f"the bbox '{text.strip()[:80]}' contains no numbers; write 4 pixel coordinates like "
+            "[x1, y1, x2, y2]"
+        )
     if bad:
         raise BBoxError(f"'{bad[0]}' in the bbox is not a number; write 4 numbers like [x1, y1, x2, y2]")
     if len(nums) != 4:
-        raise BBoxError(f"the bbox has {len(nums)} number{'s' if len(nums) != 1 else ''}; it needs exactly 4: "
-                        "[x1, y1, x2, y2] (top-left and bottom-right corners)")
+        raise BBoxError(
+            f"the bbox has {len(nums)} number{'s' if len(nums) != 1 else ''}; it needs exactly 4: "
+            "[x1, y1, x2, y2] (top-left and bottom-right corners)"
+        )
     x1, y1, x2, y2 = nums
     if min(nums) < 0:
-        raise BBoxError(f"coordinates must be non-negative pixels; [{', '.join(map(_fmt, nums))}] has "
-                        f"{_fmt(min(nums))}")
+        raise BBoxError(
+            f"coordinates must be non-negative pixels; [{', '.join(map(_fmt, nums))}] has {_fmt(min(nums))}"
+        )
     if x2 <= x1:
         raise BBoxError(f"x2 ({_fmt(x2)}) must be greater than x1 ({_fmt(x1)}): the box has no width")
     if y2 <= y1:
         raise BBoxError(f"y2 ({_fmt(y2)}) must be greater than y1 ({_fmt(y1)}): the box has no height")
     frame = f"the last image is {w}x{h} pixels, so x must be within 0..{w} and y within 0..{h}"
     if x2 <= 1 and y2 <= 1 and w > 2 and h > 2:
-        raise BBoxError(f"the box [{', '.join(map(_fmt, nums))}] looks normalised to 0..1; "
-                        f"use absolute pixels: {frame}")
+        raise BBoxError(
+            f"the box [{', '.join(map(_fmt, nums))}] looks normalised to 0..1; use absolute pixels: {frame}"
+        )
     if x1 >= w or y1 >= h or x2 > w * (1 + BBOX_TOLERANCE) or y2 > h * (1 + BBOX_TOLERANCE):
         raise BBoxError(f"the box [{', '.join(map(_fmt, nums))}] lies outside the image: {frame}")
     return x1, y1, min(x2, float(w)), min(y2, float(h))
 
 
 # ---------------------------------------------------------------- sizing, encoding
+
 
 def fit_pixels(
     w: int, h: int, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS, *, snap: int | None = None
@@ -324,8 +335,9 @@ def _snap(w: int, h: int, f: int, min_pixels: int, max_pixels: int) -> tuple[int
     return nw, nh
 
 
-def resize_for_model(img: Image.Image, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS,
-                     *, snap: int | None = None) -> Image.Image:
+def resize_for_model(
+    img: Image.Image, min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS, *, snap: int | None = None
+) -> Image.Image:
     """RGB at :func:`fit_pixels` size (what the model is shown); ``img`` itself when it already is."""
     img = img if img.mode == "RGB" else img.convert("RGB")
     size = fit_pixels(img.width, img.height, min_pixels, max_pixels, snap=snap)
@@ -408,15 +420,23 @@ class View:
     raw_size: tuple[int, int]
     origin: tuple[int, int] = (0, 0)
 
-    def zoom(self, box_in_shown: tuple[float, float, float, float], pad: int = CROP_PAD,
-             min_pixels: int = MIN_PIXELS, max_pixels: int = MAX_PIXELS, *,
-             snap: int | None = None) -> tuple[Region, View]:
+    def zoom(
+        self,
+        box_in_shown: tuple[float, float, float, float],
+        pad: int = CROP_PAD,
+        min_pixels: int = MIN_PIXELS,
+        max_pixels: int = MAX_PIXELS,
+        *,
+        snap: int | None = None,
+    ) -> tuple[Region, View]:
         """(region in the **page's** raw pixels, the view of the crop once shown)."""
         x1, y1, x2, y2 = crop_region(box_in_shown, self.shown_size, self.raw_size, pad)
         ox, oy = self.origin
         region = (ox + x1, oy + y1, ox + x2, oy + y2)
         cw, ch = x2 - x1, y2 - y1
-        return region, View(fit_pixels(cw, ch, min_pixels, max_pixels, snap=snap), (cw, ch), (region[0], region[1]))
+        return region, View(
+            fit_pixels(cw, ch, min_pixels, max_pixels, snap=snap), (cw, ch), (region[0], region[1])
+        )
 
 
 __all__ = [
