@@ -283,13 +283,21 @@ class Task:
         self._post(kind, value)
 
     def _settle(self, run: Callable[[], Any]) -> None:
-        """Run ``run()`` and end with its outcome (a cancelled task's result or error is dropped)."""
+        """Run ``run()`` and end with its outcome."""
         try:
             result = run()
-        except _CANCEL_ERRORS:
-            self._end(CANCELLED)
         except BaseException as exc:
-            self._end(CANCELLED if self.token.cancelled else FAILED, exc)
+            self._finish(exc)
+        else:
+            self._finish(None, result)
+
+    def _finish(self, error: BaseException | None, result: Any = None) -> None:
+        """End with the outcome of work that returned ``result`` or raised ``error``: once cancelled,
+        it counts as cancelled whatever happened (the error is kept in :attr:`error`)."""
+        if isinstance(error, _CANCEL_ERRORS):
+            self._end(CANCELLED)
+        elif error is not None:
+            self._end(CANCELLED if self.token.cancelled else FAILED, error)
         else:
             self._end(CANCELLED if self.token.cancelled else FINISHED, result)
 
@@ -320,16 +328,9 @@ class Task:
                 self._on_end()
 
     def _wake(self, fut: asyncio.Future[Any]) -> None:
-        loop = fut.get_loop()
-        try:
-            here = asyncio.get_running_loop()
-        except RuntimeError:
-            here = None
-        if loop is here:
-            self._resolve(fut)
-        else:  # awaited on another thread's loop
-            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting
-                loop.call_soon_threadsafe(self._resolve, fut)
+        """Resolve ``fut`` on its own loop (the GUI thread's, or another thread's)."""
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody is waiting
+            fut.get_loop().call_soon_threadsafe(self._resolve, fut)
 
     def _resolve(self, fut: asyncio.Future[Any]) -> None:
         if fut.done():
@@ -413,12 +414,10 @@ def run_coroutine(
         current.append(me)
         try:
             result = await coro
-        except _CANCEL_ERRORS:
-            task._end(CANCELLED)
         except BaseException as exc:
-            task._end(CANCELLED if task.token.cancelled else FAILED, exc)
+            task._finish(exc)
         else:
-            task._end(CANCELLED if task.token.cancelled else FINISHED, result)
+            task._finish(None, result)
 
     def cancel_in_loop() -> None:  # on the loop thread: before drive() began, or while it runs
         for t in current:
