@@ -98,7 +98,12 @@ def help_dialog(
     if open_runtime is not None:
         ok = QPushButton("Open the Runtime panel")
         row.addWidget(ok)
-        ok.clicked.connect(lambda: (open_runtime(), dlg.accept()))
+
+        def go() -> None:
+            open_runtime()
+            dlg.accept()
+
+        ok.clicked.connect(go)
     row.addWidget(close)
     close.clicked.connect(dlg.accept)
     lay.addLayout(row)

@@ -3,7 +3,7 @@ are window-wide shortcuts too; the window enables Stop while a run is live and f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
@@ -15,7 +15,7 @@ from vrag_desktop.qt.help_dialogs import CONNECT_HELP, SHORTCUTS_HELP
 if TYPE_CHECKING:
     from vrag_desktop.qt.main_window import MainWindow
 
-Shortcut = QKeySequence | QKeySequence.StandardKey | Sequence[QKeySequence] | None
+Shortcut = QKeySequence | list[QKeySequence | QKeySequence.StandardKey] | None
 
 THEMES = (("system", "System"), ("light", "Light"), ("dark", "Dark"))
 
@@ -91,8 +91,8 @@ class WindowMenus:
         self, menu: QMenu, text: str, slot: Callable[[], Any], shortcut: Shortcut = None, tip: str = ""
     ) -> QAction:
         a = QAction(text, self.win)
-        if isinstance(shortcut, (list, tuple)):
-            a.setShortcuts(list(shortcut))
+        if isinstance(shortcut, list):
+            a.setShortcuts([QKeySequence(k) for k in shortcut])
         elif shortcut is not None:
             a.setShortcut(shortcut)
         a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)

@@ -229,10 +229,14 @@ class CorporaPanel(QWidget):
                 raise CorpusError(f"a corpus named '{name}' already exists")
             lib.open(name, create=True).close()
 
+        def made(_r: object) -> None:
+            self.close_editor()
+            self.refresh()
+
         self._select_after = name
         run_call(
             make,
-            on_done=self._guard(lambda _r: (self.close_editor(), self.refresh())),
+            on_done=self._guard(made),
             on_error=self._guard(lambda exc: self._write_failed("Cannot create the corpus", exc)),
         )
         return True
@@ -267,14 +271,14 @@ class CorporaPanel(QWidget):
                 self.indexer.enqueue(new)
             self.refresh()
 
-        self.indexer.stop_then(
-            old,
-            lambda: run_call(
+        def start() -> None:
+            run_call(
                 do,
                 on_done=self._guard(done),
                 on_error=self._guard(lambda exc: self._write_failed(f"Cannot rename '{old}'", exc)),
-            ),
-        )
+            )
+
+        self.indexer.stop_then(old, start)
         return True
 
     def remove_corpus(self, name: str | None = None) -> bool:
@@ -298,14 +302,14 @@ class CorporaPanel(QWidget):
             )
             self.refresh()
 
-        self.indexer.stop_then(
-            name,
-            lambda: run_call(
+        def start() -> None:
+            run_call(
                 lambda: self.ctx.library.remove(name),
                 on_done=self._guard(done),
                 on_error=self._guard(lambda exc: self._write_failed(f"Cannot remove '{name}'", exc)),
-            ),
-        )
+            )
+
+        self.indexer.stop_then(name, start)
         return True
 
     def add_folder(self) -> None:

@@ -164,10 +164,10 @@ class CorporaTree(QTreeWidget):
         """Show ``snap``: corpora that left are taken out, new ones added, every row brought up to date."""
         self.summaries = {s.name: s for s in snap.summaries}
         for name in [n for n in self.corpus_items if n not in self.summaries]:
-            item = self.corpus_items.pop(name)
+            gone = self.corpus_items.pop(name)
             self.children_of.pop(name, None)
             self.files.pop(name, None)
-            self.takeTopLevelItem(self.indexOfTopLevelItem(item))
+            self.takeTopLevelItem(self.indexOfTopLevelItem(gone))
         for i, s in enumerate(snap.summaries):
             item = self.corpus_items.get(s.name)
             if item is None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,7 @@ class EvidenceView(QWidget):
 
     pageChanged = Signal(str)  # key (raw image path) of the page now shown
     pageLoaded = Signal(str)  # that page's pixels (or its placeholder) are on screen
+    page_view: PageView  # built in _build, after the buttons that act on it
 
     def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -397,7 +399,7 @@ class EvidenceView(QWidget):
                 run_call(
                     read_thumb,
                     key,
-                    on_done=lambda img, k=key: self._thumb_read(k, img),
+                    on_done=partial(self._thumb_read, key),
                     on_error=lambda _exc: None,
                 )
             self._describe_item(item, self.board.pages[key])
@@ -454,11 +456,13 @@ class EvidenceView(QWidget):
             card.hide()  # at once: deletion waits for the event loop
             card.deleteLater()
         for r in regions:
-            card = self.cards.get(r.number)
-            if card is None:
+            found = self.cards.get(r.number)
+            if found is None:
                 card = self.cards[r.number] = CropCard(r, self.crop_panel)
                 card.clicked.connect(self._card_clicked)
                 self.crop_layout.insertWidget(self.crop_layout.count() - 1, card)
+            else:
+                card = found
             card.update_region(r, r.number == self.page_view.selected)
 
     def _card_clicked(self, number: int) -> None:
@@ -512,7 +516,7 @@ class EvidenceView(QWidget):
         argv: list[str] | None = None
         try:
             if sys.platform.startswith("win"):
-                os.startfile(src)  # type: ignore[attr-defined]  (Windows file association)
+                os.startfile(src)  # type: ignore[attr-defined,unused-ignore]  # Windows file association
                 return True
             argv = viewer_command(src, page.page)
             if argv is None:

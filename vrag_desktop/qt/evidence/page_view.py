@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, QVariantAnimation, Signal
+from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, Qt, QVariantAnimation, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -148,6 +148,7 @@ class PageView(QGraphicsView):
         self.region_items: dict[int, RegionItem] = {}
         self.badges: dict[int, BadgeItem] = {}
         self.selected: int | None = None
+        self._flash_item: QGraphicsRectItem | None = None
         self._fit_mode = True
         self._press: QPointF | None = None
         self._flash: QVariantAnimation | None = None
@@ -331,7 +332,7 @@ class PageView(QGraphicsView):
         ]
         return min(hits)[1] if hits else None
 
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+    def drawForeground(self, painter: QPainter, rect: QRectF | QRect) -> None:
         if not self.message:
             return
         painter.save()

@@ -188,11 +188,11 @@ class NodeItem(QGraphicsItem):
                     if self.info.kind == "search" and tag and not tag.startswith("step ")
                     else self.info.caption
                 )
-                inner = rect.adjusted(self.PAD, 0, -self.PAD, 0)
+                name_rect = rect.adjusted(self.PAD, 0, -self.PAD, 0)
                 painter.drawText(
-                    inner,
+                    name_rect,
                     Qt.AlignmentFlag.AlignCenter,
-                    QFontMetricsF(big).elidedText(name, Qt.TextElideMode.ElideRight, inner.width()),
+                    QFontMetricsF(big).elidedText(name, Qt.TextElideMode.ElideRight, name_rect.width()),
                 )
             return
 

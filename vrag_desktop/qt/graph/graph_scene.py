@@ -82,19 +82,19 @@ class GraphScene(QGraphicsScene):
 
     def _sync(self, d: GraphDelta) -> None:
         for e in d.removed_edges:
-            item = self._edges.pop(e, None)
-            if item is not None:
-                self.removeItem(item)
+            edge = self._edges.pop(e, None)
+            if edge is not None:
+                self.removeItem(edge)
         for nid in d.removed:
-            item = self._nodes.pop(nid, None)
-            if item is not None:
-                self.removeItem(item)  # a selected node going away clears the selection
+            node = self._nodes.pop(nid, None)
+            if node is not None:
+                self.removeItem(node)  # a selected node going away clears the selection
         for nid in d.added:
             self._add_node(self.graph.node(nid))
         for nid in d.changed:
-            item = self._nodes.get(nid)
-            if item is not None:
-                item.refresh()
+            node = self._nodes.get(nid)
+            if node is not None:
+                node.refresh()
         for e in d.added_edges:
             self._add_edge(e)
         if d.added or d.removed:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QKeyEvent,
     QMouseEvent,
@@ -276,7 +276,7 @@ class GraphView(QGraphicsView):
             self.resetCachedContent()
         super().changeEvent(event)
 
-    def drawBackground(self, painter: QPainter, rect: QRectF) -> None:
+    def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:
         pal = self.palette()
         base = pal.color(QPalette.ColorRole.Base)
         painter.fillRect(rect, base)
@@ -306,7 +306,7 @@ class GraphView(QGraphicsView):
         scene = self.scene()
         return isinstance(scene, GraphScene) and not scene.node_items()
 
-    def drawForeground(self, painter: QPainter, rect: QRectF) -> None:
+    def drawForeground(self, painter: QPainter, rect: QRectF | QRect) -> None:
         if not self.showing_placeholder():
             return
         painter.save()

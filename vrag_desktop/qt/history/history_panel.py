@@ -281,10 +281,9 @@ class HistoryPanel(QWidget):
         one = n == 1
         for w in (self.open_button, self.open_action, self.replay_button, self.replay_action):
             w.setEnabled(one)
-        for w in (self.export_button, *self.export_actions.values()):
-            w.setEnabled(n > 0 and not self._busy)
-        for w in (self.delete_button, self.delete_action):
-            w.setEnabled(n > 0 and not self._busy)
+        many: list[QWidget | QAction] = [self.export_button, *self.export_actions.values()]
+        for m in (*many, self.delete_button, self.delete_action):
+            m.setEnabled(n > 0 and not self._busy)
 
     def _context_menu(self, pos: Any) -> None:
         ix = self.table.indexAt(pos)

@@ -33,7 +33,7 @@ class ReplayController(QObject):
     ``finished()`` once the last event has been emitted.
     """
 
-    event = Signal(object)
+    event = Signal(object)  # type: ignore[assignment]  # shadows QObject.event, as the views' feed expects
     position = Signal(int, int)
     playingChanged = Signal(bool)
     restarted = Signal()
