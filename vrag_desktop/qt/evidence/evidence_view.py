@@ -8,17 +8,13 @@ the small copy the model saw). Images are decoded off the GUI thread (:mod:`page
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import threading
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QBrush, QDesktopServices, QIcon, QImage, QPalette, QPixmap, QResizeEvent
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QIcon, QImage, QPalette, QPixmap, QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
@@ -34,11 +30,12 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
-from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region, viewer_command
+from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region
 from vrag_desktop.qt.evidence.crop_cards import CropCard
 from vrag_desktop.qt.evidence.page_images import THUMB, PageRead, cut_crops, read_page, read_thumb
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
-from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.evidence.source_viewer import open_source
+from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
@@ -508,38 +505,7 @@ class EvidenceView(QWidget):
         page = self.current_page()
         if page is None:
             return False
-        src = page.source or page.key
-        title = "Cannot open the source document"
-        if not os.path.exists(src):
-            error_sink().report(title, f"{src} is no longer on disk")
-            return False
-        argv: list[str] | None = None
-        try:
-            if sys.platform.startswith("win"):
-                os.startfile(src)  # type: ignore[attr-defined,unused-ignore]  # Windows file association
-                return True
-            argv = viewer_command(src, page.page)
-            if argv is None:
-                if QDesktopServices.openUrl(QUrl.fromLocalFile(src)):
-                    return True
-                error_sink().report(
-                    title,
-                    f"No program to open {src} was found: install a PDF viewer (evince, okular) or xdg-utils.",
-                )
-                return False
-            proc = subprocess.Popen(
-                argv,
-                start_new_session=True,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            threading.Thread(target=proc.wait, name="viewer-reaper", daemon=True).start()  # no zombie
-            return True
-        except OSError as exc:
-            what = argv[0] if argv else src
-            error_sink().report(title, f"{what}: {describe(exc)}")
-            return False
+        return open_source(page.source or page.key, page.page)
 
 
 def _alive(obj: QWidget) -> bool:
