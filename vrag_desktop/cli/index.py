@@ -125,9 +125,13 @@ class _ProgressView:
         self._previous_sigint: Any = None
 
     def show(self, value: object) -> None:
-        from vrag_desktop.core.corpus.job import ScanDone
+        from vrag_desktop.core.corpus.job import EmbedderReady, ScanDone
         from vrag_desktop.core.progress import Progress
 
+        if isinstance(value, EmbedderReady):
+            err(f"  {value.description}", self.quiet)
+            self._start_build(value.pending)
+            return
         if isinstance(value, ScanDone):
             s = value.report
             err(
@@ -146,9 +150,6 @@ class _ProgressView:
             err(f"Scanning {value.message} for corpus '{self.corpus}'…", self.quiet)
         elif value.phase == "load":
             err("Loading embedder…", self.quiet)
-        elif value.phase == "index" and self.bar is None and self._previous_sigint is None:
-            err(f"  {value.message}", self.quiet)
-            self._start_build(value.total)
         elif value.phase == "index" and self.bar is not None:
             self.bar.total = max(self.bar.total or 0, value.total)
             self.bar.update(value.done - self.bar.n)

@@ -58,6 +58,14 @@ class MissingPaths:
 
 
 @dataclass(frozen=True)
+class EmbedderReady:
+    """Yielded once the embedder is loaded, just before the build: which model, where."""
+
+    description: str  # e.g. "minilm-l6-v2 (dim 384) on cpu"
+    pending: int  # items to derive and embed
+
+
+@dataclass(frozen=True)
 class ScanDone:
     """Yielded after the scan: what changed, and folders that are missing (with files they keep)."""
 
@@ -81,7 +89,7 @@ class JobResult:
 
 def index_job(
     library: Library, request: IndexRequest, load_embedder: EmbedderLoader, cancel: CancelToken
-) -> Generator[Progress | MissingPaths | ScanDone, None, JobResult]:
+) -> Generator[Progress | MissingPaths | ScanDone | EmbedderReady, None, JobResult]:
     """Run one request to completion (see the module docstring). Raises :class:`CorpusError` (and
     :class:`CorpusBusy` while another process indexes the corpus) with a message for the person."""
     name = request.corpus
@@ -113,7 +121,7 @@ def index_job(
             if cancel.cancelled:
                 return JobResult(name, scan, None, cancelled=True)
             info = embedder.info
-            yield Progress("index", 0, pending, message=f"{info.id} (dim {info.dim}) on {embedder.device}")
+            yield EmbedderReady(f"{info.id} (dim {info.dim}) on {embedder.device}", pending)
             build = yield from corpus.build(embedder, cancel, ocr=request.ocr, **_checkpoint_knobs())
         return _result(corpus, failed_before, scan, build, cancelled=build is not None and build.cancelled)
     finally:
