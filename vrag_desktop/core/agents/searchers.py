@@ -170,6 +170,9 @@ def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
         clip=rec.get("clip"),
         t_start=rec.get("t_start"),
         t_end=rec.get("t_end"),
+        corpus=str(rec.get("corpus") or ""),
+        item_id=rec.get("item_id"),
+        text=str(rec.get("content") or ""),
     )
 
 
