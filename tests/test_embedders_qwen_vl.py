@@ -225,9 +225,7 @@ def test_queries(family: str, embedders: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("family", [GVE_FAMILY, QWEN3_VL_FAMILY])
-def test_items_batch_equals_one_by_one(
-    family: str, embedders: dict[str, Any], images: list[Path]
-) -> None:
+def test_items_batch_equals_one_by_one(family: str, embedders: dict[str, Any], images: list[Path]) -> None:
     e = embedders[family]
     items = _items(images)
     batch = _stack(e.embed_items(items))
@@ -257,9 +255,7 @@ def test_small_batch_size_chunks_the_same(
 
 
 @pytest.mark.parametrize("family", [GVE_FAMILY, QWEN3_VL_FAMILY])
-def test_left_padding_pools_the_same(
-    family: str, model_dirs: dict[str, Path], images: list[Path]
-) -> None:
+def test_left_padding_pools_the_same(family: str, model_dirs: dict[str, Path], images: list[Path]) -> None:
     e = CLASSES[family](str(model_dirs[family]), **SMALL[family])
     items = _items(images)[:3]
     right = _stack(e.embed_items(items))
@@ -291,14 +287,10 @@ def test_broken_image_names_the_file(
 
 
 @pytest.mark.parametrize("family", [GVE_FAMILY, QWEN3_VL_FAMILY])
-def test_video_frames_are_capped(
-    family: str, model_dirs: dict[str, Path], images: list[Path]
-) -> None:
+def test_video_frames_are_capped(family: str, model_dirs: dict[str, Path], images: list[Path]) -> None:
     e = CLASSES[family](str(model_dirs[family]), max_frames=4, **SMALL[family])
     many = [images[i % 5] for i in range(12)]
-    vec = e.embed_items(
-        [EmbedInput(kind="video", frames=many, timestamps=[float(i) for i in range(12)])]
-    )
+    vec = e.embed_items([EmbedInput(kind="video", frames=many, timestamps=[float(i) for i in range(12)])])
     assert vec[0].shape == (1, 64)
     prepared = e._prepare_item(EmbedInput(kind="video", frames=many))
     frames = prepared.video if prepared.video is not None else prepared.images
@@ -324,9 +316,7 @@ def test_video_path_with_a_video_processor(
     assert call["do_resize"] is False and call["do_sample_frames"] is False
     assert len(call["video_metadata"]) == 1 and call["video_metadata"][0]["fps"] == 1.0
     # Same frames as a video and as separate images give different vectors.
-    as_images = _stack(
-        CLASSES[family](str(model_dirs[family]), **SMALL[family]).embed_items(items[3:4])
-    )
+    as_images = _stack(CLASSES[family](str(model_dirs[family]), **SMALL[family]).embed_items(items[3:4]))
     assert not np.allclose(as_images[0], batch[3], atol=1e-3)
 
 
@@ -380,9 +370,7 @@ def test_qwen3_instructions(
     q = "what is shown?"
     assert not np.allclose(custom_query.embed_queries([q]), base.embed_queries([q]), atol=1e-3)
     item = [EmbedInput(kind="image", image_path=images[0])]
-    np.testing.assert_allclose(
-        custom_query.embed_items(item)[0], base.embed_items(item)[0], atol=1e-5
-    )
+    np.testing.assert_allclose(custom_query.embed_items(item)[0], base.embed_items(item)[0], atol=1e-5)
     custom_doc = Qwen3VLEmbedder(d, instruction="Represent this page!", **SMALL[QWEN3_VL_FAMILY])
     assert custom_doc.instruction == "Represent this page!"  # already punctuated
     assert custom_doc.info.id != base.info.id
@@ -437,9 +425,7 @@ def test_conditional_generation_layout_loads(family: str, tmp_path: Path) -> Non
     _check_unit_rows(e.embed_queries(["hello"]), 64)
 
 
-def test_checkpoint_with_missing_weights_is_refused(
-    model_dirs: dict[str, Path], tmp_path: Path
-) -> None:
+def test_checkpoint_with_missing_weights_is_refused(model_dirs: dict[str, Path], tmp_path: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     d = tmp_path / "gve-without-vision"
@@ -482,11 +468,7 @@ def test_cached_hub_id_offline(
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.chdir(tmp_path)
     e = GVEEmbedder("vrag-tests/tiny-gve", **SMALL[GVE_FAMILY])
-    assert (
-        e.info.id
-        == "gve:tiny-gve:64"
-        == GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu").info.id
-    )
+    assert e.info.id == "gve:tiny-gve:64" == GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu").info.id
     _check_unit_rows(e.embed_queries(["hello"]), 64)
 
 

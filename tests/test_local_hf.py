@@ -102,8 +102,9 @@ def run(coro: Any, timeout: float = 60) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-async def chat_collect(model: TransformersChatModel, messages: Sequence[dict[str, Any]], **params: Any
-                       ) -> tuple[ChatResult, list[tuple[str, str]]]:
+async def chat_collect(
+    model: TransformersChatModel, messages: Sequence[dict[str, Any]], **params: Any
+) -> tuple[ChatResult, list[tuple[str, str]]]:
     deltas: list[tuple[str, str]] = []
     result = await model.chat(messages, on_delta=lambda k, t: deltas.append((k, t)), **params)
     return result, deltas
@@ -121,9 +122,12 @@ def test_answers_the_agents_message_format(models: dict[str, TransformersChatMod
     model = models[family]
     seen: list[Any] = []
     hook = vision_tower(model).register_forward_pre_hook(
-        lambda mod, args, kwargs: seen.append((args, kwargs)), with_kwargs=True)
+        lambda mod, args, kwargs: seen.append((args, kwargs)), with_kwargs=True
+    )
     try:
-        with_image, deltas = run(chat_collect(model, vrag_messages(page_image()), max_tokens=12, min_tokens=8))
+        with_image, deltas = run(
+            chat_collect(model, vrag_messages(page_image()), max_tokens=12, min_tokens=8)
+        )
     finally:
         hook.remove()
     assert isinstance(with_image.content, str) and with_image.content
@@ -141,19 +145,35 @@ def test_answers_the_agents_message_format(models: dict[str, TransformersChatMod
 
 def test_conversion_keeps_order_and_decodes_images() -> None:
     img = page_image(50, 40)
-    conv, images = openai_to_hf_messages([
-        {"role": "system", "content": "sys"},
-        {"role": "user", "content": [{"type": "text", "text": "a"},
-                                     {"type": "image_url", "image_url": {"url": vp.encode_image(img)}},
-                                     {"type": "image", "image": page_image(30, 20).convert("RGBA")}]},
-        {"role": "assistant", "content": None},
-    ])
+    conv, images = openai_to_hf_messages(
+        [
+            {"role": "system", "content": "sys"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "image_url", "image_url": {"url": vp.encode_image(img)}},
+                    {"type": "image", "image": page_image(30, 20).convert("RGBA")},
+                ],
+            },
+            {"role": "assistant", "content": None},
+        ]
+    )
     assert [m["role"] for m in conv] == ["system", "user", "assistant"]
     assert conv[0]["content"] == "sys" and conv[2]["content"] == ""
     assert [p["type"] for p in conv[1]["content"]] == ["text", "image", "image"]
     assert [i.size for i in images] == [(50, 40), (30, 20)] and all(i.mode == "RGB" for i in images)
-    _, small = openai_to_hf_messages([{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": vp.encode_image(page_image(400, 300))}}]}], max_pixels=10_000)
+    _, small = openai_to_hf_messages(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": vp.encode_image(page_image(400, 300))}}
+                ],
+            }
+        ],
+        max_pixels=10_000,
+    )
     assert small[0].width * small[0].height <= 10_000
 
 
@@ -166,8 +186,9 @@ def test_stream_off_stop_seed_and_greedy(models: dict[str, TransformersChatModel
         out["greedy"] = await model.chat(msgs, max_tokens=24, ignore_eos=True)
         out["greedy2"] = await model.chat(msgs, max_tokens=24, ignore_eos=True)
         deltas: list[tuple[str, str]] = []
-        out["plain"] = await model.chat(msgs, stream=False, on_delta=lambda k, t: deltas.append((k, t)),
-                                        max_tokens=24, ignore_eos=True)
+        out["plain"] = await model.chat(
+            msgs, stream=False, on_delta=lambda k, t: deltas.append((k, t)), max_tokens=24, ignore_eos=True
+        )
         out["plain_deltas"] = deltas
         out["s1"] = await model.chat(msgs, temperature=1.0, top_p=0.9, top_k=50, seed=7, max_tokens=10)
         out["s2"] = await model.chat(msgs, temperature=1.0, top_p=0.9, top_k=50, seed=7, max_tokens=10)
@@ -275,8 +296,9 @@ def test_close_mid_stream_and_failing_callback(tiny_dirs: dict[str, Path]) -> No
 # ====================================================================== errors
 
 
-def test_errors_are_typed_and_clear(tmp_path: Path, tiny_dirs: dict[str, Path],
-                                    models: dict[str, TransformersChatModel]) -> None:
+def test_errors_are_typed_and_clear(
+    tmp_path: Path, tiny_dirs: dict[str, Path], models: dict[str, TransformersChatModel]
+) -> None:
     with pytest.raises(EndpointError) as e:
         TransformersChatModel(tmp_path / "nope")
     assert e.value.kind == "not_found" and "model directory not found" in str(e.value)
@@ -300,10 +322,26 @@ def test_errors_are_typed_and_clear(tmp_path: Path, tiny_dirs: dict[str, Path],
 
     model = models["qwen2_vl"]
     bad_inputs: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
-        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}]}],
-         {}, "cannot decode the image"),
-        ([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.org/a.png"}}]}],
-         {}, "data: URIs"),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,AAAA"}}],
+                }
+            ],
+            {},
+            "cannot decode the image",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": "https://x.org/a.png"}}],
+                }
+            ],
+            {},
+            "data: URIs",
+        ),
         ([{"role": "tool", "content": "x"}], {}, "unsupported role"),
         ([{"role": "user", "content": [{"type": "audio", "audio": "x"}]}], {}, "unsupported content part"),
         ([{"role": "user", "content": "hi"}], {"temperature": -1}, "temperature"),
@@ -337,8 +375,10 @@ def test_lazy_load_and_aclose(tiny_dirs: dict[str, Path]) -> None:
 # ====================================================================== the VRAG agent, end to end
 
 DOCS = {
-    "alpine.pdf": ["Edelweiss grows above the tree line. Its leaves are covered in white woolly hairs that protect "
-                   "the plant from cold, drying wind and strong ultraviolet light."],
+    "alpine.pdf": [
+        "Edelweiss grows above the tree line. Its leaves are covered in white woolly hairs that protect "
+        "the plant from cold, drying wind and strong ultraviolet light."
+    ],
     "harbor.pdf": ["The harbor lighthouse was built in 1871 from local granite."],
 }
 
@@ -358,11 +398,13 @@ def searcher(library, minilm, make_pdf):  # type: ignore[no-untyped-def]
 def collect(agent: Any, question: str) -> list[Any]:
     async def go() -> list[Any]:
         return [ev async for ev in agent.run(question)]
+
     return run(go(), 120)
 
 
-def test_vrag_agent_runs_on_the_local_model(models: dict[str, TransformersChatModel], searcher: Any,
-                                            tmp_path: Path) -> None:
+def test_vrag_agent_runs_on_the_local_model(
+    models: dict[str, TransformersChatModel], searcher: Any, tmp_path: Path
+) -> None:
     from vrag_desktop.core.agents.vrag import VRAGAgent
 
     agent = VRAGAgent(models["qwen2_5_vl"], searcher, image_dir=tmp_path / "img", max_steps=2, max_tokens=12)
@@ -387,8 +429,9 @@ class _SearchFirst:
         self.model_name = inner.model_name
         self.calls: list[tuple[list[dict[str, Any]], ChatResult]] = []
 
-    async def chat(self, messages: Sequence[dict[str, Any]], *, stream: bool = True,
-                   on_delta: Any = None, **params: Any) -> ChatResult:
+    async def chat(
+        self, messages: Sequence[dict[str, Any]], *, stream: bool = True, on_delta: Any = None, **params: Any
+    ) -> ChatResult:
         if not self.calls:
             result = ChatResult("<think>Look it up.</think>\n<search>edelweiss woolly hairs</search>")
         else:
@@ -397,8 +440,9 @@ class _SearchFirst:
         return result
 
 
-def test_vrag_agent_shows_a_real_page_to_the_local_model(models: dict[str, TransformersChatModel], searcher: Any,
-                                                         tmp_path: Path) -> None:
+def test_vrag_agent_shows_a_real_page_to_the_local_model(
+    models: dict[str, TransformersChatModel], searcher: Any, tmp_path: Path
+) -> None:
     from vrag_desktop.core.agents.vrag import VRAGAgent
 
     local = models["qwen2_vl"]
@@ -406,8 +450,10 @@ def test_vrag_agent_shows_a_real_page_to_the_local_model(models: dict[str, Trans
     seen: list[Any] = []
     hook = vision_tower(local).register_forward_pre_hook(lambda mod, args: seen.append(args))
     try:
-        events = collect(VRAGAgent(model, searcher, image_dir=tmp_path / "img", max_steps=2, max_tokens=8,
-                                   max_invalid=0), "Why is edelweiss woolly?")
+        events = collect(
+            VRAGAgent(model, searcher, image_dir=tmp_path / "img", max_steps=2, max_tokens=8, max_invalid=0),
+            "Why is edelweiss woolly?",
+        )
     finally:
         hook.remove()
     assert any(isinstance(e, ImageShown) for e in events)
@@ -415,6 +461,7 @@ def test_vrag_agent_shows_a_real_page_to_the_local_model(models: dict[str, Trans
     assert not any(isinstance(e, AgentError) and not e.recoverable for e in events)
     messages, result = model.calls[1]  # the local model's first call: prompt, search, the page
     parts = messages[-1]["content"]
-    assert parts[0]["type"] == "image_url" and parts[0]["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert parts[0]["type"] == "image_url" and parts[0]["image_url"]["url"].startswith(
+        "data:image/jpeg;base64,"
+    )
     assert result.prompt_tokens > 0 and seen  # the page went through the vision tower
-

@@ -131,9 +131,7 @@ def last_token_pool(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch
     return hidden[row, col.to(hidden.device)]
 
 
-def smart_resize(
-    height: int, width: int, factor: int, min_pixels: int, max_pixels: int
-) -> tuple[int, int]:
+def smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
     """Target (height, width): sides multiples of ``factor``, area within bounds, aspect ratio kept.
 
     The rule of ``qwen-vl-utils`` (what the reference embedders feed their models), so vectors match
@@ -223,9 +221,7 @@ def _resolve_model_dir(spec: str) -> Path:
     path = Path(spec).expanduser()
     if path.is_dir():
         return path
-    looks_like_path = (
-        path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
-    )
+    looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
     if looks_like_path or path.exists():
         raise EmbedderError(f"model directory not found: {spec}")
     try:
@@ -260,9 +256,7 @@ def _read_chat_template(model_dir: Path, tokenizer: Any) -> str | None:
         return jinja.read_text(encoding="utf-8")
     for name in ("chat_template.json", "processor_config.json"):
         try:
-            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get(
-                "chat_template"
-            )
+            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get("chat_template")
         except (OSError, ValueError, AttributeError):
             continue
         if isinstance(template, str):
@@ -328,9 +322,7 @@ def load_processor(model_dir: Path, model_type: str) -> Any:
     if getattr(processor, "chat_template", None) is None:
         processor.chat_template = _read_chat_template(model_dir, processor.tokenizer)
     if processor.chat_template is None:
-        raise EmbedderError(
-            f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)"
-        )
+        raise EmbedderError(f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)")
     # Right padding, as the references use; pooling copes with left padding anyway.
     processor.tokenizer.padding_side = "right"
     return processor
@@ -391,9 +383,7 @@ class _QwenVLEmbedder(Embedder):
         max_pixels: int = given["max_pixels"]
         max_frames: int = given["max_frames"]
         if min_pixels <= 0 or max_pixels < min_pixels:
-            raise EmbedderError(
-                f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}"
-            )
+            raise EmbedderError(f"bad pixel bounds: min_pixels={min_pixels}, max_pixels={max_pixels}")
         if max_frames < 1:
             raise EmbedderError(f"max_frames must be at least 1, got {max_frames}")
         self._torch = torch
@@ -424,9 +414,7 @@ class _QwenVLEmbedder(Embedder):
             self._processor = load_processor(model_dir, model_type)
             # No device_map: it needs `accelerate`, which the app does not install. Weights load
             # on the CPU in the target dtype, then move.
-            loaded = AutoModel.from_pretrained(
-                str(model_dir), dtype=self._dtype, output_loading_info=True
-            )
+            loaded = AutoModel.from_pretrained(str(model_dir), dtype=self._dtype, output_loading_info=True)
         except EmbedderError:
             raise
         except Exception as exc:
@@ -467,9 +455,7 @@ class _QwenVLEmbedder(Embedder):
     def _query_conversation(self, query: str) -> list[dict[str, Any]]:
         raise NotImplementedError
 
-    def _item_conversation(
-        self, item: EmbedInput, n_images: int, has_video: bool
-    ) -> list[dict[str, Any]]:
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     # ---- Embedder API
@@ -514,9 +500,7 @@ class _QwenVLEmbedder(Embedder):
                     "fp16": torch.float16,
                 }[dtype.lower()]
             except KeyError:
-                raise EmbedderError(
-                    f"unknown dtype {dtype!r} (float32, bfloat16 or float16)"
-                ) from None
+                raise EmbedderError(f"unknown dtype {dtype!r} (float32, bfloat16 or float16)") from None
         if self.device.startswith("cuda"):
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.float32
@@ -590,9 +574,7 @@ class _QwenVLEmbedder(Embedder):
                 if times:
                     times.append(times[-1])
             meta = self._video_metadata(len(images), times)
-            return _Prepared(
-                self._item_conversation(item, 0, True), video=images, video_metadata=meta
-            )
+            return _Prepared(self._item_conversation(item, 0, True), video=images, video_metadata=meta)
         return _Prepared(self._item_conversation(item, len(images), False), images=images)
 
     def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
@@ -636,9 +618,7 @@ class _QwenVLEmbedder(Embedder):
     # ---- model
     def _render(self, conversation: list[dict[str, Any]]) -> str:
         return str(
-            self._processor.apply_chat_template(
-                conversation, tokenize=False, add_generation_prompt=True
-            )
+            self._processor.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
         )
 
     def _process(
@@ -670,9 +650,7 @@ class _QwenVLEmbedder(Embedder):
                 texts, images=images, videos=videos or None, video_metadata=metadata or None
             )
         except Exception as exc:
-            raise EmbedderError(
-                f"cannot prepare {where} for the model: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise EmbedderError(f"cannot prepare {where} for the model: {type(exc).__name__}: {exc}") from exc
         batch.pop("video_metadata", None)
         inputs = {k: v.to(self.device) if hasattr(v, "to") else v for k, v in batch.items()}
         for key in ("pixel_values", "pixel_values_videos"):
@@ -683,9 +661,7 @@ class _QwenVLEmbedder(Embedder):
                 hidden = self._model(**inputs, use_cache=False).last_hidden_state
                 pooled = last_token_pool(hidden, inputs["attention_mask"])
         except Exception as exc:
-            raise EmbedderError(
-                f"the model failed on {where}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise EmbedderError(f"the model failed on {where}: {type(exc).__name__}: {exc}") from exc
         return l2_normalize(pooled.float().cpu().numpy())
 
 
@@ -724,9 +700,7 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
         **limits: Unpack[VisualLimits],
     ) -> None:
         self.instruction = _with_period(instruction) or QWEN3_DEFAULT_INSTRUCTION
-        self.query_instruction = (
-            _with_period(query_instruction) if query_instruction else self.instruction
-        )
+        self.query_instruction = _with_period(query_instruction) if query_instruction else self.instruction
         self.include_item_text = include_item_text
         super().__init__(model, device=device, batch_size=batch_size, dtype=dtype, **limits)
 
@@ -749,9 +723,7 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
         content = [{"type": "text", "text": query}] if query.strip() else []
         return self._conversation(self.query_instruction, content)
 
-    def _item_conversation(
-        self, item: EmbedInput, n_images: int, has_video: bool
-    ) -> list[dict[str, Any]]:
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
         # Reference order: videos, then images, then texts.
         content: list[dict[str, Any]] = []
         if has_video:
@@ -789,9 +761,7 @@ class GVEEmbedder(_QwenVLEmbedder):
     def _query_conversation(self, query: str) -> list[dict[str, Any]]:
         return [{"role": "user", "content": [{"type": "text", "text": query}]}]
 
-    def _item_conversation(
-        self, item: EmbedInput, n_images: int, has_video: bool
-    ) -> list[dict[str, Any]]:
+    def _item_conversation(self, item: EmbedInput, n_images: int, has_video: bool) -> list[dict[str, Any]]:
         if has_video:
             content: list[dict[str, Any]] = [{"type": "video"}]
         elif n_images:

@@ -68,9 +68,7 @@ _SDK_PARAMS = frozenset(
         "user",
     }
 )
-_CONNECT_FAILURES = frozenset(
-    {"ConnectError", "ConnectTimeout", "ProxyError", "UnsupportedProtocol"}
-)
+_CONNECT_FAILURES = frozenset({"ConnectError", "ConnectTimeout", "ProxyError", "UnsupportedProtocol"})
 _RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _MODEL_MISSING = re.compile(
     r"model\b.{0,80}\b(not (found|exist|served)|does not exist|unknown|invalid)"
@@ -104,9 +102,7 @@ _T = TypeVar("_T")
 _MIME = {"jpeg": "jpeg", "jpg": "jpeg", "png": "png", "webp": "webp", "gif": "gif"}
 
 
-def image_data_uri(
-    image: str | Path | Image.Image | bytes, fmt: str = "jpeg", quality: int = 90
-) -> str:
+def image_data_uri(image: str | Path | Image.Image | bytes, fmt: str = "jpeg", quality: int = 90) -> str:
     """``data:image/<fmt>;base64,...`` for a PIL image, an image file or encoded bytes
     (re-encoded in ``fmt``). The subtype matters: some servers reject the original's bare
     ``data:image;base64``."""
@@ -159,9 +155,7 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` updated by ``extra``, merging nested dicts (so chat_template_kwargs combine)."""
     out = dict(base)
     for k, v in extra.items():
-        out[k] = (
-            _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
-        )
+        out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
     return out
 
 
@@ -186,9 +180,7 @@ class StreamInterrupted(EndpointError):
     """A streamed answer stopped part-way (``kind`` ``stream_cut`` or ``timeout``) after text was
     delivered; ``partial`` holds what arrived, so the caller can show it as incomplete."""
 
-    def __init__(
-        self, message: str, kind: str, partial: ChatResult, status: int | None = None
-    ) -> None:
+    def __init__(self, message: str, kind: str, partial: ChatResult, status: int | None = None) -> None:
         super().__init__(message, kind=kind, status=status)
         self.partial = partial
 
@@ -378,11 +370,7 @@ class OpenAIChatModel:
             _, fail = await self._within(one(kwargs, on_delta, acc), self.total_timeout, "no complete answer")
             if fail is None:
                 return acc.result(time.monotonic() - started)
-            if (
-                fail.kind == "bad_request"
-                and "stream_options" in fail.detail
-                and "stream_options" in kwargs
-            ):
+            if fail.kind == "bad_request" and "stream_options" in fail.detail and "stream_options" in kwargs:
                 kwargs.pop("stream_options")  # an old server that rejects it: ask again without
                 self.include_usage = False
                 attempt -= 1
@@ -471,9 +459,7 @@ class OpenAIChatModel:
             if choice.get("finish_reason"):
                 acc.finish_reason = str(choice["finish_reason"])
 
-    async def _plain_attempt(
-        self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: _Acc
-    ) -> None:
+    async def _plain_attempt(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: _Acc) -> None:
         completion = await self._client().chat.completions.create(**kwargs)
         data = completion.model_dump() if hasattr(completion, "model_dump") else dict(completion)
         choices = data.get("choices") or []
@@ -501,9 +487,7 @@ class OpenAIChatModel:
         if isinstance(exc, _Cut):
             return _Failure("stream_cut", str(exc), retryable=True)
         if isinstance(exc, _StreamErrorEvent):
-            return _Failure(
-                "server", f"the server reported an error mid-answer: {exc}", retryable=True
-            )
+            return _Failure("server", f"the server reported an error mid-answer: {exc}", retryable=True)
         if isinstance(exc, openai.APIStatusError):
             return self._status_failure(exc)
         if isinstance(exc, openai.APITimeoutError):
@@ -596,12 +580,12 @@ class OpenAIChatModel:
         tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
         if fail.retry_after is not None and fail.retry_after > self.max_retry_after:
             tries += f"; the server asks to wait {fail.retry_after:g} s"
-        text = (
-            f"{what}{status}{tries} at {self.base_url} (model {self.model_name!r}): {fail.detail}"
-        )
+        text = f"{what}{status}{tries} at {self.base_url} (model {self.model_name!r}): {fail.detail}"
         return redact(text, [self._api_key])
 
-    async def _within(self, work: Awaitable[_T], limit: float, late: str) -> tuple[_T | None, _Failure | None]:
+    async def _within(
+        self, work: Awaitable[_T], limit: float, late: str
+    ) -> tuple[_T | None, _Failure | None]:
         """``work`` given ``limit`` seconds: (its value, None), or (None, how it failed). Exceptions that
         are not the endpoint's (``_classify`` gives None) propagate."""
         try:
@@ -663,8 +647,7 @@ class OpenAIChatModel:
             shown = ", ".join(models[:8]) + (", ..." if len(models) > 8 else "")
             return ConnectionCheck(
                 False,
-                f"Connected to {where}, but model {self.model_name!r} is not served "
-                f"there. Served: {shown}.",
+                f"Connected to {where}, but model {self.model_name!r} is not served there. Served: {shown}.",
                 models,
                 latency,
                 "not_found",
@@ -695,8 +678,7 @@ class OpenAIChatModel:
         latency = time.monotonic() - started
         return ConnectionCheck(
             True,
-            f"Connected to {self.base_url} ({latency * 1000:.0f} ms); model "
-            f"{self.model_name!r} answered.",
+            f"Connected to {self.base_url} ({latency * 1000:.0f} ms); model {self.model_name!r} answered.",
             [self.model_name],
             latency,
         )
@@ -704,10 +686,7 @@ class OpenAIChatModel:
     def _verdict(self, exc: EndpointError, timeout: float) -> str:
         url = self.base_url
         if exc.kind == "unreachable":
-            return (
-                f"Cannot reach {url}: nothing answers there. Is the server running and the "
-                "address right?"
-            )
+            return f"Cannot reach {url}: nothing answers there. Is the server running and the address right?"
         if exc.kind == "auth":
             if not self._api_key:
                 return f"{url} needs an API key, and none is set for this endpoint."

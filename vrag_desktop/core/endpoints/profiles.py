@@ -44,9 +44,7 @@ DASHSCOPE_ENV = "DASHSCOPE_API_KEY"
 
 _SECRET_NAME = re.compile(r"api[_-]?key|authorization|secret|password", re.I)
 _SESSION_LOCK = threading.Lock()
-_SESSION_KEYS: dict[
-    tuple[str, str], str
-] = {}  # (config dir, profile name) -> key, this process only
+_SESSION_KEYS: dict[tuple[str, str], str] = {}  # (config dir, profile name) -> key, this process only
 
 
 class ProfileError(ValueError):
@@ -101,9 +99,7 @@ class EndpointProfile:
         if self.kind not in KINDS:
             raise ProfileError(f"profile {self.name!r}: kind must be one of {', '.join(KINDS)}")
         if self.base_url and not re.match(r"https?://[^\s/]+", self.base_url):
-            raise ProfileError(
-                f"profile {self.name!r}: base URL must start with http:// or https://"
-            )
+            raise ProfileError(f"profile {self.name!r}: base URL must start with http:// or https://")
         if self.max_attempts < 1 or self.connect_timeout <= 0 or self.total_timeout <= 0:
             raise ProfileError(f"profile {self.name!r}: timeouts and attempts must be positive")
         for where in (self.extra_body, self.params):
@@ -214,13 +210,9 @@ class ProfileStore:
         }
         text = json.dumps(doc, indent=2, ensure_ascii=False)
         with _SESSION_LOCK:  # belt and braces: a key typed into some field must not reach the disk
-            leaked = [
-                n for (d, n), k in _SESSION_KEYS.items() if d == self._dir_key and k and k in text
-            ]
+            leaked = [n for (d, n), k in _SESSION_KEYS.items() if d == self._dir_key and k and k in text]
         if leaked:
-            raise ProfileError(
-                f"refusing to save profiles: the API key of {leaked[0]!r} appears in a field"
-            )
+            raise ProfileError(f"refusing to save profiles: the API key of {leaked[0]!r} appears in a field")
         atomic_write_text(self.path, text + "\n", mkdir=True)
 
     def names(self) -> list[str]:
@@ -282,9 +274,7 @@ class ProfileStore:
     def set_local_server(self, base_url: str, model: str) -> EndpointProfile:
         """Called by the app once it started vLLM: record where it listens and its served name."""
         with self._lock:
-            profile = replace(
-                self._profiles[LOCAL_VLLM], base_url=base_url.rstrip("/"), model=model
-            )
+            profile = replace(self._profiles[LOCAL_VLLM], base_url=base_url.rstrip("/"), model=model)
             self.save(profile)
             return replace(profile)
 
@@ -385,11 +375,7 @@ class ProfileStore:
 
         profile = self.get(name or self._active)
         if not profile.base_url:
-            hint = (
-                " (the app fills it in when it starts the server)"
-                if profile.kind == "local-vllm"
-                else ""
-            )
+            hint = " (the app fills it in when it starts the server)" if profile.kind == "local-vllm" else ""
             raise ProfileError(f"profile {profile.name!r} has no base URL yet{hint}")
         if not profile.model:
             raise ProfileError(f"profile {profile.name!r} names no model")
@@ -401,6 +387,4 @@ class ProfileStore:
             "default_params": profile.params,
             **overrides,
         }
-        return OpenAIChatModel(
-            profile.base_url, profile.model, self.api_key(profile.name), **kwargs
-        )
+        return OpenAIChatModel(profile.base_url, profile.model, self.api_key(profile.name), **kwargs)
