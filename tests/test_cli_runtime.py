@@ -40,8 +40,13 @@ class Runtime:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.env = {k: v for k, v in os.environ.items() if k != ENTRY}
-        self.env.update({"VRAG_DESKTOP_DATA_DIR": str(data_dir), "PYTHONUNBUFFERED": "1",
-                         ENTRY: f"{FAKE} --fake-delay 0.5 --fake-grandchild"})
+        self.env.update(
+            {
+                "VRAG_DESKTOP_DATA_DIR": str(data_dir),
+                "PYTHONUNBUFFERED": "1",
+                ENTRY: f"{FAKE} --fake-delay 0.5 --fake-grandchild",
+            }
+        )
 
     @property
     def state_path(self) -> Path:
@@ -60,19 +65,34 @@ class Runtime:
             env[ENTRY] = f"{FAKE} {fake}"
         return env
 
-    def run(self, *args: str, fake: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "vrag_desktop", "runtime", *args], cwd=ROOT,
-                              env=self._env(fake), capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
+    def run(
+        self, *args: str, fake: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vrag_desktop", "runtime", *args],
+            cwd=ROOT,
+            env=self._env(fake),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def spawn(self, *args: str, fake: str | None = None) -> Reader:
-        proc = subprocess.Popen([sys.executable, "-m", "vrag_desktop", "runtime", *args], cwd=ROOT,
-                                env=self._env(fake), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vrag_desktop", "runtime", *args],
+            cwd=ROOT,
+            env=self._env(fake),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+        )
         return Reader(proc)
 
-    def start(self, *extra: str, port: int | None = None, fake: str | None = None,
-              python: bool = True) -> subprocess.CompletedProcess[str]:
+    def start(
+        self, *extra: str, port: int | None = None, fake: str | None = None, python: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         args = ["start", "fake-model", "--port", str(port or pick_free_port()), *extra]
         if python:
             args += ["--python", sys.executable]
@@ -164,6 +184,7 @@ def rt(tmp_path: Path) -> Iterator[Runtime]:
 
 # ---------------------------------------------------------------- the whole life of a server
 
+
 def test_setup_start_status_logs_stop(rt: Runtime) -> None:
     # 'runtime setup' with a finished environment only reuses it; 'start' then uses it by default.
     venv = rt.data_dir / "runtime" / "vllm-venv"
@@ -190,8 +211,18 @@ def test_setup_start_status_logs_stop(rt: Runtime) -> None:
 
     # The server outlives the command, and the state file says where it is.
     state = rt.state()
-    assert {"pid", "pgid", "port", "host", "model", "served_model_name", "log_path", "command",
-            "started_at", "ready_at"} <= set(state)
+    assert {
+        "pid",
+        "pgid",
+        "port",
+        "host",
+        "model",
+        "served_model_name",
+        "log_path",
+        "command",
+        "started_at",
+        "ready_at",
+    } <= set(state)
     pid, pgid = state["pid"], state["pgid"]
     assert alive(pid) and pgid == pid != os.getpgid(0)  # its own process group
     assert state["port"] == port and state["host"] == "127.0.0.1" and state["model"] == "fake-model"
@@ -245,6 +276,7 @@ def test_setup_start_status_logs_stop(rt: Runtime) -> None:
 
 # ---------------------------------------------------------------- failures
 
+
 def test_crash_during_load_is_classified_and_cleaned_up(rt: Runtime) -> None:
     res = rt.start(fake="--fake-mode oom --fake-delay 0.2")
     assert res.returncode == 1
@@ -281,8 +313,15 @@ def test_port_already_taken_is_refused_before_launch(rt: Runtime) -> None:
 
 
 def test_ctrl_c_while_waiting_stops_the_server(rt: Runtime) -> None:
-    cmd = rt.spawn("start", "fake-model", "--python", sys.executable, "--port", str(pick_free_port()),
-                   fake="--fake-mode hang --fake-grandchild")
+    cmd = rt.spawn(
+        "start",
+        "fake-model",
+        "--python",
+        sys.executable,
+        "--port",
+        str(pick_free_port()),
+        fake="--fake-mode hang --fake-grandchild",
+    )
     cmd.until("still loading")
     pgid = rt.state()["pgid"]
     cmd.proc.send_signal(signal.SIGINT)
@@ -293,8 +332,15 @@ def test_ctrl_c_while_waiting_stops_the_server(rt: Runtime) -> None:
 
 
 def test_stop_from_another_terminal_while_start_waits(rt: Runtime) -> None:
-    cmd = rt.spawn("start", "fake-model", "--python", sys.executable, "--port", str(pick_free_port()),
-                   fake="--fake-mode hang --fake-grandchild")
+    cmd = rt.spawn(
+        "start",
+        "fake-model",
+        "--python",
+        sys.executable,
+        "--port",
+        str(pick_free_port()),
+        fake="--fake-mode hang --fake-grandchild",
+    )
     cmd.until("still loading")
     pgid = rt.state()["pgid"]
     stop = rt.run("stop")
@@ -331,12 +377,22 @@ def test_missing_vllm_says_to_run_setup(rt: Runtime) -> None:
 
 # ---------------------------------------------------------------- state file hygiene
 
+
 def test_stale_state_file_is_cleaned_up_and_a_recycled_pid_is_never_signalled(rt: Runtime) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     rt.state_path.parent.mkdir(parents=True)
-    rt.state_path.write_text(json.dumps({"pid": dead.pid, "pgid": dead.pid, "port": 1,
-                                         "base_url": "http://127.0.0.1:1/v1", "served_model_name": "x"}))
+    rt.state_path.write_text(
+        json.dumps(
+            {
+                "pid": dead.pid,
+                "pgid": dead.pid,
+                "port": 1,
+                "base_url": "http://127.0.0.1:1/v1",
+                "served_model_name": "x",
+            }
+        )
+    )
     res = rt.run("status")
     assert res.returncode == 3 and "stale state file" in res.stderr and "vLLM: stopped" in res.stdout
     assert not rt.state_path.exists()
@@ -344,8 +400,17 @@ def test_stale_state_file_is_cleaned_up_and_a_recycled_pid_is_never_signalled(rt
     # A live process that only has the recorded pid (another start time) is someone else's.
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
-        rt.state_path.write_text(json.dumps({"pid": other.pid, "pgid": other.pid, "create_time": 1.0,
-                                             "port": 1, "base_url": "http://127.0.0.1:1/v1"}))
+        rt.state_path.write_text(
+            json.dumps(
+                {
+                    "pid": other.pid,
+                    "pgid": other.pid,
+                    "create_time": 1.0,
+                    "port": 1,
+                    "base_url": "http://127.0.0.1:1/v1",
+                }
+            )
+        )
         stop = rt.run("stop")
         assert stop.returncode == 0 and "vLLM is not running" in stop.stdout and "stale" in stop.stderr
         assert other.poll() is None and not rt.state_path.exists()

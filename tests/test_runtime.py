@@ -50,21 +50,44 @@ FAKE = Path(__file__).with_name("fake_vllm_server.py")
 S = ProcessStatus
 
 QWEN25_VL_7B = {
-    "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
-    "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
-    "max_position_embeddings": 128000, "num_attention_heads": 28, "num_hidden_layers": 28,
-    "num_key_value_heads": 4, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_act": "silu",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 128000,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
     "vocab_size": 152064,
-    "vision_config": {"depth": 32, "hidden_act": "silu", "hidden_size": 1280,
-                      "intermediate_size": 3420, "num_heads": 16, "in_chans": 3,
-                      "out_hidden_size": 3584, "patch_size": 14,
-                      "spatial_merge_size": 2, "temporal_patch_size": 2, "window_size": 112},
+    "vision_config": {
+        "depth": 32,
+        "hidden_act": "silu",
+        "hidden_size": 1280,
+        "intermediate_size": 3420,
+        "num_heads": 16,
+        "in_chans": 3,
+        "out_hidden_size": 3584,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+        "window_size": 112,
+    },
 }
 
 
 def fake(*fake_args: str, port: int | None = None, **kw: object) -> VLLMConfig:
-    return VLLMConfig(model="fake-model", served_model_name="fake", python=sys.executable,
-                      port=port, entrypoint=(str(FAKE),), extra_args=list(fake_args), **kw)  # type: ignore[arg-type]
+    return VLLMConfig(
+        model="fake-model",
+        served_model_name="fake",
+        python=sys.executable,
+        port=port,
+        entrypoint=(str(FAKE),),
+        extra_args=list(fake_args),
+        **kw,
+    )  # type: ignore[arg-type]
 
 
 def engine_pid(sup: ProcessSupervisor) -> int:
@@ -79,8 +102,11 @@ def assert_gone(*pids: int, pgid: int | None = None) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"pid {pid} still alive"
     if pgid is not None:
-        left = [p.pid for p in psutil.process_iter(["status"])
-                if p.info["status"] != psutil.STATUS_ZOMBIE and _pgid(p.pid) == pgid]
+        left = [
+            p.pid
+            for p in psutil.process_iter(["status"])
+            if p.info["status"] != psutil.STATUS_ZOMBIE and _pgid(p.pid) == pgid
+        ]
         assert left == [], f"process group {pgid} still has {left}"
 
 
@@ -100,12 +126,17 @@ async def wait_for_line(sup: ProcessSupervisor, needle: str, timeout: float = 10
 
 # ---------------------------------------------------------------- lifecycle
 
+
 def test_start_ready_stop_streams_logs_and_leaves_nothing(tmp_path: Path) -> None:
     log_path = tmp_path / "logs" / "vllm.log"
 
     async def main():  # type: ignore[no-untyped-def]
-        server = VLLMServer(fake("--fake-delay", "1", "--fake-grandchild"), log_path=log_path,
-                            ready_timeout=30, probe_interval=0.2)
+        server = VLLMServer(
+            fake("--fake-delay", "1", "--fake-grandchild"),
+            log_path=log_path,
+            ready_timeout=30,
+            probe_interval=0.2,
+        )
         sup = server.supervisor
         statuses: list[ProcessStatus] = []
         seen: list[str] = []
@@ -161,8 +192,9 @@ def test_sigterm_ignored_gets_sigkill_after_grace() -> None:
 
 def test_never_ready_times_out_within_bound_and_is_killed() -> None:
     async def main():  # type: ignore[no-untyped-def]
-        server = VLLMServer(fake("--fake-mode", "hang", "--fake-grandchild"), ready_timeout=2,
-                            probe_interval=0.2)
+        server = VLLMServer(
+            fake("--fake-mode", "hang", "--fake-grandchild"), ready_timeout=2, probe_interval=0.2
+        )
         t0 = time.monotonic()
         with pytest.raises(ReadyTimeout) as ei:
             await server.start()
@@ -194,9 +226,19 @@ def test_ready_timeout_also_kills_a_process_that_ignores_sigterm() -> None:
 
 def test_unexpected_exit_after_ready_is_a_crash_and_kills_children() -> None:
     async def main():  # type: ignore[no-untyped-def]
-        server = VLLMServer(fake("--fake-mode", "exit-later", "--fake-exit-after", "0.5",
-                                 "--fake-delay", "0.2", "--fake-grandchild"),
-                            ready_timeout=30, probe_interval=0.1)
+        server = VLLMServer(
+            fake(
+                "--fake-mode",
+                "exit-later",
+                "--fake-exit-after",
+                "0.5",
+                "--fake-delay",
+                "0.2",
+                "--fake-grandchild",
+            ),
+            ready_timeout=30,
+            probe_interval=0.1,
+        )
         statuses: list[ProcessStatus] = []
         server.supervisor.on_status(statuses.append)
         await server.start()
@@ -211,14 +253,18 @@ def test_unexpected_exit_after_ready_is_a_crash_and_kills_children() -> None:
     assert_gone(sup.pid, gc, pgid=sup.pid)
 
 
-@pytest.mark.parametrize(("mode", "kind", "needle"), [
-    ("oom", "oom", "CUDA out of memory"),
-    ("unsupported", "unsupported_arch", "['Foo']"),
-])
+@pytest.mark.parametrize(
+    ("mode", "kind", "needle"),
+    [
+        ("oom", "oom", "CUDA out of memory"),
+        ("unsupported", "unsupported_arch", "['Foo']"),
+    ],
+)
 def test_crash_during_load_is_classified(mode: str, kind: str, needle: str) -> None:
     async def main():  # type: ignore[no-untyped-def]
-        server = VLLMServer(fake("--fake-mode", mode, "--fake-delay", "0.2"), ready_timeout=30,
-                            probe_interval=0.2)
+        server = VLLMServer(
+            fake("--fake-mode", mode, "--fake-delay", "0.2"), ready_timeout=30, probe_interval=0.2
+        )
         statuses: list[ProcessStatus] = []
         server.supervisor.on_status(statuses.append)
         t0 = time.monotonic()
@@ -246,8 +292,9 @@ def test_port_in_use_is_refused_before_starting_and_classified_when_it_happens()
                 await server.start()
             assert server.supervisor.pid is None  # never spawned
             # Bypass the pre-check (the port taken between check and bind): vLLM's own error.
-            sup = ProcessSupervisor(fake("--fake-delay", "0").build_command(port),
-                                    classifier=classify_exit, name="vLLM")
+            sup = ProcessSupervisor(
+                fake("--fake-delay", "0").build_command(port), classifier=classify_exit, name="vLLM"
+            )
             await sup.start()
             with pytest.raises(ProcessCrashed) as late:
                 await sup.wait_ready(_never, timeout=10)
@@ -282,12 +329,14 @@ def test_missing_vllm_or_interpreter_is_refused_clearly(tmp_path: Path) -> None:
 
 def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
     async def main():  # type: ignore[no-untyped-def]
-        ok = ProcessSupervisor([sys.executable, "-c", "print('step 1'); print('done')"],
-                               long_running=False, name="job")
+        ok = ProcessSupervisor(
+            [sys.executable, "-c", "print('step 1'); print('done')"], long_running=False, name="job"
+        )
         await ok.start()
         await ok.wait(10)
-        bad = ProcessSupervisor([sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
-                                long_running=False, name="job")
+        bad = ProcessSupervisor(
+            [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], long_running=False, name="job"
+        )
         await bad.start()
         await bad.wait(10)
         missing = ProcessSupervisor(["/nonexistent/python"], name="ghost")
@@ -305,9 +354,12 @@ def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
 
 def test_cleanup_kills_every_supervised_group() -> None:
     async def main():  # type: ignore[no-untyped-def]
-        sups = [ProcessSupervisor([sys.executable, str(FAKE), "--fake-mode", "hang",
-                                   "--fake-grandchild", *extra], name=f"s{i}")
-                for i, extra in enumerate([[], ["--fake-ignore-sigterm"]])]
+        sups = [
+            ProcessSupervisor(
+                [sys.executable, str(FAKE), "--fake-mode", "hang", "--fake-grandchild", *extra], name=f"s{i}"
+            )
+            for i, extra in enumerate([[], ["--fake-ignore-sigterm"]])
+        ]
         for s in sups:
             await s.start()
             await wait_for_line(s, "EngineCore pid=")
@@ -328,7 +380,8 @@ def test_quitting_the_app_leaves_no_orphans(tmp_path: Path) -> None:
     """A real interpreter starts a supervised server (grandchild + SIGTERM ignored) and exits
     without stopping it: the atexit hook must kill the whole group."""
     script = tmp_path / "app.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import asyncio, re, sys
         from vrag_desktop.core.runtime.supervisor import ProcessSupervisor
 
@@ -342,7 +395,8 @@ def test_quitting_the_app_leaves_no_orphans(tmp_path: Path) -> None:
             print(sup.pid, gc, flush=True)
 
         asyncio.run(main())
-    """))
+    """)
+    )
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     pid, gc = (int(x) for x in proc.stdout.split())
@@ -350,8 +404,13 @@ def test_quitting_the_app_leaves_no_orphans(tmp_path: Path) -> None:
 
 
 def test_child_environment_is_sanitised(monkeypatch: pytest.MonkeyPatch) -> None:
-    base = {"LD_LIBRARY_PATH": "/app/_internal", "LD_LIBRARY_PATH_ORIG": "/usr/local/lib",
-            "_PYI_APPLICATION_HOME_DIR": "/app", "KEEP": "1", "DROP": "x"}
+    base = {
+        "LD_LIBRARY_PATH": "/app/_internal",
+        "LD_LIBRARY_PATH_ORIG": "/usr/local/lib",
+        "_PYI_APPLICATION_HOME_DIR": "/app",
+        "KEEP": "1",
+        "DROP": "x",
+    }
     env = sanitized_env({"DROP": None, "NEW": "2"}, base=base)
     assert env["LD_LIBRARY_PATH"] == "/usr/local/lib" and "LD_LIBRARY_PATH_ORIG" not in env
     assert "_PYI_APPLICATION_HOME_DIR" not in env and "DROP" not in env
@@ -362,22 +421,47 @@ def test_child_environment_is_sanitised(monkeypatch: pytest.MonkeyPatch) -> None
 
 # ---------------------------------------------------------------- vLLM command and classification
 
+
 def test_build_command(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").touch()
-    cfg = VLLMConfig(model="/models/Qwen2.5-VL-7B-VRAG",
-                     served_model_name="Qwen/Qwen2.5-VL-7B-Instruct", python=str(venv), port=8002,
-                     limit_mm_per_prompt={"image": 10},
-                     max_model_len=16384, gpu_memory_utilization=0.85, tensor_parallel_size=2,
-                     dtype="bfloat16", extra_args=["--enforce-eager"])
+    cfg = VLLMConfig(
+        model="/models/Qwen2.5-VL-7B-VRAG",
+        served_model_name="Qwen/Qwen2.5-VL-7B-Instruct",
+        python=str(venv),
+        port=8002,
+        limit_mm_per_prompt={"image": 10},
+        max_model_len=16384,
+        gpu_memory_utilization=0.85,
+        tensor_parallel_size=2,
+        dtype="bfloat16",
+        extra_args=["--enforce-eager"],
+    )
     assert cfg.build_command() == [
-        str(venv / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server",
-        "--model", "/models/Qwen2.5-VL-7B-VRAG",
-        "--served-model-name", "Qwen/Qwen2.5-VL-7B-Instruct",
-        "--host", "127.0.0.1", "--port", "8002", "--dtype", "bfloat16", "--max-model-len", "16384",
-        "--gpu-memory-utilization", "0.85", "--tensor-parallel-size", "2",
-        "--limit-mm-per-prompt", '{"image": 10}', "--enforce-eager"]
+        str(venv / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        "/models/Qwen2.5-VL-7B-VRAG",
+        "--served-model-name",
+        "Qwen/Qwen2.5-VL-7B-Instruct",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8002",
+        "--dtype",
+        "bfloat16",
+        "--max-model-len",
+        "16384",
+        "--gpu-memory-utilization",
+        "0.85",
+        "--tensor-parallel-size",
+        "2",
+        "--limit-mm-per-prompt",
+        '{"image": 10}',
+        "--enforce-eager",
+    ]
     assert "--limit-mm-per-prompt '{\"image\": 10}'" in cfg.shell_command()
     auto = VLLMConfig(model="m", python=sys.executable).build_command()
     port = int(auto[auto.index("--port") + 1])
@@ -386,36 +470,83 @@ def test_build_command(tmp_path: Path) -> None:
     assert "sk-secret" in secret.build_command() and "sk-secret" not in secret.shell_command()
 
 
-@pytest.mark.parametrize(("lines", "rc", "kind", "needle"), [
-    (["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], 1, "oom",
-     "smaller"),
-    (["ValueError: To serve at least one request with the models's max seq len (128000), "
-      "(7.0 GiB KV cache is needed, which is larger than the available KV cache memory "
-      "(3.1 GiB). Based on the available memory, the estimated maximum model length is 56000."],
-     1, "oom", "56000"),
-    (["ValueError: Free memory on device (6.9/24.0 GiB) on startup is less than desired GPU memory "
-      "utilization (0.9, 21.6 GiB)."], 1, "oom", "another program"),
-    (["ValueError: Model architectures ['Foo'] are not supported for now."], 1,
-     "unsupported_arch", "['Foo']"),
-    (["ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 8002): address "
-      "already in use"], 1, "port_in_use", "Port 8002"),
-    (["OSError: bad/model is not a local folder and is not a valid model identifier listed on "
-      "'https://huggingface.co/models'"], 1, "model_not_found", "offline"),
-    (["huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the "
-      "local cache"], 1, "model_not_found", "Model not found"),
-    (["/venv/bin/python: Error while finding module specification for "
-      "'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named 'vllm')"], 1,
-     "vllm_missing", "not installed"),
-    (["RuntimeError: operator torchvision::nms does not exist"], 1, "broken_env", "torchvision"),
-    (["INFO loading", "INFO still loading"], -9, "killed", "OOM killer"),
-    (["something odd happened", "KeyError: 'x'"], 2, "other", "KeyError: 'x'"),
-])
+@pytest.mark.parametrize(
+    ("lines", "rc", "kind", "needle"),
+    [
+        (["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"], 1, "oom", "smaller"),
+        (
+            [
+                "ValueError: To serve at least one request with the models's max seq len (128000), "
+                "(7.0 GiB KV cache is needed, which is larger than the available KV cache memory "
+                "(3.1 GiB). Based on the available memory, the estimated maximum model length is 56000."
+            ],
+            1,
+            "oom",
+            "56000",
+        ),
+        (
+            [
+                "ValueError: Free memory on device (6.9/24.0 GiB) on startup is less than desired GPU memory "
+                "utilization (0.9, 21.6 GiB)."
+            ],
+            1,
+            "oom",
+            "another program",
+        ),
+        (
+            ["ValueError: Model architectures ['Foo'] are not supported for now."],
+            1,
+            "unsupported_arch",
+            "['Foo']",
+        ),
+        (
+            [
+                "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 8002): address "
+                "already in use"
+            ],
+            1,
+            "port_in_use",
+            "Port 8002",
+        ),
+        (
+            [
+                "OSError: bad/model is not a local folder and is not a valid model identifier listed on "
+                "'https://huggingface.co/models'"
+            ],
+            1,
+            "model_not_found",
+            "offline",
+        ),
+        (
+            [
+                "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the requested files in the "
+                "local cache"
+            ],
+            1,
+            "model_not_found",
+            "Model not found",
+        ),
+        (
+            [
+                "/venv/bin/python: Error while finding module specification for "
+                "'vllm.entrypoints.openai.api_server' (ModuleNotFoundError: No module named 'vllm')"
+            ],
+            1,
+            "vllm_missing",
+            "not installed",
+        ),
+        (["RuntimeError: operator torchvision::nms does not exist"], 1, "broken_env", "torchvision"),
+        (["INFO loading", "INFO still loading"], -9, "killed", "OOM killer"),
+        (["something odd happened", "KeyError: 'x'"], 2, "other", "KeyError: 'x'"),
+    ],
+)
 def test_classify_exit(lines: list[str], rc: int, kind: str, needle: str) -> None:
     got_kind, message = classify_exit(["INFO starting", *lines, ""], rc)
     assert got_kind == kind and needle in message, message
 
 
 # ---------------------------------------------------------------- vLLM environment creation
+
 
 def test_env_creation_reuses_a_finished_environment(tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
@@ -441,13 +572,19 @@ def test_env_step_is_cancellable_and_reports_failures() -> None:
     closed = run_streaming(slow, timeout=30)
     next(closed)
     closed.close()  # closing the generator kills the command too
-    failing = _step([sys.executable, "-c", "import sys; print('ERROR: No matching distribution'); "
-                     "sys.exit(1)"], {}, None, 30, "pip install failed")
+    failing = _step(
+        [sys.executable, "-c", "import sys; print('ERROR: No matching distribution'); sys.exit(1)"],
+        {},
+        None,
+        30,
+        "pip install failed",
+    )
     with pytest.raises(EnvCreateError, match="No matching distribution"):
         list(failing)
 
 
 # ---------------------------------------------------------------- GPU detection and pre-flight
+
 
 def test_gpu_detection_reports_no_gpu_cleanly_here() -> None:
     report = detect_gpus()
@@ -459,11 +596,15 @@ def test_gpu_detection_reports_no_gpu_cleanly_here() -> None:
 def test_gpu_detection_lists_gpus_from_nvml() -> None:
     mem = SimpleNamespace(total=24 * GiB, free=int(11.5 * GiB), used=0)
     nvml = SimpleNamespace(
-        nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
         nvmlSystemGetDriverVersion=lambda: b"550.54",
-        nvmlSystemGetCudaDriverVersion=lambda: 12040, nvmlDeviceGetCount=lambda: 2,
-        nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: f"NVIDIA RTX {h}",
-        nvmlDeviceGetMemoryInfo=lambda h: mem)
+        nvmlSystemGetCudaDriverVersion=lambda: 12040,
+        nvmlDeviceGetCount=lambda: 2,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetName=lambda h: f"NVIDIA RTX {h}",
+        nvmlDeviceGetMemoryInfo=lambda h: mem,
+    )
     report = detect_gpus(nvml)
     assert report.available and len(report.gpus) == 2
     assert report.cuda_version == "12.4" and report.driver_version == "550.54"
@@ -472,8 +613,10 @@ def test_gpu_detection_lists_gpus_from_nvml() -> None:
     def broken() -> None:
         raise RuntimeError("Driver Not Loaded")
 
-    assert detect_gpus(SimpleNamespace(nvmlInit=broken, nvmlShutdown=lambda: None)).error == \
-        "no NVIDIA driver: Driver Not Loaded"
+    assert (
+        detect_gpus(SimpleNamespace(nvmlInit=broken, nvmlShutdown=lambda: None)).error
+        == "no NVIDIA driver: Driver Not Loaded"
+    )
 
 
 def _model_dir(tmp_path: Path, name: str = "Qwen2.5-VL-7B-Instruct", **cfg: object) -> Path:
@@ -499,8 +642,9 @@ def test_memory_estimate_for_a_qwen25_vl_7b_config(tmp_path: Path) -> None:
 
 def test_memory_estimate_prefers_the_safetensors_index(tmp_path: Path) -> None:
     d = _model_dir(tmp_path)
-    (d / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {"total_size": 16_583_000_000}, "weight_map": {}}))
+    (d / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": 16_583_000_000}, "weight_map": {}})
+    )
     est = estimate_vllm_memory(d, 4096)
     assert est.source == "safetensors index" and est.params == 8_291_500_000
     assert est.weight_bytes == 16_583_000_000  # bf16 checkpoint served in bf16 ("auto")
@@ -510,8 +654,10 @@ def test_preflight_warns_before_a_model_that_will_not_fit(tmp_path: Path) -> Non
     d = _model_dir(tmp_path)
     busy = GPUInfo(0, "NVIDIA RTX 4090", 24 * GiB, int(11.5 * GiB), "550.54", "12.4")
     warnings = preflight(VLLMConfig(model=str(d), max_model_len=32768), [busy])
-    assert any("Qwen2.5-VL-7B-Instruct needs ~17 GiB for weights + KV cache" in w
-               and "GPU 0 has 11.5 GiB free" in w for w in warnings), warnings
+    assert any(
+        "Qwen2.5-VL-7B-Instruct needs ~17 GiB for weights + KV cache" in w and "GPU 0 has 11.5 GiB free" in w
+        for w in warnings
+    ), warnings
     assert any("gpu_memory_utilization ≤ 0.48" in w for w in warnings), warnings
 
     big = GPUInfo(0, "NVIDIA A100", 80 * GiB, 79 * GiB)
@@ -521,8 +667,9 @@ def test_preflight_warns_before_a_model_that_will_not_fit(tmp_path: Path) -> Non
     long_ctx = preflight(VLLMConfig(model=str(d)), [free24])  # 128k context by default
     assert len(long_ctx) == 1 and "Lower max_model_len to about" in long_ctx[0], long_ctx
 
-    none = preflight(VLLMConfig(model=str(d)), detect_gpus() if not detect_gpus().available
-                     else GPUReport(error="test"))
+    none = preflight(
+        VLLMConfig(model=str(d)), detect_gpus() if not detect_gpus().available else GPUReport(error="test")
+    )
     assert none[0].startswith("No NVIDIA GPU detected")
     assert "Cannot estimate" in preflight(VLLMConfig(model="org/remote-model"), [big])[0]
 
@@ -553,8 +700,12 @@ def test_api_key_is_masked_in_output_and_log(tmp_path: Path) -> None:
     log_path = tmp_path / "vllm.log"
 
     async def main() -> list[str]:
-        server = VLLMServer(fake("--fake-delay", "0.1", api_key="sk-very-secret"),
-                            log_path=log_path, ready_timeout=20, probe_interval=0.2)
+        server = VLLMServer(
+            fake("--fake-delay", "0.1", api_key="sk-very-secret"),
+            log_path=log_path,
+            ready_timeout=20,
+            probe_interval=0.2,
+        )
         await server.start()
         await server.stop(grace=3)
         return server.supervisor.lines()

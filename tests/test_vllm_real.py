@@ -31,10 +31,9 @@ from vrag_desktop.core.runtime.supervisor import (
 from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMServer, classify_exit
 from vrag_desktop.core.runtime.vllm_env import EnvCreateError, create_vllm_env, vllm_env_ready
 
-VENV = Path(os.environ.get("VRAG_TEST_VLLM_VENV",
-                           "~/.cache/vrag-desktop-test/vllm-cpu-venv")).expanduser()
+VENV = Path(os.environ.get("VRAG_TEST_VLLM_VENV", "~/.cache/vrag-desktop-test/vllm-cpu-venv")).expanduser()
 
-BUILD_TINY_QWEN2 = r'''
+BUILD_TINY_QWEN2 = r"""
 import json, sys
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -63,7 +62,7 @@ cfg = Qwen2Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hi
                   pad_token_id=tok.pad_token_id, bos_token_id=tok.pad_token_id)
 Qwen2ForCausalLM(cfg).save_pretrained(out)
 print(json.dumps({"vocab": len(tok)}))
-'''
+"""
 
 
 @pytest.fixture(scope="session")
@@ -95,8 +94,9 @@ def vllm_python() -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("tiny-qwen2")
-    proc = subprocess.run([str(vllm_python), "-c", BUILD_TINY_QWEN2, str(out)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [str(vllm_python), "-c", BUILD_TINY_QWEN2, str(out)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 
@@ -114,12 +114,18 @@ def _alive(pids: list[int]) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # first run: ~2 min install + ~1 min server start on 2 cores
-def test_real_vllm_cpu_start_chat_stop(vllm_python: Path, tiny_qwen2: Path, tmp_path: Path,
-                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_vllm_cpu_start_chat_stop(
+    vllm_python: Path, tiny_qwen2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)  # 'all' crashes the engine
-    cfg = VLLMConfig(model=str(tiny_qwen2), served_model_name="tiny", python=str(vllm_python),
-                     dtype="float32", max_model_len=512,
-                     env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    cfg = VLLMConfig(
+        model=str(tiny_qwen2),
+        served_model_name="tiny",
+        python=str(vllm_python),
+        dtype="float32",
+        max_model_len=512,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+    )
     server = VLLMServer(cfg, log_path=tmp_path / "vllm.log", ready_timeout=600, probe_interval=1.0)
     statuses: list[ProcessStatus] = []
     server.supervisor.on_status(statuses.append)
@@ -139,8 +145,11 @@ def test_real_vllm_cpu_start_chat_stop(vllm_python: Path, tiny_qwen2: Path, tmp_
         client = AsyncOpenAI(base_url=server.base_url, api_key="unused", timeout=120)
         t1 = time.monotonic()
         resp = await client.chat.completions.create(
-            model="tiny", messages=[{"role": "user", "content": "Hello, how are you today?"}],
-            max_tokens=8, temperature=0)
+            model="tiny",
+            messages=[{"role": "user", "content": "Hello, how are you today?"}],
+            max_tokens=8,
+            temperature=0,
+        )
         chat_s = time.monotonic() - t1
         await client.close()
         t2 = time.monotonic()
@@ -148,25 +157,39 @@ def test_real_vllm_cpu_start_chat_stop(vllm_python: Path, tiny_qwen2: Path, tmp_
         return ready_s, chat_s, resp.choices[0].message.content or "", tree, time.monotonic() - t2
 
     ready_s, chat_s, text, tree, stop_s = asyncio.run(main())
-    print(f"[vllm-real] ready in {ready_s:.1f} s, chat {chat_s:.2f} s, stop {stop_s:.1f} s, "
-          f"{len(tree)} processes, answer {text!r}", flush=True)
-    assert statuses == [ProcessStatus.STARTING, ProcessStatus.READY, ProcessStatus.STOPPING,
-                        ProcessStatus.EXITED]
+    print(
+        f"[vllm-real] ready in {ready_s:.1f} s, chat {chat_s:.2f} s, stop {stop_s:.1f} s, "
+        f"{len(tree)} processes, answer {text!r}",
+        flush=True,
+    )
+    assert statuses == [
+        ProcessStatus.STARTING,
+        ProcessStatus.READY,
+        ProcessStatus.STOPPING,
+        ProcessStatus.EXITED,
+    ]
     assert _alive(tree) == [], f"left behind: {_alive(tree)}"
     assert "Uvicorn running" in (tmp_path / "vllm.log").read_text() or any(
-        "Application startup complete" in ln for ln in server.supervisor.lines())
+        "Application startup complete" in ln for ln in server.supervisor.lines()
+    )
 
 
 def _cpu_config(model: str, python: Path) -> VLLMConfig:
-    return VLLMConfig(model=model, served_model_name="tiny", python=str(python), dtype="float32",
-                      max_model_len=512, env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    return VLLMConfig(
+        model=model,
+        served_model_name="tiny",
+        python=str(python),
+        dtype="float32",
+        max_model_len=512,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+    )
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["unsupported_arch", "model_not_found", "port_in_use"])
-def test_real_vllm_failures_are_classified(case: str, vllm_python: Path, tiny_qwen2: Path,
-                                           tmp_path: Path,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_real_vllm_failures_are_classified(
+    case: str, vllm_python: Path, tiny_qwen2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """vLLM's real error output (not the fake's) maps to the right kind, in seconds."""
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     if case == "unsupported_arch":
@@ -176,8 +199,11 @@ def test_real_vllm_failures_are_classified(case: str, vllm_python: Path, tiny_qw
         (foo / "config.json").write_text(json.dumps({**cfg, "architectures": ["FooForCausalLM"]}))
         model, needle = str(foo), "['FooForCausalLM']"
     else:
-        model, needle = ("no-such-org/no-such-model", "cannot be downloaded offline") \
-            if case == "model_not_found" else (str(tiny_qwen2), "already in use")
+        model, needle = (
+            ("no-such-org/no-such-model", "cannot be downloaded offline")
+            if case == "model_not_found"
+            else (str(tiny_qwen2), "already in use")
+        )
 
     async def main() -> ProcessError:
         cfg = _cpu_config(model, vllm_python)
@@ -190,8 +216,12 @@ def test_real_vllm_failures_are_classified(case: str, vllm_python: Path, tiny_qw
             taken.bind(("127.0.0.1", 0))
             taken.listen()
             port = taken.getsockname()[1]
-            sup = ProcessSupervisor(cfg.build_command(port), env=cfg.env, name="vLLM",
-                                    classifier=lambda ln, rc: classify_exit(ln, rc, port=port))
+            sup = ProcessSupervisor(
+                cfg.build_command(port),
+                env=cfg.env,
+                name="vLLM",
+                classifier=lambda ln, rc: classify_exit(ln, rc, port=port),
+            )
             await sup.start()
             with pytest.raises(ProcessCrashed) as ei:
                 await sup.wait_ready(lambda: asyncio.sleep(0, result=False), timeout=300)

@@ -10,6 +10,7 @@ import re
 import socket
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import keyring
 import psutil
 import pytest
 from keyring.backends import fail
+from killed_app import start_app_then_kill_it
 from PySide6.QtWidgets import (
     QAbstractButton,
     QComboBox,
@@ -32,7 +34,14 @@ from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, KEYRING_SERVICE, LOCAL_VLLM
 from vrag_desktop.core.runtime.gpu import detect_gpus
-from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV, default_venv, load_vllm_settings
+from vrag_desktop.core.runtime.settings import (
+    ENTRYPOINT_ENV,
+    app_state_path,
+    default_venv,
+    load_vllm_settings,
+    runtime_dir,
+)
+from vrag_desktop.core.runtime.state import live_processes
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.runtime.vllm_env import MARKER
 from vrag_desktop.qt.context import AppContext
@@ -627,3 +636,53 @@ def test_refresh_follows_an_active_profile_changed_elsewhere(
         panel.refresh()
     items = [panel.editor.list.item(i).text() for i in range(panel.editor.list.count())]
     assert f"{CUSTOM}  ·  active" in items and DASHSCOPE in items
+
+
+# ---- servers left behind by a killed app ------------------------------------------------------
+
+
+def _wait_dead(*pids: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while any(_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_servers_left_by_a_killed_app_are_offered_for_stopping(
+    qtbot: Any, ctx: AppContext, make_panel: Any
+) -> None:
+    pid, engine = start_app_then_kill_it(ctx.data_dir)
+    assert _alive(pid) and _alive(engine)
+    panel = make_panel()  # the next launch
+    notice = panel.leftovers
+    qtbot.waitUntil(lambda: notice.isVisibleTo(panel), timeout=10000)
+    assert [r.pid for r in notice.processes] == [pid]
+    assert f"pid {pid}" in notice.label.text() and "vLLM (fake) at http://127.0.0.1:" in notice.label.text()
+    assert "by the app" in notice.label.text() and notice.stop_button.isEnabled()
+    with qtbot.waitSignal(notice.stopped, timeout=20000):
+        notice.stop_button.click()
+    assert not notice.isVisibleTo(panel)
+    assert _wait_dead(pid, engine) and live_processes(runtime_dir(ctx.data_dir)) == []
+    assert not app_state_path(ctx.data_dir).exists()
+
+
+def test_keeping_a_left_server_points_the_local_profile_at_it(
+    qtbot: Any, ctx: AppContext, make_panel: Any
+) -> None:
+    pid, engine = start_app_then_kill_it(ctx.data_dir)
+    try:
+        base_url = json.loads(app_state_path(ctx.data_dir).read_text())["base_url"]
+        panel = make_panel()
+        qtbot.waitUntil(lambda: panel.leftovers.isVisibleTo(panel), timeout=10000)
+        with qtbot.waitSignal(panel.profilesChanged, timeout=5000):
+            panel.leftovers.keep_button.click()
+        assert not panel.leftovers.isVisibleTo(panel)
+        profile = ctx.profiles.get(LOCAL_VLLM)
+        assert (profile.base_url, profile.model) == (base_url, "fake")
+        assert _alive(pid) and _alive(engine)  # kept running, as asked
+    finally:
+        for rec in live_processes(runtime_dir(ctx.data_dir)):
+            rec.stop(grace=5.0)
+    assert _wait_dead(pid, engine)

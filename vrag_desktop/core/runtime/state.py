@@ -166,9 +166,12 @@ class RecordedProcess:
 
     def describe(self) -> str:
         """One line for a person: what, where, since when."""
-        bits = [self.name]
+        head = self.name
+        if self.state.get("served_model_name"):
+            head += f" ({self.state['served_model_name']})"
         if self.state.get("base_url"):
-            bits.append(f"at {self.state['base_url']}")
+            head += f" at {self.state['base_url']}"
+        bits = [head]
         bits.append(f"pid {self.pid}")
         if self.state.get("started_at"):
             bits.append(
@@ -231,15 +234,26 @@ def check_state(
     return None, notes
 
 
-def live_processes(runtime_dir: str | os.PathLike[str]) -> list[RecordedProcess]:
+def live_processes(
+    runtime_dir: str | os.PathLike[str], *, others_only: bool = False
+) -> list[RecordedProcess]:
     """Every supervised process still running that a state file in ``runtime_dir`` records (the
-    app's and the CLI's servers, training runs); stale files are removed on the way."""
+    app's and the CLI's servers, training runs); stale files are removed on the way.
+    ``others_only`` leaves out this process's own children (what it runs now is no leftover)."""
     found = []
+    me = os.getpid()
     folder = Path(runtime_dir)
     if not folder.is_dir():
         return []
     for path in sorted(folder.glob(f"*{STATE_SUFFIX}")):
         rec, _notes = check_state(StateFile(path))
-        if rec is not None:
+        if rec is not None and not (others_only and _parent(rec.pid) == me):
             found.append(rec)
     return found
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None

@@ -2,8 +2,9 @@
 window's status bar shows.
 
 Why only assembly here: each tab is a widget of its own (:class:`ProfileEditor`,
-:class:`VLLMSection`, :class:`LogView`); this panel wires their signals to the window and stops
-the server it started on :meth:`RuntimePanel.shutdown`.
+:class:`VLLMSection`, :class:`LogView`); this panel wires their signals to the window, shows the
+notice about servers an earlier session left running (:class:`LeftoverNotice`, checked once at
+start), and stops the server it started on :meth:`RuntimePanel.shutdown`.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
-from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM
+from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.settings import app_log_path
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.runtime.leftovers import LeftoverNotice
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.profile_editor import ProfileEditor
 from vrag_desktop.qt.runtime.server_text import gpu_badge
@@ -45,6 +48,7 @@ class RuntimePanel(QWidget):
     gpuChanged = Signal(str)  # "CPU only" or "GPU: H100 80GB HBM3 (80 GiB)"
     profilesChanged = Signal()
     activeProfileChanged = Signal(str)
+    leftoversFound = Signal(int)  # servers of an earlier session still run: the window shows this panel
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -65,6 +69,8 @@ class RuntimePanel(QWidget):
         self.tabs.addTab(self.log, "Log")
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
+        self.leftovers = LeftoverNotice(ctx.data_dir, self)
+        layout.addWidget(self.leftovers)
         layout.addWidget(self.tabs)
 
         self.editor.profilesChanged.connect(self._on_profiles_changed)
@@ -72,7 +78,10 @@ class RuntimePanel(QWidget):
         self.vllm.stateChanged.connect(self._update_status)
         self.vllm.localServerReady.connect(self._on_local_ready)
         self.vllm.gpuChanged.connect(self._on_gpu)
+        self.leftovers.found.connect(self.leftoversFound)
+        self.leftovers.kept.connect(self._keep_leftover)
         self._update_status()
+        self.leftovers.scan()
 
     # ---- signals -------------------------------------------------------------------------------
     def _on_profiles_changed(self) -> None:
@@ -89,6 +98,15 @@ class RuntimePanel(QWidget):
         self.profilesChanged.emit()
         self.activeProfileChanged.emit(self.ctx.profiles.active)
         self._update_status()
+
+    def _keep_leftover(self, base_url: str, model: str) -> None:
+        """A server of an earlier session stays: the Local vLLM profile points at it."""
+        try:
+            self.ctx.profiles.set_local_server(base_url, model)
+        except (ProfileError, OSError) as exc:
+            error_sink().report("Could not update the Local vLLM profile", exc)
+            return
+        self._on_local_ready(base_url, model)
 
     def _on_gpu(self, text: str) -> None:
         self._gpu_text = text
