@@ -6,24 +6,32 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from vrag_desktop.qt.infra.theme import color, set_role
 
 
-class DataDirBanner(QFrame):
+class Banner(QFrame):
+    """A tinted strip (``role`` picks the theme's tint) with a wrapped message; hidden at first."""
+
+    def __init__(self, role: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        set_role(self, "role", role)
+        self.box = QVBoxLayout(self)
+        self.box.setContentsMargins(8, 6, 8, 6)
+        self.box.setSpacing(4)
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.box.addWidget(self.label)
+        self.hide()
+
+
+class DataDirBanner(Banner):
     """The reason the data directory cannot be used, selectable so it can be copied."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        set_role(self, "role", "banner-error")
-        bl = QHBoxLayout(self)
-        bl.setContentsMargins(8, 6, 8, 6)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
+        super().__init__("banner-error", parent)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        bl.addWidget(self.label)
-        self.hide()
 
     def show_problem(self, text: str) -> None:
         self.label.setText(

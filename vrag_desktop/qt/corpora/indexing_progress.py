@@ -6,27 +6,21 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QPushButton, QWidget
 
 from vrag_desktop.core.corpus.status import progress_text
 from vrag_desktop.core.progress import Progress
 from vrag_desktop.qt.corpora.corpora_rows import line_icon
-from vrag_desktop.qt.infra.theme import color, set_role
+from vrag_desktop.qt.corpora.corpora_states import Banner
+from vrag_desktop.qt.infra.theme import color
 
 
-class IndexingProgress(QFrame):
+class IndexingProgress(Banner):
     """Label, bar and Cancel; hidden while nothing is being indexed."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        set_role(self, "role", "banner-info")
-        pl = QVBoxLayout(self)
-        pl.setContentsMargins(8, 6, 8, 6)
-        pl.setSpacing(4)
-        self.label = QLabel()
-        self.label.setWordWrap(True)
+        super().__init__("banner-info", parent)
         self.label.setTextFormat(Qt.TextFormat.RichText)
-        pl.addWidget(self.label)
         row = QHBoxLayout()
         row.setSpacing(6)
         self.bar = QProgressBar()
@@ -37,8 +31,7 @@ class IndexingProgress(QFrame):
         self.restyle()
         row.addWidget(self.bar, 1)
         row.addWidget(self.cancel_button)
-        pl.addLayout(row)
-        self.hide()
+        self.box.addLayout(row)
 
     def restyle(self) -> None:
         self.cancel_button.setIcon(line_icon("stop", color("error")))
