@@ -32,12 +32,23 @@ def fsync_dir(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, mkdir: bool = False) -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; on a clean exit it replaces ``path``."""
+def atomic_open(
+    path: str | os.PathLike[str], mode: str = "wb", *, mkdir: bool = False, sole_writer: bool = False
+) -> Iterator[IO[Any]]:
+    """Open a temporary sibling of ``path`` for writing; on a clean exit it replaces ``path``.
+
+    ``sole_writer``: the caller holds a lock over ``path`` (the index store under its corpus lock),
+    so the temporary file can have the fixed name ``.<name>.tmp``: a crash leaves at most that one
+    leftover, which the next write reuses, instead of a new random one each time.
+    """
     target = Path(path)
     if mkdir:
         target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    if sole_writer:
+        tmp = str(target.with_name(f".{target.name}.tmp"))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    else:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as fh:
@@ -52,9 +63,11 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, mkdir: bool =
     fsync_dir(target.parent)
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, mkdir: bool = False) -> None:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, mkdir: bool = False, sole_writer: bool = False
+) -> None:
     """``path`` holds either the old or the new bytes after any crash."""
-    with atomic_open(path, "wb", mkdir=mkdir) as fh:
+    with atomic_open(path, "wb", mkdir=mkdir, sole_writer=sole_writer) as fh:
         fh.write(data)
 
 

@@ -166,7 +166,7 @@ class VectorStore:
 
         buf = io.BytesIO()
         np.savez(buf, ids=ids, vecs=vecs)
-        atomic_write_bytes(self.dir / f"seg-{n:08d}.npz", buf.getvalue())
+        atomic_write_bytes(self.dir / f"seg-{n:08d}.npz", buf.getvalue(), sole_writer=True)
         self._pending_ids, self._pending_vecs = [], []
         if len(segs) + 1 >= COMPACT_SEGMENTS:
             self.compact()
@@ -184,7 +184,7 @@ class VectorStore:
                 self._index = self._to_ivf(*_all_vectors(self._index))
             data = faiss.serialize_index(self._index)
         segs = self._segments()
-        atomic_write_bytes(self.dir / BASE, data.tobytes())
+        atomic_write_bytes(self.dir / BASE, data.tobytes(), sole_writer=True)
         for s in segs:
             s.unlink(missing_ok=True)
         fsync_dir(self.dir)
