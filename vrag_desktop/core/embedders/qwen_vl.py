@@ -46,6 +46,7 @@ from vrag_desktop.core.embedders.base import (
     l2_normalize,
     pick_device,
 )
+from vrag_desktop.core.embedders.qwen_vl_loading import load_processor, resolve_model_dir
 from vrag_desktop.core.images import flatten_rgb, orientation, upright
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -85,7 +86,6 @@ MAX_ASPECT_RATIO = 200  # the Qwen vision processors refuse anything longer/thin
 # embedding is pooled) survive a long text being clipped.
 _TEMPLATE_RESERVE = 64
 # What is fetched for a hub id: configs, tokenizer, template and safetensors weights, nothing else.
-_HUB_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.safetensors"]
 
 _MODEL_TYPE_FAMILY = {"qwen3_vl": QWEN3_VL_FAMILY, "qwen2_5_vl": GVE_FAMILY}
 
@@ -209,125 +209,6 @@ def _load_rgb(path: Path, factor: int, min_pixels: int, max_pixels: int) -> Imag
         raise EmbedderError(f"cannot read image {path}: {exc}") from exc
 
 
-# ------------------------------------------------------------------ loading
-
-
-def _resolve_model_dir(spec: str) -> Path:
-    """A local directory holding the model: ``spec`` itself, or the hub snapshot of hub id ``spec``.
-
-    Hub ids only work online or when already cached; otherwise the user is told how to pass a local
-    directory instead (the app never needs the network once a model is on disk).
-    """
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return path
-    looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
-    if looks_like_path or path.exists():
-        raise EmbedderError(f"model directory not found: {spec}")
-    try:
-        from huggingface_hub import snapshot_download
-        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
-    except ImportError as exc:  # pragma: no cover - a transformers dependency
-        raise EmbedderError(f"cannot fetch {spec!r}: huggingface_hub is not installed") from exc
-    try:
-        return Path(snapshot_download(spec, allow_patterns=_HUB_PATTERNS))
-    except GatedRepoError as exc:
-        raise EmbedderError(
-            f"model {spec!r} is gated on the Hugging Face Hub: accept its terms there and log in "
-            "(`hf auth login`), or pass a local directory path"
-        ) from exc
-    except RepositoryNotFoundError as exc:
-        raise EmbedderError(
-            f"no model {spec!r} on the Hugging Face Hub, and no local directory of that name"
-        ) from exc
-    except Exception as exc:
-        raise EmbedderError(
-            f"could not download model {spec!r} from the Hugging Face Hub (offline, or not in the "
-            f"local cache: {type(exc).__name__}). Download it once on a machine with internet, "
-            f"e.g. `hf download {spec} --local-dir /path/to/{spec.split('/')[-1]}`, and pass that "
-            "local directory path instead of the hub id."
-        ) from exc
-
-
-def _read_chat_template(model_dir: Path, tokenizer: Any) -> str | None:
-    """The checkpoint's chat template, wherever this checkpoint keeps it."""
-    jinja = model_dir / "chat_template.jinja"
-    if jinja.is_file():
-        return jinja.read_text(encoding="utf-8")
-    for name in ("chat_template.json", "processor_config.json"):
-        try:
-            template = json.loads((model_dir / name).read_text(encoding="utf-8")).get("chat_template")
-        except (OSError, ValueError, AttributeError):
-            continue
-        if isinstance(template, str):
-            return template
-    template = getattr(tokenizer, "chat_template", None)
-    return template if isinstance(template, str) else None
-
-
-def _processor_without_video(model_type: str, model_dir: Path) -> Any:
-    """Build the Qwen-VL processor from its parts, with no video processor.
-
-    Why: in transformers 5.x every Qwen-VL video processor needs torchvision, so without it
-    ``AutoProcessor.from_pretrained`` raises ImportError, and passing ``video_processor=None`` to
-    the processor class fails its argument type check (AttributeError on
-    ``VIDEO_PROCESSOR_MAPPING``). A subclass skips that check for a None argument only; the PIL
-    image processor, tokenizer and chat template are loaded on their own. Videos are then embedded
-    as multiple images (see :meth:`_QwenVLEmbedder._video_as_video`).
-    """
-    import transformers
-    from transformers import AutoImageProcessor, AutoTokenizer
-
-    base_name = {
-        "qwen3_vl": "Qwen3VLProcessor",
-        "qwen2_5_vl": "Qwen2_5_VLProcessor",
-        "qwen2_vl": "Qwen2VLProcessor",
-    }.get(model_type)
-    if base_name is None:
-        raise EmbedderError(f"unsupported model type {model_type!r} in {model_dir}")
-    base = getattr(transformers, base_name)
-
-    class _ProcessorWithoutVideo(base):  # type: ignore[misc, valid-type]
-        def check_argument_for_proper_class(self, argument_name: str, argument: Any) -> Any:
-            if argument is None:
-                return None
-            return super().check_argument_for_proper_class(argument_name, argument)
-
-    _ProcessorWithoutVideo.__name__ = base.__name__  # keep the processor's own name in logs/reprs
-    image_processor = AutoImageProcessor.from_pretrained(str(model_dir))
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-    return _ProcessorWithoutVideo(
-        image_processor=image_processor,
-        tokenizer=tokenizer,
-        video_processor=None,
-        chat_template=_read_chat_template(model_dir, tokenizer),
-    )
-
-
-def load_processor(model_dir: Path, model_type: str) -> Any:
-    """``AutoProcessor`` when it works (torchvision present), else a build without video."""
-    from transformers import AutoProcessor
-
-    try:
-        processor = AutoProcessor.from_pretrained(str(model_dir))
-        if not hasattr(processor, "image_processor"):  # a bare tokenizer: no processor config
-            raise AttributeError(f"AutoProcessor gave a {type(processor).__name__}")
-    except (ImportError, AttributeError) as exc:
-        log.info(
-            "AutoProcessor unavailable for %s (%s); building it without a video processor",
-            model_dir,
-            exc,
-        )
-        processor = _processor_without_video(model_type, model_dir)
-    if getattr(processor, "chat_template", None) is None:
-        processor.chat_template = _read_chat_template(model_dir, processor.tokenizer)
-    if processor.chat_template is None:
-        raise EmbedderError(f"{model_dir} has no chat template (chat_template.jinja / tokenizer_config.json)")
-    # Right padding, as the references use; pooling copes with left padding anyway.
-    processor.tokenizer.padding_side = "right"
-    return processor
-
-
 # ------------------------------------------------------------------ the embedders
 
 
@@ -398,7 +279,7 @@ class _QwenVLEmbedder(Embedder):
         self.frame_max_pixels: int = given["frame_max_pixels"]
         self.video_total_pixels: int | None = given.get("video_total_pixels")
 
-        model_dir = _resolve_model_dir(self.spec)
+        model_dir = resolve_model_dir(self.spec)
         try:
             config = AutoConfig.from_pretrained(str(model_dir))
         except Exception as exc:

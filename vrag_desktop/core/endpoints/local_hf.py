@@ -332,7 +332,7 @@ class TransformersChatModel:
 
     def _load_processor(self) -> Any:
         from vrag_desktop.core.embedders.base import EmbedderError
-        from vrag_desktop.core.embedders.qwen_vl import load_processor
+        from vrag_desktop.core.embedders.qwen_vl_loading import load_processor
 
         try:
             processor = load_processor(self.model_dir, self.model_type)
