@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QRect, QSize
 from PySide6.QtGui import QImage, QImageReader
 
+from vrag_desktop.core.images import stored_box
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 
 #: Pages above this many pixels are shown downscaled (the scene stays in raw pixels; crops stay full).
@@ -42,13 +43,13 @@ def read_page(key: str, seq: int, regions: list[tuple[int, tuple[int, int, int, 
                 out.stand_in.add(number)
         return out
     reader = QImageReader(key)
-    reader.setAutoTransform(False)  # regions are in the file's stored pixel grid, as PIL reads it
-    size = reader.size()
+    reader.setAutoTransform(True)  # regions are in the upright (EXIF-turned) grid, as core reads it
+    size = reader.size()  # as stored: scaling and clipping happen before the turn
     if not size.isValid():
         out.error = f"cannot read image {key}: {reader.errorString()}"
         return out
     w, h = size.width(), size.height()
-    out.size = (w, h)
+    out.size = (h, w) if exif_turn(reader) in (5, 6, 7, 8) else (w, h)
     full = w * h <= MAX_VIEW_PIXELS
     if not full:
         k = math.sqrt(MAX_VIEW_PIXELS / (w * h))
@@ -62,6 +63,12 @@ def read_page(key: str, seq: int, regions: list[tuple[int, tuple[int, int, int, 
     return out
 
 
+def exif_turn(reader: QImageReader) -> int:
+    """The EXIF orientation (1–8) behind the reader's transformation flags."""
+    flags = int(reader.transformation().value)  # mirror 1, flip 2, rotate90 4
+    return {0: 1, 1: 2, 3: 3, 2: 4, 6: 5, 4: 6, 5: 7, 7: 8}.get(flags, 1)
+
+
 def cut_crops(
     key: str, page: QImage | None, boxes: Iterable[tuple[int, tuple[int, int, int, int]]]
 ) -> dict[int, QImage]:
@@ -73,8 +80,9 @@ def cut_crops(
             out[number] = page.copy(rect)
         else:
             reader = QImageReader(key)
-            reader.setAutoTransform(False)
-            reader.setClipRect(rect)
+            reader.setAutoTransform(True)
+            sx1, sy1, sx2, sy2 = stored_box((x1, y1, x2, y2), exif_turn(reader), reader.size().toTuple())
+            reader.setClipRect(QRect(sx1, sy1, max(1, sx2 - sx1), max(1, sy2 - sy1)))
             img = reader.read()
             if not img.isNull():
                 out[number] = img
@@ -82,8 +90,8 @@ def cut_crops(
 
 
 def read_thumb(key: str) -> QImage:
-    """(Worker thread.) A strip thumbnail in the page's stored pixel grid; a null image if unreadable."""
+    """(Worker thread.) A strip thumbnail, upright; a null image if unreadable."""
     try:
-        return load_thumbnail(key, THUMB, auto_transform=False)
+        return load_thumbnail(key, THUMB)
     except OSError:
         return QImage()
