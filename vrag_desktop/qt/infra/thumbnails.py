@@ -28,8 +28,9 @@ STATE_ROLE = Qt.ItemDataRole.UserRole + 1  # "loading" | "ok" | "missing" | "tex
 
 def load_thumbnail(path: str, size: int | QSize = THUMB_PX, *, auto_transform: bool = True) -> QImage:
     """Decode ``path`` scaled to fit ``size`` (a square side or a box), on any thread; decoders that
-    cannot scale while reading are scaled after. Raises OSError when unreadable. ``auto_transform``
-    False keeps the file's stored pixel grid (what crop regions refer to)."""
+    cannot scale while reading are scaled after. Raises OSError when unreadable. Upright (EXIF
+    orientation applied, as core reads images and crop regions refer to) unless ``auto_transform``
+    is False."""
     box = QSize(size, size) if isinstance(size, int) else size
     reader = QImageReader(path)
     reader.setAutoTransform(auto_transform)
