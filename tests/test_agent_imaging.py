@@ -54,6 +54,21 @@ def test_split_resize_is_pillows_resize(stripes: int, monkeypatch: pytest.Monkey
             )
 
 
+def test_resize_splits_only_when_a_core_is_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    im = Image.new("RGB", (800, 600), (10, 20, 30))
+    calls: list[int] = []
+    monkeypatch.setattr(
+        imaging, "_split", lambda img, size, resample: calls.append(1) or img.resize(size, resample)
+    )
+    monkeypatch.setattr(imaging, "_parallel_ok", lambda: True)
+    monkeypatch.setattr(imaging, "workers", lambda: 2)
+    monkeypatch.setattr(imaging.os, "getloadavg", lambda: (0.3, 0.3, 0.3))
+    imaging.resize(im, (400, 300))
+    monkeypatch.setattr(imaging.os, "getloadavg", lambda: (2.4, 2.0, 1.0))
+    imaging.resize(im, (400, 300))
+    assert calls == [1]
+
+
 def test_resize_falls_back_for_other_modes() -> None:
     im = Image.new("RGBA", (800, 600), (10, 20, 30, 128))
     assert (

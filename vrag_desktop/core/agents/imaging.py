@@ -75,9 +75,27 @@ def _pass(img: Image.Image, size: tuple[int, int], resample: int, axis: int) -> 
 def resize(img: Image.Image, size: tuple[int, int], resample: int = Image.Resampling.BICUBIC) -> Image.Image:
     """``img.resize(size, resample)``, byte for byte, split over :func:`workers` threads."""
     w, h = img.size
-    if img.mode not in _PLAIN_MODES or w * h < _MIN_PARALLEL_PIXELS or size == img.size or not _parallel_ok():
+    if (
+        img.mode not in _PLAIN_MODES
+        or w * h < _MIN_PARALLEL_PIXELS
+        or size == img.size
+        or not _parallel_ok()
+        or not _cores_idle()
+    ):
         return img.resize(size, resample)
     return _split(img, size, resample)
+
+
+def _cores_idle() -> bool:
+    """Whether a core is free for the second stripe: with every core busy (other programs, our own
+    indexing), the stripes wait for each other and the split resize is slower than one call."""
+    getloadavg = getattr(os, "getloadavg", None)
+    if getloadavg is None:
+        return True
+    try:
+        return float(getloadavg()[0]) < workers() - 0.5
+    except OSError:
+        return True
 
 
 def _vertical_first_13(w: int, h: int, nw: int, nh: int) -> bool:
