@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.fsutil import atomic_save
@@ -277,7 +277,7 @@ def _derive_video(
             todo = clip not in skip
             writer = None
             clip_path = out_dir / f"{name}.mp4"
-            keyframes: list[tuple[float, object]] = []
+            keyframes: list[tuple[float, Any]] = []
             read_ok = True
             while frame_no < last:
                 ok, frame = cap.read()
@@ -289,7 +289,7 @@ def _derive_video(
                         if writer is None:
                             h, w = frame.shape[:2]
                             writer = cv2.VideoWriter(
-                                str(clip_path) + ".part.mp4", cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h)
+                                str(clip_path) + ".part.mp4", cv2.VideoWriter.fourcc(*"mp4v"), fps, (w, h)
                             )
                         writer.write(frame)
                     if frame_no in want:
@@ -356,7 +356,7 @@ def _unreadable_rest(stem: str, clip: int, n_clips: int, skip: set[int]) -> Iter
             )
 
 
-def _shrink(image, pixels: int):  # type: ignore[no-untyped-def]
+def _shrink(image: Image.Image, pixels: int) -> Image.Image:
     """``image`` scaled down (never up) to at most ``pixels`` (capped by MAX_RENDER_PIXELS)."""
     from PIL import Image
 
@@ -376,7 +376,7 @@ def _ocr_text(image_path: Path, opts: DeriveOptions, ocr: OCRFunc | None) -> tup
     return text, "ocr" if text else "none"
 
 
-def _contact_sheet(images: list) -> object:  # type: ignore[type-arg]
+def _contact_sheet(images: list[Image.Image]) -> Image.Image:
     """Keyframes in a grid (2×2 for four): one picture that shows a clip at a glance."""
     from PIL import Image
 

@@ -262,7 +262,8 @@ class Manifest:
 
     # ---- items
     def items(self, source_id: int | None = None, status: str | None = None) -> list[ItemRow]:
-        where, args = [], []
+        where: list[str] = []
+        args: list[int | str] = []
         if source_id is not None:
             where.append("source_id=?")
             args.append(source_id)
