@@ -100,8 +100,9 @@ def _config(args: argparse.Namespace, paths: Paths, extra: list[str]) -> tuple[V
         tensor_parallel_size=args.tensor_parallel_size,
         dtype=args.dtype,
         extra_args=extra,
-        **({"entrypoint": entrypoint} if entrypoint else {}),
     )
+    if entrypoint:
+        cfg.entrypoint = entrypoint
     try:
         interpreter = resolve_python(cfg.python)
     except VLLMLaunchError as exc:

@@ -87,7 +87,7 @@ def detect_gpus(nvml: Any = None) -> GPUReport:
     module (tests)."""
     if nvml is None:
         try:
-            import pynvml as nvml
+            import pynvml as nvml  # type: ignore[no-redef]
         except ImportError:
             return GPUReport(error="nvidia-ml-py is not installed")
     try:

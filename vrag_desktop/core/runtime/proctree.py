@@ -126,7 +126,7 @@ def _tree(pid: int, extra: Sequence[int] = ()) -> list[psutil.Process]:
 
 def _signal(tree: Sequence[psutil.Process], pgid: int | None, sig: int) -> None:
     grouped = _POSIX and pgid is not None
-    if grouped:
+    if _POSIX and pgid is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)  # also reaches members spawned after the snapshot
     for proc in tree:

@@ -71,7 +71,9 @@ class ConnectionTest(QWidget):
         async def probe() -> ConnectionCheck:
             from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
-            key = typed_key or (await asyncio.to_thread(store.api_key, profile.name) if known else None)
+            key: str | None = typed_key or None
+            if key is None and known:
+                key = await asyncio.to_thread(store.api_key, profile.name)
             model = OpenAIChatModel(
                 profile.base_url,
                 profile.model,

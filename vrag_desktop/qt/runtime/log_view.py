@@ -141,7 +141,8 @@ class LogView(QWidget):
         self._search_timer.timeout.connect(self._rehighlight)
         self.search.textChanged.connect(lambda _t: self._search_timer.start())
         self.search.returnPressed.connect(self._on_return)
-        QShortcut(QKeySequence.StandardKey.Find, self, activated=self._focus_search)
+        find_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Find), self)
+        find_key.activated.connect(self._focus_search)
 
         self._flush_timer = QTimer(self, interval=FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
@@ -252,7 +253,7 @@ class LogView(QWidget):
             return ""
         return self._current_cursor.block().text()
 
-    def find(self, text: str | None = None, *, backward: bool = False) -> bool:
+    def find(self, text: str | None = None, *, backward: bool = False) -> bool:  # type: ignore[override]
         """Select the next (or previous) match of ``text`` (default: the search box), wrapping
         around. Case-insensitive. Returns whether one was found."""
         if text is not None and text != self.search.text():

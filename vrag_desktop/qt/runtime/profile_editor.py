@@ -269,7 +269,7 @@ class ProfileEditor(QWidget):
         self._current = name
         self.list.blockSignals(True)
         self.list.clearSelection()
-        self.list.setCurrentItem(None)
+        self.list.setCurrentRow(-1)
         self.list.blockSignals(False)
         self._fill(EndpointProfile(name, "custom"))
         self.tester.set_verdict(None, "", "")

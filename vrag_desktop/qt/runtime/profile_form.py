@@ -111,8 +111,8 @@ class ProfileFields(QWidget):
 
         for w in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
             w.textChanged.connect(self._changed)
-        for w in (self.params_edit, self.extra_edit):
-            w.textChanged.connect(self._changed)
+        for box in (self.params_edit, self.extra_edit):
+            box.textChanged.connect(self._changed)
         for s in (self.connect_spin, self.total_spin, self.attempts_spin):
             s.valueChanged.connect(self._changed)
         self.kind_combo.currentIndexChanged.connect(self._changed)
@@ -175,7 +175,9 @@ class ProfileFields(QWidget):
             value = json.loads(text)
         except ValueError as exc:
             msg = getattr(exc, "msg", str(exc))
-            where = f" (line {exc.lineno}, column {exc.colno})" if hasattr(exc, "lineno") else ""
+            where = ""
+            if isinstance(exc, json.JSONDecodeError):
+                where = f" (line {exc.lineno}, column {exc.colno})"
             error.setText(f"Not valid JSON: {msg}{where}. Example: {example}")
             error.setVisible(True)
             return {}, False
