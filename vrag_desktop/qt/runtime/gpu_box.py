@@ -17,7 +17,7 @@ from vrag_desktop.core.runtime.settings import env_is_cpu
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.runtime.server_text import gpu_badge, gpu_lines
-from vrag_desktop.qt.runtime.style import MUTED, if_alive
+from vrag_desktop.qt.runtime.style import MUTED, amber, if_alive
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
@@ -84,10 +84,7 @@ class Preflight(QObject):
         self._warnings: list[str] = []
         self.box = QFrame(parent)
         self.box.setObjectName("preflight")
-        self.box.setStyleSheet(
-            "#preflight { background: #fef3c7; border: 1px solid #f59e0b; border-radius: 4px; }"
-            "#preflight QLabel { color: #78350f; background: transparent; }"
-        )
+        self.box.setStyleSheet(amber("preflight"))
         self.label = QLabel("", self.box)
         self.label.setObjectName("preflightText")
         self.label.setWordWrap(True)

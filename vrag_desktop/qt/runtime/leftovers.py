@@ -12,14 +12,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.runtime.settings import runtime_dir
 from vrag_desktop.core.runtime.state import live_processes
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
-from vrag_desktop.qt.runtime.style import if_alive
+from vrag_desktop.qt.runtime.style import amber, if_alive, text_label
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.state import RecordedProcess
@@ -49,14 +49,8 @@ class LeftoverNotice(QFrame):
         self.data_dir = data_dir
         self._found: list[RecordedProcess] = []
         self.setObjectName("leftovers")
-        self.setStyleSheet(
-            "#leftovers { background: #fef3c7; border: 1px solid #f59e0b; border-radius: 4px; }"
-            "#leftovers QLabel { color: #78350f; background: transparent; }"
-        )
-        self.label = QLabel("", self)
-        self.label.setObjectName("leftoversText")
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.setStyleSheet(amber("leftovers"))
+        self.label = text_label(self, "leftoversText")
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setObjectName("stopLeftovers")
         self.stop_button.setToolTip("Stop them and every process they started (frees the GPU)")

@@ -26,12 +26,19 @@ _VERDICT_HEAD = {
 }
 
 
+_KEY_WORDS = {  # source -> (where the key is, the key field's placeholder)
+    "keyring": ("Key stored in the system keyring", "In the system keyring; type to replace"),
+    "session": (
+        "Key kept for this session only (forgotten when the app quits)",
+        "Kept for this session; type to replace",
+    ),
+}
+
+
 def key_source_text(source: str | None, needs_key: bool, env_vars: list[str] | None = None) -> str:
     """Where a key comes from, in words (never the key)."""
-    if source == "keyring":
-        return "Key stored in the system keyring"
-    if source == "session":
-        return "Key kept for this session only (forgotten when the app quits)"
+    if source in _KEY_WORDS:
+        return _KEY_WORDS[source][0]
     if source and source.startswith("env:"):
         return f"Key from ${source[4:]}"
     if not needs_key:
@@ -42,10 +49,8 @@ def key_source_text(source: str | None, needs_key: bool, env_vars: list[str] | N
 
 def key_placeholder(source: str | None) -> str:
     """Short enough for the key field: where the key is, and that typing replaces it."""
-    if source == "keyring":
-        return "In the system keyring; type to replace"
-    if source == "session":
-        return "Kept for this session; type to replace"
+    if source in _KEY_WORDS:
+        return _KEY_WORDS[source][1]
     if source and source.startswith("env:"):
         return f"From ${source[4:]}; type to override"
     return "Type or paste the API key"

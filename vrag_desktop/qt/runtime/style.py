@@ -27,6 +27,23 @@ def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
     return call
 
 
+def amber(name: str) -> str:
+    """The style sheet of a warning box (object name ``name``): advice, never a blocker."""
+    return (
+        f"#{name} {{ background: #fef3c7; border: 1px solid #f59e0b; border-radius: 4px; }}"
+        f"#{name} QLabel {{ color: #78350f; background: transparent; }}"
+    )
+
+
+def text_label(parent: QWidget, name: str, text: str = "") -> QLabel:
+    """A wrapping, selectable label (people copy error messages and paths)."""
+    label = QLabel(text, parent)
+    label.setObjectName(name)
+    label.setWordWrap(True)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
 def error_label(parent: QWidget) -> QLabel:
     """A hidden, red, selectable label for an inline error under a field."""
     label = QLabel(parent)

@@ -25,7 +25,7 @@ from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.server_text import server_state_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive
+from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive, text_label
 from vrag_desktop.qt.runtime.vllm_form import VLLMForm
 
 if TYPE_CHECKING:
@@ -86,10 +86,7 @@ class VLLMSection(QWidget):
         self.status_head.setFont(f)
         self.status_head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status_head.setWordWrap(True)
-        self.status_detail = QLabel("", self)
-        self.status_detail.setObjectName("vllmDetail")
-        self.status_detail.setWordWrap(True)
-        self.status_detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.status_detail = text_label(self, "vllmDetail")
         self.start_button = QPushButton("Start", self)
         self.start_button.setObjectName("startServer")
         self.stop_button = QPushButton("Stop", self)
