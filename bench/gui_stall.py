@@ -273,6 +273,19 @@ def summarize(frames: list[str]) -> str:
     return " · ".join(parts)
 
 
+
+def agent_events(controller: Any) -> Any:
+    """The run controller's event signal (``agentEvent``; ``event`` in trees before issue 8)."""
+    return getattr(controller, "agentEvent", None) or controller.event
+
+
+def render_transcript(ask: Any) -> None:
+    """Redraw the ask panel's transcript (``render_transcript``; ``render`` in older trees)."""
+    if hasattr(ask, "render_transcript"):
+        ask.render_transcript()
+    else:
+        ask.render()
+
 class Heartbeat:
     """A 5 ms precise QTimer on the GUI thread; the gaps between its beats."""
 
@@ -597,7 +610,7 @@ class Bench:
         w.corpora.indexed.connect(self.indexed.add)
         w.corpora.indexer.jobEnded.connect(lambda n, outcome: self.ended.__setitem__(n, outcome))
         w.corpora.busyChanged.connect(self._on_busy)
-        w.controller.event.connect(self._on_event)
+        agent_events(w.controller).connect(self._on_event)
         w.controller.finished.connect(self._on_run_finished)
 
     # ---- slots
@@ -731,13 +744,13 @@ class Bench:
         w = self.window
 
         def render(_ev: Any) -> None:
-            w.ask.render()
+            render_transcript(w.ask)
 
-        w.controller.event.connect(render)
+        agent_events(w.controller).connect(render)
         try:
             return self.one_run("baseline: one run, transcript rendered per event")
         finally:
-            w.controller.event.disconnect(render)
+            agent_events(w.controller).disconnect(render)
 
     def render_cost(self, repeat: int = 10) -> dict[str, Any] | None:
         """What one transcript redraw costs the GUI thread at the end of a run: the ask panel's
@@ -753,7 +766,7 @@ class Bench:
         render, paint = [], []
         for _ in range(repeat):
             t = time.perf_counter()
-            ask.render()
+            render_transcript(ask)
             t1 = time.perf_counter()
             ask.view.viewport().repaint()
             paint.append((time.perf_counter() - t1) * 1000)

@@ -37,8 +37,8 @@ def _wire(qtbot: Any, ctx: Any) -> tuple[AskPanel, RunController, list[Any], lis
     ctl = RunController(ctx)
     events: list[Any] = []
     ends: list[tuple[str, str]] = []
-    ctl.event.connect(events.append)
-    ctl.event.connect(panel.apply)
+    ctl.agentEvent.connect(events.append)
+    ctl.agentEvent.connect(panel.apply)
     ctl.finished.connect(lambda status, rid: ends.append((status, rid)))
     ctl.finished.connect(lambda *_: panel.set_running(False))
 
@@ -63,7 +63,7 @@ def test_run_streams_answers_and_saves(qtbot: Any, indexed: Any) -> None:
         qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
     status, run_id = ends[0]
     assert status == ANSWERED and run_id
-    panel.render()
+    panel.render_transcript()
     text = panel.view.toPlainText()
     for expected in ("Search · Atlas robot payload", "robots.pdf p. 2", "Zoom into", "crop", "450 kg"):
         assert expected in text, (expected, text)
@@ -126,7 +126,7 @@ def test_endpoint_down_and_key_rejected_are_clear(qtbot: Any, indexed: Any) -> N
     panel.send()
     qtbot.waitUntil(lambda: bool(ends), timeout=60_000)
     assert ends[0][0] == FAILED
-    panel.render()
+    panel.render_transcript()
     text = panel.view.toPlainText()
     assert "127.0.0.1" in text and ("connect" in text.lower() or "refused" in text.lower()), text
 
@@ -136,7 +136,7 @@ def test_endpoint_down_and_key_rejected_are_clear(qtbot: Any, indexed: Any) -> N
         panel.send()
         qtbot.waitUntil(lambda: len(ends) == 2, timeout=30_000)
     assert ends[1][0] == FAILED
-    panel.render()
+    panel.render_transcript()
     text = panel.view.toPlainText()
     assert "401" in text or "rejected" in text.lower() or "key" in text.lower(), text
     assert "a-wrong-key-456" not in text

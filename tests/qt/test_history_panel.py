@@ -250,7 +250,7 @@ def test_replay_steps_stop_at_step_boundaries(ctx: Any, runs: dict[str, str], qt
     c = ReplayController(events=events)
     got: list[AgentEvent] = []
     positions: list[tuple[int, int]] = []
-    c.event.connect(got.append)
+    c.agentEvent.connect(got.append)
     c.position.connect(lambda a, b: positions.append((a, b)))
     c.step()
     assert got and {e.step for e in got} == {1} and got == events[: len(got)]
@@ -269,7 +269,7 @@ def test_seek_end_emits_everything_as_recorded(ctx: Any, runs: dict[str, str], q
     events = list(ctx.runs.events(runs["answered"]))
     c = ReplayController(events=events)
     got: list[AgentEvent] = []
-    c.event.connect(got.append)
+    c.agentEvent.connect(got.append)
     c.step()
     with qtbot.waitSignal(c.finished, timeout=1000):
         c.seek_end()
@@ -290,7 +290,7 @@ def test_play_paces_events_by_recorded_gaps_capped(ctx: Any, runs: dict[str, str
     # 1.2 s of short gaps, and the 3 s and 4.9 s pauses capped to 1 s each, at 4×
     assert expected == pytest.approx((1.2 + 1.0 + 1.0) / 4.0)
     got: list[AgentEvent] = []
-    c.event.connect(got.append)
+    c.agentEvent.connect(got.append)
     t0 = time.monotonic()
     with qtbot.waitSignal(c.finished, timeout=5000):
         c.play()
@@ -303,7 +303,7 @@ def test_pause_holds_and_play_resumes(ctx: Any, runs: dict[str, str], qtbot: Any
     events = list(ctx.runs.events(runs["answered"]))
     c = ReplayController(events=events, speed=2.0)
     got: list[AgentEvent] = []
-    c.event.connect(got.append)
+    c.agentEvent.connect(got.append)
     c.play()
     qtbot.waitUntil(lambda: any(e.step == 2 for e in got), timeout=3000)
     c.pause()
@@ -323,7 +323,7 @@ def test_replay_bar_drives_the_controller(ctx: Any, runs: dict[str, str], qtbot:
     bar = ReplayBar(c)
     qtbot.addWidget(bar)
     got: list[AgentEvent] = []
-    c.event.connect(got.append)
+    c.agentEvent.connect(got.append)
     assert not bar.restart_button.isEnabled() and bar.play_button.text() == "Play"
     bar.step_button.click()
     assert {e.step for e in got} == {1}

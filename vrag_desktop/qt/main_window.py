@@ -164,9 +164,9 @@ class MainWindow(QMainWindow):
         ask.stopRequested.connect(self.stop_run)
         ask.evidenceClicked.connect(self.open_evidence)
         ctl.started.connect(self._run_started)
-        ctl.event.connect(self._route_event)
+        ctl.agentEvent.connect(self._route_event)
         ctl.finished.connect(self._run_finished)
-        self.replay.event.connect(self._route_event)
+        self.replay.agentEvent.connect(self._route_event)
         self.replay.restarted.connect(self._restart_views)
         self.replay.finished.connect(lambda: self.statusBar().showMessage("Replay finished", 4000))
         self.history.openRequested.connect(self.open_run)
@@ -284,7 +284,7 @@ class MainWindow(QMainWindow):
     def _run_finished(self, status: str, run_id: str) -> None:
         self.ask.set_running(False)
         self.menus.stop.setEnabled(False)
-        self.ask.render()
+        self.ask.render_transcript()
         self.ask.scroll_to_end()
         text = {ANSWERED: "Answered", CANCELLED: "Stopped; the run is saved as cancelled"}.get(
             status, f"Ended: {status}"
@@ -372,7 +372,7 @@ class MainWindow(QMainWindow):
             apply_theme(app, theme)
         self.ctx.settings.theme = theme
         self.menus.check_theme(theme)
-        self.ask.render()
+        self.ask.render_transcript()
         try:
             self.ctx.save()
         except Exception as exc:
@@ -390,7 +390,7 @@ class MainWindow(QMainWindow):
     def _settings_applied(self, changed: list[str]) -> None:
         if "theme" in changed:  # the dialog applied and saved it; follow it in the menu and transcript
             self.menus.check_theme(self.ctx.settings.theme)
-            self.ask.render()
+            self.ask.render_transcript()
         if "data_dir" in changed:
             self.corpora.reload()
             self.history.refresh()

@@ -173,7 +173,9 @@ class SettingsDialog(QDialog):
         for name, tip in EMBEDDER_EXAMPLES:
             self.embedder_combo.addItem(name)
             self.embedder_combo.setItemData(self.embedder_combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
-        self.embedder_combo.lineEdit().setPlaceholderText("a model name or a local folder")
+        edit = self.embedder_combo.lineEdit()
+        if edit is not None:  # always, for an editable combo box
+            edit.setPlaceholderText("a model name or a local folder")
         self.embedder_combo.setMinimumContentsLength(28)
         embed_box = QGroupBox("Retrieval")
         form = _form(embed_box)

@@ -81,12 +81,12 @@ class Transcript:
             kind = THINK if isinstance(ev, ThinkDelta) else OUTPUT
             if not ev.content:
                 return changed
-            block = self._open.get(kind)
-            if block is None:
-                block = self._new(kind, ev.step)
-                self._open[kind] = block
-            block.text += ev.content
-            return [*changed, block.id]
+            streaming = self._open.get(kind)
+            if streaming is None:
+                streaming = self._new(kind, ev.step)
+                self._open[kind] = streaming
+            streaming.text += ev.content
+            return [*changed, streaming.id]
         # Any action ends the streaming text blocks of this step.
         self._open.clear()
         block: Block | None = None

@@ -148,13 +148,15 @@ class AskPanel(QWidget):
         self.find_bar = QWidget()
         fb = QHBoxLayout(self.find_bar)
         fb.setContentsMargins(0, 0, 0, 0)
-        prev_b, next_b, close_b = QToolButton(text="↑"), QToolButton(text="↓"), QToolButton(text="✕")
+        prev_b, next_b, close_b = QToolButton(), QToolButton(), QToolButton()
+        for button, arrow in ((prev_b, "↑"), (next_b, "↓"), (close_b, "✕")):
+            button.setText(arrow)
         prev_b.clicked.connect(lambda: self.find_next(backward=True))
         next_b.clicked.connect(self.find_next)
         close_b.clicked.connect(self.find_bar.hide)
         self.find_result = QLabel()
-        for w in (self.find_edit, prev_b, next_b, self.find_result, close_b):
-            fb.addWidget(w)
+        for part in (self.find_edit, prev_b, next_b, self.find_result, close_b):
+            fb.addWidget(part)
         self.find_bar.hide()
 
         layout = QVBoxLayout(self)
@@ -171,7 +173,7 @@ class AskPanel(QWidget):
         self.load_defaults()
         self.refresh_profiles()
         self.refresh_corpora()
-        self.render()
+        self.render_transcript()
 
     # ------------------------------------------------------------------ options
     def load_defaults(self) -> None:
@@ -286,7 +288,7 @@ class AskPanel(QWidget):
         self._expanded.clear()
         self._collapsed.clear()
         self.set_status("")
-        self.render()
+        self.render_transcript()
 
     def begin(self, question: str) -> None:
         """A live run starts."""
@@ -305,7 +307,7 @@ class AskPanel(QWidget):
         self.question_edit.setPlainText(question)
         for ev in events:
             self.transcript.apply(ev)
-        self.render()
+        self.render_transcript()
 
     def _open(self, b: Block) -> bool:
         if b.id in self._expanded:
@@ -316,7 +318,7 @@ class AskPanel(QWidget):
         live = self._running and self.transcript.blocks and self.transcript.blocks[-1].id == b.id
         return bool(live)
 
-    def render(self) -> None:
+    def render_transcript(self) -> None:
         at_bottom = self.view.verticalScrollBar().value() >= self.view.verticalScrollBar().maximum() - 4
         scroll = self.view.verticalScrollBar().value()
         self.view.setHtml(self.to_html())
@@ -445,7 +447,7 @@ class AskPanel(QWidget):
             else:
                 self._collapsed.discard(bid)
                 self._expanded.add(bid)
-            self.render()
+            self.render_transcript()
         elif kind == "evidence" and arg.isdigit() and self.transcript.answer is not None:
             evidence = self.transcript.answer.evidence
             i = int(arg)

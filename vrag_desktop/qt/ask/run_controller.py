@@ -36,7 +36,7 @@ class RunController(QObject):
     """One run at a time. ``finished(status, run_id)`` always follows ``started(run_id)``."""
 
     started = Signal(str)
-    event = Signal(object)
+    agentEvent = Signal(object)
     finished = Signal(str, str)
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
@@ -112,7 +112,7 @@ class RunController(QObject):
                 announced = True
                 self.started.emit(agent.run_id)
             self._note(ev)
-            self.event.emit(ev)
+            self.agentEvent.emit(ev)
 
     def _note(self, ev: AgentEvent) -> None:
         if isinstance(ev, Answer) and not ev.forced:

@@ -33,7 +33,7 @@ class ReplayController(QObject):
     ``finished()`` once the last event has been emitted.
     """
 
-    event = Signal(object)  # type: ignore[assignment]  # shadows QObject.event, as the views' feed expects
+    agentEvent = Signal(object)  # one AgentEvent, as a live run's controller emits
     position = Signal(int, int)
     playingChanged = Signal(bool)
     restarted = Signal()
@@ -150,7 +150,7 @@ class ReplayController(QObject):
     def _emit_next(self) -> None:
         ev = self._events[self._pos]
         self._pos += 1
-        self.event.emit(ev)
+        self.agentEvent.emit(ev)
 
     def _announce(self) -> None:
         self.position.emit(self._pos, len(self._events))
