@@ -273,7 +273,6 @@ def summarize(frames: list[str]) -> str:
     return " · ".join(parts)
 
 
-
 def agent_events(controller: Any) -> Any:
     """The run controller's event signal (``agentEvent``; ``event`` in trees before issue 8)."""
     return getattr(controller, "agentEvent", None) or controller.event
@@ -285,6 +284,7 @@ def render_transcript(ask: Any) -> None:
         ask.render_transcript()
     else:
         ask.render()
+
 
 class Heartbeat:
     """A 5 ms precise QTimer on the GUI thread; the gaps between its beats."""

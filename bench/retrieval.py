@@ -16,8 +16,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from vrag_desktop.core.embedders.minilm import MiniLMEmbedder  # noqa: E402
 from vrag_desktop.core.corpus.library import Library  # noqa: E402
+from vrag_desktop.core.embedders.minilm import MiniLMEmbedder  # noqa: E402
 from vrag_desktop.core.search import SearchEngine  # noqa: E402
 from vrag_desktop.core.search.evaluate import evaluate, load_questions  # noqa: E402
 
@@ -52,8 +52,10 @@ def main() -> None:
     print("| mode | recall@1 | recall@3 | recall@5 | MRR | ms/query |")
     print("|---|---|---|---|---|---|")
     for mode, r in rows.items():
-        print(f"| {mode} | {r['recall@1']:.3f} | {r['recall@3']:.3f} | {r['recall@5']:.3f} | {r['mrr']:.3f} | "
-              f"{r['ms_per_query']:.1f} |")
+        print(
+            f"| {mode} | {r['recall@1']:.3f} | {r['recall@3']:.3f} | {r['recall@5']:.3f} | {r['mrr']:.3f} | "
+            f"{r['ms_per_query']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ CHUNK = 50_000
 def machine_info() -> dict:
     cpu = "unknown"
     try:
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
@@ -89,7 +89,7 @@ def machine_info() -> dict:
         pass
     mem_gib = None
     try:
-        for line in open("/proc/meminfo"):
+        for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal"):
                 mem_gib = round(int(line.split()[1]) / 2**20, 1)
     except OSError:
@@ -116,7 +116,7 @@ def _proc_stat() -> tuple[float, float]:
         parts = f.readline().split()[1:]
     v = [int(x) for x in parts]
     hz = os.sysconf("SC_CLK_TCK")
-    user, nice, system, idle, iowait, irq, softirq = v[:7]
+    user, nice, system, _idle, _iowait, irq, softirq = v[:7]
     steal = v[7] if len(v) > 7 else 0
     return (user + nice + system + irq + softirq) / hz, steal / hz
 
@@ -132,7 +132,7 @@ class Phase:
     def __init__(self, name: str) -> None:
         self.name = name
 
-    def __enter__(self) -> "Phase":
+    def __enter__(self) -> Phase:
         self.busy0, self.steal0 = _proc_stat()
         self.cpu0 = _self_cpu()
         self.t0 = time.perf_counter()
@@ -174,7 +174,7 @@ def reset_peak_rss() -> None:
 
 def peak_rss_gib() -> float:
     try:
-        for line in open("/proc/self/status"):
+        for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM"):
                 return round(int(line.split()[1]) / 2**20, 2)
     except OSError:
@@ -184,7 +184,7 @@ def peak_rss_gib() -> float:
 
 def rss_gib() -> float:
     try:
-        for line in open("/proc/self/status"):
+        for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmRSS"):
                 return round(int(line.split()[1]) / 2**20, 2)
     except OSError:
@@ -208,11 +208,32 @@ class MixtureGenerator:
     Deterministic: ``sample(n, seed)`` with the same seed gives the same rows.
     """
 
-    def __init__(self, d: int = D, r: int = 256, n_topics: int = 64, n_centres: int = 4096, alpha: float = 0.6,
-                 centre_spread: float = 0.55, within: float = 0.6, noise: float = 0.25, mean_shift: float = 0.6,
-                 seed: int = 1234) -> None:
-        self.params = dict(d=d, r=r, n_topics=n_topics, n_centres=n_centres, alpha=alpha, centre_spread=centre_spread,
-                           within=within, noise=noise, mean_shift=mean_shift, seed=seed, cluster_size_zipf=0.8)
+    def __init__(
+        self,
+        d: int = D,
+        r: int = 256,
+        n_topics: int = 64,
+        n_centres: int = 4096,
+        alpha: float = 0.6,
+        centre_spread: float = 0.55,
+        within: float = 0.6,
+        noise: float = 0.25,
+        mean_shift: float = 0.6,
+        seed: int = 1234,
+    ) -> None:
+        self.params = dict(
+            d=d,
+            r=r,
+            n_topics=n_topics,
+            n_centres=n_centres,
+            alpha=alpha,
+            centre_spread=centre_spread,
+            within=within,
+            noise=noise,
+            mean_shift=mean_shift,
+            seed=seed,
+            cluster_size_zipf=0.8,
+        )
         rng = np.random.default_rng(seed)
         q, _ = np.linalg.qr(rng.standard_normal((d, r)))
         self.basis = np.ascontiguousarray(q.T, dtype=np.float32)  # (r, d), orthonormal rows
@@ -221,7 +242,9 @@ class MixtureGenerator:
         self.s = s.astype(np.float32)
         topics = rng.standard_normal((n_topics, r)) * s
         parent = rng.integers(0, n_topics, n_centres)
-        self.centres = (topics[parent] + rng.standard_normal((n_centres, r)) * s * centre_spread).astype(np.float32)
+        self.centres = (topics[parent] + rng.standard_normal((n_centres, r)) * s * centre_spread).astype(
+            np.float32
+        )
         w = np.arange(1, n_centres + 1, dtype=np.float64) ** -0.8
         self.w = rng.permutation(w / w.sum())
         m = rng.standard_normal(d)
@@ -322,8 +345,16 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
     return float(np.sum(hits)) / (K * len(truth))
 
 
-def measure(store: VectorStore, q: np.ndarray, gt: np.ndarray, qh: np.ndarray, gth: np.ndarray,
-            nprobe: int | None, n_single: int, batched: bool = True) -> dict:
+def measure(
+    store: VectorStore,
+    q: np.ndarray,
+    gt: np.ndarray,
+    qh: np.ndarray,
+    gth: np.ndarray,
+    nprobe: int | None,
+    n_single: int,
+    batched: bool = True,
+) -> dict:
     # warm up (first touches of the lists, thread pools)
     for i in range(min(5, len(q))):
         store.search(q[i : i + 1], K, nprobe=nprobe)
@@ -394,7 +425,9 @@ def build_flat(db: DiskVectors, tmp: Path, drop_pending: bool) -> tuple[VectorSt
     return store, ph.info
 
 
-def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int | None, per_list: int) -> tuple[VectorStore, dict]:
+def build_ivf_streamed(
+    db: DiskVectors, tmp: Path, niter: int | None, per_list: int
+) -> tuple[VectorStore, dict]:
     """Build the index _to_ivf builds, streaming the vectors in chunks (see module docstring)."""
     n = len(db)
     nlist = store_mod.ivf_nlist(n)
@@ -403,7 +436,7 @@ def build_ivf_streamed(db: DiskVectors, tmp: Path, niter: int | None, per_list: 
     idx = np.arange(n) if n <= nlist * 64 else np.sort(rng.choice(n, nlist * 64, replace=False))
     if per_list < 64 and len(idx) > nlist * per_list:
         idx = np.sort(np.random.default_rng(1).choice(idx, nlist * per_list, replace=False))
-    info["train_points"] = int(len(idx))
+    info["train_points"] = len(idx)
     quantizer = faiss.IndexFlatIP(D)
     ivf = faiss.IndexIVFFlat(quantizer, D, nlist, faiss.METRIC_INNER_PRODUCT)
     if niter:
@@ -455,8 +488,9 @@ def build_ivf_grown(db: DiskVectors, tmp: Path, n0: int) -> tuple[VectorStore, d
     return store, info
 
 
-def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndarray, qh: np.ndarray,
-             workdir: Path) -> dict:
+def run_size(
+    n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndarray, qh: np.ndarray, workdir: Path
+) -> dict:
     res: dict = {"n": n, "d": D}
     tmp = Path(tempfile.mkdtemp(prefix=f"vs{n}-", dir=workdir))
     try:
@@ -466,10 +500,18 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
             db = write_database(gen, n, tmp / "db.f32")
         res["generate"] = ph.info
         product_path = n <= args.product_path_max
-        res["build_path"] = "product: store.add + store.compact()" if product_path else (
-            "store.add (flat, exact GT) then streamed _to_ivf-equivalent IVF build (memory/time limits)")
+        res["build_path"] = (
+            "product: store.add + store.compact()"
+            if product_path
+            else (
+                "store.add (flat, exact GT) then streamed _to_ivf-equivalent IVF build (memory/time limits)"
+            )
+        )
         store, res["add"] = build_flat(db, tmp, drop_pending=not product_path)
-        print(f"   flat store: {store.ntotal:,} vectors, rss {rss_gib()} GiB; exact ground truth ...", flush=True)
+        print(
+            f"   flat store: {store.ntotal:,} vectors, rss {rss_gib()} GiB; exact ground truth ...",
+            flush=True,
+        )
         with Phase("gt") as ph:
             gt_s, gt, _, gth = exact_ground_truth(store, q, qh)
         res["ground_truth"] = ph.info
@@ -478,9 +520,14 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
         # exact search latency: what a flat store would cost at this N
         est_s = n * D * 4 / 10e9  # ~10 GB/s scan: bound this part to ~10 s
         n_flat = int(min(args.queries, max(10, 10 / est_s)))
-        res["flat"] = measure_quietest(args, lambda: measure(store, q, gt, qh, gth, None, n_flat, batched=False))
-        res["flat"] |= {"kind": "flat", "recall_at_10_hard_queries": 1.0,
-                        "batched_ms_per_query": round(res["ground_truth"]["seconds"] * 1000 / (len(q) + len(qh)), 3)}
+        res["flat"] = measure_quietest(
+            args, lambda: measure(store, q, gt, qh, gth, None, n_flat, batched=False)
+        )
+        res["flat"] |= {
+            "kind": "flat",
+            "recall_at_10_hard_queries": 1.0,
+            "batched_ms_per_query": round(res["ground_truth"]["seconds"] * 1000 / (len(q) + len(qh)), 3),
+        }
         print(f"   flat exact: p50 {res['flat']['p50_ms']} ms", flush=True)
 
         rows = []
@@ -510,7 +557,10 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
             return st
 
         def _grown(res: dict) -> VectorStore:
-            print(f"   building IVF as grown from {args.grown_from:,} vectors, rss {rss_gib()} GiB ...", flush=True)
+            print(
+                f"   building IVF as grown from {args.grown_from:,} vectors, rss {rss_gib()} GiB ...",
+                flush=True,
+            )
             st, res["grown_build"] = build_ivf_grown(db, tmp, args.grown_from)
             return st
 
@@ -533,9 +583,12 @@ def run_size(n: int, args: argparse.Namespace, gen: MixtureGenerator, q: np.ndar
                 r = measure_quietest(args, lambda p=p, st=st, n_q=n_q: measure(st, q, gt, qh, gth, p, n_q))
                 r |= {"build": label, "kind": "ivf", "nlist": nlist, "nprobe": p, "default": p == dflt}
                 rows.append(r)
-                print(f"   {label:>16} nlist {nlist} nprobe {p:4d}{'*' if p == dflt else ' '} recall@10 "
-                      f"{r['recall_at_10']:.3f} (hard {r['recall_at_10_hard_queries']:.3f}) p50 {r['p50_ms']:.2f} ms "
-                      f"p99 {r['p99_ms']:.2f} ms batched {r['batched_ms_per_query']:.3f} ms/q", flush=True)
+                print(
+                    f"   {label:>16} nlist {nlist} nprobe {p:4d}{'*' if p == dflt else ' '} recall@10 "
+                    f"{r['recall_at_10']:.3f} (hard {r['recall_at_10_hard_queries']:.3f}) p50 {r['p50_ms']:.2f} ms "
+                    f"p99 {r['p99_ms']:.2f} ms batched {r['batched_ms_per_query']:.3f} ms/q",
+                    flush=True,
+                )
             del st, ivf
             gc.collect()
         res["rows"] = rows
@@ -561,37 +614,71 @@ def parse_size(s: str) -> int:
 
 
 def best_under_target(rows: list[dict], recall: float) -> dict | None:
-    ok = [r for r in rows if r.get("kind") == "ivf" and r["build"] in ("product", "streamed")
-          and r["recall_at_10"] >= recall]
+    ok = [
+        r
+        for r in rows
+        if r.get("kind") == "ivf" and r["build"] in ("product", "streamed") and r["recall_at_10"] >= recall
+    ]
     return min(ok, key=lambda r: r["p50_ms"]) if ok else None
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10k,100k,1M")
-    ap.add_argument("--queries", type=int, default=1000, help="held-out queries (single-query latency + recall)")
+    ap.add_argument(
+        "--queries", type=int, default=1000, help="held-out queries (single-query latency + recall)"
+    )
     ap.add_argument("--hard-queries", type=int, default=300)
     ap.add_argument("--nprobe", default="1,2,4,8,16,32,64,128", help="nprobe sweep (default_nprobe is added)")
-    ap.add_argument("--product-path-max", type=parse_size, default=100_000,
-                    help="largest N built with the product's own store.compact()")
-    ap.add_argument("--train-niter", type=int, default=None,
-                    help="k-means iterations for the streamed (1M) build (default: faiss' default, as the product)")
-    ap.add_argument("--train-per-list", type=int, default=64,
-                    help="training points per cell for the streamed build (64 = the product's sample)")
-    ap.add_argument("--validate-training", action="store_true",
-                    help="at product-path sizes also build with --train-niter/--train-per-list, to compare")
-    ap.add_argument("--grown-from", type=parse_size, default=16_384,
-                    help="also measure an IVF trained once at this size and grown to N without re-training "
-                         "(0 = skip), for every N larger than this")
+    ap.add_argument(
+        "--product-path-max",
+        type=parse_size,
+        default=100_000,
+        help="largest N built with the product's own store.compact()",
+    )
+    ap.add_argument(
+        "--train-niter",
+        type=int,
+        default=None,
+        help="k-means iterations for the streamed (1M) build (default: faiss' default, as the product)",
+    )
+    ap.add_argument(
+        "--train-per-list",
+        type=int,
+        default=64,
+        help="training points per cell for the streamed build (64 = the product's sample)",
+    )
+    ap.add_argument(
+        "--validate-training",
+        action="store_true",
+        help="at product-path sizes also build with --train-niter/--train-per-list, to compare",
+    )
+    ap.add_argument(
+        "--grown-from",
+        type=parse_size,
+        default=16_384,
+        help="also measure an IVF trained once at this size and grown to N without re-training "
+        "(0 = skip), for every N larger than this",
+    )
     ap.add_argument("--nlist", type=int, default=None, help="what-if: monkeypatch store.ivf_nlist to this")
-    ap.add_argument("--nprobe-default", type=int, default=None, help="what-if: monkeypatch store.default_nprobe")
+    ap.add_argument(
+        "--nprobe-default", type=int, default=None, help="what-if: monkeypatch store.default_nprobe"
+    )
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--max-other-share", type=float, default=0.05,
-                    help="a latency measurement during which other processes used more of the CPUs than "
-                         "this is repeated (the machine may be shared); the least disturbed attempt is kept")
+    ap.add_argument(
+        "--max-other-share",
+        type=float,
+        default=0.05,
+        help="a latency measurement during which other processes used more of the CPUs than "
+        "this is repeated (the machine may be shared); the least disturbed attempt is kept",
+    )
     ap.add_argument("--max-attempts", type=int, default=3)
-    ap.add_argument("--wait-quiet", type=float, default=0.0,
-                    help="wait up to this many seconds for other processes to go quiet before each size")
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        help="wait up to this many seconds for other processes to go quiet before each size",
+    )
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "search_latency.json"))
     args = ap.parse_args()
     args.nprobe = [int(x) for x in args.nprobe.split(",") if x]
@@ -615,7 +702,10 @@ def main() -> None:
         "k": K,
         "ann_threshold": store_mod.DEFAULT_ANN_THRESHOLD,
         # the rules measured (store.py changes; keep what this run used)
-        "store_rules": {"ivf_nlist": _source(store_mod.ivf_nlist), "default_nprobe": _source(store_mod.default_nprobe)},
+        "store_rules": {
+            "ivf_nlist": _source(store_mod.ivf_nlist),
+            "default_nprobe": _source(store_mod.default_nprobe),
+        },
         "what_if": {"nlist": args.nlist, "nprobe_default": args.nprobe_default},
         "args": {k: v for k, v in vars(args).items() if k != "out"},
         "generator": {
@@ -623,7 +713,7 @@ def main() -> None:
             "params": gen.params,
             "queries": f"{args.queries} held-out draws (seed {QUERY_SEED}); never database rows",
             "hard_queries": f"{args.hard_queries} draws with within-cluster spread x{HARD['within_mult']} and "
-                            f"isotropic noise x{HARD['noise_mult']} (seed {HARD_QUERY_SEED})",
+            f"isotropic noise x{HARD['noise_mult']} (seed {HARD_QUERY_SEED})",
         },
         "target": {"n": 1_000_000, "p50_ms_max": 5.0, "recall_at_10_min": 0.95},
         "sizes": [],
@@ -632,7 +722,9 @@ def main() -> None:
     for n in sizes:
         if args.wait_quiet:
             wq = wait_quiet(args.wait_quiet)
-            print(f"(waited {wq['waited_s']} s for a quiet machine; others now use {wq['other_cpu_share']:.0%})")
+            print(
+                f"(waited {wq['waited_s']} s for a quiet machine; others now use {wq['other_cpu_share']:.0%})"
+            )
         t0 = time.perf_counter()
         r = run_size(n, args, gen, q, qh, workdir)
         if args.wait_quiet:
@@ -647,22 +739,31 @@ def main() -> None:
 
 
 def print_table(result: dict) -> None:
-    print("\n| N | index | nlist | nprobe | recall@10 | recall@10 (hard q) | p50 ms | p99 ms | batched ms/q "
-          "| others' CPU |")
+    print(
+        "\n| N | index | nlist | nprobe | recall@10 | recall@10 (hard q) | p50 ms | p99 ms | batched ms/q "
+        "| others' CPU |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for s in result["sizes"]:
         f = s["flat"]
-        print(f"| {s['n']:,} | flat (exact, before compact) | – | – | 1.000 | 1.000 | {f['p50_ms']:.2f} | "
-              f"{f['p99_ms']:.2f} | {f['batched_ms_per_query']:.3f} | {f['single_phase']['other_cpu_share']:.0%} |")
+        print(
+            f"| {s['n']:,} | flat (exact, before compact) | – | – | 1.000 | 1.000 | {f['p50_ms']:.2f} | "
+            f"{f['p99_ms']:.2f} | {f['batched_ms_per_query']:.3f} | {f['single_phase']['other_cpu_share']:.0%} |"
+        )
         for r in s["rows"]:
             if r["kind"] != "ivf":
                 continue
             label = "IVFFlat" + ("" if r["build"] in ("product", "streamed") else f" ({r['build']})")
             mark = " (default)" if r["default"] else ""
-            print(f"| {s['n']:,} | {label} | {r['nlist']} | {r['nprobe']}{mark} | {r['recall_at_10']:.3f} | "
-                  f"{r['recall_at_10_hard_queries']:.3f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
-                  f"{r['batched_ms_per_query']:.3f} | {r['single_phase']['other_cpu_share']:.0%} |")
-    print("\n| N | build path | generate s | add s | compact/IVF build s | peak RSS GiB | others' CPU share (single-query phase, median) |")
+            print(
+                f"| {s['n']:,} | {label} | {r['nlist']} | {r['nprobe']}{mark} | {r['recall_at_10']:.3f} | "
+                f"{r['recall_at_10_hard_queries']:.3f} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
+                f"{r['batched_ms_per_query']:.3f} | {r['single_phase']['other_cpu_share']:.0%} |"
+            )
+    print(
+        "\n| N | build path | generate s | add s | compact/IVF build s | peak RSS GiB "
+        "| others' CPU share (single-query phase, median) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for s in result["sizes"]:
         if "compact" in s:
@@ -673,13 +774,18 @@ def print_table(result: dict) -> None:
             b = "–"
         shares = [r["single_phase"]["other_cpu_share"] for r in s["rows"]]
         share = f"{np.median(shares):.0%}" if shares else "–"
-        print(f"| {s['n']:,} | {s['build_path']} | {s['generate']['seconds']:.0f} | {s['add']['seconds']:.1f} | {b} | "
-              f"{s['peak_rss_gib']} | {share} |")
+        print(
+            f"| {s['n']:,} | {s['build_path']} | {s['generate']['seconds']:.0f} | {s['add']['seconds']:.1f} | {b} | "
+            f"{s['peak_rss_gib']} | {share} |"
+        )
     for s in result["sizes"]:
         best = best_under_target(s["rows"], 0.95)
         if best:
-            print(f"\nN={s['n']:,}: fastest setting with recall@10 >= 0.95: nlist {best['nlist']} nprobe {best['nprobe']} "
-                  f"-> p50 {best['p50_ms']:.2f} ms, p99 {best['p99_ms']:.2f} ms")
+            print(
+                f"\nN={s['n']:,}: fastest setting with recall@10 >= 0.95: "
+                f"nlist {best['nlist']} nprobe {best['nprobe']} "
+                f"-> p50 {best['p50_ms']:.2f} ms, p99 {best['p99_ms']:.2f} ms"
+            )
         elif any(r.get("nlist") for r in s["rows"]):
             print(f"\nN={s['n']:,}: no swept setting reaches recall@10 >= 0.95")
         else:

@@ -143,8 +143,8 @@ def main() -> int:
     from vrag_desktop.core.endpoints.profiles import EndpointProfile
     from vrag_desktop.qt.context import AppContext
     from vrag_desktop.qt.infra.errors import error_sink
-    from vrag_desktop.qt.main_window import MainWindow
     from vrag_desktop.qt.infra.theme import apply_theme
+    from vrag_desktop.qt.main_window import MainWindow
 
     error_sink().reported.connect(lambda lvl, t, m: print(f"[{lvl}] {t}: {m}", file=sys.stderr))
     ctx = AppContext.load()

@@ -61,12 +61,17 @@ def index_paths(library, name, paths, embedder, **build_kw):  # type: ignore[no-
     return corpus, scan, build
 
 
-def cli(*args: str, data_dir: Path, timeout: float = 600, env: dict[str, str] | None = None,
-        check: bool = False) -> subprocess.CompletedProcess[str]:
+def cli(
+    *args: str, data_dir: Path, timeout: float = 600, env: dict[str, str] | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     """Run the real ``vrag-desktop`` command in a subprocess, as a user would."""
     full_env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data_dir), **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "vrag_desktop", *args], capture_output=True, text=True, timeout=timeout, env=full_env
+        [sys.executable, "-m", "vrag_desktop", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"vrag-desktop {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")

@@ -32,8 +32,7 @@ def main() -> int:
     p.add_argument("--served-model-name", default=None)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--fake-mode", default="ok",
-                   choices=["ok", "oom", "unsupported", "hang", "exit-later"])
+    p.add_argument("--fake-mode", default="ok", choices=["ok", "oom", "unsupported", "hang", "exit-later"])
     p.add_argument("--fake-delay", type=float, default=0.5)
     p.add_argument("--fake-exit-after", type=float, default=1.0)
     p.add_argument("--fake-ignore-sigterm", action="store_true")
@@ -45,22 +44,24 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         log("ignoring SIGTERM")
     else:
+
         def on_term(signum: int, frame: object) -> None:
             log("Shutting down FastAPI HTTP server.")
             sys.exit(0)
+
         signal.signal(signal.SIGTERM, on_term)
 
     log("vLLM API server version 0.0.0-fake")
-    log(f"non-default args: model={args.model!r} served={served!r} port={args.port} "
-        f"extra={unknown}")
+    log(f"non-default args: model={args.model!r} served={served!r} port={args.port} extra={unknown}")
     if args.fake_grandchild:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         log(f"EngineCore pid={child.pid}")
 
     steps = 5
     for i in range(steps + 1):
-        sys.stdout.write(f"\rLoading safetensors checkpoint shards: {i * 100 // steps:3d}% "
-                         f"Completed | {i}/{steps}")
+        sys.stdout.write(
+            f"\rLoading safetensors checkpoint shards: {i * 100 // steps:3d}% Completed | {i}/{steps}"
+        )
         sys.stdout.flush()
         time.sleep(args.fake_delay / steps)
     sys.stdout.write("\n")
@@ -68,23 +69,28 @@ def main() -> int:
 
     if args.fake_mode == "oom":
         log("EngineCore failed to start.", "ERROR")
-        print("Traceback (most recent call last):\n"
-              '  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 691, '
-              "in run\n"
-              "    engine_core = EngineCoreProc(*args, **kwargs)\n"
-              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB. GPU 0 has a "
-              "total capacity of 23.57 GiB of which 498.56 MiB is free. Including non-PyTorch "
-              "memory, this process has 23.07 GiB memory in use.", flush=True)
+        print(
+            "Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.11/site-packages/vllm/v1/engine/core.py", line 691, '
+            "in run\n"
+            "    engine_core = EngineCoreProc(*args, **kwargs)\n"
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.02 GiB. GPU 0 has a "
+            "total capacity of 23.57 GiB of which 498.56 MiB is free. Including non-PyTorch "
+            "memory, this process has 23.07 GiB memory in use.",
+            flush=True,
+        )
         print("RuntimeError: Engine core initialization failed. See root cause above.", flush=True)
         return 1
     if args.fake_mode == "unsupported":
-        print("Traceback (most recent call last):\n"
-              '  File "/venv/lib/python3.11/site-packages/vllm/model_executor/models/registry.py", '
-              "line 512, in inspect_model_cls\n"
-              "ValueError: Model architectures ['Foo'] are not supported for now. Supported "
-              "architectures: dict_keys(['Qwen2ForCausalLM', "
-              "'Qwen2_5_VLForConditionalGeneration'])",
-              flush=True)
+        print(
+            "Traceback (most recent call last):\n"
+            '  File "/venv/lib/python3.11/site-packages/vllm/model_executor/models/registry.py", '
+            "line 512, in inspect_model_cls\n"
+            "ValueError: Model architectures ['Foo'] are not supported for now. Supported "
+            "architectures: dict_keys(['Qwen2ForCausalLM', "
+            "'Qwen2_5_VLForConditionalGeneration'])",
+            flush=True,
+        )
         return 1
     if args.fake_mode == "hang":
         while True:
@@ -106,8 +112,13 @@ def main() -> int:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
             elif self.path == "/v1/models":
-                self._json(200, {"object": "list", "data": [
-                    {"id": served, "object": "model", "owned_by": "vllm", "root": args.model}]})
+                self._json(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": served, "object": "model", "owned_by": "vllm", "root": args.model}],
+                    },
+                )
             else:
                 self._json(404, {"detail": "Not Found"})
 
@@ -116,31 +127,49 @@ def main() -> int:
             if self.path != "/v1/chat/completions":
                 self._json(404, {"detail": "Not Found"})
                 return
-            self._json(200, {
-                "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                "model": served, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": "fake answer"}}],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+            self._json(
+                200,
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": served,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": "fake answer"},
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+                },
+            )
 
         def log_message(self, fmt: str, *a: object) -> None:
-            print(f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{a[0]}" {a[1]}',
-                  flush=True)
+            print(
+                f'INFO:     {self.client_address[0]}:{self.client_address[1]} - "{a[0]}" {a[1]}', flush=True
+            )
 
     try:
         server = ThreadingHTTPServer((args.host, args.port), Handler)
     except OSError as exc:
-        print(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-              f"('{args.host}', {args.port}): address already in use", flush=True)
+        print(
+            f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+            f"('{args.host}', {args.port}): address already in use",
+            flush=True,
+        )
         return 1
     print(f"INFO:     Started server process [{os.getpid()}]", flush=True)
-    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)",
-          flush=True)
+    print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)", flush=True)
     if args.fake_mode == "exit-later":
+
         def die() -> None:
             time.sleep(args.fake_exit_after)
             print("RuntimeError: fake engine core died unexpectedly", flush=True)
             os._exit(1)
+
         import threading
+
         threading.Thread(target=die, daemon=True).start()
     server.serve_forever()
     return 0

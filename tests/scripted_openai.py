@@ -252,11 +252,7 @@ class ScriptedOpenAI:
     @property
     def chat_requests(self) -> list[Recorded]:
         with self._cond:
-            return [
-                r
-                for r in self.requests
-                if r.method == "POST" and r.path.endswith("/chat/completions")
-            ]
+            return [r for r in self.requests if r.method == "POST" and r.path.endswith("/chat/completions")]
 
     @property
     def chat_bodies(self) -> list[dict[str, Any]]:
@@ -349,8 +345,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(
             rec,
             401,
-            f"Incorrect API key provided: {provided}. You can find your API key "
-            "in your account settings.",
+            f"Incorrect API key provided: {provided}. You can find your API key in your account settings.",
         )
         return False
 
@@ -394,8 +389,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if path == "/models" and self.srv.models_endpoint:
             data = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"}
-                for m in self.srv.models
+                {"id": m, "object": "model", "created": 0, "owned_by": "scripted"} for m in self.srv.models
             ]
             self.srv._mark(rec, status=200)
             self._guard(rec, lambda: self._send_json(200, {"object": "list", "data": data}))
@@ -447,9 +441,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _pieces(text: str, size: int) -> list[str]:
         return [text[i : i + size] for i in range(0, len(text), size)] if text else []
 
-    def _usage(
-        self, body: dict[str, Any], turn: dict[str, Any], n_chunks: int
-    ) -> dict[str, int] | None:
+    def _usage(self, body: dict[str, Any], turn: dict[str, Any], n_chunks: int) -> dict[str, int] | None:
         usage = turn.get("usage")
         if usage is False:
             return None
@@ -555,9 +547,7 @@ class _Handler(BaseHTTPRequestHandler):
             if turn.get("error_after_chunks") is not None and i >= int(turn["error_after_chunks"]):
                 message = turn.get("message") or "scripted in-stream error"
                 self._write_chunk(
-                    b"data: "
-                    + json.dumps({"error": {"message": message, "code": 500}}).encode()
-                    + b"\n\n"
+                    b"data: " + json.dumps({"error": {"message": message, "code": 500}}).encode() + b"\n\n"
                 )
                 break
             if turn.get("hang_after_chunks") is not None and i == int(turn["hang_after_chunks"]):
@@ -598,9 +588,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--api-key", help="require this key (Authorization: Bearer ...)")
     ap.add_argument("--models", default=DEFAULT_MODEL, help="comma-separated served model names")
     ap.add_argument("--strict-models", action="store_true", help="404 for models not in --models")
-    ap.add_argument(
-        "--cycle", action="store_true", help="replay the script from the start when it runs out"
-    )
+    ap.add_argument("--cycle", action="store_true", help="replay the script from the start when it runs out")
     ap.add_argument(
         "--default-reply",
         default=None,

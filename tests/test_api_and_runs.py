@@ -127,8 +127,18 @@ def test_cli_ask_and_runs(library, minilm, make_pdf, data_dir: Path, tmp_path: P
 
     _corpus(library, minilm, make_pdf)
     with ScriptedOpenAI(SCRIPT, api_key="k-abcdef") as srv:
-        proc = cli("ask", "How heavy a load can the Atlas robot carry?", "--base-url", srv.base_url,
-                   "--model", "served", "--corpus", "c", data_dir=data_dir, env={"VRAG_DESKTOP_API_KEY": "k-abcdef"})
+        proc = cli(
+            "ask",
+            "How heavy a load can the Atlas robot carry?",
+            "--base-url",
+            srv.base_url,
+            "--model",
+            "served",
+            "--corpus",
+            "c",
+            data_dir=data_dir,
+            env={"VRAG_DESKTOP_API_KEY": "k-abcdef"},
+        )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "search: Atlas robot payload" in out and "robots.pdf p2" in out
@@ -143,8 +153,18 @@ def test_cli_ask_and_runs(library, minilm, make_pdf, data_dir: Path, tmp_path: P
     assert "Exported 1 record" in proc.stdout and out_file.exists()
     # a wrong key: a clear error, the key not echoed, a non-zero exit
     with ScriptedOpenAI(SCRIPT, api_key="right-key") as srv:
-        proc = cli("ask", "q", "--base-url", srv.base_url, "--model", "m", "--corpus", "c", data_dir=data_dir,
-                   env={"VRAG_DESKTOP_API_KEY": "wrong-key-999"})
+        proc = cli(
+            "ask",
+            "q",
+            "--base-url",
+            srv.base_url,
+            "--model",
+            "m",
+            "--corpus",
+            "c",
+            data_dir=data_dir,
+            env={"VRAG_DESKTOP_API_KEY": "wrong-key-999"},
+        )
     assert proc.returncode == 1 and "auth" in proc.stdout and "wrong-key-999" not in proc.stdout + proc.stderr
 
 
@@ -154,8 +174,15 @@ def test_vimrag_api_original_shape(library, minilm, make_pdf, data_dir: Path) ->
     _corpus(library, minilm, make_pdf)
     turns = json.loads(Path(__file__).with_name("data").joinpath("vimrag_turns.json").read_text())
     with ScriptedOpenAI(turns) as srv:
-        agent = VimRAG(base_url=srv.base_url, search_url=None, model_name="qwen3.5-plus", api_key="EMPTY",
-                       corpora=["c"], data_dir=data_dir, search_top_k=2)
+        agent = VimRAG(
+            base_url=srv.base_url,
+            search_url=None,
+            model_name="qwen3.5-plus",
+            api_key="EMPTY",
+            corpora=["c"],
+            data_dir=data_dir,
+            search_top_k=2,
+        )
         events = list(agent.run({"query": "How heavy a load can the Atlas robot carry?"}))
         body = srv.chat_bodies[0]
     assert body["messages"][0]["role"] == "system" and "add_search_node" in body["messages"][0]["content"]

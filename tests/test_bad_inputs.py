@@ -25,9 +25,7 @@ from pathlib import Path
 import pytest
 from conftest import cli, drain, index_paths
 
-GOOD_TEXT = (
-    "The lighthouse keeper recorded every storm warning in a leather logbook beside the brass lamp."
-)
+GOOD_TEXT = "The lighthouse keeper recorded every storm warning in a leather logbook beside the brass lamp."
 GOOD_QUERY = "lighthouse keeper storm warning logbook"
 
 
@@ -211,9 +209,7 @@ def test_truncated_pdf_keeps_readable_pages(library, make_pdf, tmp_path, minilm)
         assert "corrupt" in (src.error or "") or "truncated" in (src.error or ""), src.error
     else:
         assert len({i.ordinal for i in items}) == len(items)
-        readable = [
-            i for i in items if i.status == I_EMBEDDED and f"Chapter {i.ordinal} " in (i.text or "")
-        ]
+        readable = [i for i in items if i.status == I_EMBEDDED and f"Chapter {i.ordinal} " in (i.text or "")]
         assert readable and readable[0].ordinal == 1, [(i.ordinal, i.status, i.text) for i in items]
         for i in items:
             assert i.status in (I_EMBEDDED, I_FAILED)
@@ -245,8 +241,7 @@ def test_truncated_pdf_reports_lost_pages(library, make_pdf, tmp_path, minilm) -
     for i in items:
         if i.status == I_EMBEDDED:
             assert f"Chapter {i.ordinal} " in (i.text or ""), (
-                f"page {i.ordinal} indexed without its content: {i.text!r} "
-                f"(text_source={i.text_source})"
+                f"page {i.ordinal} indexed without its content: {i.text!r} (text_source={i.text_source})"
             )
         else:
             assert i.status == I_FAILED and f"page {i.ordinal}" in (i.error or "")
@@ -335,9 +330,7 @@ def test_real_large_image_over_limit(library, make_pdf, tmp_path, minilm) -> Non
 
 
 # ---------------------------------------------------------------- videos
-@pytest.mark.parametrize(
-    "variant", ["random-bytes", "truncated", "codec-less", "undecodable-frames"]
-)
+@pytest.mark.parametrize("variant", ["random-bytes", "truncated", "codec-less", "undecodable-frames"])
 def test_bad_video(library, make_pdf, tmp_path, minilm, variant) -> None:  # type: ignore[no-untyped-def]
     folder = tmp_path / "docs"
     good = _good(make_pdf, folder)
@@ -372,10 +365,7 @@ BIG_PAGES = 24
 def _big_pdf(make_pdf, folder: Path, n: int = BIG_PAGES) -> Path:  # type: ignore[no-untyped-def]
     return make_pdf(
         "big.pdf",
-        [
-            f"Original edition page {p}: the migration of arctic terns, part {p}."
-            for p in range(1, n + 1)
-        ],
+        [f"Original edition page {p}: the migration of arctic terns, part {p}." for p in range(1, n + 1)],
         folder=folder,
     )
 
@@ -444,8 +434,7 @@ def test_file_changed_while_indexing(library, make_pdf, tmp_path, minilm, monkey
     good = _good(make_pdf, folder)
     big = _big_pdf(make_pdf, folder)
     new_pages = [
-        f"Revised edition page {p}: glaciers calving into the fjord, section {p}."
-        for p in range(1, 6)
+        f"Revised edition page {p}: glaciers calving into the fjord, section {p}." for p in range(1, 6)
     ]
     corpus = library.open("c", create=True)
     corpus.add_paths([folder])
@@ -567,11 +556,7 @@ def test_unreadable_permissions(make_pdf, minilm) -> None:  # type: ignore[no-un
             report = drain(corpus.build(minilm))
             assert report is not None and report.failed_sources == 0
             src = corpus.manifest.source_by_path(str(secret))
-            assert (
-                src is not None
-                and src.status == S_FAILED
-                and "permission denied" in (src.error or "")
-            )
+            assert src is not None and src.status == S_FAILED and "permission denied" in (src.error or "")
             _assert_good_indexed(library, corpus, good, minilm)
         finally:
             corpus.close()
@@ -914,15 +899,13 @@ def test_cli_reports_every_bad_file(data_dir, make_pdf, tmp_path) -> None:  # ty
 
     found = cli("search", GOOD_QUERY, "--json", "-k", "3", data_dir=data_dir, check=True)
     hits = json.loads(found.stdout)
-    assert (
-        hits[0]["source"] == str(good)
-        and hits[0]["page"] == 1
-        and "lighthouse keeper" in hits[0]["text"]
-    )
+    assert hits[0]["source"] == str(good) and hits[0]["page"] == 1 and "lighthouse keeper" in hits[0]["text"]
 
 
 # ---------------------------------------------------------------- locks and the indexing job
-def test_lock_left_by_a_killed_process_does_not_block_indexing(library, data_dir, make_pdf, tmp_path, minilm) -> None:  # type: ignore[no-untyped-def]
+def test_lock_left_by_a_killed_process_does_not_block_indexing(
+    library, data_dir, make_pdf, tmp_path, minilm
+) -> None:  # type: ignore[no-untyped-def]
     """A process killed with SIGKILL while holding a corpus's lock leaves the ``.lock`` file behind;
     the lock itself dies with the process, so the next indexing goes ahead."""
     import signal
@@ -933,14 +916,18 @@ def test_lock_left_by_a_killed_process_does_not_block_indexing(library, data_dir
 
     library.open("held", create=True).close()
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import sys, time
             from vrag_desktop.core.corpus.library import Library
             c = Library({str(data_dir)!r}).open("held")
             c.lock()
             print("locked", flush=True)
             time.sleep(600)
-        """)],
+        """),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -1009,7 +996,9 @@ def test_embedder_mismatch_is_one_message_for_cli_and_app(library, tmp_path, min
         raise AssertionError("no model may load for a known mismatch")
 
     with pytest.raises(CorpusError) as info:
-        drain(index_job(library, IndexRequest("other", [str(note)], embedder="minilm"), loader, CancelToken()))  # type: ignore[arg-type]
+        drain(
+            index_job(library, IndexRequest("other", [str(note)], embedder="minilm"), loader, CancelToken())
+        )  # type: ignore[arg-type]
     message = str(info.value)
     assert "corpus 'other' is indexed with embedder 'qwen3-vl-embedding-2b', not 'minilm-l6-v2'" in message
     assert "--embedder qwen3-vl-embedding-2b" in message and "Settings" in message

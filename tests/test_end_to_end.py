@@ -59,15 +59,29 @@ def test_cli_search_returns_the_right_page(sample_index: Path) -> None:
 
 
 def test_cli_search_finds_images_and_video(sample_index: Path) -> None:
-    proc = cli("search", "How many reflective targets are in the lidar calibration room?", "-k", "3", "--json",
-               data_dir=sample_index, check=True)
+    proc = cli(
+        "search",
+        "How many reflective targets are in the lidar calibration room?",
+        "-k",
+        "3",
+        "--json",
+        data_dir=sample_index,
+        check=True,
+    )
     hits = json.loads(proc.stdout)
     video = [h for h in hits if h["modality"] == "clip"]
     assert video and Path(video[0]["source"]).name == "lab_tour.mp4"
     assert video[0]["clip"] == 1 and video[0]["t_start"] == 0.0 and video[0]["t_end"] > 20
     assert Path(video[0]["media"]).suffix == ".mp4" and Path(video[0]["media"]).exists()
-    proc = cli("search", "What year was the harbor lighthouse built?", "-k", "1", "--json", data_dir=sample_index,
-               check=True)
+    proc = cli(
+        "search",
+        "What year was the harbor lighthouse built?",
+        "-k",
+        "1",
+        "--json",
+        data_dir=sample_index,
+        check=True,
+    )
     (hit,) = json.loads(proc.stdout)
     assert Path(hit["source"]).name == "harbor_lighthouse.jpg" and hit["modality"] == "image"
 

@@ -21,7 +21,10 @@ def server(sample_index: Path) -> Iterator[str]:
     env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(sample_index)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "vrag_desktop", "serve-search", "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -48,8 +51,10 @@ def test_health(server: str) -> None:
 
 
 def test_post_results_shape(server: str) -> None:
-    r = httpx.post(f"{server}/search", json={"queries": ["Atlas robot payload and battery", "edelweiss hairs"],
-                                             "top_k": 3})
+    r = httpx.post(
+        f"{server}/search",
+        json={"queries": ["Atlas robot payload and battery", "edelweiss hairs"], "top_k": 3},
+    )
     assert r.status_code == 200
     results = r.json()["results"]
     assert len(results) == 2
@@ -67,14 +72,17 @@ def test_post_text_and_video_records(server: str) -> None:
     data = httpx.post(f"{server}/search", json={"queries": ["pancake batter rest"], "top_k": 1}).json()
     rec = data["results"][0]["data"][0]
     assert rec["type"] == "text" and "content" in rec and "batter" in rec["content"].lower()
-    data = httpx.post(f"{server}/search", json={"queries": ["lidar calibration room reflective targets"],
-                                                "top_k": 3}).json()
+    data = httpx.post(
+        f"{server}/search", json={"queries": ["lidar calibration room reflective targets"], "top_k": 3}
+    ).json()
     videos = [d for d in data["results"][0]["data"] if d["type"] == "video"]
     assert videos and videos[0]["file_path"].endswith(".mp4")
 
 
 def test_post_vrag_ret_legacy_shape(server: str) -> None:
-    r = httpx.post(f"{server}/search", json={"queries": ["Atlas robot payload"], "top_k": 5, "vrag_ret": True})
+    r = httpx.post(
+        f"{server}/search", json={"queries": ["Atlas robot payload"], "top_k": 5, "vrag_ret": True}
+    )
     assert r.status_code == 200
     (hits,) = r.json()
     assert [h["idx"] for h in hits] == list(range(len(hits))) and hits
@@ -84,7 +92,9 @@ def test_post_vrag_ret_legacy_shape(server: str) -> None:
 
 
 def test_get_legacy_form(server: str) -> None:
-    r = httpx.get(f"{server}/search", params=[("queries", "Atlas robot payload"), ("queries", "gentian flowers")])
+    r = httpx.get(
+        f"{server}/search", params=[("queries", "Atlas robot payload"), ("queries", "gentian flowers")]
+    )
     assert r.status_code == 200
     lists = r.json()
     assert len(lists) == 2 and all(isinstance(x, list) for x in lists)
@@ -92,13 +102,17 @@ def test_get_legacy_form(server: str) -> None:
 
 
 def test_image_bytes_only_for_indexed_files(server: str) -> None:
-    hits = httpx.post(f"{server}/search", json={"queries": ["Atlas robot"], "top_k": 1, "vrag_ret": True}).json()[0]
+    hits = httpx.post(
+        f"{server}/search", json={"queries": ["Atlas robot"], "top_k": 1, "vrag_ret": True}
+    ).json()[0]
     r = httpx.get(f"{server}/image", params={"path": hits[0]["image_file"]})
     assert r.status_code == 200 and r.headers["content-type"] == "image/jpeg" and r.content[:2] == b"\xff\xd8"
     for path in ("/etc/passwd", hits[0]["image_file"] + "/../../../manifest.sqlite"):
         r = httpx.get(f"{server}/image", params={"path": path})
         assert r.status_code == 404 and "no such file" in r.json()["detail"]
-    rec = httpx.post(f"{server}/search", json={"queries": ["Atlas robot"], "top_k": 1}).json()["results"][0]["data"][0]
+    rec = httpx.post(f"{server}/search", json={"queries": ["Atlas robot"], "top_k": 1}).json()["results"][0][
+        "data"
+    ][0]
     r = httpx.get(f"{server}/items/{rec['corpus']}/{rec['item_id']}/image")
     assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
     assert httpx.get(f"{server}/items/sample/999999/image").status_code == 404

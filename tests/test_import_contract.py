@@ -28,10 +28,12 @@ def test_core_does_not_import_qt() -> None:
 def test_contract_catches_a_violation(tmp_path: Path) -> None:
     pkg = tmp_path / "vrag_desktop"
     shutil.copytree(ROOT / "vrag_desktop", pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    (pkg / "core" / "sneaky.py").write_text(textwrap.dedent('''
+    (pkg / "core" / "sneaky.py").write_text(
+        textwrap.dedent('''
         """A core module that reaches for a widget, which the contract forbids."""
         from PySide6.QtWidgets import QLabel  # noqa: F401
-    '''))
+    ''')
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     proc = _lint(tmp_path, tmp_path)
     assert proc.returncode != 0
@@ -39,7 +41,12 @@ def test_contract_catches_a_violation(tmp_path: Path) -> None:
 
 
 def test_importing_core_loads_no_heavy_or_qt_library() -> None:
-    code = ("import sys, vrag_desktop.cli.main, vrag_desktop.core.search.engine, vrag_desktop.core.corpus.corpus;"
-            "print(sorted(m for m in ('torch','transformers','faiss','PySide6','qasync','cv2','pymupdf') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    code = (
+        "import sys, vrag_desktop.cli.main, vrag_desktop.core.search.engine, vrag_desktop.core.corpus.corpus;"
+        "heavy = ('torch','transformers','faiss','PySide6','qasync','cv2','pymupdf');"
+        "print(sorted(m for m in heavy if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == "[]"

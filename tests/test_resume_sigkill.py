@@ -37,8 +37,11 @@ def test_sigkill_mid_build_then_resume(tmp_path: Path, make_pdf) -> None:  # typ
     topics = ["glacier ice cores", "sourdough fermentation", "tidal energy turbines", "medieval bookbinding"]
     for d, topic in enumerate(topics):
         n = 30
-        make_pdf(f"doc{d}.pdf", [f"Chapter {p + 1} on {topic}. " + f"Detail {p} about {topic}. " * 40
-                                 for p in range(n)], folder=docs)
+        make_pdf(
+            f"doc{d}.pdf",
+            [f"Chapter {p + 1} on {topic}. " + f"Detail {p} about {topic}. " * 40 for p in range(n)],
+            folder=docs,
+        )
         expected[f"doc{d}.pdf"] = n
     (docs / "note.txt").write_text("A short note about the harbour lighthouse keeper.")
     expected["note.txt"] = 1
@@ -46,11 +49,15 @@ def test_sigkill_mid_build_then_resume(tmp_path: Path, make_pdf) -> None:  # typ
 
     data = tmp_path / "data"
     db = data / "corpora" / "k" / "manifest.sqlite"
-    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data), "VRAG_DESKTOP_CHECKPOINT_ITEMS": "6",
-           "VRAG_DESKTOP_CHECKPOINT_SECONDS": "0.5"}
+    env = {
+        **os.environ,
+        "VRAG_DESKTOP_DATA_DIR": str(data),
+        "VRAG_DESKTOP_CHECKPOINT_ITEMS": "6",
+        "VRAG_DESKTOP_CHECKPOINT_SECONDS": "0.5",
+    }
     cmd = [sys.executable, "-m", "vrag_desktop", "index", str(docs), "--corpus", "k", "--quiet"]
     progress_at_kill = []
-    for attempt in range(5):
+    for _attempt in range(5):
         before = _committed_items(db)
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         # Wait until this run has committed something new, then kill at a random instant after that
@@ -69,7 +76,15 @@ def test_sigkill_mid_build_then_resume(tmp_path: Path, make_pdf) -> None:  # typ
     mid = [n for n in progress_at_kill if 0 < n < total]
     assert len(mid) >= 3, progress_at_kill
 
-    final = cli("index", str(docs), "--corpus", "k", "--quiet", data_dir=data, env={"VRAG_DESKTOP_CHECKPOINT_ITEMS": "6"})
+    final = cli(
+        "index",
+        str(docs),
+        "--corpus",
+        "k",
+        "--quiet",
+        data_dir=data,
+        env={"VRAG_DESKTOP_CHECKPOINT_ITEMS": "6"},
+    )
     assert final.returncode == 0, final.stderr
 
     corpus = Library(data).open("k")
@@ -82,7 +97,9 @@ def test_sigkill_mid_build_then_resume(tmp_path: Path, make_pdf) -> None:  # typ
             assert src is not None
             per_file.setdefault(Path(src.path).name, []).append(it.ordinal)
         # every page exactly once
-        assert {f: sorted(o) for f, o in per_file.items()} == {f: list(range(1, n + 1)) for f, n in expected.items()}
+        assert {f: sorted(o) for f, o in per_file.items()} == {
+            f: list(range(1, n + 1)) for f, n in expected.items()
+        }
         assert all(it.status == "embedded" for it in items)
         # every vector exactly once, and index == manifest
         store_ids = corpus.store().ids().tolist()

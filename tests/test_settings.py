@@ -53,7 +53,11 @@ def test_data_layout_names_every_folder(tmp_path: Path) -> None:
     layout = DataLayout.resolve(tmp_path / "d")
     assert layout.root == (tmp_path / "d").resolve()
     assert {p.name for p in (layout.corpora, layout.runs, layout.config, layout.logs, layout.runtime)} == {
-        "corpora", "runs", "config", "logs", "runtime"
+        "corpora",
+        "runs",
+        "config",
+        "logs",
+        "runtime",
     }
     assert not layout.root.exists()  # naming a place creates nothing
 

@@ -62,7 +62,9 @@ def test_switches_to_ivf_past_threshold_and_keeps_recall(tmp_path: Path) -> None
     q = x[:50] + 0.05 * rng.normal(size=(50, 32)).astype(np.float32)
     exact = (q @ x.T).argsort(axis=1)[:, ::-1][:, :10]
     _, approx = reopened.search(q, 10)
-    recall = np.mean([len(set(a) & set(e)) / 10 for a, e in zip(approx.tolist(), exact.tolist(), strict=True)])
+    recall = np.mean(
+        [len(set(a) & set(e)) / 10 for a, e in zip(approx.tolist(), exact.tolist(), strict=True)]
+    )
     assert recall >= 0.9
     reopened.remove([0, 1])
     reopened.checkpoint()
@@ -102,8 +104,11 @@ def test_rescan_is_incremental(library, minilm, make_pdf, tmp_path: Path) -> Non
     assert (scan.added, scan.changed, scan.unchanged) == (0, 0, 2)
     assert drain(corpus.build(minilm)).items == 0
     # changed: a.pdf re-derived; deleted: b.pdf leaves the index
-    make_pdf("a.pdf", ["Volcanoes erupt lava.", "Geysers spout hot water.", "Calderas form after eruptions."],
-             folder=folder)
+    make_pdf(
+        "a.pdf",
+        ["Volcanoes erupt lava.", "Geysers spout hot water.", "Calderas form after eruptions."],
+        folder=folder,
+    )
     b.unlink()
     scan = drain(corpus.scan())
     assert (scan.changed, scan.removed) == (1, 1)
@@ -161,8 +166,15 @@ def test_video_split_into_clips_with_keyframes(library, minilm, tmp_path: Path) 
 
 
 def test_several_corpora_searched_together(library, minilm, make_pdf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    index_paths(library, "one", [make_pdf("x.pdf", ["Penguins live in Antarctica."], folder=tmp_path / "x")], minilm)
-    index_paths(library, "two", [make_pdf("y.pdf", ["Camels cross the Sahara desert."], folder=tmp_path / "y")], minilm)
+    index_paths(
+        library, "one", [make_pdf("x.pdf", ["Penguins live in Antarctica."], folder=tmp_path / "x")], minilm
+    )
+    index_paths(
+        library,
+        "two",
+        [make_pdf("y.pdf", ["Camels cross the Sahara desert."], folder=tmp_path / "y")],
+        minilm,
+    )
     engine = SearchEngine(library, None, minilm)
     assert engine.search("desert animal", 1)[0].corpus == "two"
     assert engine.search("antarctic birds", 1)[0].corpus == "one"
@@ -185,7 +197,9 @@ def test_embedder_mismatch_is_refused(library, minilm, make_pdf, tmp_path: Path)
         drain(corpus.build(other))
 
 
-def _write_legacy(folder: Path, model: str, vecs: np.ndarray, records: list[dict], count: int | None = None) -> None:
+def _write_legacy(
+    folder: Path, model: str, vecs: np.ndarray, records: list[dict], count: int | None = None
+) -> None:
     import faiss
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -193,9 +207,16 @@ def _write_legacy(folder: Path, model: str, vecs: np.ndarray, records: list[dict
     index = faiss.IndexFlatIP(vecs.shape[1])
     index.add(vecs)
     faiss.write_index(index, str(folder / f"{name}_faiss_index.bin"))
-    (folder / f"{name}_meta_data.json").write_text(json.dumps({
-        "vector_dimension": vecs.shape[1], "num_vectors": count if count is not None else len(records),
-        "model_name": model, "date_created": "2025-06-01-12-00-00"}))
+    (folder / f"{name}_meta_data.json").write_text(
+        json.dumps(
+            {
+                "vector_dimension": vecs.shape[1],
+                "num_vectors": count if count is not None else len(records),
+                "model_name": model,
+                "date_created": "2025-06-01-12-00-00",
+            }
+        )
+    )
     with open(folder / f"{name}_file_data_list.jsonl", "w") as f:
         for r in records:
             f.write(json.dumps(r) + "\n")
@@ -206,7 +227,11 @@ def test_import_original_index_and_search_it(minilm, tmp_path: Path, data_dir: P
 
     imgs = tmp_path / "corpus" / "img"
     imgs.mkdir(parents=True)
-    texts = ["slide about quarterly cloud revenue", "slide about a mountain hiking trail", "slide about coffee roasting"]
+    texts = [
+        "slide about quarterly cloud revenue",
+        "slide about a mountain hiking trail",
+        "slide about coffee roasting",
+    ]
     records = []
     for i, _ in enumerate(texts):
         p = imgs / f"slide_{i + 1}.jpg"
@@ -219,7 +244,9 @@ def test_import_original_index_and_search_it(minilm, tmp_path: Path, data_dir: P
     proc = cli("corpus", "import-legacy", str(tmp_path / "idx"), "--name", "old", data_dir=data_dir)
     assert proc.returncode == 0, proc.stderr
     assert "Imported 4 vectors" in proc.stdout
-    out = json.loads(cli("search", "hiking in the mountains", "-k", "1", "--json", data_dir=data_dir, check=True).stdout)
+    out = json.loads(
+        cli("search", "hiking in the mountains", "-k", "1", "--json", data_dir=data_dir, check=True).stdout
+    )
     assert Path(out[0]["source"]).name == "slide_2.jpg" and out[0]["image"].endswith("slide_2.jpg")
     out = json.loads(cli("search", "espresso", "-k", "1", "--json", data_dir=data_dir, check=True).stdout)
     assert out[0]["modality"] == "text" and "espresso" in out[0]["text"]
@@ -262,8 +289,9 @@ def test_clip_length_is_kept_per_corpus_and_changing_it_recuts(library, minilm, 
 
 
 @pytest.mark.parametrize("how", ["token", "close"])
-def test_cancel_keeps_work_and_resume_completes(library, minilm, make_pdf, tmp_path: Path, how: str,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_cancel_keeps_work_and_resume_completes(
+    library, minilm, make_pdf, tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     from vrag_desktop.core.progress import CancelToken
 
     monkeypatch.setattr(minilm, "batch_size", 4)

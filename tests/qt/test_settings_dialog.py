@@ -14,8 +14,8 @@ from doubles import tmpfs
 from PySide6.QtWidgets import QApplication, QDialog
 
 from vrag_desktop.core.settings import AppSettings
-from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.settings_dialog import SettingsDialog, check_data_dir
 
 

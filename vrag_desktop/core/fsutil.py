@@ -82,7 +82,9 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, mkdir: bool = F
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", mkdir=mkdir)
 
 
-def atomic_save(path: str | os.PathLike[str], save: Callable[[IO[bytes]], None], *, mkdir: bool = False) -> None:
+def atomic_save(
+    path: str | os.PathLike[str], save: Callable[[IO[bytes]], None], *, mkdir: bool = False
+) -> None:
     """Let a library write into the temporary file (``image.save(fh, ...)``), then swap it in."""
     with atomic_open(path, "wb", mkdir=mkdir) as fh:
         save(fh)

@@ -46,10 +46,10 @@ from vrag_desktop.core.run.transcript import (
     evidence_label,
     hit_where,
 )
+from vrag_desktop.qt.ask.run_controller import RunRequest
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.theme import is_dark
-from vrag_desktop.qt.ask.run_controller import RunRequest
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
 RENDER_INTERVAL_MS = 100
@@ -92,7 +92,9 @@ class AskPanel(QWidget):
         self.thinking.setToolTip("VimRAG: let the model think before acting (VRAG's model always thinks)")
 
         self.agent_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # never clipped
-        self.profile_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.profile_combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
         self.profile_combo.setMinimumContentsLength(14)
         row1 = QHBoxLayout()
         row1.setSpacing(6)

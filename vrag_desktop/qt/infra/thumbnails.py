@@ -41,7 +41,9 @@ def load_thumbnail(path: str, size: int | QSize = THUMB_PX, *, auto_transform: b
     if image.isNull():
         raise OSError(f"cannot read {path}: {reader.errorString()}")
     if image.width() > box.width() or image.height() > box.height():
-        image = image.scaled(box, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation)
+        image = image.scaled(
+            box, Qt.AspectRatioMode.KeepAspectRatio, Qt.TransformationMode.SmoothTransformation
+        )
     return image
 
 
