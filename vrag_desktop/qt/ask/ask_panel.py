@@ -72,7 +72,7 @@ class AskPanel(QWidget):
         self._status = ""
         self._dirty = False
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
-        self._render_timer.timeout.connect(self.render)
+        self._render_timer.timeout.connect(self.render_transcript)
 
         # ---- options
         self.agent_combo = QComboBox()
