@@ -188,7 +188,9 @@ class Paths:
 
     @property
     def config(self) -> Path:
-        return self.data_dir / "config"
+        from vrag_desktop.core.paths import DataLayout
+
+        return DataLayout(self.data_dir).config
 
 
 def paths_of(args: argparse.Namespace) -> Paths:

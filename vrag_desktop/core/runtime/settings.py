@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.fsutil import atomic_write_json
+from vrag_desktop.core.paths import DataLayout
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.vllm import VLLMConfig
 
 SETTINGS_FILE = "vllm.json"
-RUNTIME_DIR = "runtime"
 VENV_DIR = "vllm-venv"  # where 'vrag-desktop runtime setup' puts the vLLM environment
 APP_LOG_FILE = "vllm-desktop.log"  # not the CLI's vllm.log: the CLI rotates that one on start
 APP_STATE_FILE = "vllm-desktop.state.json"  # the app's server, found again after a crash
@@ -156,17 +156,17 @@ class VLLMSettings:
 
 
 def settings_path(data_dir: str | os.PathLike[str]) -> Path:
-    return Path(data_dir) / "config" / SETTINGS_FILE
+    return DataLayout(Path(data_dir)).config / SETTINGS_FILE
 
 
 def default_venv(data_dir: str | os.PathLike[str]) -> Path:
     """Where ``vrag-desktop runtime setup`` puts the vLLM environment for this data dir."""
-    return Path(data_dir) / RUNTIME_DIR / VENV_DIR
+    return runtime_dir(data_dir) / VENV_DIR
 
 
 def runtime_dir(data_dir: str | os.PathLike[str]) -> Path:
     """Where supervised processes keep their logs and state files (and vLLM its environment)."""
-    return Path(data_dir) / RUNTIME_DIR
+    return DataLayout(Path(data_dir)).runtime
 
 
 def app_log_path(data_dir: str | os.PathLike[str]) -> Path:
