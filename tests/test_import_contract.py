@@ -23,6 +23,7 @@ def test_core_does_not_import_qt() -> None:
     proc = _lint(ROOT, ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "vrag_desktop.core never imports Qt KEPT" in proc.stdout
+    assert "vrag_desktop.core never imports the front doors (CLI, Python API) KEPT" in proc.stdout
 
 
 def test_contract_catches_a_violation(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ imports Qt; :mod:`vrag_desktop.qt` renders core state. Heavy libraries are impor
 
 from typing import Any
 
-__version__ = "0.1.0"
+from vrag_desktop._version import __version__
 
 __all__ = ["VRAG", "VimRAG", "__version__"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop import __version__
+from vrag_desktop._version import __version__
 from vrag_desktop.core.agents.events import (
     AgentError,
     AgentEvent,

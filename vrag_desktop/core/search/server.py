@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from vrag_desktop import __version__
+from vrag_desktop._version import __version__
 from vrag_desktop.core.search.engine import SearchEngine, SearchError
 from vrag_desktop.core.search.hit import Hit
 
