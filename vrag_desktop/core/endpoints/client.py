@@ -13,25 +13,20 @@ Every error message goes through :func:`redact` so API keys never reach the UI o
 from __future__ import annotations
 
 import asyncio
-import base64
-import email.utils
-import io
 import json
 import random
-import re
 import time
-import urllib.parse
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
-from vrag_desktop.core.images import flatten_rgb, open_upright
+from vrag_desktop.core.endpoints.content import image_data_uri, image_part, redact
+from vrag_desktop.core.endpoints.failures import Cut, Failure, StreamErrorEvent, classify
 
 if TYPE_CHECKING:
-    from PIL import Image
+    pass
 
 __all__ = [
     "ConnectionCheck",
@@ -42,7 +37,6 @@ __all__ = [
     "redact",
 ]
 
-REDACTED = "***"
 
 # Arguments ``chat.completions.create`` takes by name; any other chat() param goes into extra_body
 # (vLLM's top_k, repetition_penalty, min_p, chat_template_kwargs...).
@@ -68,87 +62,11 @@ _SDK_PARAMS = frozenset(
         "user",
     }
 )
-_CONNECT_FAILURES = frozenset({"ConnectError", "ConnectTimeout", "ProxyError", "UnsupportedProtocol"})
-_RETRYABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-_MODEL_MISSING = re.compile(
-    r"model\b.{0,80}\b(not (found|exist|served)|does not exist|unknown|invalid)"
-    r"|(unknown|invalid) model",
-    re.I | re.S,
-)
-_BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{4,}", re.I)
-_URL_USERINFO = re.compile(r"(\w+://)[^/@\s]+@")
-
 
 # ---- helpers -----------------------------------------------------------------------------------
 
 
-def redact(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` with every secret replaced by ``***`` (also URL- and JSON-escaped forms), plus any
-    ``Bearer <token>`` and URL credentials. Servers echo keys in error bodies; we show those bodies.
-    Secrets shorter than 4 characters are no real keys (placeholders) and are left alone."""
-    out = str(text)
-    variants: set[str] = set()
-    for s in secrets:
-        if s and len(s) >= 4:
-            variants.update({s, urllib.parse.quote(s, safe=""), json.dumps(s)[1:-1]})
-    for v in sorted(variants, key=len, reverse=True):
-        out = out.replace(v, REDACTED)
-    out = _BEARER.sub(lambda m: m.group(1) + REDACTED, out)
-    return _URL_USERINFO.sub(lambda m: m.group(1) + REDACTED + "@", out)
-
-
 _T = TypeVar("_T")
-
-_MIME = {"jpeg": "jpeg", "jpg": "jpeg", "png": "png", "webp": "webp", "gif": "gif"}
-
-
-def image_data_uri(image: str | Path | Image.Image | bytes, fmt: str = "jpeg", quality: int = 90) -> str:
-    """``data:image/<fmt>;base64,...`` for a PIL image, an image file or encoded bytes
-    (re-encoded in ``fmt``). The subtype matters: some servers reject the original's bare
-    ``data:image;base64``."""
-    from PIL import Image as PILImage
-
-    key = fmt.lower()
-    if key not in _MIME:
-        raise ValueError(f"unsupported image format {fmt!r} (use one of {sorted(_MIME)})")
-    subtype = _MIME[key]
-    img = image if isinstance(image, PILImage.Image) else open_upright(image)
-    if subtype == "jpeg":
-        img = flatten_rgb(img)
-    buf = io.BytesIO()
-    save_kw: dict[str, Any] = {"quality": quality} if subtype in ("jpeg", "webp") else {}
-    img.save(buf, format=subtype.upper(), **save_kw)
-    return f"data:image/{subtype};base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def image_part(
-    image: str | Path | Image.Image | bytes, fmt: str = "jpeg", quality: int = 90
-) -> dict[str, Any]:
-    """An OpenAI ``image_url`` content part carrying ``image`` as a data URI."""
-    return {"type": "image_url", "image_url": {"url": image_data_uri(image, fmt, quality)}}
-
-
-def _retry_after(headers: Mapping[str, str] | None) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` seconds or date)."""
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, when.timestamp() - time.time())
 
 
 def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -157,20 +75,6 @@ def _merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in extra.items():
         out[k] = _merge(out[k], v) if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
     return out
-
-
-def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(timeout errors, all transport errors) of the SDK's HTTP library (httpx2 or httpx)."""
-    timeouts: list[type[BaseException]] = []
-    errors: list[type[BaseException]] = []
-    for name in ("httpx2", "httpx"):
-        try:
-            mod = __import__(name)
-        except ImportError:
-            continue
-        timeouts.append(mod.TimeoutException)
-        errors.append(mod.RequestError)
-    return tuple(timeouts), tuple(errors)
 
 
 # ---- results and errors ------------------------------------------------------------------------
@@ -225,23 +129,6 @@ class _Acc:
             self.finish_reason,
             seconds,
         )
-
-
-class _Cut(Exception):
-    """The stream ended (or broke) before ``[DONE]`` and without a finish_reason."""
-
-
-class _StreamErrorEvent(Exception):
-    """The server put an error object in the stream (vLLM does on engine failures)."""
-
-
-@dataclass
-class _Failure:
-    kind: str
-    detail: str
-    status: int | None = None
-    retryable: bool = False
-    retry_after: float | None = None
 
 
 # ---- the client --------------------------------------------------------------------------------
@@ -429,13 +316,13 @@ class OpenAIChatModel:
                 if isinstance(chunk, dict):
                     self._absorb(chunk, acc, on_delta)
         if not acc.done and acc.finish_reason is None:
-            raise _Cut("the stream ended before [DONE]")
+            raise Cut("the stream ended before [DONE]")
 
     @staticmethod
     def _absorb(chunk: dict[str, Any], acc: _Acc, on_delta: DeltaCallback | None) -> None:
         if (chunk.get("error") or chunk.get("object") == "error") and not chunk.get("choices"):
             err = chunk.get("error") or chunk  # {"error": {...}} or vLLM's bare ErrorResponse
-            raise _StreamErrorEvent(str(err.get("message", err) if isinstance(err, dict) else err))
+            raise StreamErrorEvent(str(err.get("message", err) if isinstance(err, dict) else err))
         usage = chunk.get("usage")
         if isinstance(usage, dict):
             acc.prompt_tokens = int(usage.get("prompt_tokens") or 0)
@@ -464,7 +351,7 @@ class OpenAIChatModel:
         data = completion.model_dump() if hasattr(completion, "model_dump") else dict(completion)
         choices = data.get("choices") or []
         if not choices:
-            raise _StreamErrorEvent("the server's answer has no choices")
+            raise StreamErrorEvent("the server's answer has no choices")
         message = choices[0].get("message") or {}
         acc.content.append(message.get("content") or "")
         acc.reasoning.append(message.get("reasoning_content") or message.get("reasoning") or "")
@@ -479,78 +366,6 @@ class OpenAIChatModel:
                 on_delta("content", acc.content[0])
 
     # ---- errors and retries ---------------------------------------------------------------------
-    def _classify(self, exc: BaseException) -> _Failure | None:
-        """How a failed attempt failed; ``None`` for exceptions that are not ours to translate."""
-        import openai
-
-        timeouts, transport = _transport_errors()
-        if isinstance(exc, _Cut):
-            return _Failure("stream_cut", str(exc), retryable=True)
-        if isinstance(exc, _StreamErrorEvent):
-            return _Failure("server", f"the server reported an error mid-answer: {exc}", retryable=True)
-        if isinstance(exc, openai.APIStatusError):
-            return self._status_failure(exc)
-        if isinstance(exc, openai.APITimeoutError):
-            cause = exc.__cause__
-            if cause is not None and type(cause).__name__ == "ConnectTimeout":
-                return _Failure(
-                    "unreachable",
-                    f"no connection within {self.connect_timeout:g} s",
-                    retryable=True,
-                )
-            return _Failure("timeout", f"no answer within {self.read_timeout:g} s")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__
-            why = str(cause or exc) or type(cause or exc).__name__
-            if cause is None or type(cause).__name__ in _CONNECT_FAILURES:
-                return _Failure("unreachable", f"cannot connect ({why})", retryable=True)
-            return _Failure(
-                "stream_cut",
-                f"the connection broke before the answer ended ({why})",
-                retryable=True,
-            )
-        if isinstance(exc, timeouts):  # raised while reading the stream
-            return _Failure("timeout", f"the stream went silent for {self.read_timeout:g} s")
-        if isinstance(exc, transport):
-            why = str(exc) or type(exc).__name__
-            return _Failure(
-                "stream_cut",
-                f"the connection broke before the answer ended ({why})",
-                retryable=True,
-            )
-        if isinstance(exc, openai.APIError):
-            return _Failure("other", str(exc))
-        return None
-
-    @staticmethod
-    def _status_failure(exc: Any) -> _Failure:
-        status = int(exc.status_code)
-        body = exc.body
-        if isinstance(body, dict):
-            err = body.get("error", body)
-            detail = str(err.get("message", err) if isinstance(err, dict) else err)
-        elif body:
-            detail = str(body)
-        else:
-            detail = str(getattr(exc, "message", "") or exc)
-        detail = " ".join(detail.split())[:400]  # HTML error pages of proxies, on one line
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-        if status in (401, 403):
-            kind = "auth"
-        elif status == 404 or (400 <= status < 500 and _MODEL_MISSING.search(detail)):
-            kind = "not_found"
-        elif status == 429:
-            kind = "rate_limit"
-        elif status == 408:
-            kind = "timeout"
-        elif status >= 500:
-            kind = "server"
-        elif 400 <= status < 500:
-            kind = "bad_request"
-        else:
-            kind = "other"
-        return _Failure(kind, detail, status, status in _RETRYABLE_STATUS, _retry_after(headers))
-
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
         """Seconds before the next attempt; ``None``: the server asks for too long a wait."""
         if retry_after is not None:
@@ -572,7 +387,7 @@ class OpenAIChatModel:
         "other": "request failed",
     }
 
-    def _message(self, fail: _Failure, attempts: int | None = None) -> str:
+    def _message(self, fail: Failure, attempts: int | None = None) -> str:
         what = self._WHAT.get(fail.kind, "request failed")
         if fail.kind == "auth" and not self._api_key:
             what = "the server requires an API key and none is set"
@@ -583,28 +398,26 @@ class OpenAIChatModel:
         text = f"{what}{status}{tries} at {self.base_url} (model {self.model_name!r}): {fail.detail}"
         return redact(text, [self._api_key])
 
-    async def _within(
-        self, work: Awaitable[_T], limit: float, late: str
-    ) -> tuple[_T | None, _Failure | None]:
+    async def _within(self, work: Awaitable[_T], limit: float, late: str) -> tuple[_T | None, Failure | None]:
         """``work`` given ``limit`` seconds: (its value, None), or (None, how it failed). Exceptions that
-        are not the endpoint's (``_classify`` gives None) propagate."""
+        are not the endpoint's (``classify`` gives None) propagate."""
         try:
             return await asyncio.wait_for(work, limit), None
         except asyncio.TimeoutError:
-            return None, _Failure("timeout", f"{late} within {limit:g} s")
+            return None, Failure("timeout", f"{late} within {limit:g} s")
         except Exception as exc:
-            fail = self._classify(exc)
+            fail = classify(exc, self.connect_timeout, self.read_timeout)
             if fail is None:
                 raise
             return None, fail
 
-    def _error(self, fail: _Failure, attempts: int) -> EndpointError:
+    def _error(self, fail: Failure, attempts: int) -> EndpointError:
         return EndpointError(self._message(fail, attempts), kind=fail.kind, status=fail.status)
 
-    def _interrupted(self, fail: _Failure, acc: _Acc, started: float) -> StreamInterrupted:
+    def _interrupted(self, fail: Failure, acc: _Acc, started: float) -> StreamInterrupted:
         kind = "timeout" if fail.kind == "timeout" else "stream_cut"
         return StreamInterrupted(
-            self._message(_Failure(kind, fail.detail, fail.status)),
+            self._message(Failure(kind, fail.detail, fail.status)),
             kind,
             acc.result(time.monotonic() - started),
             fail.status,
