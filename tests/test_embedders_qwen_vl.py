@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from vrag_desktop.core.embedders.base import EmbedderError, EmbedInput
-from vrag_desktop.core.embedders.qwen_vl import (
+from vrag_desktop.core.embedders.qwen_vl import GVEEmbedder, Qwen3VLEmbedder
+from vrag_desktop.core.embedders.qwen_vl_inputs import (
     GVE_FAMILY,
     QWEN3_VL_FAMILY,
-    GVEEmbedder,
-    Qwen3VLEmbedder,
     _sample_indices,
     detect_family,
     last_token_pool,
@@ -439,7 +438,7 @@ def test_checkpoint_with_missing_weights_is_refused(model_dirs: dict[str, Path],
 
 
 def test_info_id_names(tmp_path: Path) -> None:
-    from vrag_desktop.core.embedders.qwen_vl import _model_name
+    from vrag_desktop.core.embedders.qwen_vl_inputs import _model_name
 
     assert _model_name("Qwen/Qwen3-VL-Embedding-2B") == "qwen3-vl-embedding-2b"
     assert _model_name("/models/Qwen3-VL-Embedding-2B/") == "qwen3-vl-embedding-2b"

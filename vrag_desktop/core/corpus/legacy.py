@@ -85,7 +85,7 @@ def legacy_embedder_id(model_name: str, dim: int) -> str:
     """The embedder id our loaders give ``model_name`` (so searching needs no re-embedding)."""
     from vrag_desktop.core.embedders import _MINILM_ALIASES
     from vrag_desktop.core.embedders.minilm import MINILM_ID
-    from vrag_desktop.core.embedders.qwen_vl import detect_family
+    from vrag_desktop.core.embedders.qwen_vl_inputs import detect_family
 
     if model_name.lower() in _MINILM_ALIASES or model_name.lower().endswith("all-minilm-l6-v2"):
         return MINILM_ID

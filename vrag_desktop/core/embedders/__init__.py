@@ -39,8 +39,9 @@ def create_embedder(spec: str | None = None, *, device: str | None = None) -> Em
 
         return MiniLMEmbedder(device=device)
     from vrag_desktop.core.embedders import qwen_vl
+    from vrag_desktop.core.embedders.qwen_vl_inputs import detect_family
 
-    family = qwen_vl.detect_family(spec)
+    family = detect_family(spec)
     if family == "qwen3-vl-embedding":
         return qwen_vl.Qwen3VLEmbedder(spec, device=device)
     if family == "gve":
