@@ -49,12 +49,18 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.client import StreamInterrupted
+from vrag_desktop.core.endpoints.hf_generation import (
+    Cancelled,
+    Control,
+    Settings,
+    decoding_settings,
+    runtime_classes,
+)
 from vrag_desktop.core.endpoints.hf_messages import bad_request as _bad
 from vrag_desktop.core.endpoints.hf_messages import openai_to_hf_messages
 
@@ -75,114 +81,7 @@ _DTYPES = {
     "float32": "float32",
     "float": "float32",
 }
-# Call params the OpenAI client would send that have no meaning here: accepted, ignored quietly.
 _CLOSED = "the generation was stopped (the local model was closed or the call cancelled)"
-_IGNORED_QUIETLY = frozenset({"model", "extra_body", "n", "user", "stream_options"})
-
-
-# ---- generation control ------------------------------------------------------------------------
-
-
-class _Control:
-    """Flags one generation shares with its worker thread."""
-
-    def __init__(self) -> None:
-        self.cancelled = threading.Event()  # the caller gave up: stop as soon as possible
-        self.stopped = threading.Event()  # a stop string appeared: stop, the answer is complete
-
-    def halt(self) -> bool:
-        return self.cancelled.is_set() or self.stopped.is_set()
-
-
-@dataclass
-class _Settings:
-    """One call's decoding settings, validated on the loop before any work starts."""
-
-    max_new_tokens: int
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
-    min_tokens: int | None = None
-    ignore_eos: bool = False
-    stop: list[str] = field(default_factory=list)
-
-
-class _Cancelled(Exception):
-    """Internal: the generation was cancelled before it started."""
-
-
-_classes: dict[str, Any] = {}
-
-
-def _runtime_classes() -> tuple[Any, Any]:
-    """(streamer sink class, stopping criterion class), built on first use (lazy transformers)."""
-    if not _classes:
-        import torch
-        from transformers import StoppingCriteria, StoppingCriteriaList, TextStreamer
-
-        class _Sink(TextStreamer):  # type: ignore[misc]
-            """Incremental decode (TextStreamer's word-boundary logic), stop strings cut OpenAI-style
-            (the stop text itself is never delivered), each finished piece handed to ``emit``."""
-
-            def __init__(
-                self,
-                tokenizer: Any,
-                stops: list[str],
-                control: _Control,
-                emit: Callable[[str], None] | None,
-            ) -> None:
-                super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
-                self.stops = stops
-                self.hold = max((len(s) for s in stops), default=1) - 1
-                self.control = control
-                self.emit = emit
-                self.buf = ""
-                self.parts: list[str] = []
-                self.stop_hit = False
-
-            def _out(self, text: str) -> None:
-                if text:
-                    self.parts.append(text)
-                    if self.emit is not None:
-                        self.emit(text)
-
-            def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
-                if self.stop_hit:
-                    return
-                if not self.stops:
-                    self._out(text)
-                    return
-                self.buf += text
-                hits = [i for i in (self.buf.find(s) for s in self.stops) if i >= 0]
-                if hits:
-                    self._out(self.buf[: min(hits)])
-                    self.buf = ""
-                    self.stop_hit = True
-                    self.control.stopped.set()
-                    return
-                keep = 0 if stream_end else min(self.hold, len(self.buf))
-                self._out(self.buf[: len(self.buf) - keep])
-                self.buf = self.buf[len(self.buf) - keep :]
-
-        class _Halt(StoppingCriteria):  # type: ignore[misc]
-            def __init__(self, control: _Control) -> None:
-                self.control = control
-
-            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                return torch.full(
-                    (input_ids.shape[0],),
-                    self.control.halt(),
-                    dtype=torch.bool,
-                    device=input_ids.device,
-                )
-
-        def halt(control: _Control) -> Any:
-            return StoppingCriteriaList([_Halt(control)])
-
-        _classes["sink"], _classes["halt"] = _Sink, halt  # type: ignore[assignment]
-    return _classes["sink"], _classes["halt"]
 
 
 # ---- the model ---------------------------------------------------------------------------------
@@ -245,7 +144,7 @@ class TransformersChatModel:
         self._eos_ids: set[int] = set()
         self._load_lock = threading.Lock()
         self._gen_lock = threading.Lock()
-        self._active: set[_Control] = set()
+        self._active: set[Control] = set()
 
     def __repr__(self) -> str:
         return (
@@ -422,65 +321,8 @@ class TransformersChatModel:
         await self.aclose()
 
     # ---- chat -----------------------------------------------------------------------------------
-    def _settings(self, params: Mapping[str, Any]) -> _Settings:
-        p = {**self.default_params, **params}
-        limit = None
-        for key in ("max_tokens", "max_completion_tokens", "max_new_tokens"):
-            if p.get(key) is not None:
-                limit = p[key]
-                break
-        s = _Settings(max_new_tokens=self.max_new_tokens if limit is None else limit)
-
-        def number(key: str, kind: type, ok: Callable[[Any], bool], rule: str) -> Any:
-            value = p.get(key)
-            if value is None:
-                return None
-            try:
-                value = kind(value)
-            except (TypeError, ValueError):
-                raise _bad(f"{key} must be a number, got {p[key]!r}") from None
-            if isinstance(p[key], bool) or not ok(value):
-                raise _bad(f"{key} {rule}, got {p[key]!r}")
-            return value
-
-        if (
-            isinstance(s.max_new_tokens, bool)
-            or not isinstance(s.max_new_tokens, int)
-            or s.max_new_tokens < 1
-        ):
-            raise _bad(f"max_tokens must be a positive integer, got {s.max_new_tokens!r}")
-        s.temperature = number("temperature", float, lambda v: v >= 0, "must be >= 0")
-        s.top_p = number("top_p", float, lambda v: 0 < v <= 1, "must be in (0, 1]")
-        s.top_k = number("top_k", int, lambda v: v >= 0, "must be >= 0")
-        s.repetition_penalty = number("repetition_penalty", float, lambda v: v > 0, "must be > 0")
-        s.seed = number("seed", int, lambda v: True, "")
-        s.min_tokens = number("min_tokens", int, lambda v: v >= 0, "must be >= 0")
-        s.ignore_eos = bool(p.get("ignore_eos") or False)
-        stop = p.get("stop")
-        if isinstance(stop, str):
-            stop = [stop]
-        if stop is not None and not (
-            isinstance(stop, (list, tuple)) and all(isinstance(x, str) for x in stop)
-        ):
-            raise _bad(f"stop must be a string or a list of strings, got {stop!r}")
-        s.stop = [x for x in (stop or []) if x]
-        known = {
-            "max_tokens",
-            "max_completion_tokens",
-            "max_new_tokens",
-            "temperature",
-            "top_p",
-            "top_k",
-            "repetition_penalty",
-            "seed",
-            "stop",
-            "min_tokens",
-            "ignore_eos",
-        }
-        ignored = sorted(k for k in p if k not in known and k not in _IGNORED_QUIETLY)
-        if ignored:
-            log.debug("local model ignores params %s", ignored)
-        return s
+    def _settings(self, params: Mapping[str, Any]) -> Settings:
+        return decoding_settings({**self.default_params, **params}, self.max_new_tokens)
 
     async def chat(
         self,
@@ -499,7 +341,7 @@ class TransformersChatModel:
         await self.aload()
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        control = _Control()
+        control = Control()
 
         def post(item: tuple[str, Any]) -> None:
             try:
@@ -546,7 +388,7 @@ class TransformersChatModel:
         """(Worker thread.) Generate and post ``("done", result)`` or ``("error", EndpointError)``."""
         try:
             post(("done", generate()))
-        except _Cancelled:  # the caller gave up (nobody is waiting) or close() was called
+        except Cancelled:  # the caller gave up (nobody is waiting) or close() was called
             post(("error", EndpointError(_CLOSED, kind="other")))
         except EndpointError as exc:
             post(("error", exc))
@@ -564,7 +406,7 @@ class TransformersChatModel:
         err.__cause__ = exc
         return err
 
-    def _generation_config(self, model: Any, s: _Settings) -> Any:
+    def _generation_config(self, model: Any, s: Settings) -> Any:
         gc_ = copy.deepcopy(model.generation_config)
         gc_.max_new_tokens = s.max_new_tokens
         gc_.max_length = None
@@ -596,8 +438,8 @@ class TransformersChatModel:
     def _generate(
         self,
         messages: list[dict[str, Any]],
-        s: _Settings,
-        control: _Control,
+        s: Settings,
+        control: Control,
         emit: Callable[[str], None] | None,
     ) -> ChatResult:
         import torch
@@ -616,12 +458,12 @@ class TransformersChatModel:
             raise _bad(f"the processor refused the input: {type(exc).__name__}: {exc}") from exc
         inputs = inputs.to(self.device, dtype=self.dtype)
         prompt_tokens = int(inputs["input_ids"].shape[1])
-        sink_cls, halt_cls = _runtime_classes()
+        sink_cls, halt_cls = runtime_classes()
         sink = sink_cls(processor.tokenizer, s.stop, control, emit)
         gen_config = self._generation_config(model, s)
         with self._gen_lock:  # one generation at a time; a cancelled one frees this promptly
             if control.cancelled.is_set():
-                raise _Cancelled
+                raise Cancelled
             if s.seed is not None:
                 torch.manual_seed(s.seed)
             with torch.inference_mode():
@@ -635,7 +477,7 @@ class TransformersChatModel:
         if (
             control.cancelled.is_set()
         ):  # halted half-way: not an answer (the caller may be waiting on close())
-            raise _Cancelled
+            raise Cancelled
         new = out[0, prompt_tokens:].tolist()
         if sink.stop_hit or (new and new[-1] in self._eos_ids):
             finish = "stop"
