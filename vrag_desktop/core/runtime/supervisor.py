@@ -109,7 +109,7 @@ class ProcessSupervisor:
     ) -> None:
         """The keywords are those of :class:`ProcessSpec` (see there); ``mode`` is recorded in
         the state file (who started it: ``app``, ``foreground``)."""
-        self.spec = ProcessSpec(
+        spec = ProcessSpec(
             argv=[str(a) for a in argv],
             name=name,
             env=env,
@@ -123,13 +123,24 @@ class ProcessSupervisor:
             classifier=classifier,
             redact=[x for x in redact if x],
         )
-        self.name = self.spec.display_name
-        self.cwd = cwd
-        self.log_path = Path(log_path) if log_path else None
-        self.classifier = classifier or default_classifier
-        self.long_running = long_running
+        self._setup(spec, ring_size, mode)
+
+    @classmethod
+    def from_spec(cls, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> ProcessSupervisor:
+        """Supervise ``spec`` as it is (readiness check included)."""
+        sup = cls.__new__(cls)
+        sup._setup(spec, ring_size, mode)
+        return sup
+
+    def _setup(self, spec: ProcessSpec, ring_size: int, mode: str) -> None:
+        self.spec = spec
+        self.name = spec.display_name
+        self.cwd = spec.cwd
+        self.log_path = Path(spec.log_path) if spec.log_path else None
+        self.classifier = spec.classifier or default_classifier
+        self.long_running = spec.long_running
         self.mode = mode
-        self.state_file = StateFile(state_path) if state_path else None
+        self.state_file = StateFile(spec.state_path) if spec.state_path else None
         self.state: dict[str, Any] | None = None
         self.stopped_elsewhere = False  # another command marked or removed the state file, then stopped it
         self.env = self.spec.child_env()
@@ -152,27 +163,6 @@ class ProcessSupervisor:
         self._override: ExitInfo | None = None
         self._drain_timeout = 3.0
         _SUPERVISORS.add(self)
-
-    @classmethod
-    def from_spec(cls, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> ProcessSupervisor:
-        sup = cls(
-            spec.argv,
-            env=spec.env,
-            cwd=spec.cwd,
-            log_path=spec.log_path,
-            name=spec.name,
-            ring_size=ring_size,
-            classifier=spec.classifier,
-            long_running=spec.long_running,
-            inherit_env=spec.inherit_env,
-            redact=spec.redact,
-            state_path=spec.state_path,
-            state_extra=spec.state_extra,
-            kind=spec.kind,
-            mode=mode,
-        )
-        sup.spec.ready = spec.ready
-        return sup
 
     @property
     def argv(self) -> list[str]:
