@@ -12,8 +12,9 @@ import sqlite3
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TypeVar
 
 SCHEMA_VERSION = 1
 
@@ -92,25 +93,6 @@ class SourceRow:
 
 
 @dataclass
-class ItemRow:
-    id: int
-    source_id: int
-    ordinal: int
-    name: str
-    kind: str
-    t_start: float | None
-    t_end: float | None
-    image_path: str | None
-    media_path: str | None
-    width: int | None
-    height: int | None
-    text: str | None
-    text_source: str | None
-    status: str
-    error: str | None
-
-
-@dataclass
 class NewItem:
     """An item derived from a source, ready to be committed with its vectors."""
 
@@ -128,6 +110,21 @@ class NewItem:
     text: str | None = None
     text_source: str | None = None
     error: str | None = None
+
+
+@dataclass(kw_only=True)
+class ItemRow(NewItem):
+    """An item as stored: the columns of a :class:`NewItem` and the row id it was given."""
+
+    id: int
+
+
+# Columns holding file paths: stored by :func:`_enc`, so read back through :func:`_dec`.
+_PATH_COLUMNS = ("path", "image_path", "media_path")
+_ITEM_COLUMNS = tuple(f.name for f in fields(NewItem))
+# SQLite's limit on ``?`` parameters in one statement is 999 in older builds.
+_MAX_PARAMS = 900
+_Row = TypeVar("_Row", SourceRow, ItemRow)
 
 
 def _enc(path: str) -> str | bytes:
@@ -212,22 +209,22 @@ class Manifest:
         if status is not None:
             sql += " WHERE status=?"
             args = (status,)
-        return [_source(r) for r in self._db.execute(sql + " ORDER BY path", args)]
+        return [_from_row(SourceRow, r) for r in self._db.execute(sql + " ORDER BY path", args)]
 
     def source(self, source_id: int) -> SourceRow | None:
         row = self._db.execute("SELECT * FROM sources WHERE id=?", (source_id,)).fetchone()
-        return None if row is None else _source(row)
+        return None if row is None else _from_row(SourceRow, row)
 
     def source_by_path(self, path: str) -> SourceRow | None:
         row = self._db.execute("SELECT * FROM sources WHERE path=?", (_enc(path),)).fetchone()
-        return None if row is None else _source(row)
+        return None if row is None else _from_row(SourceRow, row)
 
     def source_by_sha(self, sha256: str, exclude_id: int | None = None) -> SourceRow | None:
         row = self._db.execute(
             "SELECT * FROM sources WHERE sha256=? AND id IS NOT ? AND status != ? ORDER BY id LIMIT 1",
             (sha256, exclude_id, S_DUPLICATE),
         ).fetchone()
-        return None if row is None else _source(row)
+        return None if row is None else _from_row(SourceRow, row)
 
     def upsert_source(self, path: str, **fields: object) -> int:
         fields["updated_at"] = time.time()
@@ -271,37 +268,23 @@ class Manifest:
             where.append("status=?")
             args.append(status)
         sql = "SELECT * FROM items" + (" WHERE " + " AND ".join(where) if where else "")
-        return [_item(r) for r in self._db.execute(sql + " ORDER BY source_id, ordinal", args)]
+        return [_from_row(ItemRow, r) for r in self._db.execute(sql + " ORDER BY source_id, ordinal", args)]
 
     def item(self, item_id: int) -> ItemRow | None:
         row = self._db.execute("SELECT * FROM items WHERE id=?", (item_id,)).fetchone()
-        return None if row is None else _item(row)
+        return None if row is None else _from_row(ItemRow, row)
 
     def done_ordinals(self, source_id: int) -> set[int]:
         rows = self._db.execute("SELECT ordinal FROM items WHERE source_id=?", (source_id,))
         return {r[0] for r in rows}
 
     def insert_item(self, item: NewItem) -> int:
+        values: list[object] = []
+        for column in _ITEM_COLUMNS:
+            value = getattr(item, column)
+            values.append(_enc(value) if value and column in _PATH_COLUMNS else value)
         cur = self._db.execute(
-            "INSERT INTO items(source_id, ordinal, name, kind, t_start, t_end, image_path, media_path,"
-            " width, height, text, text_source, status, error)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                item.source_id,
-                item.ordinal,
-                item.name,
-                item.kind,
-                item.t_start,
-                item.t_end,
-                item.image_path and _enc(item.image_path),
-                item.media_path and _enc(item.media_path),
-                item.width,
-                item.height,
-                item.text,
-                item.text_source,
-                item.status,
-                item.error,
-            ),
+            f"INSERT INTO items({','.join(_ITEM_COLUMNS)}) VALUES ({','.join('?' * len(values))})", values
         )
         return int(cur.lastrowid or 0)
 
@@ -329,17 +312,11 @@ class Manifest:
         ids = list(vector_ids)
         if not ids:
             return {}
-        out: dict[int, ItemRow] = {}
-        for start in range(0, len(ids), 900):  # SQLite parameter limit
-            chunk = ids[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT v.id AS vid, i.* FROM vectors v JOIN items i ON v.item_id=i.id WHERE v.id IN ({marks})",
-                chunk,
-            )
-            for r in rows:
-                out[r["vid"]] = _item(r)
-        return out
+        rows = self._in_chunks(
+            "SELECT v.id AS vid, i.* FROM vectors v JOIN items i ON v.item_id=i.id WHERE v.id IN ({marks})",
+            ids,
+        )
+        return {r["vid"]: _from_row(ItemRow, r) for r in rows}
 
     def forget_vectors(self, vector_ids: Iterable[int]) -> int:
         """Drop vector rows whose vectors are not in the index, and mark their items for redo.
@@ -349,13 +326,7 @@ class Manifest:
         ids = list(vector_ids)
         if not ids:
             return 0
-        affected: set[int] = set()
-        for start in range(0, len(ids), 900):
-            chunk = ids[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            affected.update(
-                r[0] for r in self._db.execute(f"SELECT item_id FROM vectors WHERE id IN ({marks})", chunk)
-            )
+        affected = {r[0] for r in self._in_chunks("SELECT item_id FROM vectors WHERE id IN ({marks})", ids)}
         # An item with a missing vector is deleted entirely (its other vectors go by cascade and then
         # leave the index as orphans); its source goes back to pending so the item is redone.
         for item_id in affected:
@@ -366,24 +337,26 @@ class Manifest:
             self._db.execute("UPDATE sources SET status=? WHERE id=?", (S_PENDING, row[0]))
         return len(affected)
 
+    def _in_chunks(self, sql: str, ids: list[int]) -> Iterator[sqlite3.Row]:
+        """The rows of ``sql`` (``{marks}`` stands for an IN list) over ``ids``, a chunk at a time."""
+        for start in range(0, len(ids), _MAX_PARAMS):
+            chunk = ids[start : start + _MAX_PARAMS]
+            yield from self._db.execute(sql.format(marks=",".join("?" * len(chunk))), chunk)
+
     # ---- statistics
     def counts(self) -> dict[str, int]:
-        q = self._db.execute
-        return {
-            "sources": q("SELECT COUNT(*) FROM sources").fetchone()[0],
-            "sources_indexed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_INDEXED,)).fetchone()[0],
-            "sources_pending": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_PENDING,)).fetchone()[0],
-            "sources_failed": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_FAILED,)).fetchone()[0],
-            "sources_duplicate": q("SELECT COUNT(*) FROM sources WHERE status=?", (S_DUPLICATE,)).fetchone()[
-                0
-            ],
-            "sources_unsupported": q(
-                "SELECT COUNT(*) FROM sources WHERE status=?", (S_UNSUPPORTED,)
-            ).fetchone()[0],
-            "items": q("SELECT COUNT(*) FROM items").fetchone()[0],
-            "items_failed": q("SELECT COUNT(*) FROM items WHERE status=?", (I_FAILED,)).fetchone()[0],
-            "vectors": q("SELECT COUNT(*) FROM vectors").fetchone()[0],
-        }
+        """Rows per table, and sources per status (``sources_<status>``) and failed items."""
+
+        def count(sql: str, *args: str) -> int:
+            return int(self._db.execute(sql, args).fetchone()[0])
+
+        out = {"sources": count("SELECT COUNT(*) FROM sources")}
+        for status in (S_INDEXED, S_PENDING, S_FAILED, S_DUPLICATE, S_UNSUPPORTED):
+            out[f"sources_{status}"] = count("SELECT COUNT(*) FROM sources WHERE status=?", status)
+        out["items"] = count("SELECT COUNT(*) FROM items")
+        out["items_failed"] = count("SELECT COUNT(*) FROM items WHERE status=?", I_FAILED)
+        out["vectors"] = count("SELECT COUNT(*) FROM vectors")
+        return out
 
     def failures(self) -> list[tuple[str, str, str]]:
         """(path, what, error) for every failed source, failed item and duplicate."""
@@ -411,36 +384,10 @@ class ManifestError(RuntimeError):
     """The manifest cannot be opened or is from an incompatible version."""
 
 
-def _source(r: sqlite3.Row) -> SourceRow:
-    return SourceRow(
-        id=r["id"],
-        path=_dec(r["path"]),
-        kind=r["kind"],
-        size=r["size"],
-        mtime_ns=r["mtime_ns"],
-        sha256=r["sha256"],
-        status=r["status"],
-        error=r["error"],
-        duplicate_of=r["duplicate_of"],
-        n_expected=r["n_expected"],
-    )
-
-
-def _item(r: sqlite3.Row) -> ItemRow:
-    return ItemRow(
-        id=r["id"],
-        source_id=r["source_id"],
-        ordinal=r["ordinal"],
-        name=r["name"],
-        kind=r["kind"],
-        t_start=r["t_start"],
-        t_end=r["t_end"],
-        image_path=r["image_path"] and _dec(r["image_path"]),
-        media_path=r["media_path"] and _dec(r["media_path"]),
-        width=r["width"],
-        height=r["height"],
-        text=r["text"],
-        text_source=r["text_source"],
-        status=r["status"],
-        error=r["error"],
-    )
+def _from_row(cls: type[_Row], r: sqlite3.Row) -> _Row:
+    """A row as ``cls``: the columns named like its fields, paths decoded (see :func:`_enc`)."""
+    values = {f.name: r[f.name] for f in fields(cls)}
+    for name in _PATH_COLUMNS:
+        if values.get(name) is not None:
+            values[name] = _dec(values[name])
+    return cls(**values)
