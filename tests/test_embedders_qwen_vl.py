@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from vrag_desktop.core.embedders.base import EmbedderError, EmbedInput
+from vrag_desktop.core.embedders.base import EmbedderError, EmbedInput, pick_dtype
 from vrag_desktop.core.embedders.qwen_vl import GVEEmbedder, Qwen3VLEmbedder
 from vrag_desktop.core.embedders.qwen_vl_inputs import (
     GVE_FAMILY,
@@ -410,6 +410,22 @@ def test_wrong_model_type_is_refused(model_dirs: dict[str, Path]) -> None:
         GVEEmbedder(str(model_dirs[QWEN3_VL_FAMILY]))
     with pytest.raises(EmbedderError, match="qwen2_vl"):
         Qwen3VLEmbedder(str(model_dirs["qwen2_vl"]))
+
+
+def test_dtype_names_and_bad_dtype(model_dirs: dict[str, Path]) -> None:
+    import torch
+
+    assert pick_dtype(None, "cpu") is torch.float32 and pick_dtype("auto", "cpu") is torch.float32
+    assert (
+        pick_dtype("half", "cpu") is torch.float16 and pick_dtype("torch.bfloat16", "cpu") is torch.bfloat16
+    )
+    assert pick_dtype(torch.float16, "cuda") is torch.float16
+    with pytest.raises(ValueError, match="must be a string or a torch dtype"):
+        pick_dtype(16, "cpu")
+    with pytest.raises(EmbedderError, match="unknown dtype 'float8'"):
+        GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu", dtype="float8")
+    e = GVEEmbedder(str(model_dirs[GVE_FAMILY]), device="cpu", dtype="fp16")
+    assert e.info.extra["dtype"] == "float16"
 
 
 @pytest.mark.parametrize("family", [GVE_FAMILY, QWEN3_VL_FAMILY])

@@ -320,6 +320,11 @@ def test_errors_are_typed_and_clear(
         TransformersChatModel(headless, device="cpu").load()
     assert e.value.kind == "bad_request" and "lm_head" in str(e.value)
 
+    for dtype, needle in (("float8", "unknown dtype 'float8'"), (16, "must be a string or a torch dtype")):
+        with pytest.raises(EndpointError) as e:
+            TransformersChatModel(tiny_dirs["qwen2_vl"], device="cpu", dtype=dtype).load()
+        assert e.value.kind == "bad_request" and needle in str(e.value)
+
     model = models["qwen2_vl"]
     bad_inputs: list[tuple[list[dict[str, Any]], dict[str, Any], str]] = [
         (

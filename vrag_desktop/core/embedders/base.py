@@ -10,8 +10,12 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import torch
 
 TEXT = "text"
 IMAGE = "image"
@@ -110,3 +114,39 @@ def pick_device(requested: str | None = None) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     except Exception:  # torch missing or broken: CPU paths still work
         return "cpu"
+
+
+_DTYPE_NAMES = {
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
+}
+
+
+def pick_dtype(requested: Any, device: str) -> torch.dtype:
+    """``requested`` (a name such as ``bf16`` or ``float32``, ``auto``, or a torch dtype) if given,
+    else bf16 on CUDA (fp16 where the GPU has no bf16) and fp32 on CPU. ValueError names a bad value.
+
+    Why one place: the embedders and the local chat model load the same checkpoints and must agree
+    on what a dtype name means.
+    """
+    import torch
+
+    dtype = requested
+    if isinstance(dtype, str):
+        key = dtype.lower().removeprefix("torch.")
+        if key != "auto" and key not in _DTYPE_NAMES:
+            raise ValueError(f"unknown dtype {requested!r} (bfloat16, float16, float32)")
+        dtype = getattr(torch, _DTYPE_NAMES[key]) if key in _DTYPE_NAMES else None
+    if dtype is None:
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"dtype must be a string or a torch dtype, got {type(dtype).__name__}")
+    return dtype

@@ -42,6 +42,7 @@ from vrag_desktop.core.embedders.base import (
     EmbedInput,
     l2_normalize,
     pick_device,
+    pick_dtype,
 )
 from vrag_desktop.core.embedders.qwen_vl_inputs import (
     _TEMPLATE_RESERVE,
@@ -68,10 +69,9 @@ from vrag_desktop.core.embedders.qwen_vl_inputs import (
     _with_period,
     last_token_pool,
 )
-from vrag_desktop.core.embedders.qwen_vl_loading import load_processor, resolve_model_dir
+from vrag_desktop.core.embedders.qwen_vl_loading import check_weights, load_processor, resolve_model_dir
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    import torch
     from typing_extensions import Unpack
 
 log = logging.getLogger(__name__)
@@ -99,6 +99,14 @@ class VisualLimits(TypedDict, total=False):
     max_frames: int
     frame_max_pixels: int
     video_total_pixels: int | None
+
+
+class EmbedderOptions(VisualLimits, total=False):
+    """Every keyword both families take: where and how to run, and how to size what is read."""
+
+    device: str | None
+    batch_size: int | None
+    dtype: str | None
 
 
 class _QwenVLEmbedder(Embedder):
@@ -157,7 +165,10 @@ class _QwenVLEmbedder(Embedder):
                 f"{self.spec} is a {model_type!r} model; "
                 f"{type(self).__name__} needs one of {self.model_types}"
             )
-        self._dtype = self._pick_dtype(dtype)
+        try:
+            self._dtype = pick_dtype(dtype or None, self.device)
+        except ValueError as exc:
+            raise EmbedderError(str(exc)) from None
         try:
             self._processor = load_processor(model_dir, model_type)
             # No device_map: it needs `accelerate`, which the app does not install. Weights load
@@ -170,7 +181,7 @@ class _QwenVLEmbedder(Embedder):
                 f"cannot load {self.spec} from {model_dir}: {type(exc).__name__}: {exc}"
             ) from exc
         self._model, loading_info = loaded
-        self._check_weights(loading_info)
+        check_weights(loading_info, self.spec, self.family)
         self._model = self._model.to(self.device).eval()
 
         image_processor = self._processor.image_processor
@@ -234,39 +245,6 @@ class _QwenVLEmbedder(Embedder):
             self._torch.cuda.empty_cache()
 
     # ---- preparation
-    def _pick_dtype(self, dtype: str | None) -> torch.dtype:
-        """bf16 on CUDA (fp16 where the GPU has no bf16), fp32 on CPU, unless told otherwise."""
-        torch = self._torch
-        if dtype:
-            try:
-                return {
-                    "float32": torch.float32,
-                    "fp32": torch.float32,
-                    "bfloat16": torch.bfloat16,
-                    "bf16": torch.bfloat16,
-                    "float16": torch.float16,
-                    "fp16": torch.float16,
-                }[dtype.lower()]
-            except KeyError:
-                raise EmbedderError(f"unknown dtype {dtype!r} (float32, bfloat16 or float16)") from None
-        if self.device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-
-    def _check_weights(self, loading_info: dict[str, Any]) -> None:
-        """Refuse a checkpoint that leaves weights uninitialised: its vectors would be noise.
-
-        Both checkpoint layouts in use (``Qwen*VLForConditionalGeneration`` with ``lm_head``, and
-        the embedding wrappers around ``Qwen*VLModel``) load into the base model with nothing
-        missing; an unused ``lm_head`` is merely unexpected and harmless.
-        """
-        missing = sorted(loading_info.get("missing_keys") or [])
-        if missing:
-            raise EmbedderError(
-                f"{self.spec}: {len(missing)} weights are missing from the checkpoint "
-                f"(e.g. {', '.join(missing[:3])}); is this a complete {self.family} model?"
-            )
-
     def _clip_text(self, text: str) -> str:
         """Cut a text to the token budget, so the template's end (pooled) is never truncated."""
         budget = self.max_length - _TEMPLATE_RESERVE
@@ -439,18 +417,15 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
         self,
         model: str | os.PathLike[str] | None = None,
         *,
-        device: str | None = None,
-        batch_size: int | None = None,
-        dtype: str | None = None,
         instruction: str = QWEN3_DEFAULT_INSTRUCTION,
         query_instruction: str | None = None,
         include_item_text: bool = False,
-        **limits: Unpack[VisualLimits],
+        **options: Unpack[EmbedderOptions],
     ) -> None:
         self.instruction = _with_period(instruction) or QWEN3_DEFAULT_INSTRUCTION
         self.query_instruction = _with_period(query_instruction) if query_instruction else self.instruction
         self.include_item_text = include_item_text
-        super().__init__(model, device=device, batch_size=batch_size, dtype=dtype, **limits)
+        super().__init__(model, **options)
 
     def _id_suffix(self) -> str:
         suffix = ""

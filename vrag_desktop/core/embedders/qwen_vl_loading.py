@@ -10,7 +10,7 @@ from typing import Any
 
 from vrag_desktop.core.embedders.base import EmbedderError
 
-__all__ = ["load_processor", "resolve_model_dir"]
+__all__ = ["check_weights", "load_processor", "resolve_model_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,18 @@ def load_processor(model_dir: Path, model_type: str) -> Any:
     # Right padding, as the references use; pooling copes with left padding anyway.
     processor.tokenizer.padding_side = "right"
     return processor
+
+
+def check_weights(loading_info: dict[str, Any], spec: str, family: str) -> None:
+    """Refuse a checkpoint that leaves weights uninitialised: its vectors would be noise.
+
+    Both checkpoint layouts in use (``Qwen*VLForConditionalGeneration`` with ``lm_head``, and
+    the embedding wrappers around ``Qwen*VLModel``) load into the base model with nothing
+    missing; an unused ``lm_head`` is merely unexpected and harmless.
+    """
+    missing = sorted(loading_info.get("missing_keys") or [])
+    if missing:
+        raise EmbedderError(
+            f"{spec}: {len(missing)} weights are missing from the checkpoint "
+            f"(e.g. {', '.join(missing[:3])}); is this a complete {family} model?"
+        )

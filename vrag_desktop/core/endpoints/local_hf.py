@@ -71,16 +71,6 @@ log = logging.getLogger(__name__)
 #: Families this class is built and tested for (others go through the same generic path).
 QWEN_VL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
 
-_DTYPES = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-    "fp32": "float32",
-    "float32": "float32",
-    "float": "float32",
-}
 _CLOSED = "the generation was stopped (the local model was closed or the call cancelled)"
 
 
@@ -169,27 +159,15 @@ class TransformersChatModel:
     def _resolve_device_dtype(self) -> tuple[str, Any]:
         import torch
 
-        from vrag_desktop.core.embedders.base import pick_device
+        from vrag_desktop.core.embedders.base import pick_device, pick_dtype
 
         device = pick_device(self.requested_device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise _bad(f"device {device!r} was asked for, but torch sees no CUDA GPU")
-        dt = self.requested_dtype
-        if isinstance(dt, str):
-            key = dt.lower().removeprefix("torch.")
-            if key == "auto":
-                dt = None
-            elif key in _DTYPES:
-                dt = getattr(torch, _DTYPES[key])
-            else:
-                raise _bad(f"unknown dtype {self.requested_dtype!r} (bfloat16, float16, float32)")
-        if dt is None:
-            if device.startswith("cuda"):
-                dt = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-            else:
-                dt = torch.float32
-        if not isinstance(dt, torch.dtype):
-            raise _bad(f"dtype must be a string or a torch dtype, got {type(dt).__name__}")
+        try:
+            dt = pick_dtype(self.requested_dtype, device)
+        except ValueError as exc:
+            raise _bad(str(exc)) from None
         return device, dt
 
     def load(self) -> None:
