@@ -508,15 +508,21 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
         w, h = decode(uri).size
         assert vp.MIN_PIXELS <= w * h <= vp.MAX_PIXELS
 
-    # crop regions, pixel-exact, computed here by hand (page raw pixels)
+    # crop regions, pixel-exact, computed here by hand (page raw pixels); the original pads 56 pixels
+    # of its 200-dpi page raster, which is this many pixels of our page image:
     rw, rh = raw.size
+    import pymupdf
+
+    with pymupdf.open(shown.source) as doc:
+        pad = round(56 * rw / (doc[0].rect.width * 200 / 72))
+    assert 0 < pad < 56
     sw, sh = shown.width, shown.height
     b1 = [float(v) for v in boxes[0].strip("[]").split(",")]
     r1 = (
-        max(0, math.floor(b1[0] * rw / sw - 56)),
-        max(0, math.floor(b1[1] * rh / sh - 56)),
-        min(rw, math.ceil(b1[2] * rw / sw + 56)),
-        min(rh, math.ceil(b1[3] * rh / sh + 56)),
+        max(0, math.floor(b1[0] * rw / sw - pad)),
+        max(0, math.floor(b1[1] * rh / sh - pad)),
+        min(rw, math.ceil(b1[2] * rw / sw + pad)),
+        min(rh, math.ceil(b1[3] * rh / sh + pad)),
     )
     crops = [e for e in events if isinstance(e, Crop)]
     assert crops[0].region == r1 and crops[0].raw == shown.raw
@@ -525,17 +531,18 @@ def test_search_zoom_zoom_answer(engine, tmp_path: Path) -> None:  # type: ignor
     b2 = [float(v) for v in boxes[1].strip("[]").split(",")]
     fx, fy = c1w / crops[0].width, c1h / crops[0].height
     local = (
-        max(0, math.floor(b2[0] * fx - 56)),
-        max(0, math.floor(b2[1] * fy - 56)),
-        min(c1w, math.ceil(b2[2] * fx + 56)),
-        min(c1h, math.ceil(b2[3] * fy + 56)),
+        max(0, math.floor(b2[0] * fx - pad)),
+        max(0, math.floor(b2[1] * fy - pad)),
+        min(c1w, math.ceil(b2[2] * fx + pad)),
+        min(c1h, math.ceil(b2[3] * fy + pad)),
     )
     r2 = (r1[0] + local[0], r1[1] + local[1], r1[0] + local[2], r1[1] + local[3])
     assert crops[1].region == r2
     assert r1[0] <= r2[0] < r2[2] <= r1[2] and r1[1] <= r2[1] < r2[3] <= r1[3]  # nested inside the first
 
-    # the pixels sent are that region of the page (JPEG tolerance)
+    # the pixels sent are that region of the page (JPEG tolerance), re-rendered from the PDF
     for crop, uri in zip(crops, sent[1:], strict=True):
+        assert crop.zoomed_from == "pdf" and not crop.note
         expect = raw.convert("RGB").crop(crop.region).resize((crop.width, crop.height))
         got = decode(uri).convert("RGB")
         assert got.size == expect.size

@@ -120,6 +120,8 @@ class Crop(AgentEvent):
     height: int = 0
     source: str = ""
     page: int | None = None
+    zoomed_from: str = ""  # pdf | image | video (the source) | page image (fallback; see note)
+    note: str = ""  # why the crop did not come from the source
 
 
 @dataclass(frozen=True)

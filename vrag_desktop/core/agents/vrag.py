@@ -38,7 +38,7 @@ from typing import Any
 
 from PIL import Image
 
-from vrag_desktop.core.agents import imaging
+from vrag_desktop.core.agents import imaging, zoom
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import (
     AgentError,
@@ -57,7 +57,6 @@ from vrag_desktop.core.agents.events import (
 from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, ModelTurns, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
 from vrag_desktop.core.endpoints.base import ChatModel
-from vrag_desktop.core.images import upright
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +144,8 @@ class _Run(ModelTurns):
         self.shown_images: set[str] = set()
         self.n_shown = 0
         self.current: _Shown | None = None
+        self._page: zoom.PageImage | None = None  # the page image nested zooms cut again
+        self.last_zoom: zoom.Zoomed | None = None  # how the last crop was made
         self.evidence: list[Evidence] = []
         self.nodes: list[GraphNode] = [GraphNode(id="root", kind="root", label=question, query=question)]
         self.observation: list[dict[str, Any]] = []
@@ -372,9 +373,8 @@ class _Run(ModelTurns):
             return
         self.node("crop", text, query=text)
         yield self.ev(BBox, content=text, box=box)
-        region, view = cur.view.zoom(
-            box, self.a.crop_pad, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap
-        )
+        pad = await asyncio.to_thread(self.pad, cur)
+        region, view = cur.view.zoom(box, pad, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
         try:
             path, uri = await asyncio.to_thread(self.cut, cur.page_raw, region, view.shown_size)
         except Exception as exc:
@@ -382,6 +382,8 @@ class _Run(ModelTurns):
             self.say(f"The crop failed ({exc}). Search again or answer inside <answer> and </answer>.")
             return
         self.current = _Shown(cur.hit, cur.page_raw, view)
+        zoomed = self.last_zoom
+        assert zoomed is not None
         self.add_evidence(
             Evidence(source=cur.hit.source, image=cur.page_raw, page=cur.hit.page, region=region)
         )
@@ -394,21 +396,35 @@ class _Run(ModelTurns):
             height=view.shown_size[1],
             source=cur.hit.source,
             page=cur.hit.page,
+            zoomed_from=zoomed.origin,
+            note=zoomed.note,
         )
         self.observation.insert(0, {"type": "image_url", "image_url": {"url": uri}})
 
+    def page(self, page_raw: str) -> zoom.PageImage:
+        """The page image behind the current view (kept for the run: nested zooms cut it again)."""
+        page = self._page
+        if page is None or page.path != page_raw:
+            page = self._page = zoom.PageImage(page_raw)
+        return page
+
+    def pad(self, cur: _Shown) -> int:
+        """(Worker thread.) The crop padding in page-image pixels: the original's 56 pixels of *its*
+        raw image (a 200-dpi page, the original file), which our page image may be smaller than."""
+        scale = zoom.raw_scale(cur.hit, self.page(cur.page_raw))
+        return max(0, round(self.a.crop_pad * scale))
+
     def cut(self, page_raw: str, region: vp.Region, size: tuple[int, int]) -> tuple[Path, str]:
-        """(Worker thread.) Crop the page's raw at a page-pixel region and size it for the model."""
-        # Nested zooms crop the same page again: keep its full-resolution decode for the run.
-        cached = getattr(self, "_raw_page", None)
-        if cached is None or cached[0] != page_raw:
-            with Image.open(page_raw) as im:
-                cached = (page_raw, upright(im).convert("RGB"))  # regions are upright-image pixels
-            self._raw_page = cached
-        piece = cached[1].crop(region)
-        if piece.size != size:
-            piece = imaging.resize(piece, size, Image.Resampling.BICUBIC)
-        return self.write_jpeg(piece, "crop")
+        """(Worker thread.) The page region at the model's size, made from the source of the current
+        hit (see :mod:`.zoom`: re-rendered PDF, original image or video frame; the page image when
+        the source is gone or changed). How it was made is left in ``last_zoom``."""
+        page = self.page(page_raw)
+        cur = self.current
+        hit = cur.hit if cur is not None and cur.page_raw == page_raw else None
+        if hit is None:
+            hit = SearchHit(score=0.0, name="", source=page_raw, modality="page image")
+        zoomed = self.last_zoom = zoom.zoom(hit, page, region, size)
+        return self.write_jpeg(zoomed.image, "crop")
 
 
 __all__ = ["FATAL_ENDPOINT_KINDS", "VRAGAgent"]

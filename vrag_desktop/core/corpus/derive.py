@@ -270,10 +270,7 @@ def _derive_video(
         for clip in range(1, n_clips + 1):
             first, last = frame_no, min(total, frame_no + frames_per_clip)
             name = f"{stem}_{clip}"
-            want = {
-                first + round(j * (last - first - 1) / max(KEYFRAMES_PER_CLIP - 1, 1))
-                for j in range(KEYFRAMES_PER_CLIP)
-            }
+            want = set(keyframe_offsets(first, last, KEYFRAMES_PER_CLIP))
             todo = clip not in skip
             writer = None
             clip_path = out_dir / f"{name}.mp4"
@@ -376,12 +373,23 @@ def _ocr_text(image_path: Path, opts: DeriveOptions, ocr: OCRFunc | None) -> tup
     return text, "ocr" if text else "none"
 
 
+def keyframe_offsets(first: int, last: int, count: int) -> list[int]:
+    """Frame numbers of a clip's keyframes (frames ``first`` to ``last - 1``), evenly spread, in
+    order; fewer than ``count`` when the clip is that short. The agent's zoom finds them again."""
+    return sorted({first + round(j * (last - first - 1) / max(count - 1, 1)) for j in range(count)})
+
+
+def sheet_grid(n: int) -> tuple[int, int]:
+    """(columns, rows) of the contact sheet of ``n`` keyframes."""
+    cols = 1 if n == 1 else 2
+    return cols, math.ceil(n / cols)
+
+
 def _contact_sheet(images: list[Image.Image]) -> Image.Image:
     """Keyframes in a grid (2×2 for four): one picture that shows a clip at a glance."""
     from PIL import Image
 
-    cols = 1 if len(images) == 1 else 2
-    rows = math.ceil(len(images) / cols)
+    cols, rows = sheet_grid(len(images))
     w, h = images[0].width, images[0].height
     sheet = Image.new("RGB", (w * cols, h * rows), "black")
     for i, im in enumerate(images):
