@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.content import image_data_uri, image_part, redact
-from vrag_desktop.core.endpoints.failures import Cut, Failure, StreamErrorEvent, classify
+from vrag_desktop.core.endpoints.failures import Cut, Failure, classify
+from vrag_desktop.core.endpoints.received import Received
 
 if TYPE_CHECKING:
     pass
@@ -106,29 +107,6 @@ class ConnectionCheck:
     models: list[str] = field(default_factory=list)
     latency: float | None = None  # seconds for the probe request
     kind: str | None = None  # EndpointError kind when not ok
-
-
-@dataclass
-class _Acc:
-    """What one attempt has received so far."""
-
-    content: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    delivered: bool = False  # some delta reached on_delta: no retry any more
-    done: bool = False  # [DONE] seen
-    finish_reason: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def result(self, seconds: float) -> ChatResult:
-        return ChatResult(
-            "".join(self.content),
-            "".join(self.reasoning),
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.finish_reason,
-            seconds,
-        )
 
 
 # ---- the client --------------------------------------------------------------------------------
@@ -252,7 +230,7 @@ class OpenAIChatModel:
         attempt = 0
         while True:
             attempt += 1
-            acc = _Acc()
+            acc = Received()
             one = self._stream_attempt if stream else self._plain_attempt
             _, fail = await self._within(one(kwargs, on_delta, acc), self.total_timeout, "no complete answer")
             if fail is None:
@@ -298,7 +276,7 @@ class OpenAIChatModel:
         return kwargs
 
     async def _stream_attempt(
-        self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: _Acc
+        self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: Received
     ) -> None:
         client = self._client()
         async with client.chat.completions.with_streaming_response.create(**kwargs) as resp:
@@ -314,56 +292,16 @@ class OpenAIChatModel:
                 except ValueError:
                     continue  # malformed line: skip, as the original did
                 if isinstance(chunk, dict):
-                    self._absorb(chunk, acc, on_delta)
+                    acc.absorb(chunk, on_delta)
         if not acc.done and acc.finish_reason is None:
             raise Cut("the stream ended before [DONE]")
 
-    @staticmethod
-    def _absorb(chunk: dict[str, Any], acc: _Acc, on_delta: DeltaCallback | None) -> None:
-        if (chunk.get("error") or chunk.get("object") == "error") and not chunk.get("choices"):
-            err = chunk.get("error") or chunk  # {"error": {...}} or vLLM's bare ErrorResponse
-            raise StreamErrorEvent(str(err.get("message", err) if isinstance(err, dict) else err))
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            acc.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-            acc.completion_tokens = int(usage.get("completion_tokens") or 0)
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            think = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(think, str) and think:
-                acc.reasoning.append(think)
-                if on_delta is not None:
-                    acc.delivered = True
-                    on_delta("think", think)
-            text = delta.get("content")
-            if isinstance(text, str) and text:
-                acc.content.append(text)
-                if on_delta is not None:
-                    acc.delivered = True
-                    on_delta("content", text)
-            if choice.get("finish_reason"):
-                acc.finish_reason = str(choice["finish_reason"])
-
-    async def _plain_attempt(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: _Acc) -> None:
+    async def _plain_attempt(
+        self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: Received
+    ) -> None:
         completion = await self._client().chat.completions.create(**kwargs)
         data = completion.model_dump() if hasattr(completion, "model_dump") else dict(completion)
-        choices = data.get("choices") or []
-        if not choices:
-            raise StreamErrorEvent("the server's answer has no choices")
-        message = choices[0].get("message") or {}
-        acc.content.append(message.get("content") or "")
-        acc.reasoning.append(message.get("reasoning_content") or message.get("reasoning") or "")
-        acc.finish_reason = choices[0].get("finish_reason")
-        usage = data.get("usage") or {}
-        acc.prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        acc.completion_tokens = int(usage.get("completion_tokens") or 0)
-        if on_delta is not None:  # the caller's view stays the same whether or not we streamed
-            if acc.reasoning[0]:
-                on_delta("think", acc.reasoning[0])
-            if acc.content[0]:
-                on_delta("content", acc.content[0])
+        acc.absorb_completion(data, on_delta)
 
     # ---- errors and retries ---------------------------------------------------------------------
     def _delay(self, attempt: int, retry_after: float | None) -> float | None:
@@ -414,7 +352,7 @@ class OpenAIChatModel:
     def _error(self, fail: Failure, attempts: int) -> EndpointError:
         return EndpointError(self._message(fail, attempts), kind=fail.kind, status=fail.status)
 
-    def _interrupted(self, fail: Failure, acc: _Acc, started: float) -> StreamInterrupted:
+    def _interrupted(self, fail: Failure, acc: Received, started: float) -> StreamInterrupted:
         kind = "timeout" if fail.kind == "timeout" else "stream_cut"
         return StreamInterrupted(
             self._message(Failure(kind, fail.detail, fail.status)),
