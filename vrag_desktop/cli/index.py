@@ -40,7 +40,9 @@ def add_index_parser(sub: Any) -> None:
 
 
 def add_corpus_parser(sub: Any) -> None:
-    co = sub.add_parser("corpus", help="list, remove, rescan corpora; import an original VRAG index")
+    co = sub.add_parser(
+        "corpus", help="list, remove, rescan corpora; import or export an original VRAG index"
+    )
     cs = co.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
     cl = cs.add_parser("list", help="corpora with their counts")
     cl.add_argument("--json", action="store_true")
@@ -60,6 +62,27 @@ def add_corpus_parser(sub: Any) -> None:
     ci.add_argument("--name", required=True, help="name of the new corpus")
     ci.add_argument(
         "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
+    )
+    ce = cs.add_parser(
+        "export-original",
+        help="write a corpus as an original VRAG index folder (*_faiss_index.bin, *_meta_data.json, "
+        "*_file_data_list.jsonl) that the original search server loads",
+    )
+    ce.add_argument("name", help="the corpus to export")
+    ce.add_argument(
+        "--out", required=True, metavar="DIR", help="folder to write (page images are copied into it)"
+    )
+    ce.add_argument(
+        "--model-name",
+        default=None,
+        help="model name for the file names and metadata; the original server must be started with the "
+        "same string (default: the model the corpus was indexed with)",
+    )
+    ce.add_argument(
+        "--paths-relative-to",
+        default=None,
+        metavar="DIR",
+        help="write file paths relative to DIR (the folder the original server runs from); default absolute",
     )
 
 
@@ -242,4 +265,26 @@ def cmd_corpus(args: argparse.Namespace) -> int:
         finally:
             corpus.close()
         return EXIT_OK
+    if args.corpus_command == "export-original":
+        return _export_original(lib, args)
     raise CLIError(f"unknown corpus action {args.corpus_command}")
+
+
+def _export_original(lib: Any, args: argparse.Namespace) -> int:
+    from vrag_desktop.core.corpus.original_layout import export_original
+
+    corpus = lib.open(args.name)
+    try:
+        report = export_original(
+            corpus, args.out, model_name=args.model_name, path_base=args.paths_relative_to
+        )
+    finally:
+        corpus.close()
+    print(
+        f"Exported {report.vectors} vectors of corpus '{args.name}' to {report.out_dir} as "
+        f"{report.name_file}_* ({report.files_copied} file(s) copied). Start the original search "
+        f"server with model name {report.model_name!r} and this folder as its index."
+    )
+    for name, why in report.skipped:
+        err(f"  left out {name}: {why}")
+    return EXIT_OK

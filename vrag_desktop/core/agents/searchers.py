@@ -10,7 +10,6 @@ Searchers are synchronous (the engine is); the agent runs them in a worker threa
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -205,7 +204,9 @@ class HttpSearcher:
 
     def _frame(self, video: str) -> str | None:
         """The cached middle frame of ``video``; None if it cannot be decoded (logged)."""
-        frame = representative_frame(video, self.frame_cache)
+        from vrag_desktop.core.corpus.original_layout import middle_frame
+
+        frame = middle_frame(video, self.frame_cache)
         if frame is None:
             log.warning("cannot decode a frame of %s: the hit is listed without an image", video)
             return None
@@ -247,42 +248,6 @@ FRAME_DIR = "vrag-desktop-frames"
 #: How many text records' contents a searcher keeps for :meth:`HttpSearcher.load_image`.
 MAX_TEXTS = 256
 VIDEO_SUFFIXES = frozenset({".mp4", ".mov", ".mkv", ".avi", ".webm", ".m4v"})
-
-
-def representative_frame(video: str, cache: Path) -> str | None:
-    """Path of ``video``'s middle frame as a JPEG in ``cache`` (written once per file version:
-    keyed by real path, size and mtime); None if no frame decodes. cv2 is imported here."""
-    try:
-        st = os.stat(video)
-    except OSError:
-        return None
-    key = hashlib.sha1(f"{os.path.realpath(video)}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
-    stem = re.sub(r"[^\w.-]", "_", Path(video).stem)[:60] or "video"
-    out = cache / f"{stem}-{key[:16]}.jpg"
-    if out.is_file():
-        return str(out)
-    import cv2
-
-    cap = cv2.VideoCapture(video)
-    try:
-        n = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
-        if n > 2:
-            cap.set(cv2.CAP_PROP_POS_FRAMES, n // 2)
-        ok, frame = cap.read()
-        if not ok and n > 2:  # seeking fails on some streams: take the first frame instead
-            cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
-            ok, frame = cap.read()
-    finally:
-        cap.release()
-    if not ok or frame is None:
-        return None
-    ok, buf = cv2.imencode(".jpg", frame, [int(cv2.IMWRITE_JPEG_QUALITY), 90])
-    if not ok:
-        return None
-    from vrag_desktop.core.fsutil import atomic_write_bytes
-
-    atomic_write_bytes(out, buf.tobytes(), mkdir=True)
-    return str(out)
 
 
 def _detail(r: Any) -> str:
@@ -403,5 +368,4 @@ __all__ = [
     "SearchHit",
     "Searcher",
     "parse_search_response",
-    "representative_frame",
 ]

@@ -4,7 +4,18 @@ A folder holds ``{name}_faiss_index.bin`` (``IndexFlatIP``), ``{name}_meta_data.
 (``vector_dimension``, ``num_vectors``, ``model_name``, ``date_created``) and
 ``{name}_file_data_list.jsonl`` (one record per vector, row-aligned: ``type``, ``file_path``,
 optional ``content``). Importing copies the vectors into a new corpus whose items point at the
-original files; the original folder is only read.
+original files; the original folder is only read. A video record (the original indexes whole video
+files) is shown by its middle frame, written into the corpus's derived folder.
+
+Refused, with what to do instead:
+
+- an index whose vector count disagrees between the FAISS file, the metadata and the record list
+  (the original's own loader asserts they agree; a half-written save leaves them apart);
+- an index built with bge-m3: its vectors live in bge-m3's text-only 1024-d space, and a query must
+  be embedded by the same model to be compared with them. VRAG Desktop does not run bge-m3 (it is
+  neither shipped nor loadable offline), and no other model's vectors are comparable, so importing
+  would give a corpus that can never be searched; the honest route is to index the source files
+  again, which gives a multimodal index.
 """
 
 from __future__ import annotations
@@ -20,11 +31,8 @@ import numpy as np
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
 from vrag_desktop.core.corpus.manifest import I_EMBEDDED, S_INDEXED, NewItem
+from vrag_desktop.core.corpus.original_layout import INDEX_SUFFIX, LIST_SUFFIX, META_SUFFIX, middle_frame
 from vrag_desktop.core.index.store import VectorStore
-
-INDEX_SUFFIX = "_faiss_index.bin"
-META_SUFFIX = "_meta_data.json"
-LIST_SUFFIX = "_file_data_list.jsonl"
 
 
 @dataclass
@@ -56,7 +64,7 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
         dim, count, model = int(meta["vector_dimension"]), int(meta["num_vectors"]), str(meta["model_name"])
     except (ValueError, KeyError, TypeError) as exc:
         raise CorpusError(f"{meta_path.name} is not valid index metadata: {exc}") from exc
-    records = []
+    records: list[dict[str, Any]] = []
     with open(list_path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if line.strip():
@@ -64,6 +72,8 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
                     records.append(json.loads(line))
                 except ValueError as exc:
                     raise CorpusError(f"{list_path.name} line {n} is not JSON: {exc}") from exc
+    if is_text_only_model(model):
+        raise CorpusError(_text_only_message(model, count, records, folder))
     import faiss
 
     try:
@@ -72,12 +82,43 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
         raise CorpusError(f"cannot read {name}{INDEX_SUFFIX}: {exc}") from exc
     if not (index.ntotal == count == len(records)) or index.d != dim:
         raise CorpusError(
-            f"inconsistent index: metadata says {count} vectors of dimension {dim}, the FAISS file has "
-            f"{index.ntotal} of dimension {index.d}, the record list has {len(records)} lines"
+            f"inconsistent index: {name}{INDEX_SUFFIX} holds {index.ntotal} vectors of dimension "
+            f"{index.d}, {name}{LIST_SUFFIX} has {len(records)} records and {name}{META_SUFFIX} says "
+            f"{count} vectors of dimension {dim}; they must agree (one record per vector). The "
+            "original's build_index stopped part-way: run it again to finish the index, or index the "
+            "source files with VRAG Desktop instead"
         )
     vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, dim), np.float32)
     return LegacyIndex(
         name=name, model_name=model, dim=dim, vectors=vectors.astype(np.float32), records=records
+    )
+
+
+#: Text-only embedding models the original supports and VRAG Desktop does not run (see the docstring).
+TEXT_ONLY_MODELS = ("bge-m3", "bge_m3")
+
+
+def is_text_only_model(model_name: str) -> bool:
+    name = model_name.lower()
+    return any(m in name for m in TEXT_ONLY_MODELS)
+
+
+def _text_only_message(model: str, count: int, records: list[dict[str, Any]], folder: Path) -> str:
+    paths = [
+        _resolve(str(r["file_path"]), folder.resolve())
+        for r in records[:1000]  # enough to name the folder; a big index need not be stat'ed whole
+        if isinstance(r, dict) and r.get("file_path")
+    ]
+    found = [os.path.dirname(p) for p in paths if os.path.exists(p)]
+    try:
+        where = os.path.commonpath(found) if found else "FOLDER_OF_YOUR_FILES"
+    except ValueError:  # files on several drives
+        where = "FOLDER_OF_YOUR_FILES"
+    return (
+        f"this index was built with {model!r} (bge-m3), a text-only embedding model VRAG Desktop does "
+        f"not run, so its {count} vectors cannot be searched here (a query must be embedded by the "
+        "same model). Import the source files instead, which also indexes their images: "
+        f"vrag-desktop index {where} --corpus NAME"
     )
 
 
@@ -136,6 +177,9 @@ def import_legacy_index(
                 if st is not None:
                     m.add_root(path)
                 ordinal = len(m.done_ordinals(sid)) + 1
+                image = path if kind == kinds.ITEM_IMAGE else None
+                if kind == kinds.ITEM_CLIP and st is not None:
+                    image = middle_frame(path, corpus.derived_dir / "legacy-frames")
                 item_id = m.insert_item(
                     NewItem(
                         source_id=sid,
@@ -143,7 +187,7 @@ def import_legacy_index(
                         name=_name(path),
                         kind=kind,
                         status=I_EMBEDDED,
-                        image_path=path if kind == kinds.ITEM_IMAGE else None,
+                        image_path=image,
                         media_path=path if kind != kinds.ITEM_IMAGE else None,
                         text=str(rec.get("content") or ""),
                         text_source="file" if rec.get("content") else "none",
