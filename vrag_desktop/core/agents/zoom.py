@@ -52,6 +52,8 @@ _docs: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
 _verdicts: dict[tuple[Any, ...], str] = {}
 _original: list[tuple[tuple[Any, ...], Image.Image]] = []  # the last full decode of an original image
 _MAX_DOCS = 8
+_listings: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+_MAX_LISTINGS = 16
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ class PageImage:
         from PIL import Image
 
         with Image.open(self.path) as im:
-            im.draft("RGB", (_THUMB * 2, _THUMB * 2))
+            im.draft("RGB", (_THUMB, _THUMB))
             return upright(im).convert("RGB")
 
     def crop(self, box: tuple[int, int, int, int]) -> Image.Image:
@@ -262,21 +264,36 @@ def _from_pdf(
     with _lock:
         if not 1 <= page_no <= doc.page_count:
             raise _Fallback(f"the source PDF has changed: it has no page {page_no} now")
-        page = doc.load_page(page_no - 1)
-        rect = page.rect
+        rect, listing = _page_listing(key, doc, page_no)
 
         def look() -> Image.Image:
             s = _THUMB * 2 / max(rect.width, rect.height)
-            pix = page.get_pixmap(matrix=pymupdf.Matrix(s, s), alpha=False, colorspace=pymupdf.csRGB)
+            pix = listing.get_pixmap(matrix=pymupdf.Matrix(s, s), alpha=False, colorspace=pymupdf.csRGB)
             return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 
         _check((*key, page_no), page_image, (rect.width, rect.height), look)
         x1, y1, x2, y2 = _scaled(region, page_image.size, (rect.width, rect.height))
         clip = pymupdf.Rect(x1, y1, x2, y2)  # page.rect coordinates: rotation already applied
         matrix = pymupdf.Matrix(size[0] / clip.width, size[1] / clip.height)
-        pix = page.get_pixmap(matrix=matrix, clip=clip, alpha=False, colorspace=pymupdf.csRGB)
+        pix = listing.get_pixmap(matrix=matrix, clip=clip, alpha=False, colorspace=pymupdf.csRGB)
         img = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
-    return _resized(img, size)  # the pixmap's integer rounding may be off by one pixel
+    if img.width >= size[0] and img.height >= size[1]:  # rounded out to whole pixels: ≤ 1 px more
+        return img.crop((0, 0, *size)) if img.size != size else img
+    return _resized(img, size)
+
+
+def _page_listing(key: tuple[Any, ...], doc: Any, page_no: int) -> tuple[Any, Any]:
+    """(page rectangle, display list) of a page: interpreting the page's content is the slow part
+    of a render, and a run zooms into the same page again (nested zooms, the same-page check)."""
+    lkey = (*key, page_no)
+    hit = _listings.get(lkey)
+    if hit is None:
+        page = doc.load_page(page_no - 1)
+        hit = _listings[lkey] = (page.rect, page.get_displaylist())
+        while len(_listings) > _MAX_LISTINGS:
+            _listings.popitem(last=False)
+    _listings.move_to_end(lkey)
+    return hit
 
 
 # ---------------------------------------------------------------- images
@@ -396,6 +413,7 @@ def clear() -> None:
             _docs.popitem()[1].close()
         _verdicts.clear()
         _original.clear()
+        _listings.clear()
 
 
 __all__ = [
