@@ -262,6 +262,71 @@ def test_inconsistent_original_index_is_refused(minilm, tmp_path: Path, data_dir
     assert "bad" not in cli("corpus", "list", data_dir=data_dir).stdout
 
 
+def test_original_index_counts_that_disagree_are_named(minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.corpus.legacy import read_legacy_index
+
+    vecs = minilm.embed_queries(["a", "b"])
+    records = [{"type": "image", "file_path": f"p_{i}.jpg"} for i in range(3)]
+    _write_legacy(tmp_path / "idx", "GVE-3B", vecs, records, count=2)  # FAISS 2 = meta 2, records 3
+    with pytest.raises(CorpusError) as err:
+        read_legacy_index(tmp_path / "idx")
+    msg = str(err.value)
+    assert (
+        "GVE_3B_faiss_index.bin holds 2 vectors" in msg and "GVE_3B_file_data_list.jsonl has 3 records" in msg
+    )
+    assert "says 2 vectors" in msg and "one record per vector" in msg
+
+
+def test_bge_m3_index_is_refused_with_what_to_do(minilm, tmp_path: Path, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
+    docs = tmp_path / "corpus" / "text"
+    docs.mkdir(parents=True)
+    records = []
+    for name in ("a.txt", "b.txt"):
+        (docs / name).write_text(f"note {name}")
+        records.append({"type": "text", "file_path": str(docs / name), "content": f"note {name}"})
+    vecs = np.random.default_rng(0).normal(size=(2, 1024)).astype(np.float32)
+    _write_legacy(tmp_path / "bge", "BAAI/bge-m3", vecs, records)
+    proc = cli("corpus", "import-legacy", str(tmp_path / "bge"), "--name", "bge", data_dir=data_dir)
+    assert proc.returncode == 1
+    assert "built with 'BAAI/bge-m3' (bge-m3), a text-only embedding model" in proc.stderr
+    assert f"vrag-desktop index {docs} --corpus NAME" in proc.stderr  # where the source files are
+    proc = cli(
+        "corpus",
+        "import-legacy",
+        str(tmp_path / "bge"),
+        "--name",
+        "bge",
+        "--embedder",
+        "minilm",
+        data_dir=data_dir,
+    )
+    assert proc.returncode == 1 and "bge-m3" in proc.stderr  # no other model can read its vectors
+    assert "bge" not in cli("corpus", "list", data_dir=data_dir).stdout
+
+
+def test_imported_video_records_are_shown_by_a_frame(library, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import cv2
+    from PIL import Image
+
+    from vrag_desktop.core.corpus.legacy import import_legacy_index
+
+    video = tmp_path / "corpus" / "video" / "talk_1.mp4"
+    video.parent.mkdir(parents=True)
+    w = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"mp4v"), 10, (64, 48))
+    for i in range(20):
+        w.write(np.full((48, 64, 3), 10 * i, np.uint8))
+    w.release()
+    records = [{"type": "video", "file_path": str(video)}, {"type": "video", "file_path": "gone/talk_2.mp4"}]
+    _write_legacy(tmp_path / "idx", "Alibaba-NLP/GVE-3B", minilm.embed_queries(["one", "two"]), records)
+    corpus = import_legacy_index(library, tmp_path / "idx", "talks", embedder="minilm")
+    by_name = {i.name: i for i in corpus.manifest.items()}
+    assert by_name["talk_1"].kind == "clip" and by_name["talk_1"].media_path == str(video)
+    frame = Path(str(by_name["talk_1"].image_path))
+    assert corpus.dir in frame.parents
+    assert abs(np.asarray(Image.open(frame).convert("L"), dtype=float).mean() - 100) < 8  # frame 10 of 20
+    assert by_name["talk_2"].image_path is None  # a missing video stays listed, with nothing to show
+
+
 def test_clip_length_is_kept_per_corpus_and_changing_it_recuts(library, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import cv2
 
