@@ -47,8 +47,12 @@ STEPS = [
     ("vrag_search_step_seen", "VRAG search step, page seen before"),
     ("vrag_crop_step", "VRAG crop step"),
     ("vimrag_graph_step", "VimRAG graph step"),
-    ("vimrag_context_rebuild_per_step", "VimRAG context rebuild per step (page shown by the search first)"),
-    ("vimrag_context_rebuild_unshown", "VimRAG context rebuild per step, page not shown first"),
+    (
+        "vimrag_context_rebuild_per_step",
+        "VimRAG context rebuild per step (model's judgement takes ≥ the encoding ahead)",
+    ),
+    ("vimrag_context_rebuild_instant_reply", "VimRAG context rebuild per step, model judges at once"),
+    ("vimrag_encoding_ahead", "VimRAG encoding ahead per search (background, off the path)"),
     ("vimrag_context_rebuild_20_nodes", "VimRAG context rebuild from cold (20 nodes)"),
 ]
 
@@ -71,6 +75,7 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
     from vrag_desktop.core.agents.searchers import SearchHit
     from vrag_desktop.core.agents.vimrag import VimRAGAgent
     from vrag_desktop.core.agents.vimrag import _Run as VimRun
+    from vrag_desktop.core.agents.vimrag_media import _Pending as Pending
     from vrag_desktop.core.agents.vrag import VRAGAgent
     from vrag_desktop.core.agents.vrag import _Run as VragRun
 
@@ -144,20 +149,34 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
         forget()
         fresh_run(20).build_context()
 
-    def grower(show_first: bool) -> Any:
+    background: list[float] = []  # ms from the search's results to the speculation's end
+
+    def grower(model_writes: bool) -> Any:
+        """A 20-node run growing by one search a step, as ``_Run.search`` and ``memorize`` drive it:
+        the tool response is prepared (the page shown), a tree that encodes ahead starts doing so,
+        the model writes its judgement (``model_writes``: for as long as the encoding ahead takes;
+        else it answers at once), the judgement is applied; then the timed rebuild."""
         run = fresh_run(20)
         run.build_context()
         grow = iter(range(20, 10**6))
+        judgement = [
+            {"information_id": "Picture 1", "is_useful": True, "priority_score": 3, "key_timestamp": []}
+        ]
 
-        def prepare() -> None:  # the search step and the memorize reply that precede a rebuild
+        def prepare() -> None:
             i = next(grow)
-            page = str(pages[i % len(pages)])
-            if show_first:
-                run.show(page, agent.max_pixels_image, f"p{i}")
-            else:
-                forget()
-            run.graph.add_search(f"search {i}", [f"search {i - 1}"], f"query {i}", created_at=i)
-            run.graph.memorize(f"search {i}", "s", [MemoryEntry("Picture 1", "image", 3, [Frame(path=page)])])
+            node = f"search {i}"
+            run.graph.add_search(node, [f"search {i - 1}"], f"query {i}", created_at=i)
+            run.pending = Pending(node, run.prepare([hit(pages[i % len(pages)])]).items)
+            t = time.perf_counter()
+            if hasattr(run, "speculate_pending"):
+                run.speculate_pending(run.pending)
+                if model_writes:
+                    run.settle()
+                    background.append((time.perf_counter() - t) * 1000)
+            entries, _, _ = run.judge(run.pending, judgement)
+            run.graph.memorize(node, "s", entries)
+            run.pending = None
 
         return prepare, run.build_context
 
@@ -167,7 +186,7 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
         "vrag_crop_step": (None, vrag_crop_step),
         "vimrag_graph_step": (None, vimrag_graph_step),
         "vimrag_context_rebuild_per_step": grower(True),
-        "vimrag_context_rebuild_unshown": grower(False),
+        "vimrag_context_rebuild_instant_reply": grower(False),
         "vimrag_context_rebuild_20_nodes": (None, vimrag_rebuild_20),
     }
     samples: dict[str, list[float]] = {}
@@ -184,6 +203,8 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
                 fn()
                 ms.append((time.perf_counter() - t) * 1000)
             samples[name] = ms
+        if background:
+            samples["vimrag_encoding_ahead"] = background[-repeat:]
     small = make_pages(pages_dir / "script", 9)
     forget()
     digests = {

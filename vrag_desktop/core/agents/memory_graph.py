@@ -7,9 +7,9 @@ from it each time, reference §4.4), the thing the UI draws, and — via :meth:`
 - every edit the model asks for is validated first and a rejected edit leaves the graph untouched;
   the error messages say what to do (the valid parent ids, that an id is taken, …) because they are
   sent back to the model. The original accepted unknown parent ids silently (§9).
-- energy and pixel budgets follow §4.5: intrinsic ``E = (p/5)·(1+outdeg)·exp(−λ(T−i))`` and
-  back-propagated ``Ω = E + γ·Σ_children mean Ω(child items)``; ``select_memory`` keeps the top-k
-  items by Ω and gives each ``⌊S_total·Ω/ΣΩ_selected⌋`` pixels (a video's frames share one budget).
+- energy and pixel budgets follow §4.5 (:mod:`.memory_energy`, where the items and the energy
+  formulas live): ``select_memory`` keeps the top-k items by Ω and gives each its share of the
+  memory's pixels.
 
 Nodes live in a ``networkx.DiGraph`` (edges parent → child) and, in creation order, in a list: the
 order is the time index ``i`` of the energy formula and the order of :meth:`action_graph`.
@@ -18,20 +18,26 @@ order is the time index ``i`` of the energy formula and the order of :meth:`acti
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from vrag_desktop.core.agents import memory_energy
 from vrag_desktop.core.agents.events import GraphNode
+from vrag_desktop.core.agents.memory_energy import (
+    GAMMA_GAIN,
+    LAMBDA_DECAY,
+    Frame,
+    MemoryEntry,
+    MemoryGroup,
+    MemoryNode,
+    ScoredItem,
+)
 
 ROOT_ID = "root"
 ANSWER_ID = "answer"
-LAMBDA_DECAY = 0.1
-GAMMA_GAIN = 0.3
 #: A search node's id is "a unique short descriptive title" (reference §4.2).
 MAX_ID_CHARS = 60
 MAX_ID_WORDS = 10
@@ -41,70 +47,6 @@ _FORMAT_VERSION = 1
 
 class GraphEditError(ValueError):
     """The model asked for an edit that would break the graph; the message is meant for the model."""
-
-
-@dataclass
-class Frame:
-    """One stored picture of a memory item: ``path`` is the full-resolution file it is re-encoded
-    from at the item's pixel budget; ``shown`` the JPEG the model was first shown; ``timestamp`` the
-    second in the video (None for images)."""
-
-    path: str
-    shown: str | None = None
-    timestamp: float | None = None
-
-
-@dataclass
-class MemoryEntry:
-    """A multimodal memory item: an image (one frame) or a video (its kept key frames)."""
-
-    information_id: str  # how the model saw it: "Picture 2", "Video 1"
-    modality: str  # image | video
-    priority: int  # 1..5, the model's priority_score
-    frames: list[Frame] = field(default_factory=list)
-    source: str = ""
-    name: str = ""
-    page: int | None = None
-    clip: int | None = None
-
-    @property
-    def norm_priority(self) -> float:
-        """p̂ = priority/5 with the score clamped to 1..5."""
-        return max(1, min(5, int(self.priority))) / 5.0
-
-
-@dataclass
-class MemoryNode:
-    id: str
-    kind: str  # root | search | answer
-    index: int  # creation order: the time index i of the energy formula
-    parents: tuple[str, ...] = ()
-    query: str = ""
-    summary: str = ""
-    answer: str = ""
-    items: list[MemoryEntry] = field(default_factory=list)
-    created_at: float = 0.0  # seconds since the run started
-    memorized: bool = False  # summarize_and_memorize has been applied (search nodes)
-
-
-@dataclass(frozen=True)
-class ScoredItem:
-    """A memory item with its energies; ``budget`` is its pixel budget once selected (else 0)."""
-
-    node_id: str
-    position: int  # index in the node's items
-    entry: MemoryEntry
-    energy: float  # intrinsic E
-    omega: float  # E plus back-propagated feedback
-    budget: int = 0
-
-
-@dataclass(frozen=True)
-class MemoryGroup:
-    """The selected items of one node, in the order they are put in the prompt."""
-
-    node_id: str
-    items: tuple[ScoredItem, ...]
 
 
 def _norm_text(s: str) -> str:
@@ -354,54 +296,14 @@ class MemoryGraph:
         keep = nx.ancestors(self.g, ANSWER_ID) | {ANSWER_ID}
         return [n.id for n in self._order if n.id in keep]
 
-    # ------------------------------------------------------------ energy
+    # ------------------------------------------------------------ energy (:mod:`.memory_energy`)
     def energies(self) -> list[ScoredItem]:
-        """Every memory item with its intrinsic energy E and final energy Ω, in graph order.
-
-        ``T = len(graph) − 1``; node i's ``Φ = 1 + outdeg``; children are visited before parents
-        (reverse creation order: edges always point to newer nodes), a child without items adds 0."""
-        T = len(self._order) - 1
-        intrinsic: dict[str, list[float]] = {}
-        for n in self._order:
-            phi = 1 + self.g.out_degree(n.id)
-            decay = math.exp(-self.lambda_decay * (T - n.index))
-            intrinsic[n.id] = [e.norm_priority * phi * decay for e in n.items]
-        omega: dict[str, list[float]] = {}
-        for n in reversed(self._order):
-            feedback = sum(sum(omega[c]) / len(omega[c]) for c in self.g.successors(n.id) if omega.get(c))
-            omega[n.id] = [e + self.gamma_gain * feedback for e in intrinsic[n.id]]
-        return [
-            ScoredItem(n.id, k, entry, intrinsic[n.id][k], omega[n.id][k])
-            for n in self._order
-            for k, entry in enumerate(n.items)
-        ]
+        """Every memory item with its intrinsic energy E and final energy Ω, in graph order."""
+        return memory_energy.energies(self._order, self.lambda_decay, self.gamma_gain)
 
     def select_memory(self, top_k: int = 5, total_pixels: int = 2_007_040) -> list[MemoryGroup]:
-        """The top-``top_k`` items by Ω with budgets ``⌊S_total·Ω/ΣΩ_selected⌋`` (so the budgets sum
-        to at most ``total_pixels``), grouped by node in graph order. Ties keep the older item."""
-        scored = self.energies()
-        if top_k <= 0 or not scored:
-            return []
-        rank = {id(s): r for r, s in enumerate(scored)}
-        chosen = sorted(scored, key=lambda s: (-s.omega, rank[id(s)]))[:top_k]
-        total = sum(s.omega for s in chosen)
-        with_budget = {
-            (s.node_id, s.position): ScoredItem(
-                s.node_id,
-                s.position,
-                s.entry,
-                s.energy,
-                s.omega,
-                math.floor(total_pixels * s.omega / total) if total > 0 else total_pixels // len(chosen),
-            )
-            for s in chosen
-        }
-        groups: list[MemoryGroup] = []
-        for n in self._order:
-            items = tuple(with_budget[(n.id, k)] for k in range(len(n.items)) if (n.id, k) in with_budget)
-            if items:
-                groups.append(MemoryGroup(n.id, items))
-        return groups
+        """The top-``top_k`` items by Ω with their pixel budgets, grouped by node in graph order."""
+        return memory_energy.select(self._order, top_k, total_pixels, self.lambda_decay, self.gamma_gain)
 
     def scored_with_budgets(
         self, top_k: int = 5, total_pixels: int = 2_007_040

@@ -375,6 +375,7 @@ class _Run(Media):
                 recoverable=True,
             )
         self.pending = _Pending(node.id, prepared.items)
+        self.speculate_pending(self.pending)
         self.messages += [
             {"role": "assistant", "content": content},
             {"role": "user", "content": prepared.parts},

@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
-
-from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import HitRef
+from vrag_desktop.core.agents.memory_energy import MemoryPictures, encode_capped, quantize_pixels
 from vrag_desktop.core.agents.memory_graph import Frame, MemoryEntry, MemoryGraph, ScoredItem, normalize_label
 from vrag_desktop.core.agents.model_turn import ModelTurns
 from vrag_desktop.core.agents.searchers import SearchFailed, SearchHit
@@ -40,24 +38,6 @@ _MAX_KEYFRAME_FILES = 64
 # ---------------------------------------------------------------- pure helpers
 
 
-def encode_capped(
-    img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
-) -> tuple[bytes, tuple[int, int]]:
-    """JPEG (q``quality``) of ``img`` fitted to ``max_pixels`` (never enlarged), then shrunk until it
-    is ≤ ``max_bytes`` (the original's API payload cap). Returns (bytes, size). Best effort below
-    16 px a side: such an image is returned even if still larger than the cap."""
-    img = vp.resize_for_model(img, 1, max(1, int(max_pixels)))
-    while True:
-        data = vp.jpeg_bytes(img, quality)
-        w, h = img.size
-        if len(data) <= max_bytes or min(w, h) <= 16:
-            return data, (w, h)
-        scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
-        img = imaging.resize(
-            img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC
-        )
-
-
 def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
     """Times of ``n`` key frames spread evenly over ``[t_start, t_end]`` (see the module docstring)."""
     if n <= 0:
@@ -65,34 +45,6 @@ def keyframe_times(t_start: float, t_end: float, n: int) -> list[float]:
     if n == 1 or t_end <= t_start:
         return [round(t_start, 3)] * n
     return [round(t_start + j * (t_end - t_start) / (n - 1), 3) for j in range(n)]
-
-
-class _LRU(dict):  # type: ignore[type-arg]
-    """A dict that keeps only its ``size`` most recently set or read entries."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key in self:
-            value = self.pop(key)
-            super().__setitem__(key, value)  # most recent last
-            return value
-        return default
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.pop(key, None)
-        super().__setitem__(key, value)
-        while len(self) > self.size:
-            del self[next(iter(self))]
-
-
-def quantize_pixels(pixels: int, steps_per_octave: int = 4) -> int:
-    """``pixels`` rounded down to a geometric grid (4 steps per doubling, ~19 % apart)."""
-    if pixels <= 1:
-        return max(1, pixels)
-    return max(1, int(2 ** (math.floor(math.log2(pixels) * steps_per_octave) / steps_per_octave)))
 
 
 def thin_indices(n: int, keep: int) -> list[int]:
@@ -143,7 +95,7 @@ class _Pending:
     items: dict[str, _Shown]  # by label
 
 
-class Media(ModelTurns):
+class Media(MemoryPictures, ModelTurns):
     """The pixel side of a VimRAG run's state. Needs ``self.query``, ``self.graph`` and the two
     per-run caches set by :meth:`init_media`."""
 
@@ -151,19 +103,20 @@ class Media(ModelTurns):
     graph: MemoryGraph
 
     def init_media(self) -> None:
-        self._memory_cache: dict[tuple[str, int], str] = {}
-        self._decoded = _LRU(8)  # decoded memory images (a few MB each): enough for the top-k selection
+        self.init_memory_pictures()
 
     # ------------------------------------------------------------ context
     def build_context(self) -> list[dict[str, Any]]:
         """(Worker thread.) ``[system, user]`` from the graph and the energy-selected memory."""
         text = P.build_user_prompt(self.query, self.graph.action_graph_json())
         groups = self.graph.select_memory(self.a.memory_top_k, self.a.memory_buffer_pixels)
+        self.prefetch(groups)
         parts: list[dict[str, Any]] = [text_part(text + ("\n\n" + P.MEMORY_HEADER if groups else ""))]
         for group in groups:
             parts.append(text_part(f"Node: {group.node_id}\n"))
             for scored in group.items:
                 parts += self.memory_parts(scored)
+        self.forget_spare_encodings()
         return [{"role": "system", "content": P.SYSTEM_PROMPT}, {"role": "user", "content": parts}]
 
     def memory_parts(self, scored: ScoredItem) -> list[dict[str, Any]]:
@@ -181,37 +134,6 @@ class Media(ModelTurns):
                 continue
             parts.append(image_part(uri))
         return parts
-
-    def memory_uri(self, frame: Frame, pixels: int) -> str | None:
-        """Data URI of a kept frame at ``pixels``, from its full-size file, or from the JPEG first
-        shown when that file has gone (a corpus re-indexed mid-run); None when neither opens."""
-        # Budgets shift a little with every new node; on a ~19 % geometric grid (rounded down, so never
-        # over budget) most items reuse their encoding from the previous step.
-        pixels = quantize_pixels(pixels)
-        key = (frame.path, pixels)
-        if key not in self._memory_cache:
-            for path in (frame.path, frame.shown):
-                if not path:
-                    continue
-                try:
-                    cached = self._decoded.get(path)  # (decoded image, full size)
-                    if cached is None or (
-                        cached[0].width * cached[0].height < pixels and cached[0].size != cached[1]
-                    ):
-                        cached = vp.open_for_pixels(
-                            path, pixels
-                        )  # reduced-scale decode, reused while big enough
-                        self._decoded[path] = cached
-                    im = cached[0]
-                    data, _ = encode_capped(im, pixels, self.a.max_image_bytes, self.a.jpeg_quality)
-                except OSError:
-                    log.warning("memory image %s cannot be opened", path)
-                    continue
-                self._memory_cache[key] = vp.data_uri(data)
-                break
-            else:
-                return None
-        return self._memory_cache[key]
 
     # ------------------------------------------------------------ tool responses
     def prepare(self, hits: list[SearchHit], notes: Sequence[str] = ()) -> _Prepared:
@@ -316,12 +238,24 @@ class Media(ModelTurns):
         return [(times[i], paths[i]) for i in thin_indices(len(paths), keep)]
 
     # ------------------------------------------------------------ memorize
+    def speculate_pending(self, pending: _Pending) -> None:
+        """Start encoding what the context after ``pending``'s judgement will likely show."""
+        self.speculate(
+            pending.node_id,
+            [
+                MemoryEntry(label, shown.modality, 3, list(shown.frames))
+                for label, shown in pending.items.items()
+                if shown.modality != "text" and shown.frames
+            ],
+        )
+
     def judge(
         self, pending: _Pending, memorize: list[dict[str, Any]]
     ) -> tuple[list[MemoryEntry], list[tuple[str, bool, int]], list[str]]:
         """The model's judgements applied: (memory entries kept, (label, useful, priority) per judged
         item, problems to report). Kept: useful pictures, and useful videos' frames whose time matches
         a key_timestamp; texts never (their content lives on in the summary)."""
+        self.stop_speculating()
         entries: list[MemoryEntry] = []
         judged: list[tuple[str, bool, int]] = []
         problems: list[str] = []

@@ -353,17 +353,34 @@ def open_for_pixels(source: str | Path | bytes, max_pixels: int) -> tuple[Image.
     (:func:`.imaging.decoded`): a page a search showed is decoded again, at the same scale, when its
     memory is re-encoded, and the same pages come back across runs. Treat the result as read-only.
     """
-    import io
-
     im = Image.open(io.BytesIO(source) if isinstance(source, bytes) else source)
     with im:
-        turn = images.orientation(im)
-        full = images.upright_size(im)  # the model sees, and crops, the upright picture
-        w, h = im.size
-        if w * h > max_pixels > 0:
-            s = (max_pixels / (w * h)) ** 0.5
-            im.draft("RGB", (max(1, math.ceil(w * s)), max(1, math.ceil(h * s))))
+        turn, full = _draft(im, max_pixels)
         return imaging.decoded(source, im, lambda: (images.upright(imaging.rgb(im), turn), full))
+
+
+def decoded_size(source: str | Path, max_pixels: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(size of :func:`open_for_pixels`' image, full size), from the header alone: what a decode
+    would give, known before paying for it."""
+    with Image.open(source) as im:
+        turn, full = _draft(im, max_pixels)
+        w, h = im.size
+        return ((h, w) if _swaps(turn) else (w, h)), full
+
+
+def _swaps(turn: int) -> bool:
+    return turn in (5, 6, 7, 8)
+
+
+def _draft(im: Image.Image, max_pixels: int) -> tuple[int, tuple[int, int]]:
+    """Set ``im``'s JPEG draft scale for ``max_pixels``; (EXIF turn, upright full size)."""
+    turn = images.orientation(im)
+    w, h = im.size
+    full = (h, w) if _swaps(turn) else (w, h)  # the model sees, and crops, the upright picture
+    if w * h > max_pixels > 0:
+        s = (max_pixels / (w * h)) ** 0.5
+        im.draft("RGB", (max(1, math.ceil(w * s)), max(1, math.ceil(h * s))))
+    return turn, full
 
 
 def jpeg_bytes(img: Image.Image, quality: int = 90) -> bytes:
@@ -456,6 +473,7 @@ __all__ = [
     "build_prompt",
     "crop_region",
     "data_uri",
+    "decoded_size",
     "encode_image",
     "fit_pixels",
     "invalid_action_message",
