@@ -34,13 +34,21 @@ class OriginalSearchServer:
     """``api="get"``: the older GET-only API. ``api="post"``: the newer POST-only API."""
 
     def __init__(
-        self, records: list[dict[str, Any]], *, api: str = "get", fault: dict[str, Any] | None = None
+        self,
+        records: list[dict[str, Any]],
+        *,
+        api: str = "get",
+        fault: dict[str, Any] | None = None,
+        wrong_method: tuple[int, Any] = (405, {"detail": "Method Not Allowed"}),
     ) -> None:
+        """``wrong_method``: the answer to the method this API lacks (FastAPI's 405 by default; a
+        proxy or another framework may answer 404, 501, or a 422 for a body it does not know)."""
         if api not in ("get", "post"):
             raise ValueError("api must be 'get' or 'post'")
         self.records = records
         self.api = api
         self.fault = fault
+        self.wrong_method = wrong_method
         self.requests: list[tuple[str, str]] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -103,7 +111,7 @@ class OriginalSearchServer:
         if parts.path != "/search":
             return self._send(h, 404, {"detail": "Not Found"})
         if (method == "GET") != (self.api == "get"):
-            return self._send(h, 405, {"detail": "Method Not Allowed"})
+            return self._send(h, *self.wrong_method)
         if self.fault is not None:
             f = self.fault
             return self._send(h, int(f.get("status", 200)), f["body"], f.get("content_type"))

@@ -89,6 +89,36 @@ def test_get_only_server_is_probed_once_and_remembered(corpus: tuple[Path, list[
         assert searcher.load_image(str(hits[0].image)) == Path(records[0]["file_path"]).read_bytes()
 
 
+@pytest.mark.parametrize(
+    "refusal",
+    [
+        (404, {"detail": "Not Found"}),
+        (422, {"detail": [{"loc": ["body", "search_corpus"], "msg": "field required"}]}),
+        (501, "Unsupported method ('POST')"),
+        (400, {"detail": "Method Not Allowed"}),
+    ],
+)
+def test_other_ways_a_get_only_server_refuses_the_post(
+    corpus: tuple[Path, list[dict[str, Any]]], refusal: tuple[int, Any]
+) -> None:
+    _, records = corpus
+    with OriginalSearchServer(records, api="get", wrong_method=refusal) as srv:
+        searcher = HttpSearcher(srv.url)
+        assert searcher.search("harbor lamp", 1)[0].name == "harbor_report_1"
+        assert searcher.mode == "get"
+
+
+def test_a_bad_query_is_not_taken_for_a_get_only_server(corpus: tuple[Path, list[dict[str, Any]]]) -> None:
+    """Our server answers 422 with a sentence for a bad query: GET would not fix it, so none is tried."""
+    _, records = corpus
+    fault = {"status": 422, "body": {"detail": "queries must not be empty strings"}}
+    with OriginalSearchServer(records, api="post", fault=fault) as srv:
+        searcher = HttpSearcher(srv.url)
+        with pytest.raises(SearchFailed, match="answered 422: queries must not be empty strings"):
+            searcher.search("   ", 1)
+        assert searcher.mode is None and srv.requests == [("POST", "/search")]
+
+
 def test_get_only_relative_paths_resolve_against_the_server_root(
     corpus: tuple[Path, list[dict[str, Any]]],
 ) -> None:
