@@ -352,6 +352,30 @@ def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
     assert missing.status is S.CRASHED and err.kind == "spawn_failed"
 
 
+def test_stream_after_exit_replays_and_a_slow_reader_loses_lines() -> None:
+    async def main():  # type: ignore[no-untyped-def]
+        job = ProcessSupervisor(
+            [sys.executable, "-c", "print('a'); print('b'); print('key-123 c')"],
+            long_running=False,
+            name="job",
+            redact=["key-123"],
+        )
+        slow = job.stream(maxsize=1)  # registered on first read, before the job starts
+        first = asyncio.ensure_future(slow.__anext__())
+        await asyncio.sleep(0)
+        await job.start()
+        await job.wait(10)
+        got = [await first] + [line async for line in slow]
+        replayed = [line async for line in job.stream(replay=True)]
+        nothing_new = [line async for line in job.stream()]
+        return job, got, replayed, nothing_new
+
+    job, got, replayed, nothing_new = asyncio.run(main())
+    assert replayed == job.lines() == ["a", "b", "*** c"]
+    assert nothing_new == []
+    assert got[0] == "a" and len(got) + job.dropped_lines == 3
+
+
 def test_cleanup_kills_every_supervised_group() -> None:
     async def main():  # type: ignore[no-untyped-def]
         sups = [

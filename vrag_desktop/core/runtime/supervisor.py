@@ -16,7 +16,6 @@ log, an optional readiness check). :mod:`.detached` runs the same spec in the ba
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -24,7 +23,7 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from vrag_desktop.core.runtime.exits import (
     Classifier,
@@ -36,7 +35,7 @@ from vrag_desktop.core.runtime.exits import (
     default_classifier,
     tail_text,
 )
-from vrag_desktop.core.runtime.logfile import footer, header
+from vrag_desktop.core.runtime.output import LineCallback, OutputLines
 from vrag_desktop.core.runtime.proctree import (
     cleanup,
     descendants,
@@ -68,10 +67,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 StatusCallback = Callable[[ProcessStatus], None]
-LineCallback = Callable[[str], None]
-
-_CHUNK = 65536
-
 
 _SUPERVISORS: weakref.WeakSet[ProcessSupervisor] = weakref.WeakSet()
 
@@ -148,15 +143,11 @@ class ProcessSupervisor:
         self.returncode: int | None = None
         self.started_at: float | None = None
         self.ended_at: float | None = None
-        self.dropped_lines = 0
-        self._ring: collections.deque[str] = collections.deque(maxlen=ring_size)
+        self.output = OutputLines(self.name, ring_size, spec.mask)
         self._status = ProcessStatus.STOPPED
         self._status_cbs: list[StatusCallback] = []
-        self._line_cbs: list[LineCallback] = []
-        self._queues: set[asyncio.Queue[str | None]] = set()
         self._proc: asyncio.subprocess.Process | None = None
         self._exited: asyncio.Event | None = None
-        self._log: IO[str] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stop_task: asyncio.Task[ExitInfo | None] | None = None
         self._stop_requested = False
@@ -185,10 +176,14 @@ class ProcessSupervisor:
     def alive(self) -> bool:
         return self._proc is not None and self._proc.returncode is None
 
+    @property
+    def dropped_lines(self) -> int:
+        """Output lines a :meth:`stream` consumer that fell behind never saw."""
+        return self.output.dropped
+
     def lines(self, n: int | None = None) -> list[str]:
         """The last ``n`` (default all buffered) output lines."""
-        buf = list(self._ring)
-        return buf if n is None else buf[-n:]
+        return self.output.lines(n)
 
     def on_status(self, cb: StatusCallback) -> Callable[[], None]:
         """Call ``cb(status)`` on every change; returns an unsubscribe function."""
@@ -197,27 +192,12 @@ class ProcessSupervisor:
 
     def on_line(self, cb: LineCallback) -> Callable[[], None]:
         """Call ``cb(line)`` for every output line; returns an unsubscribe function."""
-        self._line_cbs.append(cb)
-        return lambda: self._line_cbs.remove(cb) if cb in self._line_cbs else None
+        return self.output.on_line(cb)
 
-    async def stream(self, replay: bool = False, maxsize: int = 10000) -> AsyncIterator[str]:
+    def stream(self, replay: bool = False, maxsize: int = 10000) -> AsyncIterator[str]:
         """Output lines as they arrive, ending when the process has exited. ``replay`` first
         yields the buffered lines. A consumer that falls ``maxsize`` lines behind loses lines."""
-        queue: asyncio.Queue[str | None] = asyncio.Queue(maxsize=maxsize)
-        backlog = list(self._ring) if replay else []
-        finished = self._exited is not None and self._exited.is_set()
-        if not finished:
-            self._queues.add(queue)
-        try:
-            for line in backlog:
-                yield line
-            while not finished:
-                item = await queue.get()
-                if item is None:
-                    return
-                yield item
-        finally:
-            self._queues.discard(queue)
+        return self.output.stream(replay, maxsize, lambda: self._exited is not None and self._exited.is_set())
 
     # -- lifecycle
     async def start(self) -> None:
@@ -225,7 +205,7 @@ class ProcessSupervisor:
         it cannot be spawned (missing interpreter, bad cwd)."""
         if self._status.running:
             raise ProcessError(f"{self.name} is already {self._status.value}", kind="already_running")
-        self._ring.clear()
+        self.output.clear()
         self.exit_info, self.returncode, self.ended_at = None, None, None
         self._stop_requested, self._override, self._stop_task = False, None, None
         self.stopped_elsewhere, self.state = False, None
@@ -254,7 +234,7 @@ class ProcessSupervisor:
         self._record(self.spec.base_state(self._proc.pid, self.mode))
         assert self._proc.stdout is not None
         self._tasks = [
-            asyncio.ensure_future(self._pump(self._proc.stdout)),
+            asyncio.ensure_future(self.output.pump(self._proc.stdout)),
             asyncio.ensure_future(self._watch(self._proc)),
         ]
 
@@ -346,7 +326,7 @@ class ProcessSupervisor:
 
         def escalating(after: float) -> None:
             loop.call_soon_threadsafe(
-                self._emit, f"[supervisor] {self.name} still running {after:g} s after SIGTERM: SIGKILL"
+                self.output.emit, f"[supervisor] {self.name} still running {after:g} s after SIGTERM: SIGKILL"
             )
 
         left = await asyncio.to_thread(
@@ -367,24 +347,6 @@ class ProcessSupervisor:
                 task.cancel()
             self._finalize(proc.returncode)
         return self.exit_info
-
-    async def _pump(self, stream: asyncio.StreamReader) -> None:
-        pending = b""
-        try:
-            while chunk := await stream.read(_CHUNK):
-                parts = (pending + chunk).replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-                pending = parts.pop()
-                for raw in parts:
-                    if raw:
-                        self._emit(raw.decode("utf-8", "replace"))
-                if len(pending) > _CHUNK * 16:  # a giant line without newline: cut it
-                    self._emit(pending.decode("utf-8", "replace"))
-                    pending = b""
-                if self._log:
-                    self._log.flush()
-        finally:
-            if pending:
-                self._emit(pending.decode("utf-8", "replace"))
 
     async def _watch(self, proc: asyncio.subprocess.Process) -> None:
         # Not proc.wait(): before Python 3.12 it returns only once the output pipe closes, which a
@@ -435,17 +397,10 @@ class ProcessSupervisor:
                     self._proc.pid
                 )
                 self.state_file.remove(self._proc.pid)
-        if self._log:
-            with contextlib.suppress(OSError):
-                self._log.write(footer(f"{status.value}: {info.message.splitlines()[0]}"))
-                self._log.close()
-            self._log = None
+        self.output.end(f"{status.value}: {(info.message.splitlines() or [''])[0]}")
         self._set_status(status)
         assert self._exited is not None
         self._exited.set()
-        for queue in list(self._queues):
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)
 
     def _not_ready_error(self) -> ProcessError:
         info = self.exit_info
@@ -460,15 +415,8 @@ class ProcessSupervisor:
         )
 
     def _open_log(self) -> None:
-        if self.log_path is None:
-            return
-        try:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = open(self.log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
-            self._log.write(header(self._mask(" ".join(self.argv))))
-        except OSError as exc:
-            log.warning("%s: cannot write log %s: %s", self.name, self.log_path, exc)
-            self._log = None
+        if self.log_path is not None:
+            self.output.open_log(self.log_path, " ".join(self.argv))
 
     def _record(self, state: dict[str, Any]) -> None:
         """Write the state file (a failure is logged: the process runs on, only unrecorded)."""
@@ -479,26 +427,6 @@ class ProcessSupervisor:
             self.state_file.write(state)
         except OSError as exc:
             log.warning("%s: cannot write its state file %s: %s", self.name, self.state_file.path, exc)
-
-    def _mask(self, text: str) -> str:
-        return self.spec.mask(text)
-
-    def _emit(self, line: str) -> None:
-        line = self._mask(line)
-        self._ring.append(line)
-        if self._log:
-            with contextlib.suppress(OSError):
-                self._log.write(line + "\n")
-        for cb in list(self._line_cbs):
-            try:
-                cb(line)
-            except Exception:
-                log.exception("%s: line subscriber failed", self.name)
-        for queue in list(self._queues):
-            try:
-                queue.put_nowait(line)
-            except asyncio.QueueFull:
-                self.dropped_lines += 1
 
     def _set_status(self, status: ProcessStatus) -> None:
         if status is self._status:
