@@ -173,3 +173,20 @@ def test_cli_export_and_its_errors(library, minilm, make_pdf, tmp_path: Path, da
     (tmp_path / "file").write_text("x")
     proc = cli("corpus", "export-original", "cli", "--out", str(tmp_path / "file"), data_dir=data_dir)
     assert proc.returncode == 1 and "not a folder" in proc.stderr
+
+
+def test_export_waits_for_no_indexing_job(corpus, library, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An indexing job holds the corpus lock: the export says so instead of copying a moving index."""
+    from vrag_desktop.core.corpus.corpus import CorpusBusy
+
+    job = library.open("mixed")
+    job.lock()
+    try:
+        with pytest.raises(CorpusBusy, match="being indexed"):
+            export_original(corpus, tmp_path / "busy")
+    finally:
+        job.close()
+    export_original(corpus, tmp_path / "free")  # and works once the job is done
+    corpus.lock()  # a caller that holds the lock keeps it
+    export_original(corpus, tmp_path / "held")
+    assert corpus._lock.is_locked

@@ -96,6 +96,26 @@ def export_original(
             "one index per folder: export into an empty folder"
         )
     report = ExportReport(out, stem, model)
+    held = corpus._lock.is_locked
+    corpus.lock()  # a consistent snapshot: no indexing job adds or removes vectors meanwhile
+    try:
+        _export(corpus, out, stem, model, dim, path_base, report)
+    finally:
+        if not held:
+            corpus.unlock()
+    return report
+
+
+def _export(
+    corpus: Corpus,
+    out: Path,
+    stem: str,
+    model: str,
+    dim: int,
+    path_base: str | os.PathLike[str] | None,
+    report: ExportReport,
+) -> None:
+    m = corpus.manifest
     store = corpus.store()
     ids = np.sort(store.ids())
     rows = m.items_for_vectors(int(i) for i in ids)
@@ -119,7 +139,6 @@ def export_original(
     vectors = store.vectors(keep) if keep else np.zeros((0, dim), np.float32)
     report.vectors = len(records)
     _write(out, stem, model, dim, _normalised(vectors), records)
-    return report
 
 
 def _record(
