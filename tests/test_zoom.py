@@ -45,12 +45,12 @@ def _digits(text: str) -> str:
     return re.sub(r"\D", "", text)
 
 
-def _make_pdf(path: Path, secret: str = SECRET, rotate: int = 0) -> None:
+def _make_pdf(path: Path, secret: str = SECRET, rotate: int = 0, title: str = "Quarterly statement") -> None:
     import pymupdf
 
     doc = pymupdf.open()
     page = doc.new_page(width=595, height=842)
-    page.insert_text((60, 120), "Quarterly statement", fontsize=28)
+    page.insert_text((60, 120), title, fontsize=28)
     for i in range(12):
         page.insert_text(
             (60, 180 + 16 * i), f"Line {i + 1}: ordinary body text of the statement.", fontsize=11
@@ -158,6 +158,31 @@ def test_a_different_pdf_under_the_same_name_is_not_used(tmp_path: Path) -> None
     doc.save(str(pdf))
     _, crop = _run_zoom(tmp_path, _pdf_hit(pdf, page_image), _text_box_px(page_image))
     assert crop.zoomed_from == zoom.FROM_PAGE_IMAGE and "changed" in crop.note
+
+
+def test_a_same_layout_pdf_with_other_text_is_caught_by_its_text_layer(tmp_path: Path) -> None:
+    pdf = tmp_path / "statement.pdf"
+    _make_pdf(pdf)
+    items = list(
+        derive(
+            pdf,
+            kinds.PDF,
+            tmp_path / "d",
+            DeriveOptions(render_pixels=EMBEDDER_PIXELS, ocr=False),
+            set(),
+            None,
+        )
+    )
+    page_image = items[0].image_path
+    assert page_image is not None and items[0].text_source == "layer"
+    hit = SearchHit(0.9, "statement_1", str(pdf), "page", image=str(page_image), page=1, text=items[0].text)
+    region = (20, 20, 200, 120)
+    assert zoom.zoom(hit, zoom.PageImage(page_image), region, (500, 400)).origin == zoom.FROM_PDF
+    zoom.clear()
+    pdf.unlink()
+    _make_pdf(pdf, title="Quarterly statament")  # one letter: the pixels cannot tell, the text can
+    z = zoom.zoom(hit, zoom.PageImage(page_image), region, (500, 400))
+    assert z.origin == zoom.FROM_PAGE_IMAGE and "changed" in z.note
 
 
 def test_a_pdf_with_fewer_pages_now_falls_back(tmp_path: Path) -> None:

@@ -40,8 +40,13 @@ Region = tuple[int, int, int, int]
 
 #: How the crop was made (the ``Crop`` event's ``zoomed_from``).
 FROM_PDF, FROM_IMAGE, FROM_VIDEO, FROM_PAGE_IMAGE = "pdf", "image", "video", "page image"
-#: Side of the thumbnails compared to decide that a source still shows the indexed page.
-_THUMB = 96
+#: Side of the thumbnails compared to decide that a source still shows the indexed page: coarse
+#: enough that lines of text average into blocks (finer, their sub-pixel phase decides).
+_THUMB = 32
+#: Long side of the source render compared: MuPDF draws text lighter at much smaller scales.
+_LOOK_SIDE = 400
+#: Non-space characters of a page's text layer compared with the indexed text, when both have one.
+_TEXT_PREFIX = 200
 #: Pearson correlation of the two thumbnails above which they show the same page.
 _SAME_PAGE = 0.8
 #: Relative aspect-ratio difference tolerated between the source and its page image (rounding).
@@ -114,7 +119,7 @@ class PageImage:
         from PIL import Image
 
         with Image.open(self.path) as im:
-            im.draft("RGB", (_THUMB, _THUMB))
+            im.draft("RGB", (_THUMB * 4, _THUMB * 4))
             return upright(im).convert("RGB")
 
     def crop(self, box: tuple[int, int, int, int]) -> Image.Image:
@@ -127,7 +132,8 @@ def zoom(hit: Hit, page_image: PageImage, region: Region, size: tuple[int, int])
     Never raises for a missing or changed source: the crop then comes from ``page_image``."""
     try:
         if hit.modality == "page" and hit.page and str(hit.source).lower().endswith(".pdf"):
-            return Zoomed(_from_pdf(Path(hit.source), hit.page, page_image, region, size), FROM_PDF)
+            pdf = _from_pdf(Path(hit.source), hit.page, hit.text, page_image, region, size)
+            return Zoomed(pdf, FROM_PDF)
         if hit.modality == "image" and (hit.media or hit.source):
             original = Path(hit.media or hit.source)
             return Zoomed(_from_image(original, page_image, region, size), FROM_IMAGE)
@@ -209,9 +215,17 @@ def _same_page(a: Image.Image, b: Image.Image) -> bool:
     return float(np.corrcoef(x, y)[0, 1]) >= _SAME_PAGE
 
 
-def _check(key: tuple[Any, ...], page_image: PageImage, source_size: tuple[float, float], look: Any) -> None:
-    """Raise :class:`_Fallback` unless the source (``look()`` renders a small view of it) is the page
-    that was indexed; the verdict is kept per source file and page image."""
+def _check(
+    key: tuple[Any, ...],
+    page_image: PageImage,
+    source_size: tuple[float, float],
+    look: Any,
+    same_text: Any = None,
+) -> None:
+    """Raise :class:`_Fallback` unless the source is the page that was indexed. ``same_text()``
+    (True/False, or None when there is no text to compare) decides first; otherwise ``look()`` (a
+    small render of the source) is compared with the page image. The verdict is kept per source
+    file and page image."""
     pw, ph = page_image.size
     sw, sh = source_size
     if sw <= 0 or sh <= 0 or abs((sw / sh) / (pw / ph) - 1) > _ASPECT_TOL:
@@ -220,11 +234,18 @@ def _check(key: tuple[Any, ...], page_image: PageImage, source_size: tuple[float
     with _lock:
         verdict = _verdicts.get(vkey)
     if verdict is None:
-        verdict = "same" if _same_page(look(), page_image.small()) else "changed"
+        same = same_text() if same_text is not None else None
+        if same is None:
+            same = _same_page(look(), page_image.small())
+        verdict = "same" if same else "changed"
         with _lock:
             _verdicts[vkey] = verdict
     if verdict != "same":
         raise _Fallback("the source file has changed since it was indexed (it no longer shows this page)")
+
+
+def _text_key(text: str) -> str:
+    return "".join(text.split())[:_TEXT_PREFIX]
 
 
 def _scaled(region: Region, page_size: tuple[int, int], to: tuple[float, float]) -> tuple[float, ...]:
@@ -255,7 +276,7 @@ def _document(path: Path) -> tuple[tuple[Any, ...], Any]:
 
 
 def _from_pdf(
-    path: Path, page_no: int, page_image: PageImage, region: Region, size: tuple[int, int]
+    path: Path, page_no: int, indexed_text: str, page_image: PageImage, region: Region, size: tuple[int, int]
 ) -> Image.Image:
     import pymupdf
     from PIL import Image
@@ -267,14 +288,24 @@ def _from_pdf(
         rect, listing = _page_listing(key, doc, page_no)
 
         def look() -> Image.Image:
-            s = _THUMB * 2 / max(rect.width, rect.height)
+            s = _LOOK_SIDE / max(rect.width, rect.height)
             pix = listing.get_pixmap(matrix=pymupdf.Matrix(s, s), alpha=False, colorspace=pymupdf.csRGB)
             return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 
-        _check((*key, page_no), page_image, (rect.width, rect.height), look)
+        def same_text() -> bool | None:
+            """The indexed text is the page's text layer when it had one (derive): compare them."""
+            indexed = _text_key(indexed_text)
+            if len(indexed) < 20:
+                return None
+            layer = _text_key(doc.load_page(page_no - 1).get_text("text"))
+            return None if len(layer) < 20 else layer == indexed[: len(layer)]
+
+        _check((*key, page_no), page_image, (rect.width, rect.height), look, same_text)
         x1, y1, x2, y2 = _scaled(region, page_image.size, (rect.width, rect.height))
         clip = pymupdf.Rect(x1, y1, x2, y2)  # page.rect coordinates: rotation already applied
-        matrix = pymupdf.Matrix(size[0] / clip.width, size[1] / clip.height)
+        sx, sy = size[0] / clip.width, size[1] / clip.height
+        # translated so the clip lands on whole device pixels: the pixmap is the region, no shift
+        matrix = pymupdf.Matrix(sx, 0, 0, sy, -x1 * sx, -y1 * sy)
         pix = listing.get_pixmap(matrix=matrix, clip=clip, alpha=False, colorspace=pymupdf.csRGB)
         img = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
     if img.width >= size[0] and img.height >= size[1]:  # rounded out to whole pixels: ≤ 1 px more
