@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,9 +85,9 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
         raise CorpusError(
             f"inconsistent index: {name}{INDEX_SUFFIX} holds {index.ntotal} vectors of dimension "
             f"{index.d}, {name}{LIST_SUFFIX} has {len(records)} records and {name}{META_SUFFIX} says "
-            f"{count} vectors of dimension {dim}; they must agree (one record per vector). The "
-            "original's build_index stopped part-way: run it again to finish the index, or index the "
-            "source files with VRAG Desktop instead"
+            f"{count} vectors of dimension {dim}; they must agree (one record per vector; a build "
+            "that stopped part-way leaves them apart). Run the original's build_index again to finish "
+            "the index, or index the source files with VRAG Desktop instead"
         )
     vectors = index.reconstruct_n(0, index.ntotal) if index.ntotal else np.zeros((0, dim), np.float32)
     return LegacyIndex(
@@ -117,8 +118,8 @@ def _text_only_message(model: str, count: int, records: list[dict[str, Any]], fo
     return (
         f"this index was built with {model!r} (bge-m3), a text-only embedding model VRAG Desktop does "
         f"not run, so its {count} vectors cannot be searched here (a query must be embedded by the "
-        "same model). Import the source files instead, which also indexes their images: "
-        f"vrag-desktop index {where} --corpus NAME"
+        "same model). Import the source files instead, which builds an index VRAG Desktop can search: "
+        f"vrag-desktop index {shlex.quote(where)} --corpus NAME"
     )
 
 
