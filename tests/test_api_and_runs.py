@@ -12,6 +12,7 @@ from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop import VRAG
 from vrag_desktop.core.agents.vrag_protocol import VRAG_PROMPT
+from vrag_desktop.core.run.export import export_rl, export_sft
 from vrag_desktop.core.run.store import RunStore
 
 SCRIPT = [
@@ -71,20 +72,35 @@ def test_vrag_api_runs_saves_and_replays(library, minilm, make_pdf, data_dir: Pa
         if e["event"] in ("search_image", "crop_image"):
             assert Path(e["image"]).exists() and (data_dir / "runs" / run.id) in Path(e["image"]).parents
 
-    n = store.export_sft([run.id], data_dir / "export" / "sft.json")
+    dataset = _dataset(data_dir / "labels.jsonl")
+    report = export_sft(store, [run.id], dataset, data_dir / "export" / "sft.json")
     (sample,) = json.loads((data_dir / "export" / "sft.json").read_text())
-    assert n == 1
+    assert report.count == 1
     roles = [m["role"] for m in sample["messages"]]
     assert roles == ["user", "assistant", "user", "assistant", "user", "assistant"]
     assert sample["messages"][1]["content"].endswith("<search>Atlas robot payload</search>")
     assert sample["messages"][-1]["content"].endswith("<answer>450 kg</answer>")
-    assert len(sample["images"]) == 2 and all(Path(p).exists() for p in sample["images"])
+    assert len(sample["images"]) == 2 and all((data_dir / "export" / p).exists() for p in sample["images"])
 
-    assert store.export_rl([run.id], data_dir / "export" / "rl.jsonl") == 1
+    assert export_rl(store, [run.id], dataset, data_dir / "export" / "rl.jsonl", jsonl=True).count == 1
     row = json.loads((data_dir / "export" / "rl.jsonl").read_text())
-    assert row["reward_model"] == {"style": "rule", "ground_truth": "450 kg"}
+    # the ground truth is the dataset's label, not the run's own answer
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "450 kg payload, 14 h battery"}
     assert row["file_name"] == "robots.pdf" and row["reference_page"] == [2]
     assert row["prompt"][0]["content"].endswith("Question: How heavy a load can the Atlas robot carry?")
+
+
+def _dataset(path: Path) -> Path:
+    """The label a person gave the Atlas question (JSON lines form of the original's examples)."""
+    example = {
+        "uid": "atlas",
+        "query": "How heavy a load can the Atlas robot carry?",
+        "reference_answer": "450 kg payload, 14 h battery",
+        "meta_info": {"file_name": "robots.pdf", "reference_page": [2]},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(example) + "\n")
+    return path
 
 
 def test_closing_the_generator_cancels_and_saves(library, minilm, make_pdf, data_dir: Path) -> None:  # type: ignore[no-untyped-def]
@@ -148,8 +164,10 @@ def test_cli_ask_and_runs(library, minilm, make_pdf, data_dir: Path, tmp_path: P
     lines = cli("runs", "show", "last", "--json", data_dir=data_dir, check=True).stdout.splitlines()
     assert json.loads(lines[-1])["event"] in ("answer", "graph", "timing", "usage")
     assert any(json.loads(x)["event"] == "answer" for x in lines)
-    out_file = tmp_path / "rl.jsonl"
-    proc = cli("runs", "export", "--format", "rl", "--out", str(out_file), data_dir=data_dir, check=True)
+    out_file = tmp_path / "rl.parquet"
+    labels = str(_dataset(tmp_path / "labels.jsonl"))
+    args = ("runs", "export", "--format", "rl", "--dataset", labels, "--out", str(out_file))
+    proc = cli(*args, data_dir=data_dir, check=True)
     assert "Exported 1 record" in proc.stdout and out_file.exists()
     # a wrong key: a clear error, the key not echoed, a non-zero exit
     with ScriptedOpenAI(SCRIPT, api_key="right-key") as srv:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.run.assemble import Endpoint
+    from vrag_desktop.core.run.store import RunStore
 
 EXIT_OK, EXIT_ERROR = 0, 1
 
@@ -54,10 +55,37 @@ def add_parsers(sub: Any) -> None:
     rsh = rs.add_parser("show", help="replay a run's events (id prefix, or 'last')")
     rsh.add_argument("run_id")
     rsh.add_argument("--json", action="store_true")
-    rex = rs.add_parser("export", help="export runs as SFT samples or RL records")
-    rex.add_argument("run_ids", nargs="*", help="id prefixes (default: all answered runs)")
-    rex.add_argument("--format", choices=["sft", "rl"], required=True)
-    rex.add_argument("--out", required=True, help="output file (.json for sft, .jsonl for rl)")
+    rex = rs.add_parser(
+        "export",
+        help="export runs as training data: verl RL parquet or LLaMA-Factory SFT samples",
+        description="Ground truth comes from --dataset (labels a person gave, or a benchmark), never "
+        "from the agent's own answer: runs whose question the dataset does not label are refused.",
+    )
+    rex.add_argument("run_ids", nargs="*", help="id prefixes (default: all saved runs)")
+    rex.add_argument(
+        "--format",
+        choices=["rl", "rl-jsonl", "sft"],
+        required=True,
+        help="rl: verl parquet; rl-jsonl: the same rows as JSON lines; sft: LLaMA-Factory messages+images",
+    )
+    rex.add_argument(
+        "--dataset",
+        required=True,
+        metavar="FILE",
+        help='labelled questions: the original\'s unified JSON ({"examples": [...]}) or JSON lines',
+    )
+    rex.add_argument(
+        "--out", required=True, help="output file (.parquet for rl, .jsonl for rl-jsonl, .json for sft)"
+    )
+    rex.add_argument(
+        "--skip-unlabelled", action="store_true", help="export the labelled runs, leave the others out"
+    )
+    rex.add_argument(
+        "--data-source",
+        default="rag",
+        help="RL data_source: rag (default), slidevqa_test, mmlongdoc or vidoseek",
+    )
+    rex.add_argument("--split", default="train", help="RL extra_info.split (default: %(default)s)")
 
 
 # ---------------------------------------------------------------- ask
@@ -187,6 +215,7 @@ class EventPrinter:
 
 # ---------------------------------------------------------------- runs
 def cmd_runs(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.datasets import DatasetError
     from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.run.store import RunError, RunStore
 
@@ -211,12 +240,44 @@ def cmd_runs(args: argparse.Namespace) -> int:
                 printer(ev)
             return EXIT_OK
         if args.runs_command == "export":
-            ids = [store.resolve(p) for p in args.run_ids] if args.run_ids else [r.id for r in store.list()]
-            out = Path(args.out)
-            n = store.export_sft(ids, out) if args.format == "sft" else store.export_rl(ids, out)
-            print(f"Exported {n} {'sample' if args.format == 'sft' else 'record'}(s) to {out}")
-            return EXIT_OK
-    except RunError as exc:
+            return _export(store, args)
+    except (RunError, DatasetError) as exc:
         print(f"vrag-desktop: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_ERROR
+
+
+def _export(store: RunStore, args: argparse.Namespace) -> int:
+    """Runs → training data, ground truth from the dataset; refusals name the runs."""
+    from vrag_desktop.core.datasets import load_dataset
+    from vrag_desktop.core.run.export import ExportRefused, export_runs
+
+    ids = [store.resolve(p) for p in args.run_ids] if args.run_ids else [r.id for r in store.list()]
+    if not ids:
+        print(
+            'vrag-desktop: error: no saved runs to export. Ask something: vrag-desktop ask "…"',
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
+    dataset = load_dataset(args.dataset)
+    out = Path(args.out)
+    try:
+        report = export_runs(
+            store,
+            args.format,
+            ids,
+            dataset,
+            out,
+            data_source=args.data_source,
+            split=args.split,
+            skip_unlabelled=args.skip_unlabelled,
+        )
+    except ExportRefused as exc:
+        print(f"vrag-desktop: error: {exc} (--skip-unlabelled exports only those)", file=sys.stderr)
+        return EXIT_ERROR
+    except OSError as exc:
+        print(f"vrag-desktop: error: cannot write {out}: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    for line in report.lines():
+        print(line)
+    return EXIT_OK

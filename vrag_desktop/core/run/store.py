@@ -7,8 +7,8 @@ Layout of ``<data dir>/runs/<run id>/``::
                    events so far); the format of ``AgentEvent.to_dict``
     images/        every image the model was shown and every crop, referenced by path in events
 
-Replaying a run yields the same event sequence it recorded. Exports: SFT samples in the
-LLaMA-Factory messages+images format the original used, and RL records with the original's fields.
+Replaying a run yields the same event sequence it recorded. Exports to training data live in
+:mod:`vrag_desktop.core.run.export`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +29,6 @@ from vrag_desktop.core.agents.events import (
     AgentError,
     AgentEvent,
     Answer,
-    ContentDelta,
-    Crop,
-    ImageShown,
     MaxSteps,
     Timing,
     Usage,
@@ -229,93 +226,6 @@ class RunStore:
         if not d.is_dir():
             raise RunError(f"no run {run_id}")
         return d
-
-    # ---------------------------------------------------------------- exports
-    def export_sft(self, run_ids: Iterable[str], out: Path) -> int:
-        """VRAG runs that answered cleanly → LLaMA-Factory samples (``messages`` + ``images``), one JSON
-        list in ``out``; images are copied to ``out``'s folder. Returns the number of samples."""
-        from vrag_desktop.core.agents.vrag_protocol import build_prompt
-
-        samples = []
-        img_dir = out.parent / (out.stem + "_images")
-        for rid in run_ids:
-            s = self.summary(rid)
-            if s.agent != "vrag" or s.status != ANSWERED:
-                continue
-            events = list(self.events(rid))
-            if any(isinstance(e, AgentError) for e in events):
-                continue  # corrective turns are not training material
-            messages: list[dict[str, str]] = [{"role": "user", "content": build_prompt(s.question, False)}]
-            images: list[str] = []
-            step_text: dict[int, list[str]] = {}
-            for e in events:
-                if isinstance(e, ContentDelta):
-                    step_text.setdefault(e.step, []).append(e.content)
-            done_steps: set[int] = set()
-            for e in events:
-                if (
-                    e.step
-                    and e.step not in done_steps
-                    and e.step in step_text
-                    and isinstance(e, ImageShown | Crop | Answer)
-                ):
-                    messages.append({"role": "assistant", "content": "".join(step_text[e.step]).strip()})
-                    done_steps.add(e.step)
-                if isinstance(e, ImageShown | Crop):
-                    images.append(_copy(Path(e.image), img_dir, rid))
-                    messages.append({"role": "user", "content": "<image>"})
-            samples.append({"id": rid, "messages": messages, "images": images})
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(samples, indent=2, ensure_ascii=False), encoding="utf-8")
-        return len(samples)
-
-    def export_rl(self, run_ids: Iterable[str], out: Path, data_source: str = "rag") -> int:
-        """Answered runs → RL records (JSON lines) with the original's fields: ``data_source``,
-        ``prompt``, ``reward_model.ground_truth`` (the run's answer — review before training),
-        ``extra_info``, and top-level ``file_name`` / ``reference_page`` from the evidence."""
-        from vrag_desktop.core.agents.vrag_protocol import build_prompt
-
-        n = 0
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "w", encoding="utf-8") as f:
-            for index, rid in enumerate(run_ids):
-                s = self.summary(rid)
-                if s.status != ANSWERED:
-                    continue
-                answer = next((e for e in self.events(rid) if isinstance(e, Answer)), None)
-                pages = [
-                    (Path(ev.source).name, ev.page) for ev in (answer.evidence if answer else ()) if ev.page
-                ]
-                file_name = pages[0][0] if pages else ""
-                reference_page = sorted({p for name, p in pages if name == file_name})
-                row = {
-                    "data_source": data_source,
-                    "prompt": [{"role": "user", "content": build_prompt(s.question, False)}],
-                    "ability": "rag",
-                    "reward_model": {"style": "rule", "ground_truth": s.answer},
-                    "extra_info": {
-                        "split": "train",
-                        "index": index,
-                        "answer": s.answer,
-                        "question": s.question,
-                        "file_name": file_name,
-                        "reference_page": reference_page,
-                        "run_id": rid,
-                    },
-                    "file_name": file_name,
-                    "reference_page": reference_page,
-                }
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-                n += 1
-        return n
-
-
-def _copy(src: Path, folder: Path, run_id: str) -> str:
-    folder.mkdir(parents=True, exist_ok=True)
-    dst = folder / f"{run_id}-{src.name}"
-    if src.exists() and not dst.exists():
-        shutil.copy2(src, dst)
-    return str(dst)
 
 
 def _recently_written(path: Path, seconds: float = 120.0) -> bool:

@@ -37,6 +37,8 @@ from shiboken6 import isValid
 from vrag_desktop.qt.history.run_table import (
     AGENT,
     ANSWER,
+    DATASET_FILTER,
+    DATASET_PROMPT,
     EXPORT_FORMATS,
     MODEL,
     QUESTION,
@@ -53,6 +55,7 @@ from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
+    from vrag_desktop.core.run.export import ExportReport
     from vrag_desktop.core.run.store import RunStore, RunSummary
     from vrag_desktop.qt.context import AppContext
 
@@ -71,6 +74,8 @@ class HistoryPanel(QWidget):
         self.ctx = ctx
         # Injectable so tests (and embedders) answer without a modal dialog.
         self.choose_save_path: Callable[[str, str, str], str | None] = self._ask_save_path
+        self.choose_dataset: Callable[[str, str], str | None] = self._ask_dataset_path
+        self.dataset_path: Path | None = None  # the dataset chosen last, offered again
         self.confirm: Callable[[str, str], bool] = self._ask_confirm
         self.skipped = 0
         self._generation = 0
@@ -313,10 +318,15 @@ class HistoryPanel(QWidget):
             self.replayRequested.emit(ids[0])
 
     def export_selected(self, fmt: str) -> None:
-        """Ask where, then export the selected runs (off the GUI thread); the outcome is reported."""
+        """Ask for the dataset holding the ground truth and where to write, then export the
+        selected runs (off the GUI thread); the outcome, refusals included, is reported."""
         ids = self.selected_run_ids()
         if not ids:
             return
+        dataset = self.choose_dataset(DATASET_PROMPT, str(self.dataset_path or self.ctx.data_dir))
+        if not dataset:
+            return
+        self.dataset_path = Path(dataset)
         label, file_filter, suffix, _item = EXPORT_FORMATS[fmt]
         default = self.ctx.data_dir / "exports" / f"vrag-{fmt}-{time.strftime('%Y%m%d-%H%M')}{suffix}"
         chosen = self.choose_save_path(
@@ -324,38 +334,48 @@ class HistoryPanel(QWidget):
         )
         if not chosen:
             return
-        self.export(fmt, ids, Path(chosen))
+        self.export(fmt, ids, Path(chosen), Path(dataset))
 
-    def export(self, fmt: str, run_ids: list[str], out: Path) -> None:
-        """Export ``run_ids`` to ``out`` as ``fmt`` ("sft" or "rl") in a thread; report how it went."""
+    def export(
+        self, fmt: str, run_ids: list[str], out: Path, dataset: Path, skip_unlabelled: bool = False
+    ) -> None:
+        """Export ``run_ids`` to ``out`` as ``fmt`` with ground truth from ``dataset``, in a thread.
+        Runs the dataset does not label are refused; the person may then export the labelled ones."""
+        from vrag_desktop.core.run.export import export_runs
+
         if fmt not in EXPORT_FORMATS:
             raise ValueError(f"unknown export format {fmt!r}")
-        item = EXPORT_FORMATS[fmt][3]
         store = self.ctx.runs
         self._set_busy(+1)
 
-        def work() -> int:
-            return store.export_sft(run_ids, out) if fmt == "sft" else store.export_rl(run_ids, out)
+        def work() -> ExportReport:
+            return export_runs(store, fmt, run_ids, dataset, out, skip_unlabelled=skip_unlabelled)
 
-        def done(n: int) -> None:
+        def done(report: ExportReport) -> None:
             self._set_busy(-1)
-            if n:
-                error_sink().report("Export finished", f"Exported {n} {item}(s) to {out}", level="info")
-            else:
-                why = (
-                    "SFT export takes VRAG runs that answered without errors"
-                    if fmt == "sft"
-                    else "RL export takes runs that answered"
-                )
-                error_sink().report(
-                    "Nothing exported",
-                    f"None of the {len(run_ids)} selected run(s) can be exported: {why}. {out} holds no {item}s.",
-                    level="warning",
-                )
+            partial = report.unlabelled or report.skipped
+            error_sink().report(
+                "Export finished", "\n".join(report.lines()), level="warning" if partial else "info"
+            )
 
         def failed(exc: BaseException) -> None:
+            from vrag_desktop.core.datasets import DatasetError
+            from vrag_desktop.core.run.export import ExportError, ExportRefused
+
             self._set_busy(-1)
-            error_sink().report(f"Could not export to {out}", exc)
+            if isinstance(exc, ExportRefused):
+                if isValid(self) and self.confirm(
+                    "Runs without labels", f"{exc}\n\nExport only the labelled runs?"
+                ):
+                    self.export(fmt, run_ids, out, dataset, skip_unlabelled=True)
+                    return
+                error_sink().report("Export refused", f"{exc}\n{out} was not written.", level="warning")
+            elif isinstance(exc, ExportError):
+                error_sink().report("Nothing exported", str(exc), level="warning")
+            elif isinstance(exc, DatasetError):
+                error_sink().report(f"Cannot use the dataset {dataset.name}", str(exc))
+            else:
+                error_sink().report(f"Could not export to {out}", exc)
 
         run_call(work, on_done=done, on_error=failed)
 
@@ -421,6 +441,10 @@ class HistoryPanel(QWidget):
     # ---------------------------------------------------------------- default dialogs
     def _ask_save_path(self, title: str, default: str, file_filter: str) -> str | None:
         path, _ = QFileDialog.getSaveFileName(self, title, default, file_filter)
+        return path or None
+
+    def _ask_dataset_path(self, title: str, start: str) -> str | None:
+        path, _ = QFileDialog.getOpenFileName(self, title, start, DATASET_FILTER)
         return path or None
 
     def _ask_confirm(self, title: str, text: str) -> bool:

@@ -42,10 +42,14 @@ STATUS_LOOK = {
 }
 AGENT_NAMES = {"vrag": "VRAG", "vimrag": "VimRAG"}
 EXPORT_FORMATS = {
-    # key: (menu text, file filter, suffix, what one item is called)
+    # key (vrag_desktop.core.run.export's format): (menu text, file filter, suffix, what one item is called)
+    "rl": ("RL data (verl parquet)…", "Parquet (*.parquet)", ".parquet", "record"),
+    "rl-jsonl": ("RL data (JSON lines)…", "JSON lines (*.jsonl)", ".jsonl", "record"),
     "sft": ("SFT samples (LLaMA-Factory JSON)…", "JSON (*.json)", ".json", "sample"),
-    "rl": ("RL records (JSON lines)…", "JSON lines (*.jsonl)", ".jsonl", "record"),
 }
+#: Where the export asks for the labels: exports take their ground truth from a dataset file.
+DATASET_FILTER = "Datasets (*.json *.jsonl);;All files (*)"
+DATASET_PROMPT = "Dataset with the reference answers for these runs (unified JSON or JSON lines)"
 
 
 def local_time(ts: float) -> str:
