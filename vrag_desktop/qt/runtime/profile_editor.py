@@ -8,17 +8,16 @@ so it runs off the GUI thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QFrame,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QListWidget,
     QListWidgetItem,
-    QPushButton,
     QVBoxLayout,
     QWidget,
 )
@@ -30,7 +29,7 @@ from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
 from vrag_desktop.qt.runtime.profile_form import ProfileFields
 from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, if_alive
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, button, if_alive, row
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
@@ -58,23 +57,21 @@ class ProfileEditor(QWidget):
         self.list.setObjectName("profileList")
         self.list.currentItemChanged.connect(self._on_current_item)
 
-        self.new_button = QPushButton("New", self)
-        self.delete_button = QPushButton("Delete", self)
-        self.reset_button = QPushButton("Reset", self)
-        self.reset_button.setToolTip("Put this built-in profile back to its defaults (its key is kept)")
-        self.active_button = QPushButton("Make active", self)
-        self.active_button.setToolTip("Questions are asked through the active endpoint")
-        self.new_button.clicked.connect(self.new_profile)
-        self.delete_button.clicked.connect(self._on_delete_clicked)
-        self.reset_button.clicked.connect(self.reset_current)
-        self.active_button.clicked.connect(self.make_active)
+        self.new_button = button(self, "New", self.new_profile)
+        self.delete_button = button(self, "Delete", self._on_delete_clicked)
+        self.reset_button = button(
+            self,
+            "Reset",
+            self.reset_current,
+            tip="Put this built-in profile back to its defaults (its key is kept)",
+        )
+        self.active_button = button(
+            self, "Make active", self.make_active, tip="Questions are asked through the active endpoint"
+        )
         self._delete_armed = False
         self._disarm = QTimer(self, singleShot=True, interval=4000)
         self._disarm.timeout.connect(self._disarm_delete)
-        list_buttons = QHBoxLayout()
-        for b in (self.new_button, self.delete_button, self.reset_button):
-            list_buttons.addWidget(b)
-        list_buttons.addStretch(1)
+        list_buttons = row(self.new_button, self.delete_button, self.reset_button)
 
         self.fields = ProfileFields(self)
         self.fields.changed.connect(self._mark_dirty)
@@ -85,18 +82,14 @@ class ProfileEditor(QWidget):
         self.name_error, self.url_error, self.form_error = f.name_error, f.url_error, f.form_error
         self.params_error, self.extra_error = f.params_error, f.extra_error
 
-        self.save_button = QPushButton("Save", self)
+        self.save_button = button(self, "Save", self.save)
         self.save_button.setDefault(True)
-        self.revert_button = QPushButton("Revert", self)
+        self.revert_button = button(self, "Revert", self.revert)
         self.dirty_label = QLabel("", self)
         self.dirty_label.setStyleSheet(f"color: {MUTED};")
-        self.save_button.clicked.connect(self.save)
-        self.revert_button.clicked.connect(self.revert)
-        save_row = QHBoxLayout()
-        save_row.addWidget(self.active_button)
-        save_row.addWidget(self.dirty_label, 1)
-        save_row.addWidget(self.revert_button)
-        save_row.addWidget(self.save_button)
+        save_row = row(
+            self.active_button, self.dirty_label, self.revert_button, self.save_button, grow=self.dirty_label
+        )
 
         self.form_box = QGroupBox("Profile", self)
         fb = QVBoxLayout(self.form_box)
@@ -319,27 +312,28 @@ class ProfileEditor(QWidget):
         return True
 
     def reset_current(self) -> None:
-        if self._current is None:
-            return
-        try:
-            self.store.reset(self._current)
-        except (ProfileError, OSError) as exc:
-            error_sink().report("Could not reset the profile", exc)
-            return
-        self._load(self._current)
-        self.refresh(select=self._current)
-        self.profilesChanged.emit()
+        name = self._current
+        if name is not None and self._change_store(self.store.reset, name, "Could not reset the profile"):
+            self._load(name)
+            self.refresh(select=name)
+            self.profilesChanged.emit()
 
     def make_active(self) -> None:
-        if self._current is None or self._draft:
+        name = self._current
+        if name is None or self._draft:
             return
+        if self._change_store(self.store.set_active, name, "Could not change the active endpoint"):
+            self.refresh(select=name)
+            self.activeProfileChanged.emit(name)
+
+    def _change_store(self, change: Callable[[str], object], name: str, failure: str) -> bool:
+        """``change(name)`` on the store; a refusal is reported under ``failure``."""
         try:
-            self.store.set_active(self._current)
+            change(name)
         except (ProfileError, OSError) as exc:
-            error_sink().report("Could not change the active endpoint", exc)
-            return
-        self.refresh(select=self._current)
-        self.activeProfileChanged.emit(self._current)
+            error_sink().report(failure, exc)
+            return False
+        return True
 
     # ---- key and connection test --------------------------------------------------------------
     def key_source(self) -> str:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.logfile import rotate_log
@@ -24,8 +24,9 @@ from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
 from vrag_desktop.qt.runtime.log_view import LogView
+from vrag_desktop.qt.runtime.server_card import ServerCard
 from vrag_desktop.qt.runtime.server_text import server_state_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive, text_label
+from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive
 from vrag_desktop.qt.runtime.vllm_form import VLLMForm
 
 if TYPE_CHECKING:
@@ -77,38 +78,14 @@ class VLLMSection(QWidget):
 
     # ---- layout --------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.status_dot = QLabel("●", self)
-        self.status_head = QLabel("Stopped", self)
-        self.status_head.setObjectName("vllmStatus")
-        f = self.status_head.font()
-        f.setBold(True)
-        f.setPointSizeF(f.pointSizeF() * 1.1)
-        self.status_head.setFont(f)
-        self.status_head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.status_head.setWordWrap(True)
-        self.status_detail = text_label(self, "vllmDetail")
-        self.start_button = QPushButton("Start", self)
-        self.start_button.setObjectName("startServer")
-        self.stop_button = QPushButton("Stop", self)
-        self.stop_button.setObjectName("stopServer")
-        self.use_button = QPushButton("Use for questions", self)
-        self.use_button.setToolTip("Make the Local vLLM profile the active endpoint")
-        self.use_button.setVisible(False)
-        self.start_button.clicked.connect(self.start)
-        self.stop_button.clicked.connect(self.stop)
-        self.use_button.clicked.connect(self._use_local)
-        head = QHBoxLayout()
-        head.addWidget(self.status_dot)
-        head.addWidget(self.status_head, 1)
-        head.addWidget(self.start_button)
-        head.addWidget(self.stop_button)
-        card = QFrame(self)
-        card.setObjectName("statusCard")
-        card.setFrameShape(QFrame.Shape.StyledPanel)
-        cv = QVBoxLayout(card)
-        cv.addLayout(head)
-        cv.addWidget(self.status_detail)
-        cv.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignLeft)
+        card = ServerCard(self, start=self.start, stop=self.stop, use=self._use_local)
+        self.card = card  # its parts, under the names the section has always had
+        self.status_dot, self.status_head, self.status_detail = card.dot, card.head, card.detail
+        self.start_button, self.stop_button, self.use_button = (
+            card.start_button,
+            card.stop_button,
+            card.use_button,
+        )
 
         self.preflight = Preflight(self)
         self.gpu = GpuBox(self)
@@ -449,19 +426,13 @@ class VLLMSection(QWidget):
             detail = f"Press Start to serve {model}." if model else "Choose a model below, then press Start."
         if status is not S.STARTING:
             self._elapsed.stop()
-        self.status_dot.setStyleSheet(f"color: {color}; font-size: 16px;")
-        self.status_head.setText(head)
-        self.status_head.setStyleSheet(f"color: {color};")
-        self.status_detail.setText(detail)
-        self.status_detail.setVisible(bool(detail))
         full = detail
         if server is not None and server.exit_info is not None and status in (S.CRASHED, S.EXITED):
             info = server.exit_info
             full = info.message
             if info.tail and "Last output:" not in full:
                 full += "\n\nLast output:\n" + "\n".join(info.tail[-12:])
-        self.status_head.setToolTip(full)
-        self.status_detail.setToolTip(full)
+        self.card.show_state(head, detail, color, full)
         busy = self.busy
         setup = self._setup is not None and self._setup.is_running()
         self.start_button.setEnabled(not busy and not setup)

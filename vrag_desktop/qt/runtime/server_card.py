@@ -1,0 +1,61 @@
+"""The Local vLLM tab's status card: a coloured dot, a headline and a detail, Start and Stop, and
+"Use for questions" once the server is ready.
+
+Why a widget of its own: it only shows what :class:`~.vllm_section.VLLMSection` decides (the
+server's life stays there), so showing a state is one call instead of a dozen widget updates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
+
+from vrag_desktop.qt.runtime.style import button, row, text_label
+
+
+class ServerCard(QFrame):
+    """Status and the start/stop buttons of the app's own server."""
+
+    def __init__(
+        self,
+        parent: QWidget,
+        *,
+        start: Callable[[], object],
+        stop: Callable[[], object],
+        use: Callable[[], object],
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("statusCard")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.dot = QLabel("●", self)
+        self.head = QLabel("Stopped", self)
+        self.head.setObjectName("vllmStatus")
+        f = self.head.font()
+        f.setBold(True)
+        f.setPointSizeF(f.pointSizeF() * 1.1)
+        self.head.setFont(f)
+        self.head.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.head.setWordWrap(True)
+        self.detail = text_label(self, "vllmDetail")
+        self.start_button = button(self, "Start", start, name="startServer")
+        self.stop_button = button(self, "Stop", stop, name="stopServer")
+        self.use_button = button(
+            self, "Use for questions", use, tip="Make the Local vLLM profile the active endpoint"
+        )
+        self.use_button.setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.addLayout(row(self.dot, self.head, self.start_button, self.stop_button, grow=self.head))
+        layout.addWidget(self.detail)
+        layout.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignLeft)
+
+    def show_state(self, head: str, detail: str, color: str, full: str) -> None:
+        """Headline and detail in ``color``; ``full`` (the whole story) as their tooltip."""
+        self.dot.setStyleSheet(f"color: {color}; font-size: 16px;")
+        self.head.setText(head)
+        self.head.setStyleSheet(f"color: {color};")
+        self.detail.setText(detail)
+        self.detail.setVisible(bool(detail))
+        self.head.setToolTip(full)
+        self.detail.setToolTip(full)
