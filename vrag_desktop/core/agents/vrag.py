@@ -339,6 +339,7 @@ class _Run(ModelTurns):
         shown = decoded if decoded.size == size else imaging.resize(decoded, size, Image.Resampling.BICUBIC)
         path, uri = self.write_jpeg(shown, "page")
         self.current = _Shown(hit, raw_path, vp.View(shown.size, raw_size))
+        zoom.prepare_soon(hit, raw_path)  # while the model reads the page
         return path, uri
 
     def write_jpeg(self, img: Image.Image, what: str) -> tuple[Path, str]:

@@ -131,7 +131,8 @@ def zoom(hit: Hit, page_image: PageImage, region: Region, size: tuple[int, int])
 
     Never raises for a missing or changed source: the crop then comes from ``page_image``."""
     try:
-        if hit.modality == "page" and hit.page and str(hit.source).lower().endswith(".pdf"):
+        if _is_pdf_page(hit):
+            assert hit.page is not None
             pdf = _from_pdf(Path(hit.source), hit.page, hit.text, page_image, region, size)
             return Zoomed(pdf, FROM_PDF)
         if hit.modality == "image" and (hit.media or hit.source):
@@ -158,7 +159,7 @@ def raw_scale(hit: Hit, page_image: PageImage) -> float:
     raster of a PDF page, the original image file, the video frame — so a padding the original
     gave in raw pixels (56) keeps its size on the page. 1.0 when the source cannot tell."""
     try:
-        if hit.modality == "page" and hit.page and str(hit.source).lower().endswith(".pdf"):
+        if _is_pdf_page(hit) and hit.page:
             _, doc = _document(Path(hit.source))
             with _lock:
                 if 1 <= hit.page <= doc.page_count:
@@ -275,32 +276,42 @@ def _document(path: Path) -> tuple[tuple[Any, ...], Any]:
     return key, doc
 
 
+def _pdf_page(path: Path, page_no: int, indexed_text: str, page_image: PageImage) -> tuple[Any, Any]:
+    """(page rectangle, display list) of the indexed page, once checked to still be that page.
+    Call with ``_lock`` held."""
+    import pymupdf
+    from PIL import Image
+
+    key, doc = _document(path)
+    if not 1 <= page_no <= doc.page_count:
+        raise _Fallback(f"the source PDF has changed: it has no page {page_no} now")
+    rect, listing = _page_listing(key, doc, page_no)
+
+    def look() -> Image.Image:
+        s = _LOOK_SIDE / max(rect.width, rect.height)
+        pix = listing.get_pixmap(matrix=pymupdf.Matrix(s, s), alpha=False, colorspace=pymupdf.csRGB)
+        return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
+
+    def same_text() -> bool | None:
+        """The indexed text is the page's text layer when it had one (derive): compare them."""
+        indexed = _text_key(indexed_text)
+        if len(indexed) < 20:
+            return None
+        layer = _text_key(doc.load_page(page_no - 1).get_text("text"))
+        return None if len(layer) < 20 else layer == indexed[: len(layer)]
+
+    _check((*key, page_no), page_image, (rect.width, rect.height), look, same_text)
+    return rect, listing
+
+
 def _from_pdf(
     path: Path, page_no: int, indexed_text: str, page_image: PageImage, region: Region, size: tuple[int, int]
 ) -> Image.Image:
     import pymupdf
     from PIL import Image
 
-    key, doc = _document(path)
     with _lock:
-        if not 1 <= page_no <= doc.page_count:
-            raise _Fallback(f"the source PDF has changed: it has no page {page_no} now")
-        rect, listing = _page_listing(key, doc, page_no)
-
-        def look() -> Image.Image:
-            s = _LOOK_SIDE / max(rect.width, rect.height)
-            pix = listing.get_pixmap(matrix=pymupdf.Matrix(s, s), alpha=False, colorspace=pymupdf.csRGB)
-            return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
-
-        def same_text() -> bool | None:
-            """The indexed text is the page's text layer when it had one (derive): compare them."""
-            indexed = _text_key(indexed_text)
-            if len(indexed) < 20:
-                return None
-            layer = _text_key(doc.load_page(page_no - 1).get_text("text"))
-            return None if len(layer) < 20 else layer == indexed[: len(layer)]
-
-        _check((*key, page_no), page_image, (rect.width, rect.height), look, same_text)
+        rect, listing = _pdf_page(path, page_no, indexed_text, page_image)
         x1, y1, x2, y2 = _scaled(region, page_image.size, (rect.width, rect.height))
         clip = pymupdf.Rect(x1, y1, x2, y2)  # page.rect coordinates: rotation already applied
         sx, sy = size[0] / clip.width, size[1] / clip.height
@@ -311,6 +322,44 @@ def _from_pdf(
     if img.width >= size[0] and img.height >= size[1]:  # rounded out to whole pixels: ≤ 1 px more
         return img.crop((0, 0, *size)) if img.size != size else img
     return _resized(img, size)
+
+
+def prepare(hit: Hit, page_image: PageImage) -> None:
+    """Do now what the first zoom into this hit's page would do first — open the PDF, interpret the
+    page, check it is still the indexed one — so the agent can run it while the model reads the page
+    it was shown. Never raises (a zoom that follows reports any problem)."""
+    try:
+        if _is_pdf_page(hit):
+            with _lock:
+                _pdf_page(Path(hit.source), int(hit.page or 0), hit.text, page_image)
+    except Exception:
+        pass
+
+
+_preparer: Any = None
+
+
+def prepare_soon(hit: Hit, page_image: str | os.PathLike[str]) -> None:
+    """:func:`prepare` on a background thread (one at a time; a zoom waits for it on the lock)."""
+    global _preparer
+    if not _is_pdf_page(hit):
+        return
+    with _lock:
+        if _preparer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _preparer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vrag-zoom-prepare")
+    _preparer.submit(lambda: prepare(hit, PageImage(page_image)))
+
+
+def settle() -> None:
+    """Wait for the preparations asked for so far (benchmarks and tests)."""
+    if _preparer is not None:
+        _preparer.submit(lambda: None).result()
+
+
+def _is_pdf_page(hit: Hit) -> bool:
+    return hit.modality == "page" and bool(hit.page) and str(hit.source).lower().endswith(".pdf")
 
 
 def _page_listing(key: tuple[Any, ...], doc: Any, page_no: int) -> tuple[Any, Any]:
