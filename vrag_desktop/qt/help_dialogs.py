@@ -25,7 +25,7 @@ CONNECT_HELP = """
 behind an OpenAI-compatible API. Pick one in the <b>Runtime</b> panel:</p>
 <ul>
 <li><b>Local vLLM</b> (a GPU workstation): set the model (e.g. the released
-<code>Qwen/Qwen2.5-VL-7B-VRAG</code> checkpoint or a local folder) and press <b>Start</b>. The app runs
+<code>autumncc/Qwen2.5-VL-7B-VRAG</code> checkpoint or a local folder) and press <b>Start</b>. The app runs
 and supervises the server. One-time setup of vLLM's own environment:
 <code>vrag-desktop runtime setup</code>.</li>
 <li><b>DashScope</b> (Alibaba Cloud, for VimRAG with Qwen3.5): paste your API key; it is kept in the
