@@ -20,13 +20,12 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
-    QSpinBox,
     QWidget,
 )
 
 from vrag_desktop.core.endpoints.profiles import KINDS, EndpointProfile, ProfileError
 from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
-from vrag_desktop.qt.runtime.style import error_label, stacked
+from vrag_desktop.qt.runtime.style import error_label, line_edit, spin_box, stacked
 
 _URL = re.compile(r"https?://[^\s/]+")
 
@@ -56,23 +55,18 @@ class ProfileFields(QWidget):
         self.kind_combo = QComboBox(self)
         for kind in KINDS:
             self.kind_combo.addItem(KIND_LABELS[kind], kind)
-        self.url_edit = QLineEdit(self)
-        self.url_edit.setPlaceholderText("https://host/v1")
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setPlaceholderText("served model name, e.g. qwen3.5-plus")
+        self.url_edit = line_edit(self, "https://host/v1")
+        self.model_edit = line_edit(self, "served model name, e.g. qwen3.5-plus")
         self.params_edit = _JsonEdit('{"temperature": 0.7, "max_tokens": 2048}', self)
         self.params_edit.setToolTip("Default sampling parameters sent with every request (a JSON object)")
         self.extra_edit = _JsonEdit('{"chat_template_kwargs": {"enable_thinking": true}}', self)
         self.extra_edit.setToolTip("Extra fields merged into every request body (a JSON object)")
         self.connect_spin = self._seconds(0.5, 600.0, "connect ", "Seconds to open a connection")
         self.total_spin = self._seconds(1.0, 86400.0, "total ", "Seconds for one whole request")
-        self.attempts_spin = QSpinBox(self)
-        self.attempts_spin.setRange(1, 20)
-        self.attempts_spin.setSuffix(" ×")
-        self.attempts_spin.setToolTip("Requests per call, retries included")
-        self.env_edit = QLineEdit(self)
-        self.env_edit.setPlaceholderText("optional, e.g. MY_SERVICE_KEY")
-        self.env_edit.setToolTip("An environment variable the key may also be read from")
+        self.attempts_spin = spin_box(self, 1, 20, suffix=" ×", tip="Requests per call, retries included")
+        self.env_edit = line_edit(
+            self, "optional, e.g. MY_SERVICE_KEY", tip="An environment variable the key may also be read from"
+        )
         self.name_error, self.url_error = error_label(self), error_label(self)
         self.params_error, self.extra_error = error_label(self), error_label(self)
         self.form_error = error_label(self)

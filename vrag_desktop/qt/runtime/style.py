@@ -11,7 +11,7 @@ from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 OK_COLOR, BAD_COLOR, WARN_COLOR, MUTED = "#15803d", "#b91c1c", "#b45309", "palette(placeholder-text)"
 
@@ -86,3 +86,26 @@ def row(*widgets: QWidget, grow: QWidget | None = None) -> QHBoxLayout:
     if grow is None:
         layout.addStretch(1)
     return layout
+
+
+def line_edit(parent: QWidget, placeholder: str = "", *, tip: str = "") -> QLineEdit:
+    """A one-line field showing ``placeholder`` while empty."""
+    edit = QLineEdit(parent)
+    edit.setPlaceholderText(placeholder)
+    if tip:
+        edit.setToolTip(tip)
+    return edit
+
+
+def spin_box(
+    parent: QWidget, low: int, high: int, *, special: str = "", suffix: str = "", step: int = 1, tip: str = ""
+) -> QSpinBox:
+    """A whole-number field from ``low`` to ``high``; ``special`` is shown for ``low`` (e.g. "auto")."""
+    spin = QSpinBox(parent)
+    spin.setRange(low, high)
+    spin.setSingleStep(step)
+    spin.setSpecialValueText(special)
+    spin.setSuffix(suffix)
+    if tip:
+        spin.setToolTip(tip)
+    return spin

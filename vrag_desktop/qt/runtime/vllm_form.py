@@ -25,7 +25,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
-    QSpinBox,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -39,7 +38,15 @@ from vrag_desktop.core.runtime.settings import (
     save_vllm_settings,
 )
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, WARN_COLOR, error_label, stacked
+from vrag_desktop.qt.runtime.style import (
+    BAD_COLOR,
+    MUTED,
+    WARN_COLOR,
+    error_label,
+    line_edit,
+    spin_box,
+    stacked,
+)
 
 
 class VLLMForm(QGroupBox):
@@ -55,13 +62,9 @@ class VLLMForm(QGroupBox):
         self._build()
 
     def _build(self) -> None:
-        self.model_edit = QLineEdit(self)
-        self.model_edit.setPlaceholderText(
-            "model folder or Hugging Face id, e.g. Qwen/Qwen2.5-VL-7B-Instruct"
-        )
+        self.model_edit = line_edit(self, "model folder or Hugging Face id, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
         self.model_error = error_label(self)
-        self.served_edit = QLineEdit(self)
-        self.served_edit.setPlaceholderText("same as the model")
+        self.served_edit = line_edit(self, "same as the model")
         self.python_edit = QLineEdit(self)
         self.env_label = QLabel("", self)
         self.env_label.setObjectName("envLabel")
@@ -74,34 +77,24 @@ class VLLMForm(QGroupBox):
         )
         self.host_edit = QLineEdit(self)
         self.host_edit.setMaximumWidth(140)
-        self.port_spin = QSpinBox(self)
-        self.port_spin.setRange(0, 65535)
-        self.port_spin.setSpecialValueText("auto")
-        self.port_spin.setToolTip("auto: a free port is chosen at start")
-        self.maxlen_spin = QSpinBox(self)
-        self.maxlen_spin.setRange(0, 10_000_000)
-        self.maxlen_spin.setSingleStep(1024)
-        self.maxlen_spin.setSpecialValueText("model default")
+        self.port_spin = spin_box(self, 0, 65535, special="auto", tip="auto: a free port is chosen at start")
+        self.maxlen_spin = spin_box(self, 0, 10_000_000, special="model default", step=1024)
         self.util_spin = QDoubleSpinBox(self)
         self.util_spin.setRange(0.0, 1.0)
         self.util_spin.setSingleStep(0.05)
         self.util_spin.setDecimals(2)
         self.util_spin.setSpecialValueText("default (0.90)")
         self.util_spin.setToolTip("Share of each GPU's memory vLLM may reserve")
-        self.tp_spin = QSpinBox(self)
-        self.tp_spin.setRange(1, 64)
-        self.tp_spin.setToolTip("Tensor parallel size: GPUs to split the model over")
+        self.tp_spin = spin_box(self, 1, 64, tip="Tensor parallel size: GPUs to split the model over")
         self.dtype_combo = QComboBox(self)
         self.dtype_combo.setEditable(True)
         self.dtype_combo.addItems(list(DTYPES))
         self.dtype_combo.setMinimumContentsLength(9)
         self.dtype_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.images_spin = QSpinBox(self)
-        self.images_spin.setRange(0, 64)
-        self.images_spin.setSpecialValueText("default")
-        self.images_spin.setToolTip("Most images per prompt (--limit-mm-per-prompt)")
-        self.extra_edit = QLineEdit(self)
-        self.extra_edit.setPlaceholderText("more vLLM arguments, e.g. --enforce-eager --trust-remote-code")
+        self.images_spin = spin_box(
+            self, 0, 64, special="default", tip="Most images per prompt (--limit-mm-per-prompt)"
+        )
+        self.extra_edit = line_edit(self, "more vLLM arguments, e.g. --enforce-eager --trust-remote-code")
         self.extra_error = error_label(self)
         self.settings_error = error_label(self)
         self.preview_button = QPushButton("Preview command", self)
