@@ -660,7 +660,7 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     assert parts[-1] == {"type": "text", "text": "\n</tool_response>"}
     items = tool_response_items(b2)
     assert [label for label, _ in items] == ["Text 1", "Picture 1", "Picture 2", "Picture 3", "Video 1"]
-    assert items[-1][1] == [0.0, 1.3, 2.7, 4.0]  # 4 key frames over the 0-4 s clip
+    assert items[-1][1] == [0.0, 1.3, 2.6, 3.9]  # 4 s × 1 fps: frames 0, 13, 26, 39 of the 10-fps clip
     assert "Ada Brook" in parts[1]["text"] and parts[1]["text"].startswith("\nText 1: Harbor notes")
     for i, part in enumerate(parts):
         if part["type"] == "image_url":
@@ -684,7 +684,7 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     )  # never kept
     assert (by_id["Picture 1"].energy, by_id["Picture 1"].pixel_budget) == (1.0, math.floor(S_TOTAL / 1.8))
     assert (by_id["Video 1"].energy, by_id["Video 1"].pixel_budget) == (0.8, math.floor(S_TOTAL * 0.8 / 1.8))
-    assert by_id["Video 1"].timestamps == (1.333,) and by_id["Picture 2"].useful is False
+    assert by_id["Video 1"].timestamps == (1.3,) and by_id["Picture 2"].useful is False
     assert Path(str(by_id["Picture 1"].image)).is_file()
     dropped = next(e for e in events if isinstance(e, AgentError) and e.step == 2)
     assert dropped.kind == "tool" and dropped.recoverable
@@ -736,7 +736,9 @@ def test_two_searches_memorize_and_answer(searcher: EngineSearcher, tmp_path: Pa
     assert isinstance(ans, Answer) and ans.content == "Ada Brook" and not ans.forced
     picture, frame = ans.evidence  # Picture 1 and the one kept key frame
     assert Path(picture.source).suffix in (".pdf", ".png") and Path(str(picture.image)).is_file()
-    assert Path(frame.source).name == "harbor_tour.mp4" and str(frame.image).endswith("_f2.jpg")
+    assert Path(frame.source).name == "harbor_tour.mp4" and str(frame.image).endswith("-video1-f2-raw.jpg")
+    with Image.open(str(frame.image)) as kept:  # the sampled frame itself, at full size
+        assert kept.size == (320, 240)
     g = agent.last_graph
     assert g is not None and g.ids == ["root", "Harbor sources", "Quay details", "answer"]
     assert g.answer_path() == ["root", "Harbor sources", "answer"]
@@ -927,8 +929,8 @@ def test_answer_right_after_a_search_cites_what_was_shown(searcher: EngineSearch
 
 
 class RemoteLike:
-    """Hits from the real engine, but files only through ``load_image`` and no key frames reachable
-    (as behind an HTTP search server that serves contact sheets only)."""
+    """Hits from the real engine, but files only through ``load_image`` and neither the clip's video
+    nor its key frames reachable (as behind an HTTP search server that serves contact sheets only)."""
 
     local_files = False
 
@@ -941,7 +943,7 @@ class RemoteLike:
 
     def load_image(self, path: str) -> bytes:
         self.loaded.append(path)
-        if re.search(r"_f\d+\.jpg$", path):
+        if re.search(r"(_f\d+\.jpg|\.mp4)$", path):
             raise OSError("404 not served")
         return Path(path).read_bytes()
 
@@ -972,6 +974,10 @@ def test_remote_clip_without_key_frames_shows_the_contact_sheet(
     assert video.timestamps == (0.0,) and video.energy == 0.8  # 2.0 s matched nothing: all frames kept
     notes = [e.content for e in events if isinstance(e, AgentError)]
     assert any("no key_timestamp matched" in n for n in notes)
+    assert any(
+        n.startswith("Video 1: the clip's video cannot be read (the search server did not send")
+        for n in notes
+    )
     raw_copies = sorted(p.name for p in (tmp_path / "images").glob("*-raw.jpg"))
     assert len(raw_copies) == 2  # local copies of the remote picture and sheet
 

@@ -11,12 +11,14 @@ a pass depend only on the input and output lengths along its axis, which every s
 ``tests/test_agent_imaging.py`` checks the equality over many sizes.
 
 Also here: the few most recent reduced-scale decodes (:func:`decoded`), since a page is decoded
-for a search and again, at the same scale, for the memory built from it.
+for a search and again, at the same scale, for the memory built from it; and the frames of a video
+clip sampled as the original samples them (:func:`sample_video`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -66,8 +68,10 @@ def _pass(img: Image.Image, size: tuple[int, int], resample: int, axis: int) -> 
             return img.crop((0, a, w, b)).resize((size[0], b - a), resample)
         return img.crop((a, 0, b, h)).resize((b - a, size[1]), resample)
 
-    out = Image.new(img.mode, size)
-    for (a, _), part in zip(spans, _executor().map(piece, spans), strict=True):
+    others = [_executor().submit(piece, span) for span in spans[1:]]
+    parts = [piece(spans[0]), *(f.result() for f in others)]  # this thread does a stripe too
+    out = Image.new(img.mode, size, None)  # every pixel is pasted over: no fill
+    for (a, _), part in zip(spans, parts, strict=True):
         out.paste(part, (0, a) if axis == 0 else (a, 0))
     return out
 
@@ -208,4 +212,69 @@ def clear() -> None:
         _decoded.clear()
 
 
-__all__ = ["DECODED_BYTES", "clear", "decoded", "resize", "rgb", "workers"]
+# ---------------------------------------------------------------- video frames
+
+
+def video_frame_count(n_frames: int, rate: float, fps: float, max_frames: int) -> int:
+    """How many frames the original samples from ``n_frames`` at ``rate`` fps: one per 1/``fps``
+    seconds of the clip, at least 1, at most ``max_frames`` (reference §4.4 step 3)."""
+    duration = n_frames / rate
+    return max(1, min(math.floor(duration * fps + 1e-9), max_frames, n_frames))
+
+
+def sample_video(
+    path: str, fps: float, max_frames: int, span: tuple[float, float] | None = None
+) -> list[tuple[float, Image.Image]]:
+    """The frames the original shows of a clip: :func:`video_frame_count` of them at
+    ``linspace(0, total − 1, n)`` (rounded, as torch rounds) over the whole file or over ``span``
+    (seconds) of it, as (seconds from the clip's start, RGB picture). Raises OSError with the
+    reason when the file cannot be read as a video."""
+    import cv2  # lazily: heavy, and only clips need it
+    import numpy as np
+
+    if not Path(path).is_file():
+        raise OSError(f"the video file {path} does not exist")
+    cap = cv2.VideoCapture(path)
+    try:
+        if not cap.isOpened():
+            raise OSError(f"{Path(path).name} cannot be opened as a video")
+        rate = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
+        count = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
+        if rate <= 0 or count <= 0:
+            raise OSError(f"{Path(path).name} reports no frame rate or no frames")
+        first, end = 0, count
+        if span is not None:
+            first = min(count - 1, max(0, round(span[0] * rate)))
+            end = min(count, max(first + 1, round(span[1] * rate)))
+        total = end - first
+        n = video_frame_count(total, rate, fps, max_frames)
+        wanted = sorted({int(i) for i in np.linspace(0, total - 1, n).round()})
+        if first:
+            cap.set(cv2.CAP_PROP_POS_FRAMES, first)
+        frames: list[tuple[float, Image.Image]] = []
+        at = 0  # frames read since ``first``
+        for i in wanted:
+            while at < i and cap.grab():
+                at += 1
+            ok, bgr = cap.read()
+            if not ok or at != i:
+                break  # the file ends early (a frame count from the header is an estimate)
+            at += 1
+            frames.append((i / rate, Image.fromarray(cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))))
+        if not frames:
+            raise OSError(f"no frame of {Path(path).name} could be decoded")
+        return frames
+    finally:
+        cap.release()
+
+
+__all__ = [
+    "DECODED_BYTES",
+    "clear",
+    "decoded",
+    "resize",
+    "rgb",
+    "sample_video",
+    "video_frame_count",
+    "workers",
+]

@@ -24,16 +24,13 @@ What we do differently from the original demo (reference §9), on purpose:
   answer: ``MaxSteps`` and a forced ``Answer`` (the original ended without any answer). The forced
   fallback adds no answer node, so :meth:`MemoryGraph.answer_path` stays empty for GGPO.
 
-Video key frames: the searcher's hits do not carry the frame list or times, and the manifest does
-not store them. The corpus writes a clip's key frames next to its contact sheet as
-``{name}_f{n}.jpg``, evenly spaced over the clip (``derive._derive_video``), so the frames are found
-by name and their times computed as ``t_start + j·(t_end − t_start)/(n − 1)``. This matches the
-corpus to within one video frame (its last key frame is the clip's last frame, ``t_end − 1/fps``);
-the times shown to the model and the ones its ``key_timestamp`` values are matched against are the
-same numbers, so memory selection is exact either way. A clip whose key frames cannot be found
-(e.g. behind an HTTP search server that only serves contact sheets) is shown as its contact sheet,
-labelled with the clip's start time. Of the frames found, at most ``min(max_frames_video,
-max(1, ⌊duration·fps_video⌋))`` are shown, evenly thinned.
+Video clips (reference §4.4 step 3): ``n = min(max(1, ⌊duration·fps_video⌋), max_frames_video)``
+frames at ``linspace(0, total − 1, n)`` of the clip's video (its own file, or the source video cut to
+``t_start..t_end``), each preceded by ``<t seconds>`` with ``t`` from the clip's start, to 0.1 s — the
+numbers ``key_timestamp`` values are matched against. The frames share ``max_pixels_video``. A clip
+whose video cannot be read (deleted, or only on a search server's machine) is shown as the key
+frames the corpus wrote next to its contact sheet (``{name}_f{n}.jpg``, evenly spaced over the clip),
+with a recoverable ``AgentError`` saying so; without those, as its contact sheet, at 0.0 s.
 """
 
 from __future__ import annotations

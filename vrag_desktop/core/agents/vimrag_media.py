@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import HitRef
@@ -155,7 +156,7 @@ class Media(MemoryPictures, ModelTurns):
             modality = _MODALITY.get(hit.modality, "text")
             label = f"{_LABEL[modality]} {counters[modality] + 1}"
             try:
-                item_parts, frames = self.render(hit, modality, label)
+                item_parts, frames = self.render(hit, modality, label, problems)
             except Exception as exc:  # an unreadable image or file: the others still go to the model
                 problems.append(f"cannot show '{hit.name}' to the model: {exc}")
                 continue
@@ -169,8 +170,11 @@ class Media(MemoryPictures, ModelTurns):
         refs = tuple(h.labelled(labels.get(i, "")) for i, h in enumerate(hits))
         return _Prepared(parts, items, refs, tuple(sorted(labels)), problems)
 
-    def render(self, hit: SearchHit, modality: str, label: str) -> tuple[list[dict[str, Any]], list[Frame]]:
-        """Parts for one item and the frames behind them."""
+    def render(
+        self, hit: SearchHit, modality: str, label: str, problems: list[str]
+    ) -> tuple[list[dict[str, Any]], list[Frame]]:
+        """Parts for one item and the frames behind them (``problems`` gets what went wrong but
+        did not stop the item from being shown)."""
         slug = label.lower().replace(" ", "")
         if modality == "text":
             data = self.a.searcher.load_image(hit.source)
@@ -185,8 +189,10 @@ class Media(MemoryPictures, ModelTurns):
             return [text_part(f"\n{label}:"), image_part(uri)], [frame]
         parts = [text_part(f"\n{label}:")]
         frames: list[Frame] = []
-        for k, (t, path) in enumerate(self.clip_frames(hit, slug)):
-            frame, uri = self.show(path, self.a.max_pixels_video, f"{slug}-f{k + 1}", timestamp=t)
+        shots = self.clip_frames(hit, slug, label, problems)
+        pixels = max(1, self.a.max_pixels_video // len(shots))  # the frames share the video's budget
+        for k, (t, path) in enumerate(shots):
+            frame, uri = self.show(path, pixels, f"{slug}-f{k + 1}", timestamp=t)
             frames.append(frame)
             parts += [text_part(f"<{t:.1f} seconds>"), image_part(uri)]
         return parts, frames
@@ -211,10 +217,20 @@ class Media(MemoryPictures, ModelTurns):
         out.write_bytes(data)
         return Frame(path=raw, shown=str(out), timestamp=timestamp), vp.data_uri(data)
 
-    def clip_frames(self, hit: SearchHit, slug: str) -> list[tuple[float, str]]:
-        """(time, path) of the key frames to show for a clip (see the module docstring)."""
+    def clip_frames(
+        self, hit: SearchHit, slug: str, label: str, problems: list[str]
+    ) -> list[tuple[float, str]]:
+        """(seconds from the clip's start, local picture) of the frames to show for a clip: sampled
+        from its video as the original does; when the video cannot be read, the key frames the
+        corpus wrote (with a note in ``problems``), or else its contact sheet."""
+        try:
+            return self.sampled_frames(hit, slug)
+        except OSError as exc:
+            problems.append(
+                f"{label}: the clip's video cannot be read ({exc}); its pre-extracted key frames are shown instead"
+            )
         if not hit.image:
-            raise SearchFailed("the clip has no image")
+            raise SearchFailed("the clip has no video and no image")
         t0 = float(hit.t_start or 0.0)
         t1 = float(hit.t_end if hit.t_end is not None else t0)
         stem = hit.image.rsplit(".", 1)[0]
@@ -232,10 +248,44 @@ class Media(MemoryPictures, ModelTurns):
                 except Exception:
                     break
         if not paths:  # no key frames reachable: the contact sheet stands for the clip
-            return [(round(t0, 3), hit.image)]
-        times = keyframe_times(t0, t1, len(paths))
+            return [(0.0, hit.image)]
+        times = keyframe_times(0.0, t1 - t0, len(paths))
         keep = min(len(paths), self.a.max_frames_video, max(1, math.floor((t1 - t0) * self.a.fps_video)))
         return [(times[i], paths[i]) for i in thin_indices(len(paths), keep)]
+
+    def sampled_frames(self, hit: SearchHit, slug: str) -> list[tuple[float, str]]:
+        """The clip's frames sampled from its video (:func:`.imaging.sample_video`), each written
+        at full size as the file memory re-encodes it from; times to 0.1 s, as the model reads them
+        and as its key_timestamp values are matched. Raises OSError when the video is unreadable."""
+        video, span = self.clip_video(hit, slug)
+        shots = imaging.sample_video(video, self.a.fps_video, self.a.max_frames_video, span)
+        out = []
+        for k, (t, im) in enumerate(shots):
+            raw = self.out_path(f"{slug}-f{k + 1}-raw")
+            im.save(raw, format="JPEG", quality=95)
+            out.append((round(t, 1), str(raw)))
+        return out
+
+    def clip_video(self, hit: SearchHit, slug: str) -> tuple[str, tuple[float, float] | None]:
+        """(local video file, span in seconds or None for the whole file). A clip's own file
+        (``media`` other than the source) is the clip; the source video is cut to the clip's
+        span. A search server's clip file is fetched; a whole source video is not."""
+        clip_file = bool(hit.media) and hit.media != hit.source
+        video = hit.media or hit.source
+        span = None if clip_file or hit.t_end is None else (float(hit.t_start or 0.0), float(hit.t_end))
+        if not video:
+            raise OSError("the hit names no video file")
+        if getattr(self.a.searcher, "local_files", True):
+            return video, span
+        if not clip_file:
+            raise OSError("the source video is on the search server's machine, which sends clips only")
+        try:
+            data = self.a.searcher.load_image(video)
+        except Exception as exc:
+            raise OSError(f"the search server did not send the clip ({exc})") from exc
+        local = self.out_path(f"{slug}-video", Path(video).suffix or ".mp4")
+        local.write_bytes(data)
+        return str(local), span
 
     # ------------------------------------------------------------ memorize
     def speculate_pending(self, pending: _Pending) -> None:
