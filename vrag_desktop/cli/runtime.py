@@ -161,42 +161,31 @@ class Paths:
     """The runtime files of one data directory (``core.runtime.settings`` owns the layout)."""
 
     data_dir: Path
+    runtime: Path
+    state: Path
+    log: Path
+    venv: Path
+    config: Path
 
-    @property
-    def runtime(self) -> Path:
-        from vrag_desktop.core.runtime.settings import runtime_dir
-
-        return runtime_dir(self.data_dir)
-
-    @property
-    def state(self) -> Path:
-        from vrag_desktop.core.runtime.settings import cli_state_path
-
-        return cli_state_path(self.data_dir)
-
-    @property
-    def log(self) -> Path:
-        from vrag_desktop.core.runtime.settings import cli_log_path
-
-        return cli_log_path(self.data_dir)
-
-    @property
-    def venv(self) -> Path:
-        from vrag_desktop.core.runtime.settings import default_venv
-
-        return default_venv(self.data_dir)
-
-    @property
-    def config(self) -> Path:
+    @classmethod
+    def of(cls, data_dir: Path) -> Paths:
         from vrag_desktop.core.paths import DataLayout
+        from vrag_desktop.core.runtime.settings import cli_log_path, cli_state_path, default_venv, runtime_dir
 
-        return DataLayout(self.data_dir).config
+        return cls(
+            data_dir,
+            runtime=runtime_dir(data_dir),
+            state=cli_state_path(data_dir),
+            log=cli_log_path(data_dir),
+            venv=default_venv(data_dir),
+            config=DataLayout(data_dir).config,
+        )
 
 
 def paths_of(args: argparse.Namespace) -> Paths:
     from vrag_desktop.core.paths import resolve_data_dir
 
-    return Paths(resolve_data_dir(args.data_dir))
+    return Paths.of(resolve_data_dir(args.data_dir))
 
 
 def err(msg: str) -> None:
