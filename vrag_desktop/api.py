@@ -6,7 +6,11 @@
             print(event["content"])
 
 ``run`` is a plain generator (the agents are async inside: each run gets its own event loop in a
-worker thread); closing it early cancels the run. ``arun`` is the async form. The search side is
+worker thread); closing it early cancels the run. As in the original README,
+``VRAG(..., generator=False).run(q)`` returns the answer's text. Code written for the original demos:
+``VRAG.run_original`` yields their ``(kind, content, extra)`` tuples and returns ``('answer', …)``;
+``VimRAG.run_original`` yields their dict events (``search_done``, ``memorize``, ``answer`` with its
+``sample``); typed events also answer to the original keys (``ev["query"]``, ``ev["summary"]``). ``arun`` is the async form. The search side is
 an HTTP search URL (such as ``vrag-desktop serve-search``'s) or, with ``search_url=None``, the
 local corpora in process; ``endpoint=`` / ``search=`` (see :mod:`vrag_desktop.core.run.assemble`)
 take an endpoint profile or a ready search engine. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
@@ -16,13 +20,15 @@ take an endpoint profile or a ready search engine. Every run is saved (see :mod:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.agents.events import AgentError, AgentEvent
+from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
+from vrag_desktop.core.agents.original import OriginalSample, vrag_tuples
 from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource, assemble
 
 _DONE = object()
@@ -80,6 +86,21 @@ def iterate_in_thread(make: Callable[[], AsyncIterator[AgentEvent]]) -> Iterator
             if task_box and not loop.is_closed():
                 loop.call_soon_threadsafe(task_box[0].cancel)
             thread.join(timeout=10)
+
+
+def _with_sample(events: Iterator[AgentEvent], question: str) -> Iterator[AgentEvent]:
+    """``events`` with the original ``sample`` put in the ``Answer`` (saved runs keep it out)."""
+    fold = OriginalSample(question)
+    try:
+        for ev in events:
+            fold.add(ev)
+            if isinstance(ev, Answer):
+                ev = dataclasses.replace(ev, sample=fold.sample())
+            yield ev
+    finally:
+        close = getattr(events, "close", None)
+        if close is not None:
+            close()
 
 
 class _Base:
@@ -186,8 +207,23 @@ class _Base:
                 await parts.aclose()
 
     def run(self, question: str) -> Iterator[AgentEvent]:
-        """Events of one run, as they happen (a generator; close it to cancel the run)."""
-        return iterate_in_thread(lambda: self.arun(question))
+        """Events of one run, as they happen (a generator; close it to cancel the run). The final
+        ``Answer`` carries the original VimRAG's ``sample`` (``ev["sample"]``)."""
+        return _with_sample(iterate_in_thread(lambda: self.arun(question)), question)
+
+    def answer(self, question: str) -> str:
+        """Run to the end and return the answer's text (errors that end the run raise RuntimeError)."""
+        fatal = None
+        events = _Base.run(self, question)
+        try:
+            for ev in events:
+                if isinstance(ev, Answer):
+                    return ev.content
+                if isinstance(ev, AgentError) and not ev.recoverable:
+                    fatal = ev.content
+        finally:
+            events.close()  # type: ignore[attr-defined]
+        raise RuntimeError(fatal or "the run ended without an answer")
 
 
 class VRAG(_Base):
@@ -204,14 +240,28 @@ class VRAG(_Base):
         *,
         max_steps: int = 10,
         top_k: int = 3,
+        generator: bool = True,
         **kw: Any,
     ) -> None:
         super().__init__(base_url, search_url, model_name, api_key, **kw)
         self.max_steps = max_steps
         self.top_k = top_k
+        self.generator = generator
 
     def _options(self) -> AgentOptions:
         return AgentOptions(max_steps=self.max_steps, top_k=self.top_k)
+
+    def run(self, question: str) -> Any:
+        """Events of one run as they happen; with ``generator=False`` (as in the original README:
+        ``answer = VRAG(..., generator=False).run(q)``) the answer's text once the run is over."""
+        if not self.generator:
+            return self.answer(question)
+        return super().run(question)
+
+    def run_original(self, question: str) -> Generator[tuple[str, Any, Any], None, tuple[str, str, str]]:
+        """The original demo's stream of ``(kind, content, extra)`` tuples, whose return value is
+        ``('answer', text, raw)`` (see :func:`vrag_desktop.core.agents.original.vrag_tuples`)."""
+        return vrag_tuples(super().run(question))
 
 
 class VimRAG(_Base):
@@ -257,6 +307,13 @@ class VimRAG(_Base):
         if isinstance(question, dict):
             question = str(question.get("query", ""))
         return super().run(question)
+
+    def run_original(self, question: str | dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The original demo's dict events (``search_done`` with ``results``, ``memorize`` with
+        ``summary``, ``answer`` with ``sample``…); deltas, graph snapshots and timings, which the
+        original did not emit under those names, are left out."""
+        skip = {"graph", "timing", "usage"}
+        return (ev.to_original() for ev in self.run(question) if ev.event not in skip)
 
 
 __all__ = ["VRAG", "VimRAG", "iterate_in_thread"]

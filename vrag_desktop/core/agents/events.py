@@ -21,6 +21,10 @@ class AgentEvent(Mapping[str, Any]):
     """Base of every event: ``step`` (1-based model turn) and ``time`` (seconds since run start)."""
 
     event: ClassVar[str] = "event"
+    #: The original demo's name for this event, where it differs (VimRAG's ``search_done``).
+    original: ClassVar[str] = ""
+    #: The original's key names for fields of ours (``ev["query"]`` of a search is its ``content``).
+    aliases: ClassVar[dict[str, str]] = {}
     step: int = 0
     time: float = 0.0
 
@@ -28,9 +32,26 @@ class AgentEvent(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         if key == "event":
             return self.event
+        if key == "original_event":
+            return self.original_event
         if key in self._names():
             return getattr(self, key)
+        if key in self.aliases:
+            return getattr(self, self.aliases[key])
         raise KeyError(key)
+
+    @property
+    def original_event(self) -> str:
+        """The event's name in the original demos (``search_done`` for our ``search_results``)."""
+        return self.original or self.event
+
+    def to_original(self) -> dict[str, Any]:
+        """This event as the original demos emitted it: their event name and keys (plus ours)."""
+        d = self.to_dict()
+        d["event"] = self.original_event
+        for theirs, ours in self.aliases.items():
+            d[theirs] = d.get(ours)
+        return d
 
     def __iter__(self) -> Iterator[str]:
         yield "event"
@@ -71,6 +92,7 @@ HitRef = Hit
 @dataclass(frozen=True)
 class SearchStarted(AgentEvent):
     event: ClassVar[str] = "search"
+    aliases: ClassVar[dict[str, str]] = {"query": "content"}
     content: str = ""  # the query
     node_id: str | None = None  # VimRAG node this search belongs to
 
@@ -80,6 +102,8 @@ class SearchResults(AgentEvent):
     """What a search returned (all hits with scores) and which of them were given to the model."""
 
     event: ClassVar[str] = "search_results"
+    original: ClassVar[str] = "search_done"
+    aliases: ClassVar[dict[str, str]] = {"query": "content", "results": "hits"}
     content: str = ""  # the query
     hits: tuple[HitRef, ...] = ()
     shown: tuple[int, ...] = ()  # indices into hits given to the model
@@ -138,6 +162,7 @@ class MemoryItem:
 @dataclass(frozen=True)
 class Memorize(AgentEvent):
     event: ClassVar[str] = "memorize"
+    aliases: ClassVar[dict[str, str]] = {"summary": "content"}
     content: str = ""  # the summary
     node_id: str | None = None
     # The field shadows Mapping.items(): saved runs and the UI read it by this name; ev["items"] works.
@@ -176,6 +201,9 @@ class Answer(AgentEvent):
     content: str = ""
     evidence: tuple[Evidence, ...] = ()
     forced: bool = False  # produced after the step limit, or a graceful fallback
+    #: The original VimRAG's ``sample`` (trajectory, search_results, graph, generate, generate_times),
+    #: filled by the Python API from the run's events (:mod:`.original`); None in saved runs.
+    sample: dict[str, Any] | None = dataclasses.field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
