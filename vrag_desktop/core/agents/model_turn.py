@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -30,9 +30,18 @@ class Fatal(Exception):
     """The endpoint is gone for good; the message is the run's last (unrecoverable) error event."""
 
 
-async def guarded(run: ModelTurns, log: logging.Logger, what: str) -> AsyncGenerator[AgentEvent, None]:
-    """A run's events; an exception (a bug, an unwritable image folder) becomes its last event, an
-    unrecoverable internal ``AgentError``, instead of reaching the caller's UI."""
+async def guarded(
+    run: ModelTurns | Callable[[], ModelTurns], log: logging.Logger, what: str
+) -> AsyncGenerator[AgentEvent, None]:
+    """A run's events, as an agent's ``run(question)`` returns them: they end with ``Answer`` or a
+    fatal ``AgentError`` and never raise — an exception (a bug, an unwritable image folder) becomes
+    the last event, an unrecoverable internal ``AgentError``, instead of reaching the caller's UI.
+    To cancel, close the stream (``await stream.aclose()``, or iterate inside
+    ``contextlib.aclosing``) or cancel the consuming task: the model request is cancelled at once
+    and nothing more is emitted. ``run`` may be a factory: the run (and its clock) then starts when
+    the stream is first read."""
+    if not isinstance(run, ModelTurns):
+        run = run()
     try:
         async with aclosing(run.events()) as events:
             async for ev in events:
@@ -44,8 +53,8 @@ async def guarded(run: ModelTurns, log: logging.Logger, what: str) -> AsyncGener
 
 class ModelTurns:
     """Base of an agent's run state: the clock, the step, the run id naming its images, the per-turn
-    timings, and the model turn itself. ``agent`` needs ``model``, ``params``, ``endpoint_retries``,
-    ``retry_delay`` and ``image_dir``."""
+    timings, the step budget, and the model turn itself. ``agent`` needs ``model``, ``params``,
+    ``endpoint_retries``, ``retry_delay``, ``image_dir``, ``max_steps`` and ``max_invalid``."""
 
     def __init__(self, agent: Any) -> None:
         self.a = agent
@@ -55,9 +64,26 @@ class ModelTurns:
         self.messages: list[dict[str, Any]] = []
         self.model_seconds = 0.0
         self.tool_seconds = 0.0
+        self.steps_left: int = agent.max_steps
+        self.free_invalid: int = agent.max_invalid
 
     def events(self) -> AsyncGenerator[AgentEvent, None]:  # pragma: no cover - provided by the run
         raise NotImplementedError
+
+    def next_step(self) -> bool:
+        """Begin a turn: the step counter and its timings move on. True when the step budget is
+        spent, i.e. this is the turn that must answer."""
+        self.step += 1
+        self.model_seconds = self.tool_seconds = 0.0
+        return self.steps_left <= 0
+
+    def spend_step(self, valid: bool) -> None:
+        """A turn is over: a valid action uses a step; an invalid one uses a free retry while any
+        are left (``max_invalid`` per run), so a model that never gets the format right still ends."""
+        if valid or self.free_invalid <= 0:
+            self.steps_left -= 1
+        else:
+            self.free_invalid -= 1
 
     def now(self) -> float:
         """Seconds since the run started, as events carry them."""

@@ -150,17 +150,16 @@ class VimRAGAgent:
         self.gamma_gain = gamma_gain
         self.last_graph: MemoryGraph | None = None
 
-    async def run(self, query: str) -> AsyncGenerator[AgentEvent, None]:
-        """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
-
-        To cancel, close the stream (``await stream.aclose()``) or cancel the consuming task: the
-        model request is cancelled at once and nothing more is emitted. The finished graph is on
+    def run(self, query: str) -> AsyncGenerator[AgentEvent, None]:
+        """Events of one run (:func:`.model_turn.guarded`: they end with ``Answer`` or a fatal
+        ``AgentError``; closing the stream stops the model request). The finished graph is on
         :attr:`last_graph` (for saving runs and GGPO's answer path)."""
+        return guarded(lambda: self._start(query), log, "VimRAG")
+
+    def _start(self, query: str) -> _Run:
         run = _Run(self, query)
         self.last_graph = run.graph
-        async with aclosing(guarded(run, log, "VimRAG")) as events:
-            async for ev in events:
-                yield ev
+        return run
 
 
 class _Run(Media):
@@ -210,11 +209,8 @@ class _Run(Media):
         a = self.a
         a.image_dir.mkdir(parents=True, exist_ok=True)
         yield self.graph_event()
-        steps_left, free_invalid = a.max_steps, a.max_invalid
         while True:
-            self.step += 1
-            self.model_seconds = self.tool_seconds = 0.0
-            final = steps_left <= 0
+            final = self.next_step()
             if self.rebuild:
                 t = time.monotonic()
                 self.messages = await asyncio.to_thread(self.build_context)
@@ -259,10 +255,7 @@ class _Run(Media):
                 self.tool_seconds += time.monotonic() - t
                 if self.done:
                     return
-            if self.valid or free_invalid <= 0:
-                steps_left -= 1
-            else:
-                free_invalid -= 1
+            self.spend_step(self.valid)
             yield self.timing()
 
     async def final_turn(
