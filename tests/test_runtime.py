@@ -32,6 +32,7 @@ from vrag_desktop.core.runtime.gpu import (
 )
 from vrag_desktop.core.runtime.supervisor import (
     ProcessCrashed,
+    ProcessSpec,
     ProcessStatus,
     ProcessSupervisor,
     ReadyTimeout,
@@ -212,7 +213,7 @@ def test_never_ready_times_out_within_bound_and_is_killed() -> None:
 def test_ready_timeout_also_kills_a_process_that_ignores_sigterm() -> None:
     async def main():  # type: ignore[no-untyped-def]
         argv = [sys.executable, str(FAKE), "--fake-mode", "hang", "--fake-ignore-sigterm"]
-        sup = ProcessSupervisor(argv, name="stubborn")
+        sup = ProcessSupervisor(ProcessSpec(argv, name="stubborn"))
         await sup.start()
         t0 = time.monotonic()
         with pytest.raises(ReadyTimeout):
@@ -293,7 +294,9 @@ def test_port_in_use_is_refused_before_starting_and_classified_when_it_happens()
             assert server.supervisor.pid is None  # never spawned
             # Bypass the pre-check (the port taken between check and bind): vLLM's own error.
             sup = ProcessSupervisor(
-                fake("--fake-delay", "0").build_command(port), classifier=classify_exit, name="vLLM"
+                ProcessSpec(
+                    fake("--fake-delay", "0").build_command(port), classifier=classify_exit, name="vLLM"
+                )
             )
             await sup.start()
             with pytest.raises(ProcessCrashed) as late:
@@ -330,16 +333,22 @@ def test_missing_vllm_or_interpreter_is_refused_clearly(tmp_path: Path) -> None:
 def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
     async def main():  # type: ignore[no-untyped-def]
         ok = ProcessSupervisor(
-            [sys.executable, "-c", "print('step 1'); print('done')"], long_running=False, name="job"
+            ProcessSpec(
+                [sys.executable, "-c", "print('step 1'); print('done')"], long_running=False, name="job"
+            )
         )
         await ok.start()
         await ok.wait(10)
         bad = ProcessSupervisor(
-            [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"], long_running=False, name="job"
+            ProcessSpec(
+                [sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"],
+                long_running=False,
+                name="job",
+            )
         )
         await bad.start()
         await bad.wait(10)
-        missing = ProcessSupervisor(["/nonexistent/python"], name="ghost")
+        missing = ProcessSupervisor(ProcessSpec(["/nonexistent/python"], name="ghost"))
         with pytest.raises(ProcessCrashed) as ei:
             await missing.start()
         return ok, bad, missing, ei.value
@@ -355,10 +364,12 @@ def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
 def test_stream_after_exit_replays_and_a_slow_reader_loses_lines() -> None:
     async def main():  # type: ignore[no-untyped-def]
         job = ProcessSupervisor(
-            [sys.executable, "-c", "print('a'); print('b'); print('key-123 c')"],
-            long_running=False,
-            name="job",
-            redact=["key-123"],
+            ProcessSpec(
+                [sys.executable, "-c", "print('a'); print('b'); print('key-123 c')"],
+                long_running=False,
+                name="job",
+                redact=["key-123"],
+            )
         )
         slow = job.stream(maxsize=1)  # registered on first read, before the job starts
         first = asyncio.ensure_future(slow.__anext__())
@@ -380,7 +391,10 @@ def test_cleanup_kills_every_supervised_group() -> None:
     async def main():  # type: ignore[no-untyped-def]
         sups = [
             ProcessSupervisor(
-                [sys.executable, str(FAKE), "--fake-mode", "hang", "--fake-grandchild", *extra], name=f"s{i}"
+                ProcessSpec(
+                    [sys.executable, str(FAKE), "--fake-mode", "hang", "--fake-grandchild", *extra],
+                    name=f"s{i}",
+                )
             )
             for i, extra in enumerate([[], ["--fake-ignore-sigterm"]])
         ]
@@ -407,11 +421,11 @@ def test_quitting_the_app_leaves_no_orphans(tmp_path: Path) -> None:
     script.write_text(
         textwrap.dedent(f"""
         import asyncio, re, sys
-        from vrag_desktop.core.runtime.supervisor import ProcessSupervisor
+        from vrag_desktop.core.runtime.supervisor import ProcessSpec, ProcessSupervisor
 
         async def main():
-            sup = ProcessSupervisor([sys.executable, {str(FAKE)!r}, "--fake-mode", "hang",
-                                     "--fake-grandchild", "--fake-ignore-sigterm"])
+            sup = ProcessSupervisor(ProcessSpec([sys.executable, {str(FAKE)!r}, "--fake-mode", "hang",
+                                                 "--fake-grandchild", "--fake-ignore-sigterm"]))
             await sup.start()
             while not any("EngineCore pid=" in ln for ln in sup.lines()):
                 await asyncio.sleep(0.05)

@@ -25,6 +25,7 @@ import pytest
 from vrag_desktop.core.runtime.supervisor import (
     ProcessCrashed,
     ProcessError,
+    ProcessSpec,
     ProcessStatus,
     ProcessSupervisor,
 )
@@ -217,10 +218,12 @@ def test_real_vllm_failures_are_classified(
             taken.listen()
             port = taken.getsockname()[1]
             sup = ProcessSupervisor(
-                cfg.build_command(port),
-                env=cfg.env,
-                name="vLLM",
-                classifier=lambda ln, rc: classify_exit(ln, rc, port=port),
+                ProcessSpec(
+                    cfg.build_command(port),
+                    env=cfg.env,
+                    name="vLLM",
+                    classifier=lambda ln, rc: classify_exit(ln, rc, port=port),
+                )
             )
             await sup.start()
             with pytest.raises(ProcessCrashed) as ei:

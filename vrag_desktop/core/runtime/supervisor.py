@@ -18,15 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.runtime.exits import (
-    Classifier,
     ExitInfo,
     ProcessCrashed,
     ProcessError,
@@ -84,50 +82,9 @@ async def stop_all(grace: float = 5.0) -> None:
 class ProcessSupervisor:
     """One supervised child process; see the module docstring. Bound to the loop that starts it."""
 
-    def __init__(
-        self,
-        argv: Sequence[str],
-        *,
-        env: Mapping[str, str | None] | None = None,
-        cwd: str | os.PathLike[str] | None = None,
-        log_path: str | os.PathLike[str] | None = None,
-        name: str | None = None,
-        ring_size: int = 2000,
-        classifier: Classifier | None = None,
-        long_running: bool = True,
-        inherit_env: bool = True,
-        redact: Sequence[str] = (),
-        state_path: str | os.PathLike[str] | None = None,
-        state_extra: Mapping[str, Any] | None = None,
-        kind: str = "process",
-        mode: str = "app",
-    ) -> None:
-        """The keywords are those of :class:`ProcessSpec` (see there); ``mode`` is recorded in
-        the state file (who started it: ``app``, ``foreground``)."""
-        spec = ProcessSpec(
-            argv=[str(a) for a in argv],
-            name=name,
-            env=env,
-            inherit_env=inherit_env,
-            cwd=cwd,
-            log_path=log_path,
-            state_path=state_path,
-            state_extra=dict(state_extra or {}),
-            kind=kind,
-            long_running=long_running,
-            classifier=classifier,
-            redact=[x for x in redact if x],
-        )
-        self._setup(spec, ring_size, mode)
-
-    @classmethod
-    def from_spec(cls, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> ProcessSupervisor:
-        """Supervise ``spec`` as it is (readiness check included)."""
-        sup = cls.__new__(cls)
-        sup._setup(spec, ring_size, mode)
-        return sup
-
-    def _setup(self, spec: ProcessSpec, ring_size: int, mode: str) -> None:
+    def __init__(self, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> None:
+        """Supervise ``spec`` as it is (readiness check included); ``ring_size`` output lines are
+        kept, and ``mode`` is recorded in the state file (who started it: ``app``, ``foreground``)."""
         self.spec = spec
         self.name = spec.display_name
         self.cwd = spec.cwd

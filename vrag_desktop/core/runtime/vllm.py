@@ -18,7 +18,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -235,19 +235,17 @@ class VLLMServer:
         bind = "VLLM_CPU_OMP_THREADS_BIND"
         if os.environ.get(bind) == "all" and bind not in env:
             env[bind] = None  # 'all' crashes vllm-cpu
-        self.supervisor = ProcessSupervisor(
-            [],
+        spec = ProcessSpec(
+            [],  # the command, with its port, is built at start
+            name=f"vLLM ({config.model_name})",
             env=env,
             log_path=log_path,
-            name=f"vLLM ({config.model_name})",
-            ring_size=ring_size,
-            classifier=self._classify,
-            long_running=True,
-            redact=[config.api_key or ""],
             state_path=state_path,
             kind="vllm",
-            mode=mode,
+            classifier=self._classify,
+            redact=[config.api_key or ""],
         )
+        self.supervisor = ProcessSupervisor(spec, ring_size=ring_size, mode=mode)
         self.last_probe = ""
 
     def state_facts(self) -> dict[str, object]:
@@ -265,17 +263,12 @@ class VLLMServer:
         self, log_path: str | os.PathLike[str], state_path: str | os.PathLike[str]
     ) -> ProcessSpec:
         """The same server as a spec to run in the background (:mod:`.detached`)."""
-        sup = self.supervisor
-        return ProcessSpec(
+        return replace(
+            self.supervisor.spec,
             argv=self.config.build_command(self.port),
-            name=sup.name,
-            env=sup.spec.env,
             log_path=log_path,
             state_path=state_path,
             state_extra=self.state_facts(),
-            kind="vllm",
-            classifier=self._classify,
-            redact=sup.spec.redact,
             ready=self.probe,
         )
 
