@@ -12,7 +12,8 @@ a pass depend only on the input and output lengths along its axis, which every s
 
 Also here: the few most recent reduced-scale decodes (:func:`decoded`), since a page is decoded
 for a search and again, at the same scale, for the memory built from it; and the frames of a video
-clip sampled as the original samples them (:func:`sample_video`).
+clip sampled as the original samples them (:func:`sample_video`); and a picture fitted to a pixel
+budget and capped in bytes (:func:`encode_capped`), as VimRAG sends every picture.
 """
 
 from __future__ import annotations
@@ -212,6 +213,48 @@ def clear() -> None:
         _decoded.clear()
 
 
+# ---------------------------------------------------------------- encoding
+
+
+def encode_capped(
+    img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
+) -> tuple[bytes, tuple[int, int]]:
+    """JPEG (q``quality``) of ``img`` fitted to ``max_pixels`` (never enlarged), then shrunk until it
+    is ≤ ``max_bytes`` (the original's API payload cap). Returns (bytes, size). Best effort below
+    16 px a side: such an image is returned even if still larger than the cap."""
+    from vrag_desktop.core.agents import vrag_protocol as vp  # it imports this module
+
+    img = vp.resize_for_model(img, 1, max(1, int(max_pixels)))
+    while True:
+        data = vp.jpeg_bytes(img, quality)
+        w, h = img.size
+        if len(data) <= max_bytes or min(w, h) <= 16:
+            return data, (w, h)
+        scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
+        img = resize(img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC)
+
+
+class LRU(dict):  # type: ignore[type-arg]
+    """A dict that keeps only its ``size`` most recently set or read entries."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key in self:
+            value = self.pop(key)
+            super().__setitem__(key, value)  # most recent last
+            return value
+        return default
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.pop(key, None)
+        super().__setitem__(key, value)
+        while len(self) > self.size:
+            del self[next(iter(self))]
+
+
 # ---------------------------------------------------------------- video frames
 
 
@@ -270,8 +313,10 @@ def sample_video(
 
 __all__ = [
     "DECODED_BYTES",
+    "LRU",
     "clear",
     "decoded",
+    "encode_capped",
     "resize",
     "rgb",
     "sample_video",

@@ -30,6 +30,7 @@ from PIL import Image
 
 from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vrag_protocol as vp
+from vrag_desktop.core.agents.imaging import LRU, encode_capped
 
 log = logging.getLogger(__name__)
 
@@ -203,45 +204,6 @@ def outcomes(
 # ---------------------------------------------------------------- the selected items' pictures
 
 
-def encode_capped(
-    img: Image.Image, max_pixels: int, max_bytes: int, quality: int = 75
-) -> tuple[bytes, tuple[int, int]]:
-    """JPEG (q``quality``) of ``img`` fitted to ``max_pixels`` (never enlarged), then shrunk until it
-    is ≤ ``max_bytes`` (the original's API payload cap). Returns (bytes, size). Best effort below
-    16 px a side: such an image is returned even if still larger than the cap."""
-    img = vp.resize_for_model(img, 1, max(1, int(max_pixels)))
-    while True:
-        data = vp.jpeg_bytes(img, quality)
-        w, h = img.size
-        if len(data) <= max_bytes or min(w, h) <= 16:
-            return data, (w, h)
-        scale = min(0.95, max(0.5, math.sqrt(max_bytes / len(data)) * 0.97))
-        img = imaging.resize(
-            img, (max(16, int(w * scale)), max(16, int(h * scale))), Image.Resampling.BICUBIC
-        )
-
-
-class _LRU(dict):  # type: ignore[type-arg]
-    """A dict that keeps only its ``size`` most recently set or read entries."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__()
-        self.size = size
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        if key in self:
-            value = self.pop(key)
-            super().__setitem__(key, value)  # most recent last
-            return value
-        return default
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.pop(key, None)
-        super().__setitem__(key, value)
-        while len(self) > self.size:
-            del self[next(iter(self))]
-
-
 def quantize_pixels(pixels: int, steps_per_octave: int = 4) -> int:
     """``pixels`` rounded down to a geometric grid (4 steps per doubling, ~19 % apart)."""
     if pixels <= 1:
@@ -309,7 +271,7 @@ class MemoryPictures:
         self._memory_cache: dict[tuple[str, int], str] = {}
         # What each memory file was last encoded from (the decode and the budget it was made for): a
         # budget the kept decode covers reuses it, as the context's bytes have always been made.
-        self._decodes = _LRU(8)
+        self._decodes = LRU(8)
         self._jobs: dict[_Job, Future[_Encoded]] = {}  # encodings made or being made, by job
         self._jobs_lock = threading.Lock()
         self._sizes: dict[tuple[str, int], tuple[tuple[int, int], tuple[int, int]]] = {}
@@ -465,7 +427,7 @@ class MemoryPictures:
     ) -> list[tuple[_Job, _Decode | None]]:
         """The encodings a rebuild showing ``groups`` makes, in order, replayed on copies of the
         kept decodes and of the encodings made."""
-        state = _LRU(8)
+        state = LRU(8)
         for path, d in decodes:
             state[path] = d
         seen = set(cached)
@@ -477,7 +439,7 @@ class MemoryPictures:
         return plan
 
     def _replay(
-        self, frame: Frame, pixels: int, state: _LRU, seen: set[tuple[str, int]]
+        self, frame: Frame, pixels: int, state: LRU, seen: set[tuple[str, int]]
     ) -> list[tuple[_Job, _Decode | None]]:
         """What :meth:`memory_uri` would encode for ``frame`` at ``pixels``, applied to copies of
         the kept decodes (``state``) and of the encodings made (``seen``)."""

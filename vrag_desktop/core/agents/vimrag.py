@@ -84,7 +84,10 @@ class VimRAGAgent:
     ``image_dir`` receives every image put in a tool response (the exact JPEG bytes sent), named per
     run, so events and saved runs reference them by path. ``params`` override the sampling
     parameters (thinking on: temperature 0.6, top_p 0.95; off: temperature 0; max_tokens 4096, and
-    ``chat_template_kwargs.enable_thinking`` as the original sent it)."""
+    ``chat_template_kwargs.enable_thinking`` as the original sent it). ``encode_ahead``: while the
+    model writes its judgement of a search's items, encode the pictures the next context will likely
+    need (one background thread, ~17 encodings of a top-3 page search); off, the rebuild makes them
+    between the two model calls."""
 
     def __init__(
         self,
@@ -112,6 +115,7 @@ class VimRAGAgent:
         timestamp_tolerance: float = 0.5,
         lambda_decay: float = 0.1,
         gamma_gain: float = 0.3,
+        encode_ahead: bool = True,
     ) -> None:
         if max_steps < 0 or search_top_k < 1 or memory_top_k < 0 or max_frames_video < 1 or fps_video <= 0:
             raise ValueError(
@@ -148,6 +152,7 @@ class VimRAGAgent:
         self.timestamp_tolerance = timestamp_tolerance
         self.lambda_decay = lambda_decay
         self.gamma_gain = gamma_gain
+        self.encode_ahead = encode_ahead
         self.last_graph: MemoryGraph | None = None
 
     def run(self, query: str) -> AsyncGenerator[AgentEvent, None]:
@@ -365,7 +370,8 @@ class _Run(Media):
                 recoverable=True,
             )
         self.pending = _Pending(node.id, prepared.items)
-        self.speculate_pending(self.pending)
+        if self.a.encode_ahead:
+            self.speculate_pending(self.pending)
         self.messages += [
             {"role": "assistant", "content": content},
             {"role": "user", "content": prepared.parts},

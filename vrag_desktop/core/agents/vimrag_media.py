@@ -22,7 +22,8 @@ from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import HitRef
-from vrag_desktop.core.agents.memory_energy import MemoryPictures, encode_capped, quantize_pixels
+from vrag_desktop.core.agents.imaging import encode_capped
+from vrag_desktop.core.agents.memory_energy import MemoryPictures, quantize_pixels
 from vrag_desktop.core.agents.memory_graph import Frame, MemoryEntry, MemoryGraph, ScoredItem, normalize_label
 from vrag_desktop.core.agents.model_turn import ModelTurns
 from vrag_desktop.core.agents.searchers import SearchFailed, SearchHit
