@@ -9,10 +9,13 @@ text-heavy 2000×2800 pages (a 200-dpi render):
 - VRAG crop step (``cut``): crop the full-resolution page (kept for the run), zoom, encode.
 - VimRAG graph step: add a search node and memorize an item (validation, energy).
 - VimRAG context rebuild in a run of 20+ nodes: action graph JSON, energy-based selection of the
-  top 5 memory items, each encoded at its pixel budget (≤ 38 KB). "per step": as in a real run, the
-  search showed the new page first (``show``, not timed) and the rebuild after its memorize is timed;
-  "per step, page not shown first": the new item's page was never decoded before; "from cold": a new
-  20-node run with nothing kept (the worst case).
+  top 5 memory items, each encoded at its pixel budget (≤ 38 KB). Each step is driven as
+  ``_Run.search`` and ``_Run.memorize`` drive it: the tool response is prepared (the page shown),
+  a tree that encodes ahead (``speculate_pending``) starts doing so, the model writes its judgement,
+  the judgement is applied, then the rebuild is timed. "per step": the model's judgement takes at
+  least as long as the encoding ahead (a model writes for seconds; that background time is listed
+  as "encoding ahead"); "model judges at once": the rebuild starts while the encoding ahead may
+  still run; "from cold": a new 20-node run with nothing kept (the worst case).
 
 Target (issue 3/8): ≤ 20 ms p50 per step on the 2-core development machine.
 
