@@ -92,12 +92,8 @@ class CorporaPanel(QWidget):
         self.act_add_files = self.toolbar.act_add_files
         lay.addWidget(self.toolbar)
 
-        self.editor = CorpusNameEditor(lambda: self.tree.summaries)
-        self.name_edit, self.name_ok, self.name_error = (
-            self.editor.name_edit,
-            self.editor.name_ok,
-            self.editor.name_error,
-        )
+        self.editor = ed = CorpusNameEditor(lambda: self.tree.summaries)
+        self.name_edit, self.name_ok, self.name_error = ed.name_edit, ed.name_ok, ed.name_error
         lay.addWidget(self.editor)
 
         self.banner = DataDirBanner()  # data directory problems
@@ -119,13 +115,8 @@ class CorporaPanel(QWidget):
         self.hint = QLabel(DROP_HINT)
         set_role(self.hint, "role", "hint")
         tl.addWidget(self.hint)
-        self.progress = IndexingProgress()
-        self.progress_box = self.progress
-        self.progress_label, self.progress_bar, self.cancel_button = (
-            self.progress.label,
-            self.progress.bar,
-            self.progress.cancel_button,
-        )
+        self.progress = self.progress_box = pr = IndexingProgress()
+        self.progress_label, self.progress_bar, self.cancel_button = pr.label, pr.bar, pr.cancel_button
         tl.addWidget(self.progress)
 
         self.preview = self.preview_box = CorpusPreview(self._guard)
@@ -212,14 +203,10 @@ class CorporaPanel(QWidget):
 
     def create_corpus(self, name: str) -> bool:
         """Create an empty corpus; a bad or taken name is explained under the name field."""
-        try:
-            name = check_name(name)
-        except Exception as exc:
-            self.editor.problem(str(exc))
+        checked = self._usable_name(name)
+        if checked is None:
             return False
-        if name in self.tree.summaries:
-            self.editor.problem(f"a corpus named '{name}' already exists")
-            return False
+        name = checked
 
         def make() -> None:
             lib = self.ctx.library
@@ -234,25 +221,17 @@ class CorporaPanel(QWidget):
             self.refresh()
 
         self._select_after = name
-        run_call(
-            make,
-            on_done=self._guard(made),
-            on_error=self._guard(lambda exc: self._write_failed("Cannot create the corpus", exc)),
-        )
+        self._write(make, made, "Cannot create the corpus")
         return True
 
     def rename_corpus(self, old: str, new: str) -> bool:
-        try:
-            new = check_name(new)
-        except Exception as exc:
-            self.editor.problem(str(exc))
+        checked = self._usable_name(new, current=old)
+        if checked is None:
             return False
+        new = checked
         if new == old:
             self.close_editor()
             return True
-        if new in self.tree.summaries:
-            self.editor.problem(f"a corpus named '{new}' already exists")
-            return False
         resume = self.indexer.current() == old or old in self.indexer.queued()
 
         def do() -> None:
@@ -271,14 +250,7 @@ class CorporaPanel(QWidget):
                 self.indexer.enqueue(new)
             self.refresh()
 
-        def start() -> None:
-            run_call(
-                do,
-                on_done=self._guard(done),
-                on_error=self._guard(lambda exc: self._write_failed(f"Cannot rename '{old}'", exc)),
-            )
-
-        self.indexer.stop_then(old, start)
+        self.indexer.stop_then(old, lambda: self._write(do, done, f"Cannot rename '{old}'"))
         return True
 
     def remove_corpus(self, name: str | None = None) -> bool:
@@ -302,14 +274,9 @@ class CorporaPanel(QWidget):
             )
             self.refresh()
 
-        def start() -> None:
-            run_call(
-                lambda: self.ctx.library.remove(name),
-                on_done=self._guard(done),
-                on_error=self._guard(lambda exc: self._write_failed(f"Cannot remove '{name}'", exc)),
-            )
-
-        self.indexer.stop_then(name, start)
+        self.indexer.stop_then(
+            name, lambda: self._write(lambda: self.ctx.library.remove(name), done, f"Cannot remove '{name}'")
+        )
         return True
 
     def add_folder(self) -> None:
@@ -393,12 +360,34 @@ class CorporaPanel(QWidget):
     def _hint(self, text: str) -> None:
         self.hint.setText(text)
 
-    def _write_failed(self, title: str, exc: BaseException) -> None:
-        """Creating/renaming/removing failed: say it under the name field and in the messages."""
-        error_sink().report(title, exc)
-        if self.editor.editing is not None:
-            self.editor.problem(describe(exc))
-        self.refresh()
+    def _show_drop_hint(self) -> None:
+        name = self.selected_corpus()
+        self._hint(f"Drop folders or files here to add them to '{name}'." if name else DROP_HINT)
+
+    def _usable_name(self, text: str, current: str | None = None) -> str | None:
+        """``text`` as the name of a new corpus (or of ``current``, renamed), or None after saying
+        under the name field why it cannot be."""
+        try:
+            name = check_name(text)
+        except Exception as exc:
+            self.editor.problem(str(exc))
+            return None
+        if name != current and name in self.tree.summaries:
+            self.editor.problem(f"a corpus named '{name}' already exists")
+            return None
+        return name
+
+    def _write(self, work: Callable[[], object], done: Callable[[Any], None], failure: str) -> None:
+        """Create, rename or remove off the GUI thread; a failure is said, titled ``failure``, in the
+        messages and under the name field."""
+
+        def failed(exc: BaseException) -> None:
+            error_sink().report(failure, exc)
+            if self.editor.editing is not None:
+                self.editor.problem(describe(exc))
+            self.refresh()
+
+        run_call(work, on_done=self._guard(done), on_error=self._guard(failed))
 
     # ------------------------------------------------------------ adding
     def _apply_plan(self, target: str, plan: Any) -> None:
@@ -461,7 +450,7 @@ class CorporaPanel(QWidget):
         name = self.selected_corpus()
         if name is not None:
             self.currentCorpusChanged.emit(name)
-            self._hint(f"Drop folders or files here to add them to '{name}'.")
+            self._show_drop_hint()
         self.preview.load(self.tree.preview_target(), self._corpora_dir())
 
     def _on_expanded(self, item: QTreeWidgetItem) -> None:
@@ -484,8 +473,7 @@ class CorporaPanel(QWidget):
     def _on_busy(self, busy: bool, text: str) -> None:
         self.progress.set_busy(busy)
         if not busy:
-            name = self.selected_corpus()
-            self._hint(f"Drop folders or files here to add them to '{name}'." if name else DROP_HINT)
+            self._show_drop_hint()
         self.busyChanged.emit(busy, text)
 
     # ------------------------------------------------------------ context menu and pool callbacks
