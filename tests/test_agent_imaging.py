@@ -62,11 +62,26 @@ def test_resize_splits_only_when_a_core_is_free(monkeypatch: pytest.MonkeyPatch)
     )
     monkeypatch.setattr(imaging, "_parallel_ok", lambda: True)
     monkeypatch.setattr(imaging, "workers", lambda: 2)
+    monkeypatch.setattr(imaging, "_cpu_times", lambda: None)  # no /proc/stat: the load average decides
     monkeypatch.setattr(imaging.os, "getloadavg", lambda: (0.3, 0.3, 0.3))
     imaging.resize(im, (400, 300))
     monkeypatch.setattr(imaging.os, "getloadavg", lambda: (2.4, 2.0, 1.0))
     imaging.resize(im, (400, 300))
     assert calls == [1]
+
+
+def test_free_cores_are_read_from_the_machines_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Idle ticks over the last quarter second: ≥ half a core idle splits; the window moves on."""
+    clock = iter(x * 0.3 for x in range(100))
+    ticks = iter([(0, 0), (100, 200), (110, 400), (110, 400), (300, 600)])  # (idle, total) on 2 cores
+    monkeypatch.setattr(imaging.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(imaging, "_cpu_times", lambda: next(ticks))
+    monkeypatch.setattr(imaging.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(imaging.os, "getloadavg", lambda: (5.0, 5.0, 5.0))
+    monkeypatch.setattr(imaging, "_cpu_ref", None)
+    monkeypatch.setattr(imaging, "_cpu_verdict", None)
+    # first sample: no window yet, the load average decides; then 1 core idle; 0.1 core; 0.1 (kept); 1.9
+    assert [imaging._cores_idle() for _ in range(5)] == [False, True, False, False, True]
 
 
 def test_resize_falls_back_for_other_modes() -> None:

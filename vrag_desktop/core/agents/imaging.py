@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -91,9 +92,49 @@ def resize(img: Image.Image, size: tuple[int, int], resample: int = Image.Resamp
     return _split(img, size, resample)
 
 
+#: The machine's CPU counters over at least this many seconds decide whether a core is free.
+_CPU_WINDOW = 0.25
+_cpu_ref: tuple[float, float, float] | None = None  # (monotonic time, idle, total) at the window's start
+_cpu_verdict: bool | None = None
+
+
 def _cores_idle() -> bool:
     """Whether a core is free for the second stripe: with every core busy (other programs, our own
-    indexing), the stripes wait for each other and the split resize is slower than one call."""
+    indexing), the stripes wait for each other and the split resize is slower than one call.
+
+    Read from the machine's idle time since the window began (``/proc/stat``; the last quarter
+    second or more, our own work included): half a core idle or more. The 1-minute load average
+    (the fallback elsewhere) trails a burst of other work by a minute either way."""
+    global _cpu_ref, _cpu_verdict
+    sample = _cpu_times()
+    if sample is None:
+        return _load_ok()
+    now = time.monotonic()
+    with _pool_lock:
+        if _cpu_ref is None:
+            _cpu_ref = (now, *sample)
+        elif now - _cpu_ref[0] >= _CPU_WINDOW:
+            d_idle, d_total = sample[0] - _cpu_ref[1], sample[1] - _cpu_ref[2]
+            if d_total > 0:
+                _cpu_verdict = d_idle / d_total * (os.cpu_count() or 1) >= 0.5
+            _cpu_ref = (now, *sample)
+        return _load_ok() if _cpu_verdict is None else _cpu_verdict
+
+
+def _cpu_times() -> tuple[float, float] | None:
+    """(idle, total) CPU time of the whole machine so far, in clock ticks; None where unknown."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            fields = f.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 6 or fields[0] != b"cpu":
+        return None
+    ticks = [float(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    return ticks[3] + ticks[4], sum(ticks)
+
+
+def _load_ok() -> bool:
     getloadavg = getattr(os, "getloadavg", None)
     if getloadavg is None:
         return True
