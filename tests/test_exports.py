@@ -381,6 +381,8 @@ def test_unified_and_json_lines_read_the_same_and_round_trip(saved: Saved, tmp_p
     lines = tmp_path / "d.jsonl"
     lines.write_text("\n".join(json.dumps(e) for e in DATASET["examples"]) + "\n\n")
     assert load_dataset(lines).items == unified.items
+    lines.rename(tmp_path / "d.json")  # JSON lines under a .json name: told apart by content
+    assert load_dataset(tmp_path / "d.json").items == unified.items
     atlas = unified.items[0]
     assert atlas.reference_page == (2,) and atlas.source_type == ("Text", "Table") and atlas.uid == "atlas-1"
     again = tmp_path / "out" / "copy.json"
