@@ -366,6 +366,10 @@ class MemoryPictures:
         """The judgement is in: start no further speculative encoding (the one running finishes)."""
         self._speculating += 1
 
+    def finish(self) -> None:
+        """The run is over: no further encoding ahead."""
+        self.stop_speculating()
+
     def settle(self, timeout: float | None = None) -> None:
         """Wait until the speculation has finished (tests, benchmarks)."""
         if self._speculation is not None:

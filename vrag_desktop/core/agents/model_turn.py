@@ -49,6 +49,8 @@ async def guarded(
     except Exception as exc:
         log.exception("%s run failed", what)
         yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
+    finally:
+        run.finish()
 
 
 class ModelTurns:
@@ -84,6 +86,9 @@ class ModelTurns:
             self.steps_left -= 1
         else:
             self.free_invalid -= 1
+
+    def finish(self) -> None:
+        """Hook: the run is over (answered, failed or closed); stop its background work."""
 
     def now(self) -> float:
         """Seconds since the run started, as events carry them."""
