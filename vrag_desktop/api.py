@@ -10,10 +10,11 @@ worker thread); closing it early cancels the run. As in the original README,
 ``VRAG(..., generator=False).run(q)`` returns the answer's text. Code written for the original demos:
 ``VRAG.run_original`` yields their ``(kind, content, extra)`` tuples and returns ``('answer', …)``;
 ``VimRAG.run_original`` yields their dict events (``search_done``, ``memorize``, ``answer`` with its
-``sample``); typed events also answer to the original keys (``ev["query"]``, ``ev["summary"]``). ``arun`` is the async form. The search side is
-an HTTP search URL (such as ``vrag-desktop serve-search``'s) or, with ``search_url=None``, the
-local corpora in process; ``endpoint=`` / ``search=`` (see :mod:`vrag_desktop.core.run.assemble`)
-take an endpoint profile or a ready search engine. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
+``sample``); typed events also answer to the original keys (``ev["query"]``, ``ev["summary"]``).
+``arun`` is the async form. The search side is an HTTP search URL (such as
+``vrag-desktop serve-search``'s) or, with ``search_url=None``, the local corpora in process;
+``endpoint=`` / ``search=`` (see :mod:`vrag_desktop.core.run.assemble`) take an endpoint profile or a
+ready search engine. Every run is saved (see :mod:`vrag_desktop.core.run.store`) unless
 ``save=False``.
 """
 

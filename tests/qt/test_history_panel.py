@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QItemSelectionModel, Qt
 from PySide6.QtGui import QColor, QImage
 
 from vrag_desktop.core.agents.events import (
@@ -341,74 +341,167 @@ def test_replay_bar_drives_the_controller(ctx: Any, runs: dict[str, str], qtbot:
 
 
 # ------------------------------------------------------------------ export / delete
-def test_export_sft_and_rl_write_one_record_per_exportable_run(
-    panel: HistoryPanel, runs: dict[str, str], ctx: Any, qtbot: Any, reports: list, tmp_path: Path
-) -> None:
-    second = record(ctx.runs, "What is the Atlas top speed?", vrag_events, hours_ago=0.5)
+TOP_SPEED = "What is the Atlas top speed?"
+
+
+@pytest.fixture
+def labels(tmp_path: Path) -> Path:
+    """A unified dataset labelling the two answered questions (ground truth comes from here)."""
+    from vrag_desktop.core.datasets import DatasetItem, write_unified
+
+    path = tmp_path / "labels" / "robots.json"
+    write_unified(
+        path,
+        [
+            DatasetItem("q1", "How heavy a load can the Atlas robot carry?", "450 kg", "robots.pdf", (2,)),
+            DatasetItem("q2", TOP_SPEED, "2.5 m/s", "robots.pdf", (2,)),
+        ],
+    )
+    return path
+
+
+def _answered_pair(panel: HistoryPanel, runs: dict[str, str], ctx: Any, qtbot: Any) -> list[str]:
+    second = record(ctx.runs, TOP_SPEED, vrag_events, hours_ago=0.5)
     with qtbot.waitSignal(panel.refreshed, timeout=5000):
         panel.refresh()
-    panel.table.selectAll()  # 2 answered VRAG runs + cancelled, interrupted and failed ones
-    asked: list[tuple[str, str, str]] = []
+    ids = [runs["answered"], second]
+    panel.table.clearSelection()
+    sel = panel.table.selectionModel()
+    for rid in ids:
+        flags = QItemSelectionModel.SelectionFlag.Select | QItemSelectionModel.SelectionFlag.Rows
+        sel.select(panel.proxy.index(_row_of(panel, rid), 0), flags)
+    assert sorted(panel.selected_run_ids()) == sorted(ids)
+    return ids
+
+
+def test_export_takes_ground_truth_from_the_chosen_dataset(
+    panel: HistoryPanel,
+    runs: dict[str, str],
+    ctx: Any,
+    qtbot: Any,
+    reports: list,
+    tmp_path: Path,
+    labels: Path,
+) -> None:
+    import pyarrow.parquet as pq
+
+    ids = _answered_pair(panel, runs, ctx, qtbot)
+    asked: list[tuple[str, str]] = []
+    panel.choose_dataset = lambda title, start: asked.append((title, start)) or str(labels)
+    saved: list[str] = []
 
     def choose(title: str, default: str, file_filter: str) -> str:
-        asked.append((title, default, file_filter))
+        saved.append(default)
         return str(tmp_path / "out" / ("export" + Path(default).suffix))
 
     panel.choose_save_path = choose
-    panel.export_actions["sft"].trigger()
-    qtbot.waitUntil(lambda: any(r[0] == "info" for r in reports), timeout=5000)
-    samples = json.loads((tmp_path / "out" / "export.json").read_text())
-    assert sorted(s["id"] for s in samples) == sorted([runs["answered"], second])
-    assert asked[0][1].endswith(".json") and "5 run(s)" in asked[0][0]
-    assert reports[-1] == (
-        "info",
-        "Export finished",
-        f"Exported 2 sample(s) to {tmp_path / 'out' / 'export.json'}",
-    )
-
     panel.export_actions["rl"].trigger()
-    qtbot.waitUntil(lambda: len([r for r in reports if r[0] == "info"]) == 2, timeout=5000)
-    lines = (tmp_path / "out" / "export.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and {json.loads(x)["extra_info"]["run_id"] for x in lines} == {
-        runs["answered"],
-        second,
-    }
+    qtbot.waitUntil(lambda: bool(reports), timeout=10000)
+    assert reports[-1][:2] == ("info", "Export finished")
+    assert reports[-1][2] == f"Exported 2 record(s) to {tmp_path / 'out' / 'export.parquet'}"
+    assert "Dataset" in asked[0][0] and saved[0].endswith(".parquet")
+    rows = pq.read_table(tmp_path / "out" / "export.parquet").to_pylist()
+    truth = {r["extra_info"]["question"]: r["reward_model"]["ground_truth"] for r in rows}
+    assert truth == {"How heavy a load can the Atlas robot carry?": "450 kg", TOP_SPEED: "2.5 m/s"}
+    assert all(r["file_name"] == "robots.pdf" and r["reference_page"] == [2] for r in rows)
+    # the next export starts from the dataset chosen last
+    panel.export_actions["sft"].trigger()
+    qtbot.waitUntil(lambda: len(reports) == 2, timeout=10000)
+    assert asked[1][1] == str(labels)
+    samples = json.loads((tmp_path / "out" / "export.json").read_text())
+    assert sorted(s["id"] for s in samples) == sorted(ids)
+    assert reports[-1][0] == "info" and reports[-1][2].startswith("Exported 2 sample(s)")
+
+
+def test_unlabelled_runs_are_refused_by_name_or_left_out_when_asked(
+    panel: HistoryPanel,
+    runs: dict[str, str],
+    ctx: Any,
+    qtbot: Any,
+    reports: list,
+    tmp_path: Path,
+    labels: Path,
+) -> None:
+    panel.table.selectAll()  # the answered run is labelled; cancelled, interrupted, failed are not
+    panel.choose_dataset = lambda *a: str(labels)
+    out = tmp_path / "rl.jsonl"
+    panel.choose_save_path = lambda *a: str(out)
+    questions: list[str] = []
+    panel.confirm = lambda title, text: questions.append(text) or False
+    panel.export_actions["rl-jsonl"].trigger()
+    qtbot.waitUntil(lambda: bool(reports), timeout=10000)
+    level, title, message = reports[-1]
+    assert (level, title) == ("warning", "Export refused") and f"{out} was not written" in message
+    assert "3 run(s) have no usable label" in questions[0] and runs["failed"] in questions[0]
+    assert not out.exists()
+
+    panel.confirm = lambda title, text: True
+    panel.export_actions["rl-jsonl"].trigger()
+    qtbot.waitUntil(lambda: len(reports) == 2, timeout=10000)
+    level, title, message = reports[-1]
+    assert (level, title) == ("warning", "Export finished")
+    assert "Exported 1 record(s)" in message and "Left out 3 unlabelled run(s)" in message
+    (line,) = out.read_text().splitlines()
+    assert json.loads(line)["reward_model"]["ground_truth"] == "450 kg"
 
 
 def test_export_of_nothing_exportable_warns(
-    panel: HistoryPanel, runs: dict[str, str], qtbot: Any, reports: list, tmp_path: Path
+    panel: HistoryPanel, runs: dict[str, str], qtbot: Any, reports: list, tmp_path: Path, labels: Path
 ) -> None:
     panel.select_run(runs["cancelled"])
+    panel.choose_dataset = lambda *a: str(labels)
     panel.choose_save_path = lambda *a: str(tmp_path / "none.json")
     panel.export_actions["sft"].trigger()
-    qtbot.waitUntil(lambda: bool(reports), timeout=5000)
+    qtbot.waitUntil(lambda: bool(reports), timeout=10000)
     level, title, message = reports[-1]
-    assert level == "warning" and title == "Nothing exported" and "answered" in message
+    assert level == "warning" and title == "Nothing exported" and "did not answer" in message
+    assert not (tmp_path / "none.json").exists()
 
 
-def test_export_cancelled_in_the_file_chooser_writes_nothing(
-    panel: HistoryPanel, runs: dict[str, str], ctx: Any, qtbot: Any, reports: list
+def test_export_cancelled_in_either_chooser_writes_nothing(
+    panel: HistoryPanel, runs: dict[str, str], ctx: Any, qtbot: Any, reports: list, labels: Path
 ) -> None:
     panel.select_run(runs["answered"])
-    asked: list[str] = []
-    panel.choose_save_path = lambda title, default, filt: asked.append(default) and None
+    saved: list[str] = []
+    panel.choose_save_path = lambda title, default, filt: saved.append(default) and None
+    panel.choose_dataset = lambda *a: None
+    panel.export_actions["rl"].trigger()
+    qtbot.wait(100)
+    assert saved == []  # no dataset, no question about where to write
+    panel.choose_dataset = lambda *a: str(labels)
     panel.export_actions["rl"].trigger()
     qtbot.wait(200)
-    assert asked and Path(asked[0]).parent == ctx.data_dir / "exports"
+    assert saved and Path(saved[0]).parent == ctx.data_dir / "exports"
     assert reports == [] and not (ctx.data_dir / "exports").exists()
 
 
 def test_export_to_an_unwritable_place_is_a_clear_error(
-    panel: HistoryPanel, runs: dict[str, str], qtbot: Any, reports: list, tmp_path: Path
+    panel: HistoryPanel, runs: dict[str, str], qtbot: Any, reports: list, tmp_path: Path, labels: Path
 ) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     panel.select_run(runs["answered"])
-    panel.choose_save_path = lambda *a: str(blocker / "rl.jsonl")
+    panel.choose_dataset = lambda *a: str(labels)
+    panel.choose_save_path = lambda *a: str(blocker / "rl.parquet")
     panel.export_actions["rl"].trigger()
-    qtbot.waitUntil(lambda: bool(reports), timeout=5000)
+    qtbot.waitUntil(lambda: bool(reports), timeout=10000)
     level, title, _message = reports[-1]
-    assert level == "error" and str(blocker / "rl.jsonl") in title
+    assert level == "error" and str(blocker / "rl.parquet") in title
+
+
+def test_a_malformed_dataset_is_a_clear_error(
+    panel: HistoryPanel, runs: dict[str, str], qtbot: Any, reports: list, tmp_path: Path
+) -> None:
+    torn = tmp_path / "torn.json"
+    torn.write_text("{ torn", encoding="utf-8")
+    panel.select_run(runs["answered"])
+    panel.choose_dataset = lambda *a: str(torn)
+    panel.choose_save_path = lambda *a: str(tmp_path / "rl.parquet")
+    panel.export_actions["rl"].trigger()
+    qtbot.waitUntil(lambda: bool(reports), timeout=10000)
+    level, title, message = reports[-1]
+    assert (level, title) == ("error", "Cannot use the dataset torn.json") and "torn.json" in message
+    assert not (tmp_path / "rl.parquet").exists()
 
 
 def test_delete_only_after_confirmation(

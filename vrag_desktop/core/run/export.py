@@ -31,7 +31,7 @@ from vrag_desktop.core.fsutil import atomic_write_bytes, atomic_write_text
 from vrag_desktop.core.run.store import ANSWERED, RunError, RunStore, RunSummary
 
 if TYPE_CHECKING:
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
 FORMATS = ("rl", "rl-jsonl", "sft")
 #: What the original's reward manager accepts (it raises on anything else).
@@ -156,7 +156,7 @@ def _as_dataset(dataset: Dataset | str | Path) -> Dataset:
 # ---------------------------------------------------------------- RL
 def rl_schema() -> pa.Schema:
     """Column types of the RL parquet (pyarrow imported here: only exports need it)."""
-    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow as pa
 
     pages = pa.list_(pa.int64())
     return pa.schema(
@@ -239,8 +239,8 @@ def export_rl(
     if jsonl:
         atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     else:
-        import pyarrow as pa  # type: ignore[import-untyped]
-        import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
         buf = io.BytesIO()
         pq.write_table(pa.Table.from_pylist(rows, schema=rl_schema()), buf)
