@@ -9,22 +9,19 @@ the small copy the model saw). Images are decoded off the GUI thread (:mod:`page
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QBrush, QIcon, QImage, QPalette, QPixmap, QResizeEvent
+from PySide6.QtGui import QImage, QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
-    QListWidget,
     QListWidgetItem,
     QPushButton,
     QScrollArea,
     QSizePolicy,
     QSplitter,
-    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -32,7 +29,8 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region
 from vrag_desktop.qt.evidence.crop_cards import CropCard
-from vrag_desktop.qt.evidence.page_images import THUMB, PageRead, cut_crops, read_page, read_thumb
+from vrag_desktop.qt.evidence.page_images import PageRead, cut_crops, read_page
+from vrag_desktop.qt.evidence.page_strip import PageStrip
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
 from vrag_desktop.qt.evidence.source_viewer import open_source
 from vrag_desktop.qt.infra.errors import error_sink
@@ -92,11 +90,7 @@ class EvidenceView(QWidget):
         root.addLayout(bar)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
-        self.strip = QListWidget(self.splitter)
-        self.strip.setIconSize(THUMB)
-        self.strip.setSpacing(2)
-        self.strip.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        self.strip.setMinimumWidth(90)
+        self.strip = PageStrip(self.splitter)
         self.strip.currentItemChanged.connect(self._strip_changed)
         self.page_view = PageView(self.splitter)
         self.page_view.clear_page(EMPTY_MESSAGE)
@@ -169,7 +163,7 @@ class EvidenceView(QWidget):
         key = self.board.apply(event)
         if key is None:
             return
-        self._sync_strip()
+        self.strip.sync(self.board.pages)
         if self.current is None or (
             self._follow and isinstance(event, ImageShown | Crop) and key != self.current
         ):
@@ -187,7 +181,7 @@ class EvidenceView(QWidget):
         self.clear()
         self.board = EvidenceBoard.from_events(events)
         self._follow = False
-        self._sync_strip()
+        self.strip.sync(self.board.pages)
         cited = self.board.answer_evidence()
         first = cited[0][0] if cited else next(iter(self.board.pages), None)
         if first is not None:
@@ -212,9 +206,7 @@ class EvidenceView(QWidget):
         self._pending = None
         self._follow = True
         self._seq += 1
-        self.strip.blockSignals(True)
-        self.strip.clear()
-        self.strip.blockSignals(False)
+        self.strip.remove_all()
         self.page_view.clear_page(EMPTY_MESSAGE)
         self._set_cards([])
         self._update_note()
@@ -239,7 +231,7 @@ class EvidenceView(QWidget):
         self.current = key
         self.loaded = None
         self._page_image = None
-        self._select_strip(key)
+        self.strip.select_key(key)
         self.page_view.clear_page(f"Loading {page.label}…")
         self._set_cards(page.regions)
         self._update_title()
@@ -293,10 +285,7 @@ class EvidenceView(QWidget):
 
     def _show_number(self, number: int) -> None:
         self.page_view.centre_on(number)
-        self._highlight_card(number)
-        card = self.cards.get(number)
-        if card is not None:
-            self.crop_scroll.ensureWidgetVisible(card, 0, 8)
+        self._region_clicked(number)
 
     def _region_clicked(self, number: int) -> None:
         self._highlight_card(number)
@@ -377,68 +366,6 @@ class EvidenceView(QWidget):
                 card.set_crop(img)
 
     # ------------------------------------------------------------------ strip, cards, title
-    def _sync_strip(self) -> None:
-        keys = list(self.board.pages)
-        self.strip.blockSignals(True)
-        for row in reversed(range(self.strip.count())):
-            if self.strip.item(row).data(Qt.ItemDataRole.UserRole) not in self.board.pages:
-                self.strip.takeItem(row)
-        present = {
-            self.strip.item(i).data(Qt.ItemDataRole.UserRole): self.strip.item(i)
-            for i in range(self.strip.count())
-        }
-        for key in keys:
-            item = present.get(key)
-            if item is None:
-                item = QListWidgetItem(self.strip)
-                item.setData(Qt.ItemDataRole.UserRole, key)
-                item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
-                run_call(
-                    read_thumb,
-                    key,
-                    on_done=partial(self._thumb_read, key),
-                    on_error=lambda _exc: None,
-                )
-            self._describe_item(item, self.board.pages[key])
-        self.strip.blockSignals(False)
-
-    def _describe_item(self, item: QListWidgetItem, page: EvidencePage) -> None:
-        n = len(page.regions)
-        where = f"p. {page.page}" if page.page is not None else "image"
-        steps = f"step {', '.join(map(str, page.steps))}" if page.steps else "named by the answer"
-        meta = [f"{n} crop{'s' if n != 1 else ''}" if n else "no crops"]
-        if page.cited:
-            meta.append("★ cited")
-        item.setText(f"{Path(page.source or page.key).name}\n{where} · {steps}\n{' · '.join(meta)}")
-        item.setToolTip(f"{page.source or page.key}\n{page.key}")
-        font = item.font()
-        font.setBold(page.cited)
-        item.setFont(font)
-        if page.cited:
-            item.setForeground(QBrush(CITED_COLOUR))
-        else:
-            item.setData(Qt.ItemDataRole.ForegroundRole, None)
-
-    def _thumb_read(self, key: str, image: QImage) -> None:
-        if not _alive(self):
-            return
-        for i in range(self.strip.count()):
-            item = self.strip.item(i)
-            if item.data(Qt.ItemDataRole.UserRole) == key:
-                if image.isNull():
-                    item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning))
-                    item.setToolTip(item.toolTip() + "\n(image no longer on disk)")
-                else:
-                    item.setIcon(QIcon(QPixmap.fromImage(image)))
-
-    def _select_strip(self, key: str) -> None:
-        self.strip.blockSignals(True)
-        for i in range(self.strip.count()):
-            if self.strip.item(i).data(Qt.ItemDataRole.UserRole) == key:
-                self.strip.setCurrentRow(i)
-                break
-        self.strip.blockSignals(False)
-
     def _strip_changed(self, item: QListWidgetItem | None, _previous: QListWidgetItem | None) -> None:
         if item is not None:
             self.show_region(str(item.data(Qt.ItemDataRole.UserRole)), None)

@@ -1,0 +1,95 @@
+"""The evidence view's left column: one row per page the run looked at, with its thumbnail (read off
+the GUI thread), file, page number, steps, crop count and whether the answer cites it.
+
+Why a widget of its own: keeping the rows in step with the run (added, removed, re-described in
+place, so the selection survives) is list bookkeeping the view need not carry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+
+import shiboken6
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QIcon, QImage, QPixmap
+from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
+
+from vrag_desktop.core.run.evidence import EvidencePage
+from vrag_desktop.qt.evidence.page_images import THUMB, read_thumb
+from vrag_desktop.qt.evidence.page_view import CITED_COLOUR
+from vrag_desktop.qt.infra.tasks import run_call
+
+KEY = Qt.ItemDataRole.UserRole  # where a row keeps its page's key (raw image path)
+
+
+class PageStrip(QListWidget):
+    """The run's pages; programmatic changes do not emit ``currentItemChanged`` (only a click does)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setIconSize(THUMB)
+        self.setSpacing(2)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        self.setMinimumWidth(90)
+
+    def sync(self, pages: Mapping[str, EvidencePage]) -> None:
+        """Rows for exactly ``pages``, in their order; a new row's thumbnail is read off-thread."""
+        self.blockSignals(True)
+        for row in reversed(range(self.count())):
+            if self.item(row).data(KEY) not in pages:
+                self.takeItem(row)
+        present = {self.item(i).data(KEY): self.item(i) for i in range(self.count())}
+        for key, page in pages.items():
+            item = present.get(key)
+            if item is None:
+                item = QListWidgetItem(self)
+                item.setData(KEY, key)
+                item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
+                run_call(read_thumb, key, on_done=partial(self._thumb_read, key), on_error=lambda _exc: None)
+            _describe(item, page)
+        self.blockSignals(False)
+
+    def select_key(self, key: str) -> None:
+        self.blockSignals(True)
+        for i in range(self.count()):
+            if self.item(i).data(KEY) == key:
+                self.setCurrentRow(i)
+                break
+        self.blockSignals(False)
+
+    def remove_all(self) -> None:
+        self.blockSignals(True)
+        self.clear()
+        self.blockSignals(False)
+
+    def _thumb_read(self, key: str, image: QImage) -> None:
+        if not shiboken6.isValid(self):  # the view closed while the thumbnail was read
+            return
+        for i in range(self.count()):
+            item = self.item(i)
+            if item.data(KEY) == key:
+                if image.isNull():
+                    item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning))
+                    item.setToolTip(item.toolTip() + "\n(image no longer on disk)")
+                else:
+                    item.setIcon(QIcon(QPixmap.fromImage(image)))
+
+
+def _describe(item: QListWidgetItem, page: EvidencePage) -> None:
+    n = len(page.regions)
+    where = f"p. {page.page}" if page.page is not None else "image"
+    steps = f"step {', '.join(map(str, page.steps))}" if page.steps else "named by the answer"
+    meta = [f"{n} crop{'s' if n != 1 else ''}" if n else "no crops"]
+    if page.cited:
+        meta.append("★ cited")
+    item.setText(f"{Path(page.source or page.key).name}\n{where} · {steps}\n{' · '.join(meta)}")
+    item.setToolTip(f"{page.source or page.key}\n{page.key}")
+    font = item.font()
+    font.setBold(page.cited)
+    item.setFont(font)
+    if page.cited:
+        item.setForeground(QBrush(CITED_COLOUR))
+    else:
+        item.setData(Qt.ItemDataRole.ForegroundRole, None)
