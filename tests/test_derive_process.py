@@ -119,3 +119,92 @@ def test_stop_ends_the_child_at_once(tmp_path: Path, worker: DeriveProcess) -> N
         for _ in range(50):
             os.kill(pid or 0, 0)
             time.sleep(0.1)
+
+
+def test_a_script_without_a_main_guard_can_index(tmp_path: Path) -> None:
+    """The child is not multiprocessing's spawn: a user's script is not re-run in it."""
+    import subprocess
+    import sys
+
+    pdf = _pdf(tmp_path / "doc.pdf", 2)
+    script = tmp_path / "user_script.py"
+    script.write_text(
+        "import threading\n"
+        "from pathlib import Path\n"
+        "from vrag_desktop.core.corpus.derive import DeriveOptions\n"
+        "from vrag_desktop.core.corpus.derive_process import DeriveProcess\n"
+        "print('script body ran', flush=True)\n"
+        "w = DeriveProcess()\n"
+        f"items = list(w.derive(Path({str(pdf)!r}), 'pdf', Path({str(tmp_path / 'out')!r}),\n"
+        "    DeriveOptions(render_pixels=100_000, ocr=False), set(), False, threading.Event()))\n"
+        "w.close()\n"
+        "print('items', len(items))\n"
+    )
+    got = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.splitlines() == ["script body ran", "items 2"]
+
+
+def test_the_cli_entry_runs_the_child_when_asked(tmp_path: Path) -> None:
+    """What a frozen bundle runs as its derive child: ``vrag-desktop --vrag-derive-child FD NICE``."""
+    import socket
+    import subprocess
+    import sys
+    from multiprocessing.connection import Connection
+
+    from vrag_desktop.core.corpus.derive_process import CHILD_FLAG, _Job
+
+    pdf = _pdf(tmp_path / "doc.pdf", 1)
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrag_desktop", CHILD_FLAG, str(child.fileno()), "0"],
+        pass_fds=(child.fileno(),),
+    )
+    child.close()
+    conn = Connection(parent.detach())
+    conn.send(
+        _Job(
+            str(pdf), kinds.PDF, str(tmp_path / "o"), DeriveOptions(render_pixels=100_000), frozenset(), False
+        )
+    )
+    kind, item = conn.recv()
+    assert kind == "item" and item.ordinal == 1 and conn.recv() == ("done", None)
+    conn.send(None)
+    assert proc.wait(timeout=30) == 0
+
+
+def test_an_idle_child_serves_the_next_build_and_ends_when_idle_too_long(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.corpus import derive_process
+
+    pdf = _pdf(tmp_path / "doc.pdf", 1)
+    opts = DeriveOptions(render_pixels=100_000, ocr=False)
+    first = derive_process.acquire()
+    assert len(list(first.derive(pdf, kinds.PDF, tmp_path / "a", opts, set(), False, threading.Event()))) == 1
+    pid = first.pid
+    derive_process.release(first)
+    second = derive_process.acquire()  # the same child, already started
+    other = derive_process.acquire()  # a concurrent build gets its own
+    assert second is first and second.pid == pid and other is not first
+    monkeypatch.setattr(derive_process, "IDLE_SECONDS", 0.2)
+    derive_process.release(second)
+    derive_process.release(other)  # one idle child at most: this one ends now
+    deadline = time.monotonic() + 10
+    while second.pid is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert second.pid is None and other.pid is None
+    assert pid is not None and _gone(pid, within=10)
+
+
+def _gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False

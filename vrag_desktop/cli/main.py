@@ -53,7 +53,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    if raw[:1] and raw[0].startswith("--vrag-"):  # the frozen app, started as a helper child
+        from vrag_desktop.core.corpus.derive_process import CHILD_FLAG, child_entry
+
+        if raw[0] == CHILD_FLAG:
+            child_entry(raw[1:])
+            return 0
+    args = _parser().parse_args(raw)
     if args.command in (None, "gui"):
         from vrag_desktop.qt.app import main as gui_main
 

@@ -1,7 +1,8 @@
 """Building a corpus: derive every pending source and embed it, checkpointing as it goes.
 
-Derivation (render, decode, OCR) runs in a producer thread while the caller's thread embeds, so the
-embedder never waits for pages it could have had rendered meanwhile. Vectors are written to a
+Derivation (render, decode, OCR) runs in a child process (:mod:`.derive_process`), fed by a producer
+thread, while the caller's thread embeds, so the embedder never waits for pages it could have had
+rendered meanwhile and the app's GUI thread never waits for a render holding the GIL. Vectors are written to a
 durable segment before the manifest records them, so a build can be killed at any moment and
 resumed with no item lost or duplicated (see :meth:`Corpus._reconcile`).
 """
@@ -20,8 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from vrag_desktop.core.corpus import kinds
-from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError, derive, expected_count
+from vrag_desktop.core.corpus import derive_process, kinds
+from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError, expected_count
 from vrag_desktop.core.corpus.manifest import (
     I_EMBEDDED,
     I_FAILED,
@@ -261,16 +262,9 @@ class _Pipeline:
         return False
 
     def _produce(self) -> None:
-        ocr_fn = None
-        if self.use_ocr:
-            from vrag_desktop.core.corpus.ocr import OCRUnavailable, ocr_image
-
-            def ocr_fn(p: Path) -> str:
-                try:
-                    return ocr_image(p)
-                except OCRUnavailable:
-                    return ""
-
+        # Rendering and OCR run in a child process: PyMuPDF holds the GIL while it renders, which
+        # would stall the app's window, and a decoder crash must fail one file, not the app.
+        worker = derive_process.acquire()
         try:
             for src in self.sources:
                 if self.stop_event.is_set():
@@ -280,8 +274,14 @@ class _Pipeline:
                 err: str | None = None
                 try:
                     out_dir = self.corpus.derived_dir / str(src.id)
-                    for d in derive(
-                        Path(src.path), src.kind or "", out_dir, self.opts, self._skip[src.id], ocr_fn
+                    for d in worker.derive(
+                        Path(src.path),
+                        src.kind or "",
+                        out_dir,
+                        self.opts,
+                        self._skip[src.id],
+                        self.use_ocr,
+                        self.stop_event,
                     ):
                         if not self._put(("item", src.id, d)):
                             return
@@ -296,6 +296,10 @@ class _Pipeline:
         except BaseException as exc:  # pragma: no cover - surfaced on the consumer side
             self._error = exc
         finally:
+            if self.stop_event.is_set():
+                worker.close(kill=True)
+            else:
+                derive_process.release(worker)
             self._put(self._END)
 
     def run(self, cancel: CancelToken, report: BuildReport) -> Generator[tuple[str, object], None, None]:

@@ -7,28 +7,36 @@ docs/benchmarks.md §5). In a child process it costs the window nothing. It also
 hostile or broken file can do to a decoder: a crash in MuPDF or OpenCV ends the child, the source is
 recorded as failed with a plain message, and the next source gets a new child.
 
-The child is started with the ``spawn`` method (never ``fork``: the app has threads, Qt and torch),
-runs at a lower priority than the app, and streams each :class:`~.derive.Derived` back as soon as it
-is ready, exactly as :func:`~.derive.derive` yields them in-process.
+The child is a fresh interpreter started with :mod:`subprocess` (``python -m`` this module, or the
+frozen app with :data:`CHILD_FLAG`), talking over a socket pair with :mod:`multiprocessing`'s
+connection protocol. Not ``multiprocessing``'s ``spawn``: that re-imports the caller's main module,
+so a user's script without an ``if __name__ == "__main__"`` guard would index itself recursively.
+Never ``fork``: the app has threads, Qt and torch. The child runs at a lower priority than the app and
+streams each :class:`~.derive.Derived` back as soon as it is ready, exactly as
+:func:`~.derive.derive` yields them in-process; it ends when the parent does (its socket closes).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
-import multiprocessing as mp
 import os
+import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError
 
-#: Seconds a child may take to start (importing PyMuPDF, Pillow; OpenCV and OCR load later).
-START_TIMEOUT = 120.0
 #: How long the parent waits between checks that the child is still alive.
 _POLL = 0.2
+#: The frozen app's entry point runs :func:`child_entry` when its first argument is this.
+CHILD_FLAG = "--vrag-derive-child"
 
 
 class DeriveCrashed(SourceError):
@@ -103,15 +111,23 @@ class DeriveProcess:
     def pid(self) -> int | None:
         """The child's process id while it runs."""
         proc = self._proc
-        return proc.pid if proc is not None and proc.is_alive() else None
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
-        parent, child = ctx.Pipe(duplex=True)
-        proc = ctx.Process(target=_child_main, args=(child, self.nice), name="vrag-derive", daemon=True)
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+        parent, child = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [*_child_command(), str(child.fileno()), str(self.nice)],
+                pass_fds=(child.fileno(),),
+                stdin=subprocess.DEVNULL,
+                env=_child_env(),
+            )
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()
+        self._proc, self._conn = proc, Connection(parent.detach())
 
     def derive(
         self,
@@ -127,7 +143,7 @@ class DeriveProcess:
         :class:`SourceError` (or :class:`DeriveCrashed`) for a file that cannot be used. Returns
         early, stopping the child, when ``stop`` is set."""
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
+            if self._proc is None or self._proc.poll() is not None:
                 self._start()
             proc, conn = self._proc, self._conn
         conn.send(_Job(str(path), kind, str(out_dir), opts, frozenset(skip), ocr))
@@ -136,15 +152,15 @@ class DeriveProcess:
                 if stop.is_set():
                     self.close(kill=True)
                     return
-                if not proc.is_alive():
+                if proc.poll() is not None:
                     self._forget()
-                    raise DeriveCrashed(_crash_message(proc.exitcode))
+                    raise DeriveCrashed(_crash_message(proc.returncode))
             try:
                 kind_, payload = conn.recv()
             except (EOFError, OSError) as exc:
-                proc.join(timeout=5)
+                _wait(proc)
                 self._forget()
-                raise DeriveCrashed(_crash_message(proc.exitcode)) from exc
+                raise DeriveCrashed(_crash_message(proc.returncode)) from exc
             if kind_ == "item":
                 yield payload
                 if stop.is_set():
@@ -172,12 +188,36 @@ class DeriveProcess:
         if not kill:
             with contextlib.suppress(OSError, BrokenPipeError):
                 conn.send(None)
-            proc.join(timeout=5)
-        if proc.is_alive():
+            _wait(proc)
+        if proc.poll() is None:
             proc.kill()
-            proc.join(timeout=5)
+            _wait(proc)
         with contextlib.suppress(OSError):
             conn.close()
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float = 5.0) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout)
+
+
+def _child_command() -> list[str]:
+    if getattr(sys, "frozen", False):  # a PyInstaller bundle: its executable dispatches CHILD_FLAG
+        return [sys.executable, CHILD_FLAG]
+    return [sys.executable, "-m", __name__]
+
+
+def _child_env() -> dict[str, str]:
+    """The parent's environment, with this package importable however the parent found it."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[3])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def child_entry(argv: list[str]) -> None:
+    """The child's entry: ``argv`` is ``[socket fd, nice]``."""
+    _child_main(Connection(int(argv[0])), int(argv[1]))
 
 
 def _crash_message(exitcode: int | None) -> str:
@@ -194,4 +234,62 @@ def _crash_message(exitcode: int | None) -> str:
     return f"the decoder {how} while reading this file (a damaged or unsupported file); other files are not affected"
 
 
-__all__ = ["DeriveCrashed", "DeriveProcess"]
+# ---------------------------------------------------------------- a pool of idle children
+#: An idle child is ended after this many seconds (it holds the OCR engine: a few hundred MB).
+IDLE_SECONDS = 120.0
+_idle: list[tuple[DeriveProcess, threading.Timer]] = []
+_idle_lock = threading.Lock()
+
+
+def acquire() -> DeriveProcess:
+    """A child for one build: an idle one (started, OCR loaded) or a new one. Give it back with
+    :func:`release`; several builds at once get one child each."""
+    with _idle_lock:
+        if _idle:
+            worker, timer = _idle.pop()
+            timer.cancel()
+            return worker
+    return DeriveProcess()
+
+
+def release(worker: DeriveProcess) -> None:
+    """Keep ``worker`` for the next build (one idle child at most), ended after IDLE_SECONDS."""
+    if worker.pid is None:
+        return
+    with _idle_lock:
+        if not _idle:
+            timer = threading.Timer(IDLE_SECONDS, _expire, args=(worker,))
+            timer.daemon = True
+            _idle.append((worker, timer))
+            timer.start()
+            return
+    worker.close()
+
+
+def _expire(worker: DeriveProcess) -> None:
+    with _idle_lock:
+        for i, (w, _) in enumerate(_idle):
+            if w is worker:
+                del _idle[i]
+                break
+        else:
+            return
+    worker.close()
+
+
+def shutdown() -> None:
+    """End the idle children (at exit; tests)."""
+    with _idle_lock:
+        idle = list(_idle)
+        _idle.clear()
+    for w, timer in idle:
+        timer.cancel()
+        w.close()
+
+
+atexit.register(shutdown)
+
+__all__ = ["CHILD_FLAG", "DeriveCrashed", "DeriveProcess", "acquire", "child_entry", "release", "shutdown"]
+
+if __name__ == "__main__":
+    child_entry(sys.argv[1:])
