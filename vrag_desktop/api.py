@@ -228,7 +228,10 @@ class _Base:
 
 
 class VRAG(_Base):
-    """The VRAG agent (search + crop/zoom), compatible with the released Qwen2.5-VL-7B-VRAG model."""
+    """The VRAG agent (search + crop/zoom), compatible with the released Qwen2.5-VL-7B-VRAG model
+    (``autumncc/Qwen2.5-VL-7B-VRAG``). ``model_name`` is the *served* name, which the original's demo
+    fixed to ``Qwen/Qwen2.5-VL-7B-Instruct`` whatever checkpoint vLLM loaded; it is kept as the default
+    so the original's serve commands keep working."""
 
     agent_name = "vrag"
 

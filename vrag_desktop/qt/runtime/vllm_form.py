@@ -62,7 +62,10 @@ class VLLMForm(QGroupBox):
         self._build()
 
     def _build(self) -> None:
-        self.model_edit = line_edit(self, "model folder or Hugging Face id, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
+        self.model_edit = line_edit(
+            self,
+            "model folder or Hugging Face id, e.g. autumncc/Qwen2.5-VL-7B-VRAG (the released VRAG model)",
+        )
         self.model_error = error_label(self)
         self.served_edit = line_edit(self, "same as the model")
         self.python_edit = QLineEdit(self)
