@@ -78,7 +78,11 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
     from vrag_desktop.core.agents.searchers import SearchHit
     from vrag_desktop.core.agents.vimrag import VimRAGAgent
     from vrag_desktop.core.agents.vimrag import _Run as VimRun
-    from vrag_desktop.core.agents.vimrag_media import _Pending as Pending
+
+    try:
+        from vrag_desktop.core.agents.vimrag_media import _Pending as Pending
+    except ImportError:  # a tree from before the memory split keeps it beside the run
+        from vrag_desktop.core.agents.vimrag import _Pending as Pending  # type: ignore[attr-defined,no-redef]
     from vrag_desktop.core.agents.vrag import VRAGAgent
     from vrag_desktop.core.agents.vrag import _Run as VragRun
 
