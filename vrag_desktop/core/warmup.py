@@ -39,8 +39,20 @@ NATIVE = (
     ("onnxruntime", "capi/onnxruntime_pybind11_state*.so"),
     ("cv2", "cv2*.so"),
 )
-#: Python modules imported after the native ones: what loading the embedder and the OCR engine import.
-MODULES = ("torch", "transformers", "onnxruntime", "cv2")
+#: Python modules imported after the native ones: what loading the embedder and the OCR engine import,
+#: then what a person's first question imports (the run's assembly on the GUI thread, the model's
+#: HTTP client on the run's thread).
+MODULES = (
+    "torch",
+    "transformers",
+    "onnxruntime",
+    "cv2",
+    "vrag_desktop.api",
+    "vrag_desktop.core.run.assemble",
+    "vrag_desktop.core.agents.vrag",
+    "vrag_desktop.core.agents.vimrag",
+    "openai",
+)
 
 _started: threading.Thread | None = None
 _lock = threading.Lock()
