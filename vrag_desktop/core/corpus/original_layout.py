@@ -141,28 +141,30 @@ def _export(
     _write(out, stem, model, dim, _normalised(vectors), records)
 
 
+#: Item kinds whose record points at a file: (the row's attribute holding it, export subfolder,
+#: record type, why the item is left out when the file is gone).
+_IMAGE_FILE = ("image_path", "images", "image", "its page/image render is missing (re-index the corpus)")
+_FILE_RECORDS: dict[str, tuple[str, str, str, str]] = {
+    kinds.ITEM_PAGE: _IMAGE_FILE,
+    kinds.ITEM_IMAGE: _IMAGE_FILE,
+    kinds.ITEM_CLIP: ("media_path", "videos", "video", "its video file is missing"),
+}
+
+
 def _record(
     corpus: Corpus, row: ItemRow, out: Path, used: set[str], report: ExportReport
 ) -> dict[str, str] | None:
     """The original's record for one item, copying the file the app derived; None if it is gone."""
-    if row.kind in (kinds.ITEM_PAGE, kinds.ITEM_IMAGE):
-        if not row.image_path or not os.path.isfile(row.image_path):
-            report.skipped.append((row.name, "its page/image render is missing (re-index the corpus)"))
+    spec = _FILE_RECORDS.get(row.kind)
+    if spec is not None:
+        attr, folder, rtype, missing = spec
+        file: str | None = getattr(row, attr)
+        if not file or not os.path.isfile(file):
+            report.skipped.append((row.name, missing))
             return None
-        path = _place(
-            corpus, row.image_path, out / "images", f"{row.name}{Path(row.image_path).suffix}", used
-        )
-        report.files_copied += path != row.image_path
-        return {"type": "image", "file_path": path}
-    if row.kind == kinds.ITEM_CLIP:
-        if not row.media_path or not os.path.isfile(row.media_path):
-            report.skipped.append((row.name, "its video file is missing"))
-            return None
-        path = _place(
-            corpus, row.media_path, out / "videos", f"{row.name}{Path(row.media_path).suffix}", used
-        )
-        report.files_copied += path != row.media_path
-        return {"type": "video", "file_path": path}
+        path = _place(corpus, file, out / folder, f"{row.name}{Path(file).suffix}", used)
+        report.files_copied += path != file
+        return {"type": rtype, "file_path": path}
     src = corpus.manifest.source(row.source_id)
     path = row.media_path or (src.path if src else row.name)
     return {"type": "text", "file_path": os.path.abspath(path), "content": row.text or ""}
