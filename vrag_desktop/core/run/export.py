@@ -23,7 +23,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from vrag_desktop.core.agents.events import AgentError, Answer, ContentDelta, Crop, ImageShown, ThinkDelta
 from vrag_desktop.core.datasets import AmbiguousQuestion, Dataset, DatasetItem, load_dataset
@@ -32,6 +32,7 @@ from vrag_desktop.core.run.store import ANSWERED, RunError, RunStore, RunSummary
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from typing_extensions import Unpack
 
 FORMATS = ("rl", "rl-jsonl", "sft")
 #: What the original's reward manager accepts (it raises on anything else).
@@ -355,31 +356,28 @@ def export_sft(
 
 
 # ---------------------------------------------------------------- one door for the CLI and the app
+class ExportOptions(TypedDict, total=False):
+    """The keywords :func:`export_runs` passes through, so their defaults live in one place
+    (:func:`export_rl`'s signature); ``sft`` reads only ``skip_unlabelled``."""
+
+    data_source: str
+    split: str
+    skip_unlabelled: bool
+
+
 def export_runs(
     store: RunStore,
     fmt: str,
     run_ids: Iterable[str],
     dataset: Dataset | str | Path,
     out: Path,
-    *,
-    data_source: str = "rag",
-    split: str = "train",
-    skip_unlabelled: bool = False,
+    **options: Unpack[ExportOptions],
 ) -> ExportReport:
     """Export in ``fmt`` (one of :data:`FORMATS`)."""
     if fmt == "sft":
-        return export_sft(store, run_ids, dataset, out, skip_unlabelled=skip_unlabelled)
+        return export_sft(store, run_ids, dataset, out, skip_unlabelled=options.get("skip_unlabelled", False))
     if fmt in ("rl", "rl-jsonl"):
-        return export_rl(
-            store,
-            run_ids,
-            dataset,
-            out,
-            data_source=data_source,
-            split=split,
-            jsonl=fmt == "rl-jsonl",
-            skip_unlabelled=skip_unlabelled,
-        )
+        return export_rl(store, run_ids, dataset, out, jsonl=fmt == "rl-jsonl", **options)
     raise ExportError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
 
 
@@ -388,6 +386,7 @@ __all__ = [
     "DATA_SOURCES",
     "FORMATS",
     "ExportError",
+    "ExportOptions",
     "ExportRefused",
     "ExportReport",
     "export_rl",
