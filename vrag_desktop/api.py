@@ -28,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequen
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.core.agents.original import OriginalSample, vrag_tuples
 from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource, assemble
@@ -281,9 +282,9 @@ class VimRAG(_Base):
         model_name: str = "qwen3.5-plus",
         api_key: str | None = None,
         *,
-        max_pixels_image: int = 1_003_520,
-        max_pixels_video: int = 401_408,
-        memory_buffer_pixels: int = 2_007_040,
+        max_pixels_image: int = P.MAX_PIXELS_IMAGE,
+        max_pixels_video: int = P.MAX_PIXELS_VIDEO,
+        memory_buffer_pixels: int = P.MEMORY_BUFFER_PIXELS,
         search_top_k: int = 3,
         max_mem_steps: int = 20,
         enable_thinking: bool = True,

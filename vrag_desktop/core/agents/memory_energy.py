@@ -31,6 +31,7 @@ from PIL import Image
 from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.imaging import LRU, encode_capped
+from vrag_desktop.core.agents.vimrag_prompts import MEMORY_BUFFER_PIXELS
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +133,7 @@ def energies(
 def select(
     nodes: Sequence[MemoryNode],
     top_k: int = 5,
-    total_pixels: int = 2_007_040,
+    total_pixels: int = MEMORY_BUFFER_PIXELS,
     lambda_decay: float = LAMBDA_DECAY,
     gamma_gain: float = GAMMA_GAIN,
 ) -> list[MemoryGroup]:
@@ -168,7 +169,7 @@ def outcomes(
     node_id: str,
     candidates: Sequence[MemoryEntry],
     top_k: int = 5,
-    total_pixels: int = 2_007_040,
+    total_pixels: int = MEMORY_BUFFER_PIXELS,
     lambda_decay: float = LAMBDA_DECAY,
     gamma_gain: float = GAMMA_GAIN,
     *,

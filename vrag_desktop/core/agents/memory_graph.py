@@ -35,6 +35,7 @@ from vrag_desktop.core.agents.memory_energy import (
     MemoryNode,
     ScoredItem,
 )
+from vrag_desktop.core.agents.vimrag_prompts import MEMORY_BUFFER_PIXELS
 
 ROOT_ID = "root"
 ANSWER_ID = "answer"
@@ -301,12 +302,12 @@ class MemoryGraph:
         """Every memory item with its intrinsic energy E and final energy Ω, in graph order."""
         return memory_energy.energies(self._order, self.lambda_decay, self.gamma_gain)
 
-    def select_memory(self, top_k: int = 5, total_pixels: int = 2_007_040) -> list[MemoryGroup]:
+    def select_memory(self, top_k: int = 5, total_pixels: int = MEMORY_BUFFER_PIXELS) -> list[MemoryGroup]:
         """The top-``top_k`` items by Ω with their pixel budgets, grouped by node in graph order."""
         return memory_energy.select(self._order, top_k, total_pixels, self.lambda_decay, self.gamma_gain)
 
     def scored_with_budgets(
-        self, top_k: int = 5, total_pixels: int = 2_007_040
+        self, top_k: int = 5, total_pixels: int = MEMORY_BUFFER_PIXELS
     ) -> dict[tuple[str, int], ScoredItem]:
         """Every item keyed by (node id, position): Ω for all, the budget for the selected ones."""
         out = {(s.node_id, s.position): s for s in self.energies()}

@@ -27,6 +27,13 @@ SUMMARIZE_AND_MEMORIZE = "summarize_and_memorize"
 ADD_ANSWER_NODE = "add_answer_node"
 TOOL_NAMES = (ADD_SEARCH_NODE, SUMMARIZE_AND_MEMORIZE, ADD_ANSWER_NODE)
 
+#: The reference's pixel budgets (§4.4): one picture, one video's frames together, and S_total, the
+#: memory buffer the energy-selected items share. Kept here, a light module, so that the agent, the
+#: energy, the run options and the Python API default to one value.
+MAX_PIXELS_IMAGE = 1_003_520
+MAX_PIXELS_VIDEO = 401_408
+MEMORY_BUFFER_PIXELS = 2_007_040
+
 # ---------------------------------------------------------------- tool schemas (field names exact)
 
 ADD_SEARCH_NODE_SCHEMA: dict[str, Any] = {
@@ -495,6 +502,9 @@ __all__ = [
     "ADD_SEARCH_NODE_SCHEMA",
     "ANSWER_NOW_PROMPT",
     "FALLBACK_ANSWER",
+    "MAX_PIXELS_IMAGE",
+    "MAX_PIXELS_VIDEO",
+    "MEMORY_BUFFER_PIXELS",
     "MEMORY_HEADER",
     "SUMMARIZE_AND_MEMORIZE",
     "SUMMARIZE_AND_MEMORIZE_SCHEMA",

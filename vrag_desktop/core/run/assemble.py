@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from vrag_desktop.core.agents import vimrag_prompts as P
+
 if TYPE_CHECKING:
     from vrag_desktop.core.agents.searchers import Searcher
     from vrag_desktop.core.embedders.base import Embedder
@@ -131,9 +133,9 @@ class AgentOptions:
     max_steps: int = 10
     top_k: int = 3
     enable_thinking: bool = True  # VimRAG
-    max_pixels_image: int = 1_003_520  # VimRAG
-    max_pixels_video: int = 401_408  # VimRAG
-    memory_buffer_pixels: int = 2_007_040  # VimRAG
+    max_pixels_image: int = P.MAX_PIXELS_IMAGE  # VimRAG
+    max_pixels_video: int = P.MAX_PIXELS_VIDEO  # VimRAG
+    memory_buffer_pixels: int = P.MEMORY_BUFFER_PIXELS  # VimRAG
 
     def record(self, kind: str) -> dict[str, Any]:
         """What a saved run records of them."""
