@@ -1,5 +1,6 @@
 """Retrieval quality: dense (MiniLM) vs. hybrid (dense + BM25, reciprocal-rank fusion) on the labelled
-questions of a corpus folder (default: the bundled sample corpus). Decides which mode is the default.
+questions of a corpus folder (default: the bundled sample corpus; any dataset form that
+``load_dataset`` reads). Decides which mode is the default.
 
     .venv/bin/python bench/retrieval.py [--corpus-dir DIR] [--questions FILE] [--data-dir DIR]
 """
@@ -17,9 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from vrag_desktop.core.corpus.library import Library  # noqa: E402
+from vrag_desktop.core.datasets import load_dataset  # noqa: E402
 from vrag_desktop.core.embedders.minilm import MiniLMEmbedder  # noqa: E402
+from vrag_desktop.core.eval.matching import corpus_files, match_dataset  # noqa: E402
+from vrag_desktop.core.eval.retrieval import score_dataset  # noqa: E402
 from vrag_desktop.core.search import SearchEngine  # noqa: E402
-from vrag_desktop.core.search.evaluate import evaluate, load_questions  # noqa: E402
 
 
 def main() -> None:
@@ -29,7 +32,7 @@ def main() -> None:
     ap.add_argument("--data-dir", type=Path, default=None, help="reuse an index built here (else a temp dir)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "retrieval.json")
     args = ap.parse_args()
-    questions = load_questions(args.questions or args.corpus_dir / "questions.json")
+    questions = load_dataset(args.questions or args.corpus_dir / "questions.json")
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="vrag-retrieval-"))
     lib = Library(data)
     embedder = MiniLMEmbedder()
@@ -42,9 +45,11 @@ def main() -> None:
     rows = {}
     for mode, hybrid in (("dense", False), ("hybrid", True)):
         engine = SearchEngine(lib, ["eval"], embedder, hybrid=hybrid)
+        match = match_dataset(questions, corpus_files(engine.corpora))
         t0 = time.perf_counter()
-        report = evaluate(engine, questions, args.corpus_dir, k=5)
-        rows[mode] = {**report.to_dict(), "ms_per_query": 1000 * (time.perf_counter() - t0) / len(questions)}
+        summary, _ = score_dataset(match, engine.search_batch, ks=(1, 3, 5))
+        ms = 1000 * (time.perf_counter() - t0) / max(summary["items"], 1)
+        rows[mode] = {**summary["overall"], "ms_per_query": ms, "not_scored": summary["not_scored"]}
         engine.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(rows, indent=2))

@@ -432,7 +432,8 @@ BAD_DATASETS = [
             {"query": "q", "reference_answer": "x"},
             {"uid": "b", "query": "q2", "reference_answer": "y", "meta_info": {"reference_page": [0]}},
         ),
-        'example 2 (uid b): "meta_info.reference_page" must be a list of page numbers counted from 1, got [0]',
+        'example 2 (uid b): "meta_info.reference_page" must be a list of page numbers counted from 1 '
+        "(is the dataset 0-based?), got [0]",
     ),
     ("pagestr.json", _examples({**_OK, "meta_info": {"reference_page": "3"}}), "reference_page"),
     (

@@ -17,18 +17,11 @@ __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "CLIError", "main"]
 
 
 def _parser() -> argparse.ArgumentParser:
-    from vrag_desktop.cli import (
-        ask as cli_ask,
-    )
-    from vrag_desktop.cli import (
-        index as cli_index,
-    )
-    from vrag_desktop.cli import (
-        runtime as cli_runtime,
-    )
-    from vrag_desktop.cli import (
-        search as cli_search,
-    )
+    from vrag_desktop.cli import ask as cli_ask
+    from vrag_desktop.cli import eval as cli_eval
+    from vrag_desktop.cli import index as cli_index
+    from vrag_desktop.cli import runtime as cli_runtime
+    from vrag_desktop.cli import search as cli_search
 
     p = argparse.ArgumentParser(
         prog="vrag-desktop",
@@ -48,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_index.add_corpus_parser(sub)
     cli_ask.add_parsers(sub)
     cli_runtime.add_parsers(sub)
+    cli_eval.add_parsers(sub)
     sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     return p
 
@@ -67,18 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return gui_main(data_dir=args.data_dir)
     _quiet_libraries()
     try:
-        from vrag_desktop.cli import (
-            ask as cli_ask,
-        )
-        from vrag_desktop.cli import (
-            index as cli_index,
-        )
-        from vrag_desktop.cli import (
-            runtime as cli_runtime,
-        )
-        from vrag_desktop.cli import (
-            search as cli_search,
-        )
+        from vrag_desktop.cli import ask as cli_ask
+        from vrag_desktop.cli import eval as cli_eval
+        from vrag_desktop.cli import index as cli_index
+        from vrag_desktop.cli import runtime as cli_runtime
+        from vrag_desktop.cli import search as cli_search
 
         handler = {
             "index": cli_index.cmd_index,
@@ -88,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "ask": cli_ask.cmd_ask,
             "runs": cli_ask.cmd_runs,
             "runtime": cli_runtime.cmd_runtime,
+            "eval": cli_eval.cmd_eval,
         }[args.command]
         return int(handler(args))
     except KeyboardInterrupt:

@@ -142,8 +142,13 @@ def match_run(
 
 # ---------------------------------------------------------------- reading
 def load_dataset(path: str | Path) -> Dataset:
-    """A unified JSON file (``{"examples": [...]}``) or JSON lines (one example per line)."""
+    """A unified JSON file (``{"examples": [...]}``), JSON lines (one example per line), verl
+    parquet rows, or the sample corpus's question list (see :mod:`.forms`)."""
     p = Path(path)
+    if p.suffix.lower() == ".parquet":
+        from vrag_desktop.core.datasets.forms import from_parquet
+
+        return Dataset(_check_uids(p, from_parquet(p)), p)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -165,6 +170,10 @@ def load_dataset(path: str | Path) -> Dataset:
             raise DatasetError(f'{p}: "examples" must be a list of example objects')
         items = [_item(e, i, f"{p}: example {i + 1}") for i, e in enumerate(examples)]
         return Dataset(_check_uids(p, items), p)
+    from vrag_desktop.core.datasets.forms import from_question_list, is_question_list
+
+    if is_question_list(whole):
+        return Dataset(_check_uids(p, from_question_list(p, whole)), p)
     if isinstance(whole, dict) and len(text.strip().splitlines()) == 1:
         return Dataset(_check_uids(p, _from_lines(p, text)), p)  # JSON lines with one example
     kind = "a list" if isinstance(whole, list) else 'an object without "examples"'
@@ -248,7 +257,8 @@ def _pages(value: Any, where: str) -> tuple[int, ...]:
     )
     if not ok:
         raise DatasetError(
-            f'{where}: "meta_info.reference_page" must be a list of page numbers counted from 1, got {value!r}'
+            f'{where}: "meta_info.reference_page" must be a list of page numbers counted from 1 '
+            f"(is the dataset 0-based?), got {value!r}"
         )
     return tuple(value)
 
