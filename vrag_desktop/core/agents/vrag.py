@@ -175,11 +175,8 @@ class _Run(ModelTurns):
             first.append({"type": "text", "text": vp.ANSWER_NOW})
         self.messages.append({"role": "user", "content": first})
         yield self.graph()
-        steps_left, free_invalid = a.max_steps, a.max_invalid
         while True:
-            self.step += 1
-            self.model_seconds = self.tool_seconds = 0.0
-            final = steps_left <= 0
+            final = self.next_step()
             async with aclosing(self.turn(list(self.messages))) as model_events:
                 async for ev in model_events:
                     yield ev
@@ -231,11 +228,8 @@ class _Run(ModelTurns):
                 self.tool_seconds += time.monotonic() - t
                 if turn.problems and valid:
                     self.say("Note: " + "; ".join(turn.problems) + ".")
-            if valid or free_invalid <= 0:
-                steps_left -= 1
-            else:
-                free_invalid -= 1
-            if steps_left <= 0:
+            self.spend_step(valid)
+            if self.steps_left <= 0:
                 self.say(vp.ANSWER_NOW)
             self.messages.append({"role": "user", "content": self.observation})
             yield self.graph()
