@@ -42,9 +42,10 @@ class DataLayout:
     config: Path = field(init=False)  # settings the app and the CLI share: endpoints, local vLLM
     logs: Path = field(init=False)  # the app's log files
     runtime: Path = field(init=False)  # model-server state: state file, server logs, vLLM environment
+    datasets: Path = field(init=False)  # the app's labelled datasets, one unified JSON file each
 
     def __post_init__(self) -> None:
-        for name in ("corpora", "runs", "config", "logs", "runtime"):
+        for name in ("corpora", "runs", "config", "logs", "runtime", "datasets"):
             object.__setattr__(self, name, self.root / name)
 
     @classmethod
