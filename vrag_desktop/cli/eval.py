@@ -41,10 +41,41 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     r.add_argument("-q", "--quiet", action="store_true")
 
+    a = es.add_parser(
+        "answers",
+        help="ask each question to an agent; judge its answer, score format, NDCG and the reward",
+        description="Every run is kept in History (its run id is in the results). A judge profile "
+        "that refuses its key or does not serve the model stops the evaluation at once (every item "
+        "would fail); other judge failures and agent errors are recorded per item and it goes on.",
+    )
+    a.add_argument("--dataset", required=True, metavar="FILE", help="labelled questions (as for retrieval)")
+    a.add_argument("--corpus", action="append", help="corpus to search (repeatable; default: all)")
+    a.add_argument("--agent", choices=["vrag", "vimrag"], required=True)
+    a.add_argument("--profile", required=True, metavar="NAME", help="endpoint profile of the agent's model")
+    a.add_argument("--model", help="served model name (overrides the profile's)")
+    a.add_argument(
+        "--judge",
+        choices=["model", "exact", "anls"],
+        default="model",
+        help="model: a judge model (default); exact / anls: no judge, exact match or ANLS",
+    )
+    a.add_argument(
+        "--judge-profile", metavar="NAME", help="endpoint profile of the judge (default: --profile)"
+    )
+    a.add_argument("--judge-model", metavar="M", help="the judge's served model name")
+    a.add_argument("--max-steps", type=int, default=None)
+    a.add_argument("--device", default=None)
+    a.add_argument("--out", metavar="DIR", help="evaluation folder (default: under <data>/evaluations)")
+    a.add_argument("--restart", action="store_true", help="delete the folder's earlier results first")
+    a.add_argument("--json", action="store_true", help="print the summary as JSON")
+    a.add_argument("-q", "--quiet", action="store_true")
+
 
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.eval_command == "retrieval":
         return _retrieval(args)
+    if args.eval_command == "answers":
+        return _answers(args)
     raise CLIError(f"unknown evaluation {args.eval_command!r}")  # pragma: no cover - argparse refuses
 
 
@@ -122,6 +153,130 @@ def _retrieval(args: argparse.Namespace) -> int:
         err("Interrupted: every finished item is saved. Run the same command again to resume.")
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _answers(args: argparse.Namespace) -> int:
+    from vrag_desktop.api import VRAG, VimRAG
+    from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
+    from vrag_desktop.core.eval.answers_eval import (
+        JudgeRefused,
+        JudgeScorer,
+        Scorer,
+        evaluate_answers,
+        metric_scorer,
+    )
+    from vrag_desktop.core.eval.judge import Judge
+    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
+    from vrag_desktop.core.eval.store import EvalError, EvalStore
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.progress import CancelToken
+    from vrag_desktop.core.run.assemble import Endpoint, SearchSource
+    from vrag_desktop.core.search.engine import SearchEngine
+
+    if args.max_steps is not None and args.max_steps < 1:
+        raise CLIError("--max-steps must be at least 1")
+    dataset = _dataset(args.dataset)
+    layout = DataLayout.resolve(args.data_dir)
+    profiles = ProfileStore(layout.config)
+    try:
+        endpoint = Endpoint.from_profile(profiles, args.profile, args.model)
+        judge_endpoint = (
+            Endpoint.from_profile(profiles, args.judge_profile or args.profile, args.judge_model)
+            if args.judge == "model"
+            else None
+        )
+    except ProfileError as exc:
+        raise CLIError(f"{exc} (see 'vrag-desktop endpoints')") from exc
+    engine = SearchEngine(library(args), args.corpus, device=args.device)
+    scorer: Scorer | None = None
+    try:
+        match = match_dataset(dataset.items, corpus_files(engine.corpora))
+        names = sorted(c.name for c in engine.corpora)
+        for line in match.lines():
+            err(line, args.quiet)
+        if match.problems:
+            err("Items not in the corpora are asked and judged too, without NDCG.", args.quiet)
+        digest = hashlib.sha256(Path(args.dataset).read_bytes()).hexdigest()[:16]
+        fingerprint = {
+            "kind": "answers",
+            "dataset_sha256": digest,
+            "corpora": names,
+            "agent": args.agent,
+            "model": endpoint.model_name,
+            "judge": args.judge
+            if judge_endpoint is None
+            else f"model:{args.judge_profile or args.profile}:{judge_endpoint.model_name}",
+            "max_steps": args.max_steps,
+        }
+        folder = (
+            Path(args.out)
+            if args.out
+            else layout.root
+            / "evaluations"
+            / f"answers-{args.agent}-{_slug(Path(args.dataset).stem)}-{_slug('+'.join(names))}"
+        )
+        try:
+            store = EvalStore.open(
+                folder,
+                {"fingerprint": fingerprint, "dataset": str(Path(args.dataset).resolve())},
+                restart=args.restart,
+            )
+        except EvalError as exc:
+            raise CLIError(str(exc)) from exc
+        kw: dict[str, Any] = {"data_dir": layout.root, "corpora": names}
+        if args.max_steps is not None:
+            kw["max_steps"] = args.max_steps
+        cls: Any = VimRAG if args.agent == "vimrag" else VRAG
+        agent = cls(
+            base_url="",
+            search_url=None,
+            model_name=endpoint.model_name,
+            api_key=None,
+            endpoint=endpoint,
+            search=SearchSource(engine=engine),
+            **kw,
+        )
+        scorer = metric_scorer(args.judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
+        cancel = CancelToken()
+        previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+        try:
+            summary = _drive(
+                evaluate_answers(dataset.items, match, agent, scorer, store, cancel=cancel), args.quiet
+            )
+        except JudgeRefused as exc:
+            raise CLIError(f"{exc} Fix the judge's profile, then run the same command to resume.") from exc
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    finally:
+        if isinstance(scorer, JudgeScorer):
+            scorer.close()
+        engine.close()
+    _print_answers(summary, store.report_path, args.json)
+    if not summary["complete"]:
+        err("Interrupted: every finished item is saved. Run the same command again to resume.")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _print_answers(summary: dict[str, Any], report: Path, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(summary, indent=2))
+        return
+
+    def f(v: float | None) -> str:
+        return "–" if v is None else f"{v:.3f}"
+
+    print(
+        f"{summary['items']} item(s): accuracy {f(summary['accuracy'])}   format {f(summary['format'])}"
+        f"   NDCG {f(summary['ndcg'])}   reward {f(summary['reward'])}"
+    )
+    for qtype, t in summary["by_query_type"].items():
+        print(f"  {qtype:<20} {t['items']:>4} item(s)   accuracy {f(t['accuracy'])}")
+    if summary["judge_failures"] or summary["errors"]:
+        print(f"  {summary['judge_failures']} judge failure(s), {summary['errors']} run error(s)")
+    if summary["not_scored"]:
+        print(f"  {len(summary['not_scored'])} item(s) without evidence in the corpora: no NDCG")
+    print(f"Report: {report}")
 
 
 def _drive(gen: Any, quiet: bool) -> Any:

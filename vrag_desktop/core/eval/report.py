@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["bars_svg", "histogram_svg", "line_svg", "page", "retrieval_report", "table"]
+__all__ = ["answers_report", "bars_svg", "histogram_svg", "line_svg", "page", "retrieval_report", "table"]
 
 W, H, PAD = 420, 220, 36
 CSS = """
@@ -160,6 +160,79 @@ def retrieval_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
     settings = summary.get("settings") or {}
     return page(
         "Retrieval evaluation",
+        [
+            table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
+            "<h2>Overall</h2>",
+            overall,
+            plots,
+            _problems(summary),
+            "<h2>Per question</h2>",
+            per_item,
+        ],
+    )
+
+
+def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
+    """The answer evaluation's report: overall table, accuracy per query type, steps and latency
+    histograms, and every question with its run id (open it in History)."""
+    overall = table(
+        ["accuracy", "format", "NDCG (original)", "reward", "items", "judge failures", "errors"],
+        [
+            [
+                summary["accuracy"],
+                summary["format"],
+                summary["ndcg"],
+                summary["reward"],
+                summary["items"],
+                summary["judge_failures"],
+                summary["errors"],
+            ]
+        ],
+    )
+    types = summary["by_query_type"]
+    plots = (
+        '<div class="plots">'
+        + bars_svg("accuracy by query type", list(types), [t.get("accuracy") or 0.0 for t in types.values()])
+        + histogram_svg("agent steps per question", [float(r["steps"]) for r in rows])
+        + histogram_svg("seconds per question", [r["seconds"] for r in rows])
+        + "</div>"
+    )
+    per_item = table(
+        [
+            "uid",
+            "question",
+            "answer",
+            "reference",
+            "judge",
+            "format",
+            "NDCG",
+            "reward",
+            "steps",
+            "s",
+            "run",
+            "note",
+        ],
+        [
+            [
+                r["uid"],
+                r["query"][:90],
+                (r["answer"] or "–")[:80],
+                r["reference"][:80],
+                r["judge"],
+                r["format"],
+                r["ndcg"],
+                r["reward"],
+                r["steps"],
+                r["seconds"],
+                r["run_id"] or "–",
+                "; ".join(x for x in (r.get("error"), r.get("judge_error"), r.get("note")) if x) or "",
+            ]
+            for r in rows
+        ],
+    )
+    settings = summary.get("settings") or {}
+    return page(
+        "Answer evaluation",
         [
             table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
             "<h2>Overall</h2>",
