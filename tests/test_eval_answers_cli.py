@@ -195,3 +195,32 @@ def test_a_judge_that_refuses_its_key_stops_the_evaluation(sample_index: Path, t
     assert proc.returncode == 1 and "refused the API key" in proc.stderr and "stopped" in proc.stderr
     assert "Traceback" not in proc.stderr and "k-test" not in proc.stderr
     assert not (out / "results.jsonl").exists() or _rows(out) == []
+
+
+def test_ctrl_c_stops_at_the_running_item_which_a_rerun_redoes(sample_index: Path, tmp_path: Path) -> None:
+    out, ds = tmp_path / "ev", _dataset(tmp_path)
+    stalled: list[bool] = []
+
+    def slow_q2(uid: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        if uid == "q2" and not _is_judge(body) and not stalled:
+            stalled.append(True)
+            return {"hang": 3}
+        return None
+
+    with ScriptedOpenAI(default=model(slow_q2)) as srv:
+        env = _profile(sample_index, "eval-int", srv.base_url)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vrag_desktop", *_args(ds, out, "eval-int")],
+            env={**os.environ, "VRAG_DESKTOP_DATA_DIR": str(sample_index), **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not stalled and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "resume" in stderr and not json.loads(stdout)["complete"]
+    assert [r["uid"] for r in _rows(out)] == ["q1"]

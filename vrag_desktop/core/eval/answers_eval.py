@@ -108,8 +108,14 @@ class JudgeScorer:
                 self._loop.close()
 
 
-def run_item(agent: QuestionAgent, item: DatasetItem, golden: Sequence[str] | None) -> dict[str, Any]:
-    """Ask one item and fold its events into a row (not yet scored by the judge)."""
+def run_item(
+    agent: QuestionAgent,
+    item: DatasetItem,
+    golden: Sequence[str] | None,
+    cancel: CancelToken | None = None,
+) -> dict[str, Any] | None:
+    """Ask one item and fold its events into a row (not yet scored by the judge); None when
+    ``cancel`` was set during the run (the run is closed, History keeps it as cancelled)."""
     text: dict[int, list[str]] = {}
     shown: list[str] = []
     steps, model_s, tool_s, prompt_t, completion_t = 0, 0.0, 0.0, 0, 0
@@ -120,6 +126,8 @@ def run_item(agent: QuestionAgent, item: DatasetItem, golden: Sequence[str] | No
     events = agent.run(item.query)
     try:
         for ev in events:
+            if cancel is not None and cancel.cancelled:
+                return None
             steps = max(steps, ev.step)
             if isinstance(ev, ContentDelta):
                 text.setdefault(ev.step, []).append(ev.content)
@@ -234,7 +242,9 @@ def evaluate_answers(
     for item in todo:
         if cancel is not None and cancel.cancelled:
             break
-        row = run_item(agent, item, golden.get(item.uid))
+        row = run_item(agent, item, golden.get(item.uid), cancel)
+        if row is None:
+            break
         if item.uid in why:
             row["note"] = f"not in the corpora ({why[item.uid]}): answer judged, no NDCG"
         _score(row, item, scorer)
