@@ -74,6 +74,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ building
     def _build_panels(self) -> None:
         from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
+        from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
         from vrag_desktop.qt.evidence.evidence_view import EvidenceView
         from vrag_desktop.qt.graph.graph_scene import GraphScene
         from vrag_desktop.qt.graph.graph_view import GraphView
@@ -110,6 +111,8 @@ class MainWindow(QMainWindow):
         self.corpora = CorporaPanel(ctx)
         self.runtime = RuntimePanel(ctx)
         self.history = HistoryPanel(ctx)
+        self.datasets = DatasetsPanel(ctx)
+        self.datasets.corpora_names = self.ask.selected_corpora
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -125,16 +128,25 @@ class MainWindow(QMainWindow):
 
     def docks(self) -> tuple[QDockWidget, ...]:
         """The panels' docks, in the order the View menu lists them."""
-        return (self.corpora_dock, self.history_dock, self.runtime_dock, self.graph_dock, self.evidence_dock)
+        return (
+            self.corpora_dock,
+            self.history_dock,
+            self.datasets_dock,
+            self.runtime_dock,
+            self.graph_dock,
+            self.evidence_dock,
+        )
 
     def _build_docks(self) -> None:
         L, R = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
         self.corpora_dock = self._dock("Corpora", "corporaDock", self.corpora, L)
         self.history_dock = self._dock("History", "historyDock", self.history, L)
+        self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, L)
         self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, L)
         self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_split, R)
         self.evidence_dock = self._dock("Evidence", "evidenceDock", self.evidence, R)
         self.splitDockWidget(self.corpora_dock, self.history_dock, Qt.Orientation.Vertical)
+        self.tabifyDockWidget(self.history_dock, self.datasets_dock)
         self.tabifyDockWidget(self.history_dock, self.runtime_dock)
         self.history_dock.raise_()
         self.splitDockWidget(self.graph_dock, self.evidence_dock, Qt.Orientation.Vertical)
@@ -171,6 +183,8 @@ class MainWindow(QMainWindow):
         self.replay.finished.connect(lambda: self.statusBar().showMessage("Replay finished", 4000))
         self.history.openRequested.connect(self.open_run)
         self.history.replayRequested.connect(self.replay_run)
+        self.history.addToDatasetRequested.connect(self.add_run_to_dataset)
+        self.corpora.corporaChanged.connect(lambda: self.datasets.show_items())
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
         self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(f"Model: {text}"))
@@ -346,6 +360,23 @@ class MainWindow(QMainWindow):
 
         self._with_run(run_id, "replaying", start)
 
+    def add_run_to_dataset(self, run_id: str) -> None:
+        """Show the run, then the Add-to-dataset dialog with the evidence view in pick mode (not while
+        a live run owns the evidence view)."""
+        from vrag_desktop.qt.datasets.add_to_dataset import add_run_to_dataset
+
+        live = self.controller.running
+        if not live:
+            self.open_run(run_id)
+            self.evidence_dock.show()
+            self.evidence_dock.raise_()
+
+        def opened(dialog: Any) -> None:
+            self.add_dialog = dialog
+            dialog.saved.connect(lambda name, _item: self.datasets.refresh(name))
+
+        add_run_to_dataset(self.ctx, run_id, view=None if live else self.evidence, parent=self, opened=opened)
+
     def open_evidence(self, evidence: Evidence) -> None:
         self.evidence_dock.show()
         self.evidence_dock.raise_()
@@ -394,6 +425,7 @@ class MainWindow(QMainWindow):
         if "data_dir" in changed:
             self.corpora.reload()
             self.history.refresh()
+            self.datasets.refresh()
             self.ask.refresh_corpora()
             self.ask.refresh_profiles()
         if {"agent", "top_k", "max_steps", "thinking"} & set(changed):

@@ -52,6 +52,8 @@ class EvidenceView(QWidget):
 
     pageChanged = Signal(str)  # key (raw image path) of the page now shown
     pageLoaded = Signal(str)  # that page's pixels (or its placeholder) are on screen
+    # Pick mode (labelling): a click asks to toggle (page key, region number, or None for the page).
+    pickToggled = Signal(str, object)
     page_view: PageView  # built in _build, after the buttons that act on it
 
     def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
@@ -67,6 +69,8 @@ class EvidenceView(QWidget):
         self._pending: int | None = None  # region to centre on once the page is loaded
         self._follow = True  # live: show each new page/crop until the person picks a page
         self.cards: dict[int, CropCard] = {}
+        self.picking = False
+        self.picked: set[tuple[str, int | None]] = set()
         self._build()
 
     def _build(self) -> None:
@@ -87,6 +91,11 @@ class EvidenceView(QWidget):
         self.open_button = self._button(
             bar, "Open source", "Open the source document at this page", self.open_source
         )
+        self.pick_button = self._button(
+            bar, "Page is evidence", "Pick mode: mark this whole page as evidence", self._pick_page
+        )
+        self.pick_button.setCheckable(True)
+        self.pick_button.hide()
         root.addLayout(bar)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
@@ -96,6 +105,7 @@ class EvidenceView(QWidget):
         self.page_view.clear_page(EMPTY_MESSAGE)
         self.page_view.setMinimumWidth(160)
         self.page_view.regionClicked.connect(self._region_clicked)
+        self.page_view.regionClicked.connect(self._pick_region)
         self.crop_scroll = QScrollArea(self.splitter)
         self.crop_scroll.setWidgetResizable(True)
         self.crop_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -415,16 +425,41 @@ class EvidenceView(QWidget):
         parts.append(f"{n} crop{'s' if n != 1 else ''}" if n else "no crops")
         if page.cited:
             parts.append(f"<span style='color:{CITED_COLOUR.name()}'>★ cited in the answer</span>")
+        if self.picking:
+            parts.append(f"<b>{_html(pick_summary(self.picked, page.key))}</b>")
         self.title.setText(" · ".join(parts))
 
     def _update_buttons(self) -> None:
         page = self.current_page()
         self.open_button.setEnabled(page is not None)
+        self.pick_button.setChecked(page is not None and (page.key, None) in self.picked)
         self.open_button.setToolTip(
             f"Open {Path(page.source or page.key).name}" + (f" at page {page.page}" if page.page else "")
             if page
             else "Open the source document at this page"
         )
+
+    # ------------------------------------------------------------------ pick mode
+    def set_picking(self, on: bool, picked: Iterable[tuple[str, int | None]] = ()) -> None:
+        """Pick mode: clicking a region, or "Page is evidence", emits ``pickToggled``; the owner
+        (the Add-to-dataset dialog) decides and calls :meth:`set_picked` with what is picked."""
+        self.picking = on
+        self.pick_button.setVisible(on)
+        self.set_picked(picked if on else ())
+
+    def set_picked(self, picked: Iterable[tuple[str, int | None]]) -> None:
+        self.picked = set(picked)
+        self.pick_button.setChecked(self.current is not None and (self.current, None) in self.picked)
+        self._update_title()
+
+    def _pick_page(self) -> None:
+        if self.picking and self.current is not None:
+            self.pickToggled.emit(self.current, None)
+        self.pick_button.setChecked(self.current is not None and (self.current, None) in self.picked)
+
+    def _pick_region(self, number: int) -> None:
+        if self.picking and self.current is not None:
+            self.pickToggled.emit(self.current, number)
 
     # ------------------------------------------------------------------ system viewer
     def open_source(self) -> bool:
@@ -440,6 +475,15 @@ def _alive(obj: QWidget) -> bool:
     import shiboken6
 
     return bool(shiboken6.isValid(obj))
+
+
+def pick_summary(picked: set[tuple[str, int | None]], key: str) -> str:
+    """What is picked on page ``key``, for the title: "✓ page, regions 2, 5" or "nothing picked"."""
+    numbers = sorted(n for k, n in picked if k == key and n is not None)
+    parts = ["page"] if (key, None) in picked else []
+    if numbers:
+        parts.append(f"region{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}")
+    return "✓ evidence: " + ", ".join(parts) if parts else "nothing picked on this page"
 
 
 def _html(text: str) -> str:

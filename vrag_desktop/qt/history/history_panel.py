@@ -62,9 +62,10 @@ if TYPE_CHECKING:
 
 class HistoryPanel(QWidget):
     """Saved runs, newest first. Signals: ``openRequested(run_id)``, ``replayRequested(run_id)``,
-    ``refreshed(count)`` after each listing, ``runsDeleted(list[str])``."""
+    ``addToDatasetRequested(run_id)``, ``refreshed(count)`` after each listing, ``runsDeleted(list[str])``."""
 
     openRequested = Signal(str)
+    addToDatasetRequested = Signal(str)
     replayRequested = Signal(str)
     refreshed = Signal(int)
     runsDeleted = Signal(list)
@@ -111,6 +112,8 @@ class HistoryPanel(QWidget):
 
         self.open_action = QAction("Open", self)
         self.replay_action = QAction("Replay", self)
+        self.label_action = QAction("Add to dataset…", self)
+        self.label_action.setToolTip("Make this run a labelled dataset item (you check the answer)")
         self.export_actions = {
             fmt: QAction(f"Export as {spec[0]}", self) for fmt, spec in EXPORT_FORMATS.items()
         }
@@ -127,6 +130,7 @@ class HistoryPanel(QWidget):
         self.open_action.triggered.connect(self.open_selected)
         self.replay_button.clicked.connect(self.replay_selected)
         self.replay_action.triggered.connect(self.replay_selected)
+        self.label_action.triggered.connect(self.add_selected_to_dataset)
         for fmt, a in self.export_actions.items():
             a.triggered.connect(lambda _checked=False, f=fmt: self.export_selected(f))
         self.delete_button.clicked.connect(self.delete_selected)
@@ -284,7 +288,13 @@ class HistoryPanel(QWidget):
     def _update_actions(self) -> None:
         n = len(self.table.selectionModel().selectedRows()) if hasattr(self, "table") else 0
         one = n == 1
-        for w in (self.open_button, self.open_action, self.replay_button, self.replay_action):
+        for w in (
+            self.open_button,
+            self.open_action,
+            self.replay_button,
+            self.replay_action,
+            self.label_action,
+        ):
             w.setEnabled(one)
         many: list[QWidget | QAction] = [self.export_button, *self.export_actions.values()]
         for m in (*many, self.delete_button, self.delete_action):
@@ -300,6 +310,7 @@ class HistoryPanel(QWidget):
         menu.addAction(self.open_action)
         menu.addAction(self.replay_action)
         menu.addSeparator()
+        menu.addAction(self.label_action)
         for a in self.export_actions.values():
             menu.addAction(a)
         menu.addSeparator()
@@ -316,6 +327,11 @@ class HistoryPanel(QWidget):
         ids = self.selected_run_ids()
         if len(ids) == 1:
             self.replayRequested.emit(ids[0])
+
+    def add_selected_to_dataset(self) -> None:
+        ids = self.selected_run_ids()
+        if len(ids) == 1:
+            self.addToDatasetRequested.emit(ids[0])
 
     def export_selected(self, fmt: str) -> None:
         """Ask for the dataset holding the ground truth and where to write, then export the

@@ -1,0 +1,83 @@
+"""The items of one dataset as a table model (uid, question, answer, file, pages, type)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+
+from vrag_desktop.core.datasets import DatasetItem
+from vrag_desktop.core.datasets.store import evidence_regions
+
+COLUMNS = ("Uid", "Question", "Answer", "File", "Pages", "Type")
+UID, QUESTION, ANSWER, FILE, PAGES, TYPE = range(len(COLUMNS))
+UID_ROLE = Qt.ItemDataRole.UserRole
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class ItemTableModel(QAbstractTableModel):
+    """Read-only rows; editing goes through the item dialog (which checks every field)."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._items: list[DatasetItem] = []
+
+    def set_items(self, items: list[DatasetItem]) -> None:
+        self.beginResetModel()
+        self._items = list(items)
+        self.endResetModel()
+
+    def items(self) -> list[DatasetItem]:
+        return list(self._items)
+
+    def item(self, row: int) -> DatasetItem:
+        return self._items[row]
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._items)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = 0) -> Any:
+        if not index.isValid():
+            return None
+        item = self._items[index.row()]
+        col = index.column()
+        if role == UID_ROLE:
+            return item.uid
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._text(item, col)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col in (QUESTION, ANSWER):
+                return item.query if col == QUESTION else item.reference_answer
+            if col == PAGES and evidence_regions(item):
+                return f"{len(evidence_regions(item))} evidence region(s) picked"
+        return None
+
+    def _text(self, item: DatasetItem, col: int) -> str:
+        if col == UID:
+            return item.uid
+        if col == QUESTION:
+            return _one_line(item.query)
+        if col == ANSWER:
+            return _one_line(item.reference_answer)
+        if col == FILE:
+            return item.file_name or "–"
+        if col == PAGES:
+            pages = ", ".join(map(str, item.reference_page)) or "–"
+            n = len(evidence_regions(item))
+            return pages + (f" ({n} region{'s' if n != 1 else ''})" if n else "")
+        return item.query_type or "–"
+
+
+__all__ = ["COLUMNS", "UID_ROLE", "ItemTableModel"]
