@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFileDialog,
@@ -148,6 +148,7 @@ class DatasetsPanel(QWidget):
 
         self.match_label = QLabel("")
         self.match_label.setProperty("role", "muted")
+        self.match_label.setWordWrap(True)
         self.match_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.edit_button = self._push("Edit…", "Edit the selected item (double-click)", self.edit_selected)
         self.delete_button = self._push("Delete", "Delete the selected items", self.delete_items_selected)
@@ -224,6 +225,7 @@ class DatasetsPanel(QWidget):
                 f"{n} item{'s' if n != 1 else ''}" if n is not None else "⚠ damaged"
             )
             item = QListWidgetItem(text, self.list)
+            item.setSizeHint(QSize(0, self.fontMetrics().height() + 10))
             item.setData(NAME_ROLE, info.name)
             item.setData(ERROR_ROLE, info.error)
             item.setToolTip(info.error or str(info.path))
@@ -315,9 +317,12 @@ class DatasetsPanel(QWidget):
             if not names:
                 self.match_label.setText("No indexed corpora to match the items against")
             else:
-                self.match_label.setText(
-                    f"{len(match.matched)} of {len(items)} items match the corpora ({', '.join(names)})"
-                )
+                text = f"{len(match.matched)} of {len(items)} items match the corpora ({', '.join(names)})"
+                if match.problems:
+                    uid, why = match.problems[0]
+                    more = len(match.problems) - 1
+                    text += f" · {uid}: {why}" + (f" (and {more} more: hover)" if more else "")
+                self.match_label.setText(text)
             self.match_label.setToolTip("\n".join(match.lines()))
 
         def failed(exc: BaseException) -> None:

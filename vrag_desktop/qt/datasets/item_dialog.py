@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QLabel,
+    QLayout,
     QLineEdit,
     QPlainTextEdit,
     QVBoxLayout,
@@ -70,7 +71,6 @@ class ItemDialog(QDialog):
         self.from_run = board is not None
         self._busy = False
         self.setWindowTitle("Edit dataset item" if item else "Add to dataset")
-        self.setMinimumWidth(560)
         self._build(list(names), dataset)
         if item is not None:
             self._fill_item(item)
@@ -90,6 +90,7 @@ class ItemDialog(QDialog):
         self.question = QPlainTextEdit()
         self.question.setPlaceholderText("The question, as a person would ask it")
         self.question.setFixedHeight(self.fontMetrics().lineSpacing() * 3 + 16)
+        self.question.setMinimumWidth(self.fontMetrics().horizontalAdvance("x") * 72)
         form.addRow("Question", self.question)
         self.answer = QPlainTextEdit()
         self.answer.setPlaceholderText("The correct answer (ground truth)")
@@ -126,6 +127,9 @@ class ItemDialog(QDialog):
         self.query_type = QComboBox()
         self.query_type.setEditable(True)
         self.query_type.addItems(QUERY_TYPES)
+        type_edit = self.query_type.lineEdit()
+        if type_edit is not None:
+            type_edit.setPlaceholderText("optional, e.g. Single-Hop or Multi-Hop")
         form.addRow("Query type", self.query_type)
 
         self.evidence = EvidenceChoice()
@@ -170,6 +174,7 @@ class ItemDialog(QDialog):
         self.buttons.accepted.connect(self.submit)
         self.buttons.rejected.connect(self.reject)
         root = QVBoxLayout(self)
+        root.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)  # a message grows the dialog
         root.addLayout(form, 1)
         root.addWidget(banner)
         root.addWidget(self.buttons)
@@ -187,15 +192,16 @@ class ItemDialog(QDialog):
     def _dataset_changed(self, text: str) -> None:
         name = text.strip()
         if not name or self.item is not None:
-            self.dataset_hint.setText("" if self.item else "Type a name to start a new dataset.")
-            return
-        try:
-            check_name(name)
-        except ValueError as exc:
-            self.dataset_hint.setText(str(exc))
-            return
-        known = name in {self.dataset.itemText(i) for i in range(self.dataset.count())}
-        self.dataset_hint.setText("" if known else f"A new dataset “{name}” will be created.")
+            hint = "" if self.item else "Type a name to start a new dataset."
+        else:
+            try:
+                check_name(name)
+                known = name in {self.dataset.itemText(i) for i in range(self.dataset.count())}
+                hint = "" if known else f"A new dataset “{name}” will be created."
+            except ValueError as exc:
+                hint = str(exc)
+        self.dataset_hint.setText(hint)
+        self.dataset_hint.setVisible(bool(hint))
 
     def _evidence_changed(self) -> None:
         if self.from_run:
