@@ -92,6 +92,7 @@ def test_neither_every_time_ends_with_none_and_an_error() -> None:
         assert v.correct is None and v.attempts == 3  # 1 + 2 retries, then it stops
         assert v.error is not None and "neither True nor False" in v.error and "3 attempts" in v.error
         assert v.raw == NEITHER["content"]
+        assert v.error_kind == "unparsed" and not v.refused
         assert len(srv.chat_requests) == 3
 
 
@@ -134,6 +135,7 @@ def test_401_is_not_retried_and_says_the_key_is_wrong() -> None:
         assert v.correct is None and v.attempts == 1
         assert v.error is not None and "API key" in v.error and "401" in v.error
         assert "sk-wrong-123456" not in v.error
+        assert v.error_kind == "auth" and v.refused  # an evaluation stops on this, not on the wording
         assert len(srv.chat_requests) == 1
 
 

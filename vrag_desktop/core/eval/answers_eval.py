@@ -49,9 +49,6 @@ __all__ = [
 
 JUDGE_KINDS = ("model", "exact", "anls")
 
-#: Judge errors that every later item would hit too: the evaluation stops instead of failing each.
-_FATAL_JUDGE = ("the judge endpoint refused the API key", "the judge model is not served")
-
 
 class QuestionAgent(Protocol):
     """What :class:`vrag_desktop.api.VRAG` / ``VimRAG`` offer: one saved run per call."""
@@ -96,7 +93,7 @@ class JudgeScorer:
 
     def __call__(self, query: str, reference: str, answer: str | None) -> Score:
         v = self._loop.run_until_complete(self.judge.verdict(query, reference, answer))
-        if v.correct is None and v.error and v.error.startswith(_FATAL_JUDGE):
+        if v.refused:  # every later item would fail the same way
             raise JudgeRefused(f"{v.error}. The evaluation stopped: every item would fail the same way.")
         return Score(None if v.correct is None else float(v.correct), v.error, v.raw)
 

@@ -68,6 +68,15 @@ class Verdict:
     attempts: int
     error: str | None
     seconds: float
+    #: the endpoint's failure kind when the last call failed ("auth", "not_found", "timeout", …;
+    #: "unparsed" for a reply without a verdict): what a caller decides on, not the wording
+    error_kind: str | None = None
+
+    @property
+    def refused(self) -> bool:
+        """The judge can never answer as configured (wrong key, model not served): every later
+        verdict would fail the same way."""
+        return self.error_kind in ("auth", "not_found")
 
 
 def judge_messages(query: str, reference: str, answer: str) -> list[dict[str, Any]]:
@@ -185,29 +194,30 @@ class Judge:
             params["model"] = self.model
         async with self._slot():
             started = time.monotonic()
-            raw, error = "", ""
+            raw, error, kind = "", "", ""
             for attempt in range(1, self.retries + 2):
                 try:
                     result = await asyncio.wait_for(
                         self.client.chat(messages, stream=False, **params), self.timeout_s
                     )
                 except asyncio.TimeoutError:
-                    error = f"the judge did not answer within {self.timeout_s:g} s"
+                    error, kind = f"the judge did not answer within {self.timeout_s:g} s", "timeout"
                 except EndpointError as exc:
-                    error = _describe(exc)
+                    error, kind = _describe(exc), exc.kind
                     if exc.kind not in _RETRYABLE_KINDS:
-                        return Verdict(None, raw, attempt, error, time.monotonic() - started)
+                        return Verdict(None, raw, attempt, error, time.monotonic() - started, kind)
                 else:
                     raw = result.content
                     correct = parse_judgement(raw)
                     if correct is not None:
                         return Verdict(correct, raw, attempt, None, time.monotonic() - started)
                     error = f"the judge's reply says neither True nor False: {_clip(raw)!r}"
+                    kind = "unparsed"
                 if attempt <= self.retries:
                     await asyncio.sleep(self._delay(attempt))
             attempts = self.retries + 1
             tries = f" (after {attempts} attempts)" if attempts > 1 else ""
-            return Verdict(None, raw, attempts, error + tries, time.monotonic() - started)
+            return Verdict(None, raw, attempts, error + tries, time.monotonic() - started, kind)
 
     def _delay(self, attempt: int) -> float:
         base = min(_BACKOFF_MAX_S, self.backoff_s * 2 ** (attempt - 1))
