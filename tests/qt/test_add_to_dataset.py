@@ -113,7 +113,8 @@ def test_item_written_with_the_regions_picked_in_the_evidence_view(qtbot: Any, c
     assert view.picking and view.pick_button.isVisible()
     page = view.current
     assert view.picked == {(page, 1)}
-    assert "evidence: region 1" in view.title.text()
+    assert "picked as evidence: region 1" in view.title.text()
+    assert "Click a region" in view.crop_note.text() and view.crop_note.isVisible()
     view.pick_button.click()  # "Page is evidence": the whole page too
     assert (page, None) in dialog.picks() and view.pick_button.isChecked()
     view.page_view.regionClicked.emit(1)  # a click on region 1 unticks it

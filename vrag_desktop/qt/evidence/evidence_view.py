@@ -155,6 +155,11 @@ class EvidenceView(QWidget):
                 text = "No crops on this page: the agent looked at it whole."
             elif self._page_image is None:
                 text = "The page image is gone, so its crops cannot be cut from it."
+        if page is not None and self.picking:  # labelling: what is picked here, and how to change it
+            pick = pick_summary(self.picked, page.key)
+            text = f"{pick[0].upper()}{pick[1:]}. Click a region on the page to pick or unpick it." + (
+                f"\n\n{text}" if text else ""
+            )
         self.crop_note.setText(text)
         self.crop_note.setVisible(bool(text))
 
@@ -451,6 +456,7 @@ class EvidenceView(QWidget):
         self.picked = set(picked)
         self.pick_button.setChecked(self.current is not None and (self.current, None) in self.picked)
         self._update_title()
+        self._update_note()
 
     def _pick_page(self) -> None:
         if self.picking and self.current is not None:
@@ -483,7 +489,7 @@ def pick_summary(picked: set[tuple[str, int | None]], key: str) -> str:
     parts = ["page"] if (key, None) in picked else []
     if numbers:
         parts.append(f"region{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))}")
-    return "✓ evidence: " + ", ".join(parts) if parts else "nothing picked on this page"
+    return "✓ picked as evidence: " + ", ".join(parts) if parts else "nothing picked on this page"
 
 
 def _html(text: str) -> str:
