@@ -7,9 +7,7 @@ the same command again after Ctrl-C, a crash or ``kill -9`` and it resumes, neve
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import re
 import signal
 import sys
 from pathlib import Path
@@ -79,76 +77,32 @@ def cmd_eval(args: argparse.Namespace) -> int:
     raise CLIError(f"unknown evaluation {args.eval_command!r}")  # pragma: no cover - argparse refuses
 
 
-def _dataset(path: str) -> Any:
-    from vrag_desktop.core.datasets import DatasetError
-    from vrag_desktop.core.datasets import load_dataset as read_dataset
-
-    try:
-        return read_dataset(path)
-    except (DatasetError, OSError) as exc:
-        raise CLIError(str(exc)) from exc
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "x"
-
-
 def _retrieval(args: argparse.Namespace) -> int:
-    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
-    from vrag_desktop.core.eval.retrieval import DEFAULT_KS, evaluate_retrieval
-    from vrag_desktop.core.eval.store import EvalError, EvalStore
+    from vrag_desktop.core.datasets import DatasetError
+    from vrag_desktop.core.eval.jobs import retrieval_job
+    from vrag_desktop.core.eval.store import EvalError
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.progress import CancelToken
-    from vrag_desktop.core.search.engine import SearchEngine
 
-    ks = sorted(set(args.ks or DEFAULT_KS))
-    if ks[0] < 1:
-        raise CLIError("-k must be at least 1")
-    dataset = _dataset(args.dataset)
-    lib = library(args)
-    engine = SearchEngine(lib, args.corpus, hybrid=args.hybrid, device=args.device)
     try:
-        match = match_dataset(dataset.items, corpus_files(engine.corpora))
-        names = sorted(c.name for c in engine.corpora)
-        for line in match.lines():
-            err(line, args.quiet)
-        if not match.matched:
-            raise CLIError("no item of the dataset can be scored against these corpora (see above)")
-        digest = hashlib.sha256(Path(args.dataset).read_bytes()).hexdigest()[:16]
-        fingerprint = {
-            "kind": "retrieval",
-            "dataset_sha256": digest,
-            "corpora": names,
-            "embedder": sorted({c.embedder_id or "" for c in engine.corpora}),
-            "hybrid": bool(args.hybrid),
-            "ks": ks,
-        }
-        folder = (
-            Path(args.out)
-            if args.out
-            else DataLayout.resolve(args.data_dir).root
-            / "evaluations"
-            / (f"retrieval-{_slug(Path(args.dataset).stem)}-{_slug('+'.join(names))}")
+        job = retrieval_job(
+            library(args),
+            DataLayout.resolve(args.data_dir).root,
+            args.dataset,
+            args.corpus,
+            ks=args.ks,
+            hybrid=args.hybrid,
+            device=args.device,
+            out=args.out,
+            restart=args.restart,
+            on_match=lambda m: _say(m.lines(), args.quiet),
         )
-        try:
-            store = EvalStore.open(
-                folder,
-                {"fingerprint": fingerprint, "dataset": str(Path(args.dataset).resolve())},
-                restart=args.restart,
-            )
-        except EvalError as exc:
-            raise CLIError(str(exc)) from exc
-        cancel = CancelToken()
-        previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
-        try:
-            summary = _drive(
-                evaluate_retrieval(match, engine.search_batch, store, ks=ks, cancel=cancel), args.quiet
-            )
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    except (DatasetError, EvalError, OSError) as exc:
+        raise CLIError(str(exc)) from exc
+    try:
+        summary = _drive_job(job, args.quiet)
     finally:
-        engine.close()
-    _print_retrieval(summary, store.report_path, args.json)
+        job.close()
+    _print_retrieval(summary, job.store.report_path, args.json)
     if not summary["complete"]:
         err("Interrupted: every finished item is saved. Run the same command again to resume.")
         return EXIT_INTERRUPTED
@@ -156,106 +110,91 @@ def _retrieval(args: argparse.Namespace) -> int:
 
 
 def _answers(args: argparse.Namespace) -> int:
-    from vrag_desktop.api import VRAG, VimRAG
+    from vrag_desktop.core.datasets import DatasetError
     from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
-    from vrag_desktop.core.eval.answers_eval import (
-        JudgeRefused,
-        JudgeScorer,
-        Scorer,
-        evaluate_answers,
-        metric_scorer,
-    )
-    from vrag_desktop.core.eval.judge import Judge
-    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
-    from vrag_desktop.core.eval.store import EvalError, EvalStore
+    from vrag_desktop.core.eval.answers_eval import JudgeRefused
+    from vrag_desktop.core.eval.jobs import answers_job
+    from vrag_desktop.core.eval.store import EvalError
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.progress import CancelToken
-    from vrag_desktop.core.run.assemble import Endpoint, SearchSource
-    from vrag_desktop.core.search.engine import SearchEngine
 
-    if args.max_steps is not None and args.max_steps < 1:
-        raise CLIError("--max-steps must be at least 1")
-    dataset = _dataset(args.dataset)
+    def noted(m: Any) -> None:
+        _say(m.lines(), args.quiet)
+        if m.problems:
+            err("Items not in the corpora are asked and judged too, without NDCG.", args.quiet)
+
     layout = DataLayout.resolve(args.data_dir)
-    profiles = ProfileStore(layout.config)
     try:
-        endpoint = Endpoint.from_profile(profiles, args.profile, args.model)
-        judge_endpoint = (
-            Endpoint.from_profile(profiles, args.judge_profile or args.profile, args.judge_model)
-            if args.judge == "model"
-            else None
+        job = answers_job(
+            library(args),
+            layout.root,
+            ProfileStore(layout.config),
+            args.dataset,
+            args.corpus,
+            agent=args.agent,
+            profile=args.profile,
+            model=args.model,
+            make_agent=api_agent,
+            judge=args.judge,
+            judge_profile=args.judge_profile,
+            judge_model=args.judge_model,
+            max_steps=args.max_steps,
+            device=args.device,
+            out=args.out,
+            restart=args.restart,
+            on_match=noted,
         )
     except ProfileError as exc:
         raise CLIError(f"{exc} (see 'vrag-desktop endpoints')") from exc
-    engine = SearchEngine(library(args), args.corpus, device=args.device)
-    scorer: Scorer | None = None
+    except (DatasetError, EvalError, OSError) as exc:
+        raise CLIError(str(exc)) from exc
     try:
-        match = match_dataset(dataset.items, corpus_files(engine.corpora))
-        names = sorted(c.name for c in engine.corpora)
-        for line in match.lines():
-            err(line, args.quiet)
-        if match.problems:
-            err("Items not in the corpora are asked and judged too, without NDCG.", args.quiet)
-        digest = hashlib.sha256(Path(args.dataset).read_bytes()).hexdigest()[:16]
-        fingerprint = {
-            "kind": "answers",
-            "dataset_sha256": digest,
-            "corpora": names,
-            "agent": args.agent,
-            "model": endpoint.model_name,
-            "judge": args.judge
-            if judge_endpoint is None
-            else f"model:{args.judge_profile or args.profile}:{judge_endpoint.model_name}",
-            "max_steps": args.max_steps,
-        }
-        folder = (
-            Path(args.out)
-            if args.out
-            else layout.root
-            / "evaluations"
-            / f"answers-{args.agent}-{_slug(Path(args.dataset).stem)}-{_slug('+'.join(names))}"
-        )
-        try:
-            store = EvalStore.open(
-                folder,
-                {"fingerprint": fingerprint, "dataset": str(Path(args.dataset).resolve())},
-                restart=args.restart,
-            )
-        except EvalError as exc:
-            raise CLIError(str(exc)) from exc
-        kw: dict[str, Any] = {"data_dir": layout.root, "corpora": names}
-        if args.max_steps is not None:
-            kw["max_steps"] = args.max_steps
-        cls: Any = VimRAG if args.agent == "vimrag" else VRAG
-        agent = cls(
-            base_url="",
-            search_url=None,
-            model_name=endpoint.model_name,
-            api_key=None,
-            endpoint=endpoint,
-            search=SearchSource(engine=engine),
-            **kw,
-        )
-        scorer = metric_scorer(args.judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
-        cancel = CancelToken()
-        previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
-        try:
-            summary = _drive(
-                evaluate_answers(dataset.items, match, agent, scorer, store, cancel=cancel), args.quiet
-            )
-        except JudgeRefused as exc:
-            raise CLIError(f"{exc} Fix the judge's profile, then run the same command to resume.") from exc
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        summary = _drive_job(job, args.quiet)
+    except JudgeRefused as exc:
+        raise CLIError(f"{exc} Fix the judge's profile, then run the same command to resume.") from exc
     finally:
-        if isinstance(scorer, JudgeScorer):
-            scorer.close()
-        engine.close()
-    _print_answers(summary, store.report_path, args.json)
+        job.close()
+    _print_answers(summary, job.store.report_path, args.json)
     if not summary["complete"]:
         err("Interrupted: every finished item is saved. Run the same command again to resume.")
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def api_agent(spec: Any) -> Any:
+    """The evaluation's agent through the Python API (the same path as ``ask``; runs are saved)."""
+    from vrag_desktop.api import VRAG, VimRAG
+    from vrag_desktop.core.run.assemble import SearchSource
+
+    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
+    if spec.max_steps is not None:
+        kw["max_steps"] = spec.max_steps
+    cls: Any = VimRAG if spec.agent == "vimrag" else VRAG
+    return cls(
+        base_url="",
+        search_url=None,
+        model_name=spec.endpoint.model_name,
+        api_key=None,
+        endpoint=spec.endpoint,
+        search=SearchSource(engine=spec.engine),
+        **kw,
+    )
+
+
+def _say(lines: list[str], quiet: bool) -> None:
+    for line in lines:
+        err(line, quiet)
+
+
+def _drive_job(job: Any, quiet: bool) -> Any:
+    """Run the job with Ctrl-C as its cancel (every finished item is kept)."""
+    from vrag_desktop.core.progress import CancelToken
+
+    cancel = CancelToken()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+    try:
+        return _drive(job.run(cancel), quiet)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _print_answers(summary: dict[str, Any], report: Path, as_json: bool) -> None:
