@@ -224,3 +224,20 @@ def test_ctrl_c_stops_at_the_running_item_which_a_rerun_redoes(sample_index: Pat
     assert proc.returncode == 130, stderr
     assert "resume" in stderr and not json.loads(stdout)["complete"]
     assert [r["uid"] for r in _rows(out)] == ["q1"]
+
+
+def test_judge_free_scoring_asks_no_judge(sample_index: Path, tmp_path: Path) -> None:
+    """--judge exact: SQuAD exact match against the reference; no judge request is made."""
+    out = tmp_path / "ev"
+    with ScriptedOpenAI(default=model()) as srv:
+        env = _profile(sample_index, "eval-exact", srv.base_url)
+        proc = cli(
+            *_args(_dataset(tmp_path), out, "eval-exact", "--judge", "exact"), data_dir=sample_index, env=env
+        )
+        bodies = srv.chat_bodies
+    assert proc.returncode == 0, proc.stderr
+    assert bodies and not any(_is_judge(b) for b in bodies)
+    rows = {r["uid"]: r for r in _rows(out)}
+    # q1 "Maren Alvarez" and q4 "Nobody" match exactly; "Europe" and "21.1 %" do not
+    assert {uid: r["judge"] for uid, r in rows.items()} == {"q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 1.0}
+    assert json.loads(proc.stdout)["accuracy"] == 0.5
