@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
     def _build_panels(self) -> None:
         from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
         from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
+        from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
         from vrag_desktop.qt.evidence.evidence_view import EvidenceView
         from vrag_desktop.qt.graph.graph_scene import GraphScene
         from vrag_desktop.qt.graph.graph_view import GraphView
@@ -113,6 +114,7 @@ class MainWindow(QMainWindow):
         self.history = HistoryPanel(ctx)
         self.datasets = DatasetsPanel(ctx)
         self.datasets.corpora_names = self.ask.selected_corpora
+        self.evaluations = EvaluationsPanel(ctx)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -132,6 +134,7 @@ class MainWindow(QMainWindow):
             self.corpora_dock,
             self.history_dock,
             self.datasets_dock,
+            self.evaluations_dock,
             self.runtime_dock,
             self.graph_dock,
             self.evidence_dock,
@@ -142,11 +145,13 @@ class MainWindow(QMainWindow):
         self.corpora_dock = self._dock("Corpora", "corporaDock", self.corpora, L)
         self.history_dock = self._dock("History", "historyDock", self.history, L)
         self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, L)
+        self.evaluations_dock = self._dock("Evaluations", "evaluationsDock", self.evaluations, L)
         self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, L)
         self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_split, R)
         self.evidence_dock = self._dock("Evidence", "evidenceDock", self.evidence, R)
         self.splitDockWidget(self.corpora_dock, self.history_dock, Qt.Orientation.Vertical)
         self.tabifyDockWidget(self.history_dock, self.datasets_dock)
+        self.tabifyDockWidget(self.history_dock, self.evaluations_dock)
         self.tabifyDockWidget(self.history_dock, self.runtime_dock)
         self.history_dock.raise_()
         self.splitDockWidget(self.graph_dock, self.evidence_dock, Qt.Orientation.Vertical)
@@ -184,6 +189,8 @@ class MainWindow(QMainWindow):
         self.history.openRequested.connect(self.open_run)
         self.history.replayRequested.connect(self.replay_run)
         self.history.addToDatasetRequested.connect(self.add_run_to_dataset)
+        self.evaluations.openRunRequested.connect(self.open_run)  # a question's run, as History opens it
+        self.evaluations.evaluationEnded.connect(lambda *_: self.history.refresh())
         self.corpora.corporaChanged.connect(lambda: self.datasets.show_items())
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
@@ -238,6 +245,7 @@ class MainWindow(QMainWindow):
             return
         self.corpora.resume_pending()
         self.history.refresh()
+        self.evaluations.refresh()
 
     def first_run(self) -> None:
         """First launch: explain how to connect a model, index the bundled sample corpus."""
@@ -426,6 +434,7 @@ class MainWindow(QMainWindow):
             self.corpora.reload()
             self.history.refresh()
             self.datasets.refresh()
+            self.evaluations.refresh()
             self.ask.refresh_corpora()
             self.ask.refresh_profiles()
         if {"agent", "top_k", "max_steps", "thinking"} & set(changed):
@@ -473,7 +482,7 @@ class MainWindow(QMainWindow):
         if self.controller.running:
             self.controller.stop()
             self.controller.wait(3)
-        for part, seconds in ((self.corpora, 10.0), (self.runtime, timeout_s)):
+        for part, seconds in ((self.evaluations, 5.0), (self.corpora, 10.0), (self.runtime, timeout_s)):
             try:
                 part.shutdown(seconds)
             except Exception as exc:

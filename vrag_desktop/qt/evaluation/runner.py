@@ -1,0 +1,173 @@
+"""Runs one evaluation at a time for the app: the core job (:mod:`vrag_desktop.core.eval.jobs`,
+the same assembly the CLI uses) built and driven in a generator task, so loading the corpora and
+the embedder, searching and asking never touch the GUI thread. Cancel keeps every finished item;
+starting the same request again resumes the same folder."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject, Signal
+
+from vrag_desktop.core.progress import CancelToken, Progress
+from vrag_desktop.qt.infra.tasks import Task, run_generator
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.eval.compare import EvalInfo
+    from vrag_desktop.core.eval.jobs import AgentSpec
+    from vrag_desktop.qt.context import AppContext
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What the New evaluation dialog (or a resume) asks for."""
+
+    kind: str  # retrieval | answers
+    dataset: str  # a file path
+    corpora: tuple[str, ...] = ()  # empty: all
+    agent: str = "vrag"
+    profile: str | None = None
+    judge: str = "exact"  # model | exact | anls
+    judge_profile: str | None = None
+    max_steps: int | None = None
+    out: str | None = None  # None: the default folder under <data>/evaluations
+
+    @classmethod
+    def resume(cls, info: EvalInfo) -> EvalRequest:
+        """The request that reopens ``info``'s folder with its own settings (the core resumes it)."""
+        fp = info.fingerprint
+        profiles = info.header.get("profiles") or {}
+        judge = str(fp.get("judge") or "exact")
+        judge_profile = None
+        if judge.startswith("model:"):
+            judge_profile = profiles.get("judge") or judge.split(":")[1]
+            judge = "model"
+        return cls(
+            kind=info.kind,
+            dataset=str(info.header.get("dataset") or ""),
+            corpora=tuple(info.corpora),
+            agent=str(fp.get("agent") or "vrag"),
+            profile=profiles.get("agent"),
+            judge=judge,
+            judge_profile=judge_profile,
+            max_steps=fp.get("max_steps"),
+            out=str(info.folder),
+        )
+
+
+def app_agent(spec: AgentSpec) -> Any:
+    """The evaluation's agent through the Python API, as ``ask`` builds it (its runs go to History)."""
+    from vrag_desktop.api import VRAG, VimRAG
+    from vrag_desktop.core.run.assemble import SearchSource
+
+    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
+    if spec.max_steps is not None:
+        kw["max_steps"] = spec.max_steps
+    cls: Any = VimRAG if spec.agent == "vimrag" else VRAG
+    return cls(
+        base_url="",
+        search_url=None,
+        model_name=spec.endpoint.model_name,
+        api_key=None,
+        endpoint=spec.endpoint,
+        search=SearchSource(engine=spec.engine),
+        **kw,
+    )
+
+
+def evaluation_work(
+    ctx: AppContext, r: EvalRequest, token: CancelToken
+) -> Generator[object, None, dict[str, Any]]:
+    """On the worker thread: assemble the job (a ``Path`` is yielded first: the folder it writes),
+    then drive it to its summary."""
+    from vrag_desktop.core.eval.jobs import answers_job, retrieval_job
+
+    corpora = list(r.corpora) or None
+    if r.kind == "retrieval":
+        job = retrieval_job(ctx.library, ctx.data_dir, r.dataset, corpora, out=r.out, reuse=ctx.embedder())
+    else:
+        job = answers_job(
+            ctx.library,
+            ctx.data_dir,
+            ctx.profiles,
+            r.dataset,
+            corpora,
+            agent=r.agent,
+            profile=r.profile,
+            make_agent=app_agent,
+            judge=r.judge,
+            judge_profile=r.judge_profile,
+            max_steps=r.max_steps,
+            out=r.out,
+            reuse=ctx.embedder(),
+        )
+    try:
+        yield job.folder
+        return (yield from job.run(token))
+    finally:
+        job.close()
+
+
+class EvalRunner(QObject):
+    """One evaluation at a time. Signals (GUI thread): ``started(folder)``, ``progress(Progress)``,
+    ``ended(outcome, folder)`` with outcome ``done`` / ``cancelled`` / ``failed``."""
+
+    started = Signal(str)
+    progress = Signal(object)
+    ended = Signal(str, str)
+
+    def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.task: Task | None = None
+        self.folder = ""
+        self.last: Progress | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None
+
+    def start(self, request: EvalRequest) -> None:
+        if self.task is not None:
+            raise RuntimeError("an evaluation is already running; cancel it first")
+        self.folder, self.last = request.out or "", None
+        outcome = ["failed"]
+
+        def news(value: object) -> None:
+            if isinstance(value, Path):
+                self.folder = str(value)
+                self.started.emit(self.folder)
+            elif isinstance(value, Progress):
+                self.last = value
+                self.progress.emit(value)
+
+        def done(summary: Any) -> None:
+            outcome[0] = "done" if summary and summary.get("complete") else "cancelled"
+
+        def cancelled() -> None:
+            outcome[0] = "cancelled"
+
+        def end() -> None:
+            self.task = None
+            self.ended.emit(outcome[0], self.folder)
+
+        self.task = run_generator(
+            lambda token: evaluation_work(self.ctx, request, token),
+            "evaluation",
+            nice=5,
+            on_progress=news,
+            on_done=done,
+            on_cancelled=cancelled,
+            on_end=end,
+            error_title="The evaluation failed",
+        )
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    def wait(self, timeout_s: float = 10.0) -> bool:
+        return self.task is None or self.task.wait(timeout_s)
