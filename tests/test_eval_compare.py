@@ -70,7 +70,7 @@ def test_retrieval_flips_deltas_and_items_in_one_only(tmp_path: Path) -> None:
     a = make_eval(tmp_path / "a", "retrieval", [rrow("q1", 1), rrow("q2", 7), rrow("q3", 2), rrow("qa", 1)])
     b = make_eval(tmp_path / "b", "retrieval", [rrow("q1", 1), rrow("q2", 3), rrow("q3", 1), rrow("qb", 1)])
     c = compare(a, b)
-    assert c.warnings == []
+    assert c.warnings == [] and c.differs == []
     assert c.k == 5
     assert [(d.uid, d.direction, d.flipped) for d in c.items] == [
         ("q2", "better", True),  # miss@5 -> hit@5
@@ -107,6 +107,7 @@ def test_not_comparable_is_said(tmp_path: Path) -> None:
     unfinished = make_eval(tmp_path / "e", "retrieval", [rrow("q1", 1)], complete=False)
     assert any("Different datasets" in w for w in compare(base, other_ds).warnings)
     assert any("different embedders" in w and "qwen" in w for w in compare(base, other_emb).warnings)
+    assert compare(base, other_emb).differs == ["embedder: minilm → qwen"]
     w = compare(base, other_corpora).warnings
     assert any("Different corpora" in x for x in w) and not any("embedders" in x for x in w)
     assert any("incomplete" in x for x in compare(base, unfinished).warnings)

@@ -80,10 +80,9 @@ def test_a_retrieval_evaluation_from_the_dock(qtbot: Any, indexed: Any, reports:
     assert seen[-1].done == seen[-1].total == 3
     assert not panel.progress.isVisible() and reports == []
     qtbot.waitUntil(lambda: panel.list.topLevelItemCount() == 1, timeout=5000)
-    row = [panel.list.topLevelItem(0).text(c) for c in range(6)]
-    assert (
-        row[:3] == ["retrieval", "atlas", "robots"] and row[4].startswith("hit@5 ") and row[5] == "complete"
-    )
+    row = [panel.list.topLevelItem(0).text(c) for c in range(7)]
+    assert row[:3] == ["retrieval", "atlas", "robots"] and row[3]  # row[3]: the index's embedder
+    assert row[5].startswith("hit@5 ") and row[6] == "complete"
     qtbot.waitUntil(lambda: panel.report.table.rowCount() == 3, timeout=5000)
     t = panel.report.table
     cells = {COLUMNS[c]: t.item(0, c).text() for c in range(len(COLUMNS))}
@@ -118,7 +117,7 @@ def test_cancel_mid_way_then_resume(
     assert 8 <= len(rows) < 40
     qtbot.waitUntil(lambda: panel.list.topLevelItemCount() == 1, timeout=5000)
     _select(qtbot, panel, folder)
-    assert "incomplete" in panel.list.topLevelItem(0).text(5)
+    assert "incomplete" in panel.list.topLevelItem(0).text(6)
     assert panel.resume_button.isEnabled() and "incomplete" in panel.report.summary.text()
     seen: list[Progress] = []
     panel.runner.progress.connect(seen.append)
@@ -126,7 +125,7 @@ def test_cancel_mid_way_then_resume(
     assert seen[0].done == len(rows)  # the core resumed: finished items not redone
     uids = [json.loads(x)["uid"] for x in (folder / "results.jsonl").read_text().splitlines()]
     assert len(uids) == len(set(uids)) == 40
-    qtbot.waitUntil(lambda: panel.list.topLevelItem(0).text(5) == "complete", timeout=5000)
+    qtbot.waitUntil(lambda: panel.list.topLevelItem(0).text(6) == "complete", timeout=5000)
     assert reports == []
 
 
@@ -158,7 +157,7 @@ def test_compare_two_and_a_damaged_folder(qtbot: Any, indexed: Any) -> None:
     broken.mkdir()
     (broken / "eval.json").write_text("{oops")
     _listed(qtbot, panel)
-    states = {panel.list.topLevelItem(i).toolTip(0): panel.list.topLevelItem(i).text(5) for i in range(3)}
+    states = {panel.list.topLevelItem(i).toolTip(0): panel.list.topLevelItem(i).text(6) for i in range(3)}
     assert states[str(broken)].startswith("damaged: eval.json is damaged")
     _select(qtbot, panel, a, b)
     assert [i.folder for i in panel.selected()] == [b, a], [(i.folder, i.created) for i in panel.infos]
@@ -198,7 +197,7 @@ def test_clicking_an_answers_row_opens_its_run(qtbot: Any, ctx: Any, tmp_path: P
     (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     panel = _panel(qtbot, ctx)
     _listed(qtbot, panel)
-    assert panel.list.topLevelItem(0).text(5) == "incomplete (2 done)"
+    assert panel.list.topLevelItem(0).text(6) == "incomplete (2 done)"
     _select(qtbot, panel, folder)
     t = panel.report.table
     assert t.rowCount() == 2 and t.item(0, 0).data(RUN_ROLE) == run_id

@@ -219,6 +219,7 @@ class Comparison:
     deltas: list[tuple[str, float | None, float | None, float | None]]  # metric, A, B, B - A
     warnings: list[str]
     k: int | None = None
+    differs: list[str] = field(default_factory=list)  # the settings that differ, "key: A → B"
 
     @property
     def better(self) -> list[ItemDiff]:
@@ -327,7 +328,19 @@ def compare(a_folder: str | os.PathLike[str], b_folder: str | os.PathLike[str]) 
         )
     only_a = [u for u in rows_a if u not in rows_b]
     only_b = [u for u in rows_b if u not in rows_a]
-    return Comparison(a, b, items, only_a, only_b, deltas, warnings, k)
+    fa, fb = a.fingerprint, b.fingerprint
+    differs = [
+        f"{key}: {_show(fa.get(key))} → {_show(fb.get(key))}"
+        for key in sorted(set(fa) | set(fb))
+        if fa.get(key) != fb.get(key)
+    ]
+    return Comparison(a, b, items, only_a, only_b, deltas, warnings, k, differs)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value) or "–"
+    return "–" if value is None else str(value)
 
 
 def _head(outcome: str) -> str:

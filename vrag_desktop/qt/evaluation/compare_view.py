@@ -8,6 +8,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -67,16 +68,18 @@ class CompareDialog(QDialog):
         self.headline = QLabel()
         self.headline.setTextFormat(Qt.TextFormat.RichText)
         self.headline.setWordWrap(True)
-        self.deltas = QTableWidget(0, 4)
-        self.deltas.setHorizontalHeaderLabels(["Metric", "A", "B", "B − A"])
+        self.deltas = QTableWidget(3, 0)  # one column per metric: A, B and B − A as rows
+        self.deltas.setVerticalHeaderLabels(["A", "B", "B − A"])
         self.items = QTableWidget(0, len(ITEM_COLUMNS))
         self.items.setHorizontalHeaderLabels(ITEM_COLUMNS)
         for t in (self.deltas, self.items):
             t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
             t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-            t.verticalHeader().hide()
+            t.verticalHeader().setDefaultSectionSize(t.fontMetrics().height() + 10)
+        self.items.verticalHeader().hide()
         self.deltas.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.deltas.setMaximumHeight(230)
+        self.deltas.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.deltas.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.items.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         self.only = QLabel()
         self.only.setWordWrap(True)
@@ -135,16 +138,28 @@ class CompareDialog(QDialog):
             f"<b style='color:{bad}'>{len(c.worse)} worse</b>, "
             f"{sum(1 for d in c.items if not d.flipped and d.direction != 'same')} moved without flipping"
             + (f" (hit@{c.k})" if c.k else "")
+            + (
+                f"<br><span style='color:{color('muted').name()}'>Settings that differ: "
+                + html.escape("; ".join(c.differs))
+                + "</span>"
+                if c.differs
+                else ""
+            )
         )
-        self.deltas.setRowCount(len(c.deltas))
-        for r, (metric, va, vb, d) in enumerate(c.deltas):
-            cells = [metric, fmt(va), fmt(vb), "–" if d is None else f"{d:+.3f}"]
-            for col, text in enumerate(cells):
+        self.deltas.setColumnCount(len(c.deltas))
+        self.deltas.setHorizontalHeaderLabels([m for m, *_ in c.deltas])
+        for col, (metric, va, vb, d) in enumerate(c.deltas):
+            for r, text in enumerate((fmt(va), fmt(vb), "–" if d is None else f"{d:+.3f}")):
                 item = QTableWidgetItem(text)
-                if col == 3 and d:
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                if r == 2 and d:
                     lower_better = metric in ("seconds", "steps")
                     item.setForeground(color("ok" if (d > 0) != lower_better else "error"))
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
                 self.deltas.setItem(r, col, item)
+        self._fit_deltas()
         self.items.setRowCount(len(c.items))
         for r, diff in enumerate(c.items):
             mark = {BETTER: "▲ better", WORSE: "▼ worse"}.get(diff.direction, "")
@@ -155,8 +170,8 @@ class CompareDialog(QDialog):
                     if col in (0, 4):
                         item.setForeground(fg)
                     if diff.flipped:
-                        tint = fg.lighter(185) if fg.lightness() < 128 else fg.darker(300)
-                        tint.setAlpha(70)
+                        tint = QColor(fg)
+                        tint.setAlpha(48)  # a wash of the colour over the table's base, either theme
                         item.setBackground(tint)
                 if col == 2:
                     item.setToolTip(text)
@@ -172,3 +187,9 @@ class CompareDialog(QDialog):
             parts.append(f"only in B: {', '.join(c.only_b[:10])}" + (" …" if len(c.only_b) > 10 else ""))
         self.only.setText(("Not compared — " + "; ".join(parts)) if parts else "")
         self.compared.emit(c)
+
+    def _fit_deltas(self) -> None:
+        """Exactly the three rows tall: no scroll bar, no blank strip."""
+        t = self.deltas
+        header = max(t.horizontalHeader().height(), t.horizontalHeader().sizeHint().height())
+        t.setFixedHeight(header + sum(t.rowHeight(r) for r in range(t.rowCount())) + 2 * t.frameWidth())

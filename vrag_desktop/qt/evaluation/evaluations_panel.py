@@ -27,13 +27,14 @@ from vrag_desktop.core.eval.compare import EvalInfo, list_evaluations, read_eval
 from vrag_desktop.core.progress import Progress
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
-from vrag_desktop.qt.evaluation.report_view import ReportView, fmt
+from vrag_desktop.qt.evaluation.report_view import ReportView, fmt, settings_text
 from vrag_desktop.qt.evaluation.runner import EvalRequest, EvalRunner
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call
 from vrag_desktop.qt.infra.theme import color
 
-LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Date", "Metric", "State")
+LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Settings", "Date", "Metric", "State")
+STATE = LIST_COLUMNS.index("State")
 FOLDER_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
@@ -41,7 +42,7 @@ def _eta(seconds: float | None) -> str:
     if seconds is None:
         return ""
     m, s = divmod(int(seconds), 60)
-    return f" · about {m} min {s:02d} s left" if m else f" · about {s} s left"
+    return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
 
 
 class EvalProgress(IndexingProgress):
@@ -53,12 +54,16 @@ class EvalProgress(IndexingProgress):
         self.cancel_button.setToolTip("Stop; every finished item is kept and Resume goes on from there")
 
     def show_eval(self, name: str, p: Progress) -> None:
-        rate = f" · {p.rate:.2f} item/s" if p.rate else ""
-        failed = f" · {p.failed} failed" if p.failed else ""
+        parts = [
+            p.message,
+            f"{p.rate:.2f} item/s" if p.rate else "",
+            _eta(p.eta),
+            f"{p.failed} failed" if p.failed else "",
+        ]
         muted = color("muted").name()
         self.label.setText(
             f"<b>Evaluating {html.escape(name)}: {p.done} of {p.total}</b>"
-            f"<br><span style='color:{muted}'>{html.escape(p.message or '')}{rate}{_eta(p.eta)}{failed}</span>"
+            f"<br><span style='color:{muted}'>{html.escape(' · '.join(x for x in parts if x))}</span>"
         )
         self.bar.setRange(0, max(1, p.total))
         self.bar.setValue(min(p.done, p.total))
@@ -154,23 +159,22 @@ class EvaluationsPanel(QWidget):
         for info in infos:
             metric, value = info.main_metric
             if info.problem and not info.header:
-                cells = ["?", "", "", "", "", f"damaged: {info.problem}"]
+                cells = ["?", info.name, "", "", "", "", f"damaged: {info.problem}"]
             else:
                 date = time.strftime("%Y-%m-%d %H:%M", time.localtime(info.created)) if info.created else ""
                 state = "complete" if info.complete else f"incomplete ({info.done} done)"
                 if info.problem:
                     state = f"damaged: {info.problem}"
-                agent = info.fingerprint.get("agent")
-                kind = info.kind + (f" · {agent}" if agent else "")
-                cells = [kind, info.dataset, ", ".join(info.corpora), date, f"{metric} {fmt(value)}", state]
+                cells = [info.kind, info.dataset, ", ".join(info.corpora), settings_text(info), date]
+                cells += [f"{metric} {fmt(value)}", state]
             item = QTreeWidgetItem(cells)
             item.setData(0, FOLDER_ROLE, str(info.folder))
             item.setToolTip(0, str(info.folder))
-            item.setToolTip(5, cells[5])
+            item.setToolTip(STATE, cells[STATE])
             if info.problem:
-                item.setForeground(5, err)
+                item.setForeground(STATE, err)
             elif not info.complete:
-                item.setForeground(5, warn)
+                item.setForeground(STATE, warn)
             self.list.addTopLevelItem(item)
             if select and str(info.folder) == select:
                 current = item

@@ -31,13 +31,24 @@ def fmt(v: Any, digits: int = 3) -> str:
     return "–" if not isinstance(v, int | float) or isinstance(v, bool) else f"{v:.{digits}f}"
 
 
+def settings_text(info: EvalInfo) -> str:
+    """What tells two evaluations of the same dataset apart: the embedder and fusion, or the agent,
+    its model and the judge."""
+    fp = info.fingerprint
+    if info.kind == "answers":
+        judge = str(fp.get("judge") or "")
+        judge = judge.rsplit(":", 1)[-1] if judge.startswith("model:") else judge
+        return " · ".join(str(x) for x in (fp.get("agent"), fp.get("model"), f"judge {judge}") if x)
+    embedder = ", ".join(str(e) for e in fp.get("embedder") or [])
+    return embedder + (" · hybrid" if fp.get("hybrid") else "")
+
+
 def summary_html(info: EvalInfo) -> str:
     """The summary line: the main means, how many items, what is missing or damaged."""
     s = info.summary or {}
     muted = color("muted").name()
-    head = f"<b>{html.escape(info.kind.capitalize())}</b> · {html.escape(info.dataset)} · " + html.escape(
-        ", ".join(info.corpora) or "all corpora"
-    )
+    where = [info.dataset, ", ".join(info.corpora) or "all corpora", settings_text(info)]
+    head = f"<b>{html.escape(info.kind.capitalize())}</b> · " + html.escape(" · ".join(x for x in where if x))
     if info.kind == "answers":
         parts = [f"accuracy <b>{fmt(s.get('accuracy'))}</b>"] + [
             f"{m} {fmt(s.get(m))}" for m in ("format", "ndcg", "reward")
@@ -80,6 +91,7 @@ class ReportView(QWidget):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 10)
         self.table.setWordWrap(False)
         h = self.table.horizontalHeader()
         h.setSortIndicator(0, Qt.SortOrder.AscendingOrder)  # by uid until a header is clicked
