@@ -111,7 +111,13 @@ def test_cancel_mid_way_then_resume(
 
     monkeypatch.setattr(SearchEngine, "search_batch", held)
     panel = _panel(qtbot, indexed)
-    panel.runner.progress.connect(lambda p: p.done == 8 and (panel.cancel(), gate.set()))
+
+    def cancel_once(p: Progress) -> None:
+        if p.done == 8 and not gate.is_set():  # only the first run: the resume starts at 8 or 16
+            panel.cancel()
+            gate.set()
+
+    panel.runner.progress.connect(cancel_once)
     folder = Path(_run(qtbot, panel, lambda: panel.start(EvalRequest("retrieval", str(path))), "cancelled"))
     rows = (folder / "results.jsonl").read_text().splitlines()
     assert 8 <= len(rows) < 40

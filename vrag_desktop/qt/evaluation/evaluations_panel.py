@@ -89,12 +89,15 @@ class EvaluationsPanel(QWidget):
         self._list_task: Task | None = None
         self._list_gen = self._report_gen = 0
         bar = QHBoxLayout()
-        self.new_button = QPushButton("New evaluation…")
+        # short labels: the dock shares the narrow left column with History and Datasets
+        self.new_button = QPushButton("New…")
+        self.new_button.setToolTip("New evaluation: retrieval or answers, on a dataset and corpora")
         self.resume_button = QPushButton("Resume")
         self.resume_button.setToolTip("Go on with an incomplete evaluation (finished items are not redone)")
         self.compare_button = QPushButton("Compare…")
         self.compare_button.setToolTip("Two evaluations side by side (select two, or pick them)")
-        self.html_button = QPushButton("Open HTML report")
+        self.html_button = QPushButton("HTML report")
+        self.html_button.setToolTip("Open the evaluation's self-contained HTML report in the browser")
         for b in (self.new_button, self.resume_button, self.compare_button, self.html_button):
             bar.addWidget(b)
         bar.addStretch(1)
@@ -184,9 +187,7 @@ class EvaluationsPanel(QWidget):
             flags = QItemSelectionModel.SelectionFlag
             self.list.setCurrentItem(current, 0, flags.ClearAndSelect | flags.Rows)
         if not infos:
-            self.report.clear(
-                "No evaluation yet. New evaluation… measures retrieval or answers on a dataset."
-            )
+            self.report.clear("No evaluation yet. New… measures retrieval or answers on a dataset.")
         self.listed.emit(len(infos))
 
     def selected(self) -> list[EvalInfo]:
