@@ -26,12 +26,15 @@ import queue
 import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.core.agents.original import OriginalSample, vrag_tuples
 from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource, assemble
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.eval.jobs import AgentSpec
 
 _DONE = object()
 
@@ -321,4 +324,23 @@ class VimRAG(_Base):
         return (ev.to_original() for ev in self.run(question) if ev.event not in skip)
 
 
-__all__ = ["VRAG", "VimRAG", "iterate_in_thread"]
+def evaluation_agent(spec: AgentSpec) -> _Base:
+    """The agent an answers evaluation asks each question with (:mod:`vrag_desktop.core.eval.jobs`
+    passes its spec), built as ``ask`` builds one, so every run is saved in History. The CLI's and
+    the app's evaluations both use this."""
+    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
+    if spec.max_steps is not None:
+        kw["max_steps"] = spec.max_steps
+    cls: type[_Base] = VimRAG if spec.agent == "vimrag" else VRAG
+    return cls(
+        base_url="",
+        search_url=None,
+        model_name=spec.endpoint.model_name,
+        api_key=None,
+        endpoint=spec.endpoint,
+        search=SearchSource(engine=spec.engine),
+        **kw,
+    )
+
+
+__all__ = ["VRAG", "VimRAG", "evaluation_agent", "iterate_in_thread"]

@@ -110,6 +110,7 @@ def _retrieval(args: argparse.Namespace) -> int:
 
 
 def _answers(args: argparse.Namespace) -> int:
+    from vrag_desktop.api import evaluation_agent
     from vrag_desktop.core.datasets import DatasetError
     from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
     from vrag_desktop.core.eval.answers_eval import JudgeRefused
@@ -133,7 +134,7 @@ def _answers(args: argparse.Namespace) -> int:
             agent=args.agent,
             profile=args.profile,
             model=args.model,
-            make_agent=api_agent,
+            make_agent=evaluation_agent,
             judge=args.judge,
             judge_profile=args.judge_profile,
             judge_model=args.judge_model,
@@ -158,26 +159,6 @@ def _answers(args: argparse.Namespace) -> int:
         err("Interrupted: every finished item is saved. Run the same command again to resume.")
         return EXIT_INTERRUPTED
     return EXIT_OK
-
-
-def api_agent(spec: Any) -> Any:
-    """The evaluation's agent through the Python API (the same path as ``ask``; runs are saved)."""
-    from vrag_desktop.api import VRAG, VimRAG
-    from vrag_desktop.core.run.assemble import SearchSource
-
-    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
-    if spec.max_steps is not None:
-        kw["max_steps"] = spec.max_steps
-    cls: Any = VimRAG if spec.agent == "vimrag" else VRAG
-    return cls(
-        base_url="",
-        search_url=None,
-        model_name=spec.endpoint.model_name,
-        api_key=None,
-        endpoint=spec.endpoint,
-        search=SearchSource(engine=spec.engine),
-        **kw,
-    )
 
 
 def _say(lines: list[str], quiet: bool) -> None:

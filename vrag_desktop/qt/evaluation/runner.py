@@ -17,7 +17,6 @@ from vrag_desktop.qt.infra.tasks import Task, run_generator
 
 if TYPE_CHECKING:
     from vrag_desktop.core.eval.compare import EvalInfo
-    from vrag_desktop.core.eval.jobs import AgentSpec
     from vrag_desktop.qt.context import AppContext
 
 
@@ -58,31 +57,12 @@ class EvalRequest:
         )
 
 
-def app_agent(spec: AgentSpec) -> Any:
-    """The evaluation's agent through the Python API, as ``ask`` builds it (its runs go to History)."""
-    from vrag_desktop.api import VRAG, VimRAG
-    from vrag_desktop.core.run.assemble import SearchSource
-
-    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
-    if spec.max_steps is not None:
-        kw["max_steps"] = spec.max_steps
-    cls: Any = VimRAG if spec.agent == "vimrag" else VRAG
-    return cls(
-        base_url="",
-        search_url=None,
-        model_name=spec.endpoint.model_name,
-        api_key=None,
-        endpoint=spec.endpoint,
-        search=SearchSource(engine=spec.engine),
-        **kw,
-    )
-
-
 def evaluation_work(
     ctx: AppContext, r: EvalRequest, token: CancelToken
 ) -> Generator[object, None, dict[str, Any]]:
     """On the worker thread: assemble the job (a ``Path`` is yielded first: the folder it writes),
     then drive it to its summary."""
+    from vrag_desktop.api import evaluation_agent
     from vrag_desktop.core.eval.jobs import answers_job, retrieval_job
 
     corpora = list(r.corpora) or None
@@ -97,7 +77,7 @@ def evaluation_work(
             corpora,
             agent=r.agent,
             profile=r.profile,
-            make_agent=app_agent,
+            make_agent=evaluation_agent,
             judge=r.judge,
             judge_profile=r.judge_profile,
             max_steps=r.max_steps,
