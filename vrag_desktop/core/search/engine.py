@@ -1,8 +1,11 @@
 """Search one or more corpora with the embedder that built them, returning typed hits.
 
-Scores are cosine similarities (inner product of L2-normalised vectors). An item with several
-vectors (text chunks) scores as its best chunk. Corpora built by different embedders cannot be
-searched together: their scores live in different spaces, so the engine refuses with a message.
+Dense scores are cosine similarities (inner product of L2-normalised vectors); an item with several
+vectors (text chunks) scores as its best chunk. Hybrid search fuses that ranking with BM25's by
+reciprocal rank (:mod:`.fusion`) and its scores are the fused ones; it is the default because on
+scanned reports it put the evidence page in the top 5 far more often (docs/benchmarks.md §7).
+Corpora built by different embedders cannot be searched together: their scores live in different
+spaces, so the engine refuses with a message.
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ from vrag_desktop.core.corpus.manifest import ItemRow
 from vrag_desktop.core.embedders import Embedder, create_embedder
 from vrag_desktop.core.search.hit import Hit
 
-RRF_K = 60
-
 
 class SearchError(RuntimeError):
     """The search cannot run as asked (no corpus, embedder mismatch …); message says why."""
@@ -36,7 +37,7 @@ class SearchEngine:
         corpora: Sequence[str] | None = None,
         embedder: Embedder | None = None,
         *,
-        hybrid: bool = False,
+        hybrid: bool = True,
         device: str | None = None,
         reuse: Embedder | None = None,
     ) -> None:
@@ -117,29 +118,36 @@ class SearchEngine:
         return self._fuse(query, dense, k)
 
     def _fuse(self, query: str, dense: list[tuple[float, Corpus, ItemRow]], k: int) -> list[Hit]:
-        """Reciprocal-rank fusion of dense and BM25 results (equal weights, k = 60)."""
+        """Weighted reciprocal-rank fusion of dense and BM25 results (see :mod:`.fusion`)."""
+        from vrag_desktop.core.search.fusion import rrf
         from vrag_desktop.core.search.lexical import LexicalIndex
 
-        fused: dict[tuple[str, int], list[Any]] = {}
-        for rank, (s, c, row) in enumerate(dense):
-            fused[(c.name, row.id)] = [1.0 / (RRF_K + rank + 1), c, row, s, None]
+        rows: dict[tuple[str, int], tuple[Corpus, ItemRow]] = {}
+        dense_scores: dict[tuple[str, int], float] = {}
+        for s, c, row in dense:
+            rows[(c.name, row.id)] = (c, row)
+            dense_scores[(c.name, row.id)] = s
         lexical: list[tuple[float, Corpus, int]] = []
         for c in self.corpora:
             if c.name not in self._lexical:
                 self._lexical[c.name] = LexicalIndex.build(c.manifest)
             lexical += [(s, c, item_id) for s, item_id in self._lexical[c.name].search(query, k * 4)]
         lexical.sort(key=lambda t: -t[0])
-        for rank, (s, c, item_id) in enumerate(lexical):
+        lexical_scores: dict[tuple[str, int], float] = {}
+        for s, c, item_id in lexical:
             key = (c.name, item_id)
-            if key not in fused:
+            if key not in rows:
                 lexical_row = c.manifest.item(item_id)
                 if lexical_row is None:
                     continue
-                fused[key] = [0.0, c, lexical_row, None, None]
-            fused[key][0] += 1.0 / (RRF_K + rank + 1)
-            fused[key][4] = s
-        ranked = sorted(fused.values(), key=lambda t: -t[0])[:k]
-        return [_hit(c, row, score, dense_score=ds, lexical_score=ls) for score, c, row, ds, ls in ranked]
+                rows[key] = (c, lexical_row)
+            lexical_scores[key] = s
+        fused = rrf(list(dense_scores), list(lexical_scores))
+        ranked = sorted(fused.items(), key=lambda t: -t[1])[:k]
+        return [
+            _hit(*rows[key], score, dense_score=dense_scores.get(key), lexical_score=lexical_scores.get(key))
+            for key, score in ranked
+        ]
 
     # ---------------------------------------------------------------- files
     def known_files(self) -> set[str]:
