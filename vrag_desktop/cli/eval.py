@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, err, library
+from vrag_desktop.cli.search import add_mode_options
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,7 +33,7 @@ def add_parsers(sub: Any) -> None:
     r.add_argument(
         "-k", type=int, action="append", dest="ks", metavar="K", help="cut-off (repeatable; default 1 3 5 10)"
     )
-    r.add_argument("--hybrid", action="store_true", help="fuse dense and BM25 (keyword) results")
+    add_mode_options(r)
     r.add_argument("--device", default=None)
     r.add_argument("--out", metavar="DIR", help="evaluation folder (default: under <data>/evaluations)")
     r.add_argument("--restart", action="store_true", help="delete the folder's earlier results first")

@@ -17,7 +17,7 @@ def add_parsers(sub: Any) -> None:
     se.add_argument("-k", type=int, default=5, help="number of hits (default: %(default)s)")
     se.add_argument("--corpus", action="append", help="corpus to search (repeatable; default: all)")
     se.add_argument("--json", action="store_true", help="print hits as JSON")
-    se.add_argument("--hybrid", action="store_true", help="fuse dense and BM25 (keyword) results")
+    add_mode_options(se)
     se.add_argument("--device", default=None)
 
     sv = sub.add_parser(
@@ -26,8 +26,21 @@ def add_parsers(sub: Any) -> None:
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8001)
     sv.add_argument("--corpus", action="append", help="corpus to serve (repeatable; default: all)")
-    sv.add_argument("--hybrid", action="store_true")
+    add_mode_options(sv)
     sv.add_argument("--device", default=None)
+
+
+def add_mode_options(p: argparse.ArgumentParser) -> None:
+    """Hybrid (embeddings fused with BM25 keywords: the engine's default, the better one on real
+    documents, docs/benchmarks.md §7) or ``--dense`` (embeddings only)."""
+    p.add_argument(
+        "--dense",
+        dest="hybrid",
+        action="store_false",
+        help="embeddings only (default: fused with BM25 keyword search)",
+    )
+    p.add_argument("--hybrid", dest="hybrid", action="store_true", help=argparse.SUPPRESS)  # the default
+    p.set_defaults(hybrid=True)
 
 
 # ---------------------------------------------------------------- search

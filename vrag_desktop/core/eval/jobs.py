@@ -111,7 +111,7 @@ def retrieval_job(
     corpora: Sequence[str] | None = None,
     *,
     ks: Sequence[int] | None = None,
-    hybrid: bool = False,
+    hybrid: bool = True,
     device: str | None = None,
     out: str | Path | None = None,
     restart: bool = False,
