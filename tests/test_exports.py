@@ -510,3 +510,50 @@ def test_cli_export(saved: Saved, tmp_path: Path) -> None:
         and "Traceback" not in proc.stderr
     )
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_dataset_exports_as_verl_rows_that_read_back(tmp_path: Path) -> None:
+    """Training data straight from a dataset (no runs): the original's columns, read back with
+    pyarrow and again as a dataset with the same labels; items without a file name refused by uid."""
+    import pyarrow.parquet as pq
+
+    from vrag_desktop.core.datasets import DatasetItem
+    from vrag_desktop.core.datasets.store import DatasetStore, DatasetStoreError
+    from vrag_desktop.core.run.export import ExportError, export_dataset_rl
+
+    items = [
+        DatasetItem(
+            "a", "How heavy a load can Atlas carry?", "450 kg", "robots.pdf", (2,), query_type="fact"
+        ),
+        DatasetItem(
+            "b",
+            "Who signed the letter?",
+            "Maren Alvarez",
+            "report.pdf",
+            (1, 3),
+            source_type=("text", "table"),
+        ),
+    ]
+    out = tmp_path / "train.parquet"
+    assert export_dataset_rl(items, out) == 2
+    rows = pq.read_table(out).to_pylist()
+    assert [r["extra_info"]["question"] for r in rows] == [i.query for i in items]
+    assert rows[1]["reward_model"] == {"style": "rule", "ground_truth": "Maren Alvarez"}
+    assert rows[1]["reference_page"] == [1, 3] and rows[1]["extra_info"]["content_type"] == "text####table"
+    assert rows[0]["prompt"][0]["role"] == "user" and items[0].query in rows[0]["prompt"][0]["content"]
+    back = load_dataset(out)
+    assert [(i.query, i.reference_answer, i.file_name, i.reference_page) for i in back] == [
+        (i.query, i.reference_answer, i.file_name, i.reference_page) for i in items
+    ]
+    with pytest.raises(ExportError, match=r"no meta_info\.file_name.*: c"):
+        export_dataset_rl([DatasetItem("c", "q", "r")], tmp_path / "bad.parquet")
+    assert not (tmp_path / "bad.parquet").exists()
+    store = DatasetStore(tmp_path / "datasets")
+    store.create("gold")
+    for i in items:
+        store.add_item("gold", i)
+    store.export("gold", tmp_path / "gold.parquet", "parquet")
+    assert pq.read_table(tmp_path / "gold.parquet").num_rows == 2
+    store.add_item("gold", DatasetItem("c", "q", "r"))
+    with pytest.raises(DatasetStoreError, match="as training data"):
+        store.export("gold", tmp_path / "gold2.parquet", "parquet")

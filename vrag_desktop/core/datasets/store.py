@@ -28,7 +28,7 @@ from vrag_desktop.core.datasets.unified import Dataset, DatasetError, DatasetIte
 from vrag_desktop.core.fsutil import atomic_write_text
 
 SUFFIX = ".json"
-EXPORT_FORMATS = ("json", "jsonl")  # unified JSON, JSON lines
+EXPORT_FORMATS = ("json", "jsonl", "parquet")  # unified JSON, JSON lines, verl rows (training data)
 _NAME_RE = re.compile(r"^[\w][\w .@+()-]{0,79}$")
 REGIONS_KEY = "evidence_regions"
 
@@ -234,7 +234,8 @@ class DatasetStore:
             return report
 
     def export(self, name: str, dest: str | os.PathLike[str], fmt: str = "json") -> Path:
-        """Write the dataset to ``dest`` as unified JSON (``json``) or JSON lines (``jsonl``)."""
+        """Write the dataset to ``dest`` as unified JSON (``json``), JSON lines (``jsonl``) or the verl
+        parquet rows the original trains on (``parquet``, VRAG prompt; items need a file name)."""
         if fmt not in EXPORT_FORMATS:
             raise DatasetStoreError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
         items = list(self.load(name))
@@ -242,6 +243,13 @@ class DatasetStore:
         try:
             if fmt == "json":
                 write_unified(out, items)
+            elif fmt == "parquet":
+                from vrag_desktop.core.run.export import ExportError, export_dataset_rl
+
+                try:
+                    export_dataset_rl(items, out)
+                except ExportError as exc:
+                    raise DatasetStoreError(f"cannot export {name} as training data: {exc}") from exc
             else:
                 lines = "".join(json.dumps(i.to_dict(), ensure_ascii=False) + "\n" for i in items)
                 atomic_write_text(out, lines, mkdir=True)

@@ -187,19 +187,21 @@ def rl_schema() -> pa.Schema:
     )
 
 
-def rl_row(s: RunSummary, item: DatasetItem, index: int, data_source: str, split: str) -> dict[str, Any]:
-    """One verl row: the run's question and agent prompt, the dataset's ground truth."""
+def rl_row(
+    agent: str, question: str, item: DatasetItem, index: int, data_source: str, split: str
+) -> dict[str, Any]:
+    """One verl row: ``question`` with ``agent``'s prompt, the dataset's ground truth."""
     pages = list(item.reference_page)
     return {
         "data_source": data_source,
-        "prompt": rl_prompt(s.agent, s.question),
+        "prompt": rl_prompt(agent, question),
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": item.reference_answer},
         "extra_info": {
             "split": split,
             "index": index,
             "answer": item.reference_answer,
-            "question": s.question,
+            "question": question,
             "content_type": item.content_type,
             "reason_type": item.reason_type,
             "file_name": item.file_name,
@@ -208,6 +210,55 @@ def rl_row(s: RunSummary, item: DatasetItem, index: int, data_source: str, split
         "file_name": item.file_name,
         "reference_page": pages,
     }
+
+
+def _check_source(data_source: str) -> None:
+    if data_source not in DATA_SOURCES:
+        raise ExportError(
+            f"data source {data_source!r} is not one the original's reward manager accepts "
+            f"({', '.join(DATA_SOURCES)})"
+        )
+
+
+def write_rl(out: Path, rows: list[dict[str, Any]], jsonl: bool = False) -> None:
+    """Write verl rows atomically: parquet with :func:`rl_schema`, or JSON lines."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if jsonl:
+        atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows, schema=rl_schema()), buf)
+    atomic_write_bytes(out, buf.getvalue())
+
+
+def export_dataset_rl(
+    items: Iterable[DatasetItem],
+    out: Path,
+    *,
+    agent: str = "vrag",
+    data_source: str = "rag",
+    split: str = "train",
+    jsonl: bool = False,
+) -> int:
+    """A dataset's items as verl rows (the training data the trainer reads, no runs needed): the
+    item's question with ``agent``'s prompt; items without ``file_name`` are refused by uid, since
+    the reward's NDCG needs it. Returns the number of rows written."""
+    _check_source(data_source)
+    items = list(items)
+    bad = [i.uid for i in items if not i.file_name]
+    if bad:
+        raise ExportError(
+            f"{len(bad)} item(s) have no meta_info.file_name, which the RL reward's NDCG needs: "
+            f"{', '.join(bad[:_LIST_LIMIT])}{' …' if len(bad) > _LIST_LIMIT else ''}"
+        )
+    if not items:
+        raise ExportError("the dataset has no items; nothing written")
+    write_rl(out, [rl_row(agent, i.query, i, n, data_source, split) for n, i in enumerate(items)], jsonl)
+    return len(items)
 
 
 def export_rl(
@@ -222,30 +273,16 @@ def export_rl(
     skip_unlabelled: bool = False,
 ) -> ExportReport:
     """Labelled runs → verl parquet (or JSON lines with ``jsonl``), written atomically."""
-    if data_source not in DATA_SOURCES:
-        raise ExportError(
-            f"data source {data_source!r} is not one the original's reward manager accepts "
-            f"({', '.join(DATA_SOURCES)})"
-        )
+    _check_source(data_source)
     ds = _as_dataset(dataset)
     runs = _summaries(store, run_ids)
     labelled, missing = _labels(runs, ds, need_file=True, skip_unlabelled=skip_unlabelled)
     report = ExportReport(Path(out), "rl-jsonl" if jsonl else "rl", unlabelled=missing)
     if not labelled:
         raise ExportError(f"none of the {len(runs)} run(s) has a usable label in {ds.name}; nothing written")
-    rows = [rl_row(s, item, i, data_source, split) for i, (s, item) in enumerate(labelled)]
+    rows = [rl_row(s.agent, s.question, item, i, data_source, split) for i, (s, item) in enumerate(labelled)]
     report.exported = [s.id for s, _ in labelled]
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if jsonl:
-        atomic_write_text(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist(rows, schema=rl_schema()), buf)
-        atomic_write_bytes(out, buf.getvalue())
+    write_rl(Path(out), rows, jsonl)
     return report
 
 
@@ -389,10 +426,12 @@ __all__ = [
     "ExportOptions",
     "ExportRefused",
     "ExportReport",
+    "export_dataset_rl",
     "export_rl",
     "export_runs",
     "export_sft",
     "rl_prompt",
     "rl_row",
     "rl_schema",
+    "write_rl",
 ]

@@ -51,6 +51,7 @@ IMPORT_FILTER = "Datasets (*.json *.jsonl *.parquet);;All files (*)"
 EXPORTS = {
     "json": ("unified JSON", "JSON (*.json)", ".json"),
     "jsonl": ("JSON lines", "JSON lines (*.jsonl)", ".jsonl"),
+    "parquet": ("training data (verl parquet)", "Parquet (*.parquet)", ".parquet"),
 }
 NO_DATASETS = (
     "No datasets yet.\n\nRight-click a run in History → “Add to dataset…” to label it, "
