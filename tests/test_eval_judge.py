@@ -177,7 +177,11 @@ def test_concurrency_bound_is_respected_at_the_server() -> None:
 def test_an_endpoint_client_is_made_once_and_closed() -> None:
     made: list[OpenAIChatModel] = []
 
-    with ScriptedOpenAI([TRUE, FALSE]) as srv:
+    def by_answer(body: dict[str, Any]) -> dict[str, Any]:  # the two verdicts run concurrently
+        text = str(body["messages"][-1]["content"])
+        return TRUE if text.rstrip().endswith("a") else FALSE
+
+    with ScriptedOpenAI(default=by_answer) as srv:
 
         def make() -> OpenAIChatModel:
             made.append(client(srv))
