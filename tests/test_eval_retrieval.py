@@ -90,10 +90,14 @@ def test_items_that_cannot_be_scored_are_named_and_the_rest_go_on(sample_index: 
             DatasetItem("late", "What is on page 40?", "x", "northwind_annual_report_2024.pdf", (40,)),
             DatasetItem("nofile", "Who wrote it?", "x"),
             DatasetItem("image", "What colour is the lighthouse?", "red and white", "harbor_lighthouse.jpg"),
+            # no reference answer yet: retrieval needs none, so it is scored
+            DatasetItem(
+                "unanswered", "Which region sold most?", "", "northwind_annual_report_2024.pdf", (2,)
+            ),
         ],
     )
     summary = _eval(sample_index, ds, tmp_path / "ev")
-    assert summary["items"] == 2 and summary["complete"]  # "ok" and "image"
+    assert summary["items"] == 3 and summary["complete"]  # "ok", "image" and "unanswered"
     why = {p["uid"]: p["why"] for p in summary["not_scored"]}
     assert set(why) == {"missing", "late", "nofile"}
     assert "appendix.pdf is not in the indexed files of sample" in why["missing"]
@@ -115,10 +119,7 @@ def test_bad_datasets_are_clear_errors(sample_index: Path, tmp_path: Path) -> No
             ' "meta_info": {"file_name": "x.pdf", "reference_page": [0]}}]}',
             "0-based",
         ),
-        "empty_answer.json": (
-            '{"examples": [{"uid": 1, "query": "a", "reference_answer": ""}]}',
-            "reference_answer",
-        ),
+        "no_query.json": ('{"examples": [{"uid": 1, "reference_answer": "b"}]}', '"query" must be'),
     }
     for name, (text, message) in cases.items():
         (tmp_path / name).write_text(text)

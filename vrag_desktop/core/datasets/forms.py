@@ -15,7 +15,7 @@ from vrag_desktop.core.datasets.unified import DatasetError, DatasetItem, _item
 __all__ = ["from_parquet", "from_question_list", "is_question_list"]
 
 
-def from_parquet(p: Path) -> list[DatasetItem]:
+def from_parquet(p: Path, need_answers: bool = True) -> list[DatasetItem]:
     """verl rows (reference §6.6): ``extra_info.question``, ``reward_model.ground_truth``, top-level
     ``file_name`` / ``reference_page`` (else those in ``extra_info``), types from ``extra_info``."""
     try:
@@ -44,7 +44,7 @@ def from_parquet(p: Path) -> list[DatasetItem]:
                 "query_type": extra.get("reason_type") or "",
             },
         }
-        items.append(_item(obj, n, f"{p}: row {n + 1}"))
+        items.append(_item(obj, n, f"{p}: row {n + 1}", need_answers))
     if not items:
         raise DatasetError(f"{p}: no rows")
     return items
@@ -61,7 +61,7 @@ def is_question_list(whole: Any) -> bool:
     )
 
 
-def from_question_list(p: Path, whole: list[dict[str, Any]]) -> list[DatasetItem]:
+def from_question_list(p: Path, whole: list[dict[str, Any]], need_answers: bool = True) -> list[DatasetItem]:
     """``{"question", "expected": {"file", "page"}, "answer"}`` → items ``q1``, ``q2``, … whose
     ``file_name`` is the path relative to the corpus folder and ``page`` a 1-based page (or none)."""
     items = []
@@ -77,5 +77,5 @@ def from_question_list(p: Path, whole: list[dict[str, Any]]) -> list[DatasetItem
                 "reference_page": [] if page is None else [page],
             },
         }
-        items.append(_item(obj, n, f"{p}: question {n + 1}"))
+        items.append(_item(obj, n, f"{p}: question {n + 1}", need_answers))
     return items

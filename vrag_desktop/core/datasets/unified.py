@@ -141,14 +141,16 @@ def match_run(
 
 
 # ---------------------------------------------------------------- reading
-def load_dataset(path: str | Path) -> Dataset:
+def load_dataset(path: str | Path, *, need_answers: bool = True) -> Dataset:
     """A unified JSON file (``{"examples": [...]}``), JSON lines (one example per line), verl
-    parquet rows, or the sample corpus's question list (see :mod:`.forms`)."""
+    parquet rows, or the sample corpus's question list (see :mod:`.forms`). ``need_answers=False``
+    (evaluation: retrieval needs no answer, and an answers evaluation names the item and goes on)
+    accepts an empty ``reference_answer``; exports and labelling keep the default."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         from vrag_desktop.core.datasets.forms import from_parquet
 
-        return Dataset(_check_uids(p, from_parquet(p)), p)
+        return Dataset(_check_uids(p, from_parquet(p, need_answers)), p)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -156,26 +158,26 @@ def load_dataset(path: str | Path) -> Dataset:
     if not text.strip():
         raise DatasetError(f'{p}: the file is empty; expected {{"examples": [...]}} or JSON lines')
     if p.suffix.lower() == ".jsonl":
-        return Dataset(_check_uids(p, _from_lines(p, text)), p)
+        return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as exc:
         first = text.strip().splitlines()[0]
         if _is_object(first):  # the first line stands alone: JSON lines
-            return Dataset(_check_uids(p, _from_lines(p, text)), p)
+            return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)
         raise DatasetError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     if isinstance(whole, dict) and "examples" in whole:
         examples = whole["examples"]
         if not isinstance(examples, list):
             raise DatasetError(f'{p}: "examples" must be a list of example objects')
-        items = [_item(e, i, f"{p}: example {i + 1}") for i, e in enumerate(examples)]
+        items = [_item(e, i, f"{p}: example {i + 1}", need_answers) for i, e in enumerate(examples)]
         return Dataset(_check_uids(p, items), p)
     from vrag_desktop.core.datasets.forms import from_question_list, is_question_list
 
     if is_question_list(whole):
-        return Dataset(_check_uids(p, from_question_list(p, whole)), p)
+        return Dataset(_check_uids(p, from_question_list(p, whole, need_answers)), p)
     if isinstance(whole, dict) and len(text.strip().splitlines()) == 1:
-        return Dataset(_check_uids(p, _from_lines(p, text)), p)  # JSON lines with one example
+        return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)  # JSON lines with one example
     kind = "a list" if isinstance(whole, list) else 'an object without "examples"'
     raise DatasetError(
         f'{p}: holds {kind}; expected the unified form {{"examples": [...]}} or JSON lines '
@@ -190,7 +192,7 @@ def _is_object(line: str) -> bool:
         return False
 
 
-def _from_lines(p: Path, text: str) -> list[DatasetItem]:
+def _from_lines(p: Path, text: str, need_answer: bool = True) -> list[DatasetItem]:
     items: list[DatasetItem] = []
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -199,7 +201,7 @@ def _from_lines(p: Path, text: str) -> list[DatasetItem]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{p}:{n}: not a JSON object ({exc.msg} at column {exc.colno})") from exc
-        items.append(_item(obj, len(items), f"{p}:{n}"))
+        items.append(_item(obj, len(items), f"{p}:{n}", need_answer))
     if not items:
         raise DatasetError(f"{p}: no examples")
     return items
@@ -214,7 +216,7 @@ def _check_uids(p: Path, items: list[DatasetItem]) -> list[DatasetItem]:
     return items
 
 
-def _item(obj: Any, index: int, where: str) -> DatasetItem:
+def _item(obj: Any, index: int, where: str, need_answer: bool = True) -> DatasetItem:
     """One example object, every field checked; ``uid`` defaults to the example's position."""
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: an example must be a JSON object, got {type(obj).__name__}")
@@ -226,7 +228,9 @@ def _item(obj: Any, index: int, where: str) -> DatasetItem:
     if not isinstance(query, str) or not query.strip():
         raise DatasetError(f'{where}: "query" must be the question as a non-empty string')
     answer = obj.get("reference_answer")
-    if isinstance(answer, bool) or not isinstance(answer, str | int | float) or not str(answer).strip():
+    if not need_answer and answer in (None, ""):
+        answer = ""
+    elif isinstance(answer, bool) or not isinstance(answer, str | int | float) or not str(answer).strip():
         raise DatasetError(f'{where}: "reference_answer" must be a non-empty string (or a number)')
     meta = obj.get("meta_info", {})
     if not isinstance(meta, dict):

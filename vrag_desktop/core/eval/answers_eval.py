@@ -226,11 +226,17 @@ def evaluate_answers(
     cancel: CancelToken | None = None,
 ) -> Generator[Progress, None, dict[str, Any]]:
     """Ask and score every item without a stored row; returns the summary (also stored). Items the
-    corpora do not hold (``match.problems``) are asked and judged too, without NDCG. Stops at the
+    corpora do not hold (``match.problems``) are asked and judged too, without NDCG; items without a
+    reference answer are listed in ``not_asked``. Stops at the
     next yield when closed or when ``cancel`` is set; raises :class:`JudgeRefused` (rows so far
     kept) when the judge refuses its calls."""
     golden = {m.item.uid: m.golden for m in match.matched}
     why = dict(match.problems)
+    # an item without a reference answer cannot be judged: named in the report, not asked
+    unanswerable = [
+        (it.uid, "no reference answer: not asked or judged") for it in items if not it.reference_answer
+    ]
+    items = [it for it in items if it.reference_answer]
     todo = [it for it in items if not store.done(it.uid)]
     total, done = len(items), len(items) - len(todo)
     meter = RateMeter()
@@ -251,7 +257,8 @@ def evaluate_answers(
         meter.update(1)
         yield Progress("answers", done, total, rate=meter.rate, eta=meter.eta(total - done), failed=failed)
     rows = [store.results[it.uid] for it in items if store.done(it.uid)]
-    summary = summarize_answers(rows, match.problems)
+    summary = summarize_answers(rows, [p for p in match.problems if p[0] not in dict(unanswerable)])
+    summary["not_asked"] = [{"uid": uid, "why": reason} for uid, reason in unanswerable]
     summary["complete"] = len(rows) == total
     summary["settings"] = store.header.get("fingerprint", {})
     from vrag_desktop.core.eval.report import answers_report

@@ -113,11 +113,28 @@ def page(title: str, sections: Sequence[str]) -> str:
 
 
 def _problems(summary: dict[str, Any]) -> str:
-    bad = summary.get("not_scored") or []
+    bad = (summary.get("not_asked") or []) + (summary.get("not_scored") or [])
     if not bad:
         return ""
     rows = [(p["uid"], p["why"]) for p in bad]
     return f'<h2 class="bad">{len(bad)} item(s) not scored</h2>' + table(["uid", "why"], rows)
+
+
+def _report(title: str, summary: dict[str, Any], overall: str, plots: str, per_item: str) -> str:
+    """The page both evaluations write: settings, overall, plots, what was not scored, per item."""
+    settings = summary.get("settings") or {}
+    return page(
+        title,
+        [
+            table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
+            "<h2>Overall</h2>",
+            overall,
+            plots,
+            _problems(summary),
+            "<h2>Per question</h2>",
+            per_item,
+        ],
+    )
 
 
 def retrieval_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
@@ -157,19 +174,7 @@ def retrieval_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
             for r in rows
         ],
     )
-    settings = summary.get("settings") or {}
-    return page(
-        "Retrieval evaluation",
-        [
-            table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
-            "<h2>Overall</h2>",
-            overall,
-            plots,
-            _problems(summary),
-            "<h2>Per question</h2>",
-            per_item,
-        ],
-    )
+    return _report("Retrieval evaluation", summary, overall, plots, per_item)
 
 
 def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> str:
@@ -230,16 +235,4 @@ def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> s
             for r in rows
         ],
     )
-    settings = summary.get("settings") or {}
-    return page(
-        "Answer evaluation",
-        [
-            table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
-            "<h2>Overall</h2>",
-            overall,
-            plots,
-            _problems(summary),
-            "<h2>Per question</h2>",
-            per_item,
-        ],
-    )
+    return _report("Answer evaluation", summary, overall, plots, per_item)
