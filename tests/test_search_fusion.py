@@ -53,3 +53,15 @@ def test_the_engine_fuses_by_default(library, minilm, tmp_path) -> None:  # type
     finally:
         engine.close()
         dense.close()
+
+
+def test_people_see_the_similarity_not_the_fused_vote() -> None:
+    from vrag_desktop.core.search.hit import Hit
+
+    fused = Hit(
+        score=0.0328, name="a_1", source="/d/a.pdf", modality="page", dense_score=0.71, lexical_score=9.2
+    )
+    assert fused.similarity == 0.71 and fused.score == 0.0328
+    assert (
+        Hit(score=0.64, name="b", source="/d/b.png", modality="image").similarity == 0.64
+    )  # no dense score known

@@ -187,7 +187,7 @@ class EventPrinter:
                     + (f" p{h.page}" if h.page else "")
                     + (f" clip {h.clip}" if h.clip else "")
                 )
-                self._line(f"   {mark} {h.score:.3f}  {where}")
+                self._line(f"   {mark} {h.similarity:.3f}  {where}")
         elif kind == "bbox":
             self._line(self._style(f"📐 region: {ev['content']}", "35"))
         elif kind == "crop_image":

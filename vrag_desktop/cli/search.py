@@ -70,7 +70,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             where += f"  page {h.page}"
         elif h.clip is not None:
             where += f"  clip {h.clip} ({_ts(h.t_start)}–{_ts(h.t_end)})"
-        print(f"{rank:>2}. {h.score:.3f}  {where}")
+        print(f"{rank:>2}. {h.similarity:.3f}  {where}")
         snippet = " ".join(h.text.split())[:160]
         if snippet:
             print(f"     {snippet}")

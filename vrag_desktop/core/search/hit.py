@@ -39,6 +39,13 @@ class Hit:
     dense_score: float | None = None
     lexical_score: float | None = None
 
+    @property
+    def similarity(self) -> float:
+        """The score to show a person: the embedding similarity (cosine) when known — a fused
+        hybrid score is only a rank vote (~0.03) and says nothing about how well the item matches;
+        the ranking itself stays the fused one."""
+        return self.score if self.dense_score is None else self.dense_score
+
     def labelled(self, label: str) -> Hit:
         """This hit as the agent records it: with its label, and a text snippet rather than a whole
         document (runs stay small; the index keeps the full text)."""

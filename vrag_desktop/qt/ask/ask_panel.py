@@ -397,7 +397,7 @@ class AskPanel(QWidget):
                 mark = "→" if i in shown else "&nbsp;"
                 label = f" <span style='color:{muted}'>{_esc(h.label)}</span>" if h.label else ""
                 rows.append(
-                    f"<tr><td>{mark}</td><td style='font-family:monospace'>{h.score:.3f}</td>"
+                    f"<tr><td>{mark}</td><td style='font-family:monospace'>{h.similarity:.3f}</td>"
                     f"<td>{_esc(hit_where(h))}{label}</td></tr>"
                 )
             return f"<table style='margin-left:14px' cellspacing='2' cellpadding='1'>{''.join(rows)}</table>"

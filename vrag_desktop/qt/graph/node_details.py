@@ -196,7 +196,7 @@ class NodeDetails(QWidget):
         t = self._table("hits", ["Item", "Source", "Score", "Shown"])
         t.setRowCount(len(info.hits))
         for r, h in enumerate(info.hits):
-            cells = [h.label or h.name, hit_source(h), f"{h.score:.3f}", "✓" if r in shown else ""]
+            cells = [h.label or h.name, hit_source(h), f"{h.similarity:.3f}", "✓" if r in shown else ""]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c == 1:
