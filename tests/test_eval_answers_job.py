@@ -68,3 +68,23 @@ def test_items_without_answers_are_named_and_failed_runs_recorded(tmp_path: Path
     assert store.results["a"]["judge"] == 1.0 and store.results["c"]["error"].startswith("endpoint")
     assert store.results["c"]["judge"] == 0.0  # no answer: judged wrong, never crashing the evaluation
     assert "no reference answer" in store.report_path.read_text()
+
+
+def test_reading_for_evaluation_names_repeated_uids_instead_of_refusing(tmp_path: Path) -> None:
+    import pytest
+
+    from vrag_desktop.core.datasets import DatasetError
+
+    ds = tmp_path / "dup.jsonl"
+    ds.write_text(
+        '{"uid": "a", "query": "q1", "reference_answer": "r1"}\n'
+        '{"uid": "a", "query": "q2", "reference_answer": "r2"}\n'
+        '{"uid": "b", "query": "q3", "reference_answer": "r3"}\n'
+    )
+    with pytest.raises(DatasetError, match="share the uid 'a'"):
+        load_dataset(ds)  # exports and labelling: ground truth must be unambiguous
+    lenient = load_dataset(ds, need_answers=False)
+    assert [i.query for i in lenient] == ["q1", "q3"]
+    assert lenient.problems == [
+        ("a", "examples 1 and 2 share the uid 'a': example 2 left out (give it its own uid)")
+    ]

@@ -94,17 +94,22 @@ def test_items_that_cannot_be_scored_are_named_and_the_rest_go_on(sample_index: 
             DatasetItem(
                 "unanswered", "Which region sold most?", "", "northwind_annual_report_2024.pdf", (2,)
             ),
+            # a copy-paste slip: the first item's uid again (the first is kept, this one named)
+            DatasetItem(
+                "ok", "Who signed the letter?", "Maren Alvarez", "northwind_annual_report_2024.pdf", (1,)
+            ),
         ],
     )
     summary = _eval(sample_index, ds, tmp_path / "ev")
     assert summary["items"] == 3 and summary["complete"]  # "ok", "image" and "unanswered"
     why = {p["uid"]: p["why"] for p in summary["not_scored"]}
-    assert set(why) == {"missing", "late", "nofile"}
+    assert set(why) == {"missing", "late", "nofile", "ok"}
+    assert "examples 1 and 7 share the uid 'ok': example 7 left out" in why["ok"]
     assert "appendix.pdf is not in the indexed files of sample" in why["missing"]
     assert "[40]" in why["late"] and "has 8 page(s)" in why["late"]
     assert "names no evidence file" in why["nofile"]
     html = (tmp_path / "ev" / "report.html").read_text()
-    assert "3 item(s) not scored" in html and "appendix.pdf" in html
+    assert "4 item(s) not scored" in html and "appendix.pdf" in html
 
 
 def test_bad_datasets_are_clear_errors(sample_index: Path, tmp_path: Path) -> None:

@@ -98,9 +98,13 @@ def normalize_question(text: str) -> str:
 class Dataset:
     """Items of one file, in file order, with a question index for :meth:`match`."""
 
-    def __init__(self, items: Iterable[DatasetItem], path: Path | None = None) -> None:
+    def __init__(
+        self, items: Iterable[DatasetItem], path: Path | None = None, problems: Iterable[tuple[str, str]] = ()
+    ) -> None:
         self.items = tuple(items)
         self.path = path
+        #: (uid, why) of examples left out while reading for evaluation (``need_answers=False``)
+        self.problems = list(problems)
         self._by_question: dict[str, list[DatasetItem]] = {}
         for item in self.items:
             self._by_question.setdefault(normalize_question(item.query), []).append(item)
@@ -144,13 +148,15 @@ def match_run(
 def load_dataset(path: str | Path, *, need_answers: bool = True) -> Dataset:
     """A unified JSON file (``{"examples": [...]}``), JSON lines (one example per line), verl
     parquet rows, or the sample corpus's question list (see :mod:`.forms`). ``need_answers=False``
-    (evaluation: retrieval needs no answer, and an answers evaluation names the item and goes on)
-    accepts an empty ``reference_answer``; exports and labelling keep the default."""
+    reads for evaluation, which names a bad item and goes on with the rest: an empty
+    ``reference_answer`` is accepted (retrieval needs none; an answers evaluation names the item),
+    and a repeated uid keeps its first example and names the others in :attr:`Dataset.problems`.
+    Exports and labelling keep the strict default."""
     p = Path(path)
     if p.suffix.lower() == ".parquet":
         from vrag_desktop.core.datasets.forms import from_parquet
 
-        return Dataset(_check_uids(p, from_parquet(p, need_answers)), p)
+        return _checked(p, from_parquet(p, need_answers), need_answers)
     try:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -158,26 +164,26 @@ def load_dataset(path: str | Path, *, need_answers: bool = True) -> Dataset:
     if not text.strip():
         raise DatasetError(f'{p}: the file is empty; expected {{"examples": [...]}} or JSON lines')
     if p.suffix.lower() == ".jsonl":
-        return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)
+        return _checked(p, _from_lines(p, text, need_answers), need_answers)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError as exc:
         first = text.strip().splitlines()[0]
         if _is_object(first):  # the first line stands alone: JSON lines
-            return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)
+            return _checked(p, _from_lines(p, text, need_answers), need_answers)
         raise DatasetError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
     if isinstance(whole, dict) and "examples" in whole:
         examples = whole["examples"]
         if not isinstance(examples, list):
             raise DatasetError(f'{p}: "examples" must be a list of example objects')
         items = [_item(e, i, f"{p}: example {i + 1}", need_answers) for i, e in enumerate(examples)]
-        return Dataset(_check_uids(p, items), p)
+        return _checked(p, items, need_answers)
     from vrag_desktop.core.datasets.forms import from_question_list, is_question_list
 
     if is_question_list(whole):
-        return Dataset(_check_uids(p, from_question_list(p, whole, need_answers)), p)
+        return _checked(p, from_question_list(p, whole, need_answers), need_answers)
     if isinstance(whole, dict) and len(text.strip().splitlines()) == 1:
-        return Dataset(_check_uids(p, _from_lines(p, text, need_answers)), p)  # JSON lines with one example
+        return _checked(p, _from_lines(p, text, need_answers), need_answers)  # JSON lines with one example
     kind = "a list" if isinstance(whole, list) else 'an object without "examples"'
     raise DatasetError(
         f'{p}: holds {kind}; expected the unified form {{"examples": [...]}} or JSON lines '
@@ -207,13 +213,22 @@ def _from_lines(p: Path, text: str, need_answer: bool = True) -> list[DatasetIte
     return items
 
 
-def _check_uids(p: Path, items: list[DatasetItem]) -> list[DatasetItem]:
+def _checked(p: Path, items: list[DatasetItem], strict: bool) -> Dataset:
+    """Unique uids: a repeat is an error, or — reading for evaluation — the first item is kept and
+    the others are named in :attr:`Dataset.problems` (the evaluation goes on with the rest)."""
     seen: dict[str, int] = {}
+    kept: list[DatasetItem] = []
+    problems: list[tuple[str, str]] = []
     for n, item in enumerate(items, start=1):
         if item.uid in seen:
-            raise DatasetError(f"{p}: examples {seen[item.uid]} and {n} share the uid {item.uid!r}")
+            why = f"examples {seen[item.uid]} and {n} share the uid {item.uid!r}"
+            if strict:
+                raise DatasetError(f"{p}: {why}")
+            problems.append((item.uid, f"{why}: example {n} left out (give it its own uid)"))
+            continue
         seen[item.uid] = n
-    return items
+        kept.append(item)
+    return Dataset(kept, p, problems)
 
 
 def _item(obj: Any, index: int, where: str, need_answer: bool = True) -> DatasetItem:

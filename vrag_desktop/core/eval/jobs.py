@@ -131,6 +131,7 @@ def retrieval_job(
     engine = SearchEngine(library, corpora, hybrid=hybrid, device=device, reuse=reuse)
     try:
         match = match_dataset(dataset.items, corpus_files(engine.corpora))
+        match.problems.extend(dataset.problems)
         names = sorted(c.name for c in engine.corpora)
         if on_match is not None:
             on_match(match)
@@ -199,6 +200,7 @@ def answers_job(
     closers: list[Callable[[], None]] = [engine.close]
     try:
         match = match_dataset(dataset.items, corpus_files(engine.corpora))
+        match.problems.extend(dataset.problems)
         names = sorted(c.name for c in engine.corpora)
         if on_match is not None:
             on_match(match)
