@@ -94,6 +94,8 @@ def test_items_that_cannot_be_scored_are_named_and_the_rest_go_on(sample_index: 
             DatasetItem(
                 "unanswered", "Which region sold most?", "", "northwind_annual_report_2024.pdf", (2,)
             ),
+            # a 0-based slip in one item: named, the rest go on
+            DatasetItem("zero", "What is on the cover?", "x", "northwind_annual_report_2024.pdf", (0,)),
             # a copy-paste slip: the first item's uid again (the first is kept, this one named)
             DatasetItem(
                 "ok", "Who signed the letter?", "Maren Alvarez", "northwind_annual_report_2024.pdf", (1,)
@@ -103,13 +105,14 @@ def test_items_that_cannot_be_scored_are_named_and_the_rest_go_on(sample_index: 
     summary = _eval(sample_index, ds, tmp_path / "ev")
     assert summary["items"] == 3 and summary["complete"]  # "ok", "image" and "unanswered"
     why = {p["uid"]: p["why"] for p in summary["not_scored"]}
-    assert set(why) == {"missing", "late", "nofile", "ok"}
-    assert "examples 1 and 7 share the uid 'ok': example 7 left out" in why["ok"]
+    assert set(why) == {"missing", "late", "nofile", "zero", "ok"}
+    assert "examples 1 and 8 share the uid 'ok': example 8 left out" in why["ok"]
+    assert "page 0" in why["zero"] and "0-based" in why["zero"]
     assert "appendix.pdf is not in the indexed files of sample" in why["missing"]
     assert "[40]" in why["late"] and "has 8 page(s)" in why["late"]
     assert "names no evidence file" in why["nofile"]
     html = (tmp_path / "ev" / "report.html").read_text()
-    assert "4 item(s) not scored" in html and "appendix.pdf" in html
+    assert "5 item(s) not scored" in html and "appendix.pdf" in html
 
 
 def test_bad_datasets_are_clear_errors(sample_index: Path, tmp_path: Path) -> None:
@@ -121,8 +124,8 @@ def test_bad_datasets_are_clear_errors(sample_index: Path, tmp_path: Path) -> No
         ),
         "zero.json": (
             '{"examples": [{"uid": 1, "query": "a", "reference_answer": "b",'
-            ' "meta_info": {"file_name": "x.pdf", "reference_page": [0]}}]}',
-            "0-based",
+            ' "meta_info": {"file_name": "northwind_annual_report_2024.pdf", "reference_page": [0]}}]}',
+            "0-based",  # the only item: named, and nothing is left to score
         ),
         "no_query.json": ('{"examples": [{"uid": 1, "reference_answer": "b"}]}', '"query" must be'),
     }

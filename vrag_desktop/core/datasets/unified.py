@@ -260,7 +260,7 @@ def _item(obj: Any, index: int, where: str, need_answer: bool = True) -> Dataset
         uid=str(uid),
         query=query,
         reference_answer=str(answer),
-        reference_page=_pages(meta.get("reference_page"), where),
+        reference_page=_pages(meta.get("reference_page"), where, lowest=1 if need_answer else 0),
         source_type=_source_type(meta.get("source_type"), where),
         extra_meta={k: v for k, v in meta.items() if k not in _META_KEYS},
         extra={k: v for k, v in obj.items() if k not in _TOP_KEYS},
@@ -268,11 +268,13 @@ def _item(obj: Any, index: int, where: str, need_answer: bool = True) -> Dataset
     )
 
 
-def _pages(value: Any, where: str) -> tuple[int, ...]:
+def _pages(value: Any, where: str, lowest: int = 1) -> tuple[int, ...]:
+    """Page numbers from 1; ``lowest=0`` (reading for evaluation) lets a page 0 through for the
+    corpus match to name, item by item, as a 0-based slip."""
     if value is None:
         return ()
     ok = isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value
+        isinstance(v, int) and not isinstance(v, bool) and v >= lowest for v in value
     )
     if not ok:
         raise DatasetError(
