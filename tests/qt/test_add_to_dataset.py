@@ -13,7 +13,6 @@ import pytest
 from qt.test_history_panel import record, vrag_events
 from vrag_desktop.core.agents.events import AgentEvent, Answer, SearchResults
 from vrag_desktop.core.datasets.store import DatasetStore
-from vrag_desktop.qt.datasets import dataset_store
 from vrag_desktop.qt.datasets.add_to_dataset import add_run_to_dataset
 from vrag_desktop.qt.datasets.item_dialog import CHECK_NOTE, ItemDialog
 from vrag_desktop.qt.evidence.evidence_view import EvidenceView
@@ -167,7 +166,7 @@ def test_damaged_dataset_refused_in_the_dialog_and_left_untouched(
 
 
 def test_second_item_in_an_existing_dataset_gets_its_own_uid(qtbot: Any, ctx: Any, run_id: str) -> None:
-    store: DatasetStore = dataset_store(ctx)
+    store: DatasetStore = ctx.datasets
     store.create("gold")
     for _ in range(2):
         dialog = _open(qtbot, ctx, run_id)

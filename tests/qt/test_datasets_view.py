@@ -11,7 +11,6 @@ import pytest
 
 from vrag_desktop.core.datasets import DatasetItem, load_dataset
 from vrag_desktop.core.datasets.store import DatasetStore, with_regions
-from vrag_desktop.qt.datasets import dataset_store
 from vrag_desktop.qt.datasets.datasets_panel import EMPTY_DATASET, NO_DATASETS, DatasetsPanel
 
 ITEMS = [
@@ -44,7 +43,7 @@ def _shown(qtbot: Any, panel: DatasetsPanel, action: Any, name: str | None = Non
 
 @pytest.fixture
 def store(ctx: Any) -> DatasetStore:
-    s = dataset_store(ctx)
+    s = ctx.datasets
     for item in ITEMS:
         s.add_item("gold", item, create=True)
     return s

@@ -16,7 +16,6 @@ from PySide6.QtCore import Qt
 
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.progress import Progress
-from vrag_desktop.qt.datasets import dataset_store
 from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
 from vrag_desktop.qt.evaluation.report_view import COLUMNS, RUN_ROLE
 from vrag_desktop.qt.evaluation.runner import EvalRequest
@@ -51,7 +50,7 @@ def _select(qtbot: Any, panel: EvaluationsPanel, *folders: Path) -> None:
 
 
 def _dataset(ctx: Any, name: str, count: int) -> Path:
-    store = dataset_store(ctx)
+    store = ctx.datasets
     for i in range(count):
         item = DatasetItem(f"q{i:03d}", ATLAS[i % len(ATLAS)], "450 kg", "robots.pdf", (2,))
         store.add_item(name, item, create=True)
@@ -153,7 +152,7 @@ def test_compare_two_and_a_damaged_folder(qtbot: Any, indexed: Any) -> None:
         _run(
             qtbot,
             panel,
-            lambda: panel.start(EvalRequest("retrieval", str(dataset_store(indexed).path("atlas")))),
+            lambda: panel.start(EvalRequest("retrieval", str(indexed.datasets.path("atlas")))),
         )
     )
     first = json.loads((a / "results.jsonl").read_text().splitlines()[0])

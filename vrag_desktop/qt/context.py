@@ -21,6 +21,7 @@ _EMBEDDER_LOCK = threading.Lock()
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.datasets.store import DatasetStore
     from vrag_desktop.core.endpoints.profiles import ProfileStore
     from vrag_desktop.core.run.store import RunStore
 
@@ -67,6 +68,15 @@ class AppContext:
 
             self._cache["runs"] = RunStore(self.layout.runs)
         return self._cache["runs"]  # type: ignore[no-any-return]
+
+    @property
+    def datasets(self) -> DatasetStore:
+        """The app's datasets (one store, so the dialog and the dock serialise their writes)."""
+        if "datasets" not in self._cache:
+            from vrag_desktop.core.datasets.store import DatasetStore
+
+            self._cache["datasets"] = DatasetStore(self.layout.datasets)
+        return self._cache["datasets"]  # type: ignore[no-any-return]
 
     @property
     def profiles(self) -> ProfileStore:

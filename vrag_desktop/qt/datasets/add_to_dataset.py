@@ -16,7 +16,6 @@ from PySide6.QtWidgets import QWidget
 from shiboken6 import isValid
 
 from vrag_desktop.core.run.evidence import EvidenceBoard
-from vrag_desktop.qt.datasets import dataset_store
 from vrag_desktop.qt.datasets.item_dialog import ItemDialog
 from vrag_desktop.qt.infra.tasks import run_call
 
@@ -38,7 +37,7 @@ def add_run_to_dataset(
 ) -> None:
     """Open the Add-to-dataset dialog for ``run_id`` once its events are read; ``opened(dialog)``
     then (the main window refreshes the Datasets view on its ``saved``)."""
-    runs, store = ctx.runs, dataset_store(ctx)
+    runs, store = ctx.runs, ctx.datasets
 
     def read() -> tuple[str, EvidenceBoard, list[str]]:
         summary = runs.summary(run_id)

@@ -33,7 +33,6 @@ from PySide6.QtWidgets import (
 )
 from shiboken6 import isValid
 
-from vrag_desktop.qt.datasets import dataset_store
 from vrag_desktop.qt.datasets.item_dialog import ItemDialog
 from vrag_desktop.qt.datasets.item_table import ANSWER, FILE, PAGES, QUESTION, TYPE, UID, ItemTableModel
 from vrag_desktop.qt.infra.errors import error_sink
@@ -197,7 +196,7 @@ class DatasetsPanel(QWidget):
     # ---------------------------------------------------------------- reading
     @property
     def store(self) -> Any:
-        return dataset_store(self.ctx)
+        return self.ctx.datasets
 
     def refresh(self, select: str | None = None) -> None:
         """List the datasets off the GUI thread, then show ``select`` (else the current one)."""

@@ -93,11 +93,10 @@ class NewEvaluationDialog(QDialog):
         self.resize(520, self.sizeHint().height())
 
     def _fill(self) -> None:
-        from vrag_desktop.qt.datasets import dataset_store
 
         try:
-            for name in dataset_store(self.ctx).names():
-                self.dataset.addItem(name, str(dataset_store(self.ctx).path(name)))
+            for name in self.ctx.datasets.names():
+                self.dataset.addItem(name, str(self.ctx.datasets.path(name)))
         except Exception as exc:
             error_sink().report("Cannot list the datasets", exc, "warning")
         self.dataset.addItem("Other file…", OTHER_FILE)
