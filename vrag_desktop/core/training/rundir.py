@@ -1,0 +1,213 @@
+"""A training run is a directory; this module is the one place that knows its layout.
+
+The trainer process writes it, the CLI and the app's panel read it while it grows, so everything
+the reader needs is a file with a stable name::
+
+    <run>/config.json      the validated config (resume compares against it)
+    <run>/state.json       status, step, pid, last checkpoint, last error (atomic rewrites)
+    <run>/metrics.jsonl    one JSON object per optimiser step (appended, flushed each step)
+    <run>/train.log        the trainer's log
+    <run>/samples/         sample trajectories as the app's run files (a RunStore root)
+    <run>/checkpoints/checkpoint-<step>/   Hugging Face Trainer checkpoints; COMPLETE marks a whole one
+    <run>/tensorboard/     TensorBoard event files
+    <run>/export/          the final model as a Hugging Face directory vLLM can serve
+    <run>/STOP             written by whoever wants a clean stop at the next step boundary
+
+A checkpoint counts only once its ``COMPLETE`` marker is written, after every file of it: a disk
+that fills up or a kill mid-save leaves the previous checkpoint as the one to resume from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.fsutil import atomic_write_json
+from vrag_desktop.core.training.config import TrainConfig
+
+__all__ = ["STATUSES", "Checkpoint", "TrainRun", "TrainRunError"]
+
+#: ``created`` → ``running`` → ``stopping`` → ``stopped`` | ``finished`` | ``failed``.
+STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
+COMPLETE = "COMPLETE"
+_CKPT = re.compile(r"^checkpoint-(\d+)$")
+
+
+class TrainRunError(RuntimeError):
+    """The directory is not a usable training run (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+
+
+class TrainRun:
+    """One run directory. :meth:`create` starts a new one, :meth:`open` an existing one."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root).expanduser()
+        self.config_path = self.root / "config.json"
+        self.state_path = self.root / "state.json"
+        self.metrics_path = self.root / "metrics.jsonl"
+        self.log_path = self.root / "train.log"
+        self.samples = self.root / "samples"
+        self.checkpoints = self.root / "checkpoints"
+        self.tensorboard = self.root / "tensorboard"
+        self.export_dir = self.root / "export"
+        self.stop_path = self.root / "STOP"
+
+    def __repr__(self) -> str:
+        return f"TrainRun({str(self.root)!r})"
+
+    # ---- life ---------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, root: str | os.PathLike[str], config: TrainConfig) -> TrainRun:
+        """A new run in ``root``, which must not hold a run already (refused: resume it instead)."""
+        run = cls(root)
+        if run.config_path.exists():
+            raise TrainRunError(
+                f"{run.root} already holds a training run; resume it or choose another directory"
+            )
+        if run.root.exists() and any(run.root.iterdir()):
+            raise TrainRunError(f"{run.root} is not empty; choose a new directory for the run")
+        run.root.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run.config_path, config.to_dict())
+        run.write_state(status="created", step=0, created_at=time.time())
+        return run
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str]) -> TrainRun:
+        run = cls(root)
+        if not run.config_path.is_file():
+            raise TrainRunError(f"{run.root} is not a training run (no config.json)")
+        return run
+
+    def config(self) -> TrainConfig:
+        try:
+            data = json.loads(self.config_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TrainRunError(f"cannot read {self.config_path}: {exc}") from exc
+        return TrainConfig.from_mapping(data)
+
+    def replace_config(self, config: TrainConfig) -> None:
+        """Record a resumed run's config (only resume-safe fields may differ: checked by the caller)."""
+        atomic_write_json(self.config_path, config.to_dict())
+
+    # ---- state --------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {"status": "created", "step": 0}
+        except (OSError, ValueError):  # a reader racing nothing: the file is replaced atomically
+            return {"status": "unknown", "step": 0}
+        return data if isinstance(data, dict) else {"status": "unknown", "step": 0}
+
+    def write_state(self, **changes: Any) -> dict[str, Any]:
+        """Merge ``changes`` into the state and write it atomically."""
+        state = self.state()
+        if "status" in changes and changes["status"] not in STATUSES:
+            raise ValueError(f"unknown run status {changes['status']!r}")
+        state.update(changes, updated_at=time.time())
+        atomic_write_json(self.state_path, state, mkdir=True)
+        return state
+
+    # ---- clean stop ---------------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Ask the trainer to stop at the next step boundary (it also stops on SIGTERM)."""
+        self.stop_path.write_text(str(time.time()), encoding="utf-8")
+
+    def stop_requested(self) -> bool:
+        return self.stop_path.exists()
+
+    def clear_stop(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.stop_path.unlink()
+
+    # ---- metrics ------------------------------------------------------------------------------
+    def append_metrics(self, row: Mapping[str, Any]) -> None:
+        """One step's metrics, flushed and synced so a reader (or a crash) sees whole lines."""
+        line = json.dumps(dict(row), ensure_ascii=False, allow_nan=True, default=float) + "\n"
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.metrics_path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def read_metrics(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Rows appended since byte ``offset`` and the offset to continue from. A last line still
+        being written is left for the next call; a damaged line is skipped."""
+        try:
+            with open(self.metrics_path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return [], offset
+        end = data.rfind(b"\n") + 1
+        rows: list[dict[str, Any]] = []
+        for raw in data[:end].splitlines():
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+        return rows, offset + end
+
+    def metrics(self) -> list[dict[str, Any]]:
+        return self.read_metrics(0)[0]
+
+    def truncate_metrics(self, after_step: int) -> None:
+        """Drop rows past ``after_step`` (a resume from an earlier checkpoint redoes those steps)."""
+        rows = [r for r in self.metrics() if int(r.get("step", 0)) <= after_step]
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        from vrag_desktop.core.fsutil import atomic_write_text
+
+        atomic_write_text(self.metrics_path, text)
+
+    # ---- checkpoints --------------------------------------------------------------------------
+    def checkpoint_dir(self, step: int) -> Path:
+        return self.checkpoints / f"checkpoint-{step}"
+
+    def mark_complete(self, path: Path, step: int) -> None:
+        atomic_write_json(path / COMPLETE, {"step": step, "time": time.time()})
+
+    def complete_checkpoints(self) -> list[Checkpoint]:
+        """Whole checkpoints, oldest first (a half-written one has no COMPLETE marker)."""
+        out: list[Checkpoint] = []
+        if not self.checkpoints.is_dir():
+            return out
+        for child in self.checkpoints.iterdir():
+            m = _CKPT.match(child.name)
+            if m and (child / COMPLETE).is_file():
+                out.append(Checkpoint(int(m.group(1)), child))
+        return sorted(out, key=lambda c: c.step)
+
+    def last_checkpoint(self) -> Checkpoint | None:
+        done = self.complete_checkpoints()
+        return done[-1] if done else None
+
+    def remove_incomplete_checkpoints(self) -> list[Path]:
+        """Delete checkpoint folders without a COMPLETE marker (left by a crash or a full disk)."""
+        removed: list[Path] = []
+        if not self.checkpoints.is_dir():
+            return removed
+        for child in self.checkpoints.iterdir():
+            if _CKPT.match(child.name) and not (child / COMPLETE).is_file():
+                shutil.rmtree(child, ignore_errors=True)
+                removed.append(child)
+        return removed
+
+    def prune_checkpoints(self, keep: int) -> None:
+        for ckpt in self.complete_checkpoints()[:-keep] if keep > 0 else []:
+            shutil.rmtree(ckpt.path, ignore_errors=True)
