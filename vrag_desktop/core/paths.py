@@ -48,6 +48,16 @@ class DataLayout:
         for name in ("corpora", "runs", "config", "logs", "runtime", "datasets"):
             object.__setattr__(self, name, self.root / name)
 
+    @property
+    def trainer_env(self) -> Path:
+        """The trainer's own virtualenv (TRL, accelerate; made by ``vrag-desktop train env``)."""
+        return self.runtime / "trainer-env"
+
+    @property
+    def training(self) -> Path:
+        """Training runs, one directory each (the default for a config without ``output_dir``)."""
+        return self.root / "training"
+
     @classmethod
     def resolve(cls, override: str | os.PathLike[str] | None = None) -> DataLayout:
         """The layout of the chosen data root (see :func:`resolve_data_dir`)."""
