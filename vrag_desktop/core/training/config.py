@@ -33,6 +33,7 @@ __all__ = [
     "TrainConfig",
     "changed_fields",
     "load_config",
+    "merge_overrides",
 ]
 
 ALGORITHMS = ("grpo", "ggpo")
@@ -208,8 +209,24 @@ def load_config(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
         except json.JSONDecodeError as exc:
             raise ConfigError("config", f"{p.name} is not valid JSON: {exc}") from None
     if isinstance(data, dict):
-        data = {**data, **overrides}
+        data = merge_overrides(data, overrides)
     return TrainConfig.from_mapping(data)
+
+
+def merge_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` with ``overrides`` applied; a dotted key (``judge.kind``) sets a field of a table,
+    keeping its other fields (``--set`` on the command line)."""
+    out = dict(data)
+    for key, value in overrides.items():
+        head, _, rest = str(key).partition(".")
+        if not rest:
+            out[head] = value
+            continue
+        sub = out.get(head, {})
+        if not isinstance(sub, Mapping):
+            raise ConfigError(head, f"must be a table of fields, not {type(sub).__name__}")
+        out[head] = merge_overrides(sub, {rest: value})
+    return out
 
 
 def changed_fields(old: TrainConfig, new: TrainConfig) -> list[str]:
