@@ -141,13 +141,26 @@ def build_tiny_qwen25_vl(out: Path, seed: int = 0, with_lm_head: bool = False) -
     return _save(model, tok, ip, Path(out))
 
 
-def build_tiny_qwen2_vl(out: Path, seed: int = 0) -> Path:
-    """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64: not an embedder family."""
+def build_tiny_qwen2_vl(
+    out: Path, seed: int = 0, with_lm_head: bool = False, extra_tokens: tuple[str, ...] = ()
+) -> Path:
+    """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64: not an embedder family.
+
+    ``with_lm_head`` saves a chat model (``Qwen2VLForConditionalGeneration``), as the trainer tests
+    need; ``extra_tokens`` become single tokens (a toy task's tags, so a tiny policy can learn them).
+    """
     import torch
-    from transformers import Qwen2VLConfig, Qwen2VLImageProcessorPil, Qwen2VLModel
+    from transformers import (
+        Qwen2VLConfig,
+        Qwen2VLForConditionalGeneration,
+        Qwen2VLImageProcessorPil,
+        Qwen2VLModel,
+    )
 
     torch.manual_seed(seed)
     tok = make_tokenizer()
+    if extra_tokens:
+        tok.add_tokens(list(extra_tokens))
     config = Qwen2VLConfig(
         text_config=dict(
             hidden_size=64,
@@ -173,7 +186,7 @@ def build_tiny_qwen2_vl(out: Path, seed: int = 0) -> Path:
         ),
         **_token_ids(tok),
     )
-    model = Qwen2VLModel(config).eval()
+    model = (Qwen2VLForConditionalGeneration if with_lm_head else Qwen2VLModel)(config).eval()
     ip = Qwen2VLImageProcessorPil(
         min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2
     )

@@ -1,0 +1,50 @@
+"""``python -m vrag_trainer grpo|ggpo --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
+``export RUN [--out DIR]`` — the trainer's own entry, run in its environment (the app's
+``vrag-desktop train`` launches exactly this). Exit codes: 0 finished, 1 failed, 2 refused (bad
+config or data; the message names the field), 3 stopped on request."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from vrag_desktop.core.training.config import ConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m vrag_trainer", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    for algo in ("grpo", "ggpo"):
+        s = sub.add_parser(algo, help=f"start a {algo.upper()} run")
+        s.add_argument("--config", required=True, help="the run's config (JSON, or TOML on Python 3.11+)")
+        s.add_argument("--run", help="the run directory (default: the config's output_dir)")
+    r = sub.add_parser("resume", help="resume a run from its last complete checkpoint")
+    r.add_argument("run")
+    r.add_argument("--config", help="a config to resume with (only resume-safe fields may differ)")
+    e = sub.add_parser("export", help="export the last checkpoint as a Hugging Face model directory")
+    e.add_argument("run")
+    e.add_argument("--out", help="where to write it (default: <run>/export)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from vrag_trainer import runner
+
+    try:
+        if args.command in ("grpo", "ggpo"):
+            cfg = load_config(args.config, algorithm=args.command)
+            return runner.start(cfg, args.run)
+        if args.command == "resume":
+            return runner.resume(args.run, load_config(args.config) if args.config else None)
+        out = runner.export(args.run, args.out)
+        print(out)
+        return runner.EXIT_OK
+    except (ConfigError, runner.RunRefused) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return runner.EXIT_BAD
+
+
+if __name__ == "__main__":
+    sys.exit(main())

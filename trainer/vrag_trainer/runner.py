@@ -1,0 +1,347 @@
+"""Start, resume and export training runs: the life of a run directory in the trainer process.
+
+Stop: SIGTERM (what the app's supervisor sends first) or a ``STOP`` file both end the run at the
+next step boundary, after a checkpoint of that step, with exit code 3. A SIGKILL loses the steps
+since the last complete checkpoint (``save_steps``; 1 keeps every step). A resume refuses a config
+that changes anything but the resume-safe fields, naming them, and restarts from the last
+*complete* checkpoint (a half-written one, from a full disk or a kill, is removed first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.paths import resolve_data_dir
+from vrag_desktop.core.training.config import TrainConfig, changed_fields
+from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
+
+__all__ = ["EXIT_BAD", "EXIT_FAILED", "EXIT_OK", "EXIT_STOPPED", "RunRefused", "export", "resume", "start"]
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD, EXIT_STOPPED = 0, 1, 2, 3
+log = logging.getLogger("vrag_trainer")
+
+
+class RunRefused(ValueError):
+    """The run cannot start as asked (bad data, a changed config on resume...): exit code 2."""
+
+
+# ---- loading ------------------------------------------------------------------------------------
+def device_and_dtype(cfg: TrainConfig) -> tuple[str, Any]:
+    import torch
+
+    device = cfg.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RunRefused("device: cuda was asked for but no GPU is visible")
+    names = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    if cfg.dtype != "auto":
+        return device, names[cfg.dtype]
+    if device == "cuda":
+        return device, torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return device, torch.float32
+
+
+def load_policy(cfg: TrainConfig, path: str | None = None) -> tuple[Any, Any]:
+    """Model and processor from a local directory or a hub id (downloaded when online)."""
+    from transformers import AutoConfig, AutoModelForImageTextToText
+
+    from vrag_desktop.core.embedders.base import EmbedderError
+    from vrag_desktop.core.embedders.qwen_vl_loading import load_processor, resolve_model_dir
+
+    where = path or cfg.model
+    try:
+        local = resolve_model_dir(where)  # a hub id is downloaded (online) or found in the cache
+    except EmbedderError as exc:
+        raise RunRefused(f"model: {exc}") from exc
+    if not (local / "config.json").is_file():
+        raise RunRefused(f"model: {local} is not a model directory (no config.json)")
+    try:
+        config = AutoConfig.from_pretrained(str(local))
+    except (OSError, ValueError) as exc:
+        raise RunRefused(f"model: cannot read the config of {local}: {exc}") from exc
+    _, dtype = device_and_dtype(cfg)
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(str(local), dtype=dtype)
+    except ValueError as exc:
+        raise RunRefused(
+            f"model: {where} ({config.model_type}) is not a vision-language chat model: {exc}"
+        ) from exc
+    try:
+        processor = load_processor(local, config.model_type)
+    except (EmbedderError, OSError, ValueError) as exc:
+        raise RunRefused(f"model: cannot load the processor of {local}: {exc}") from exc
+    return model, processor
+
+
+def save_processor(processor: Any, out: Path) -> None:
+    """Tokenizer, image processor and chat template — what a serving engine needs beside the
+    weights (``processor.save_pretrained`` fails without torchvision)."""
+    out.mkdir(parents=True, exist_ok=True)
+    processor.tokenizer.save_pretrained(out)
+    processor.image_processor.save_pretrained(out)
+    template = getattr(processor, "chat_template", None)
+    if template:
+        (out / "chat_template.jinja").write_text(template, encoding="utf-8")
+
+
+# ---- logging and signals ------------------------------------------------------------------------
+@contextlib.contextmanager
+def _logging_to(run: TrainRun) -> Iterator[None]:
+    run.root.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(run.log_path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.addHandler(console)
+    old = root.level
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.removeHandler(console)
+        root.setLevel(old)
+        handler.close()
+
+
+class _StopFlag:
+    """SIGTERM/SIGINT set it; the step-end callback reads it (never interrupts a step)."""
+
+    def __init__(self) -> None:
+        self.set = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopFlag:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old[sig] = signal.signal(sig, self._on_signal)
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        if self.set and signum == signal.SIGINT:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.set = True
+        log.info("stop requested (%s): the run stops after this step", signal.Signals(signum).name)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+# ---- the run ------------------------------------------------------------------------------------
+def start(cfg: TrainConfig, run_dir: str | None = None) -> int:
+    data_root = resolve_data_dir(cfg.data_dir or None)
+    root = Path(run_dir).expanduser() if run_dir else cfg.resolved_output_dir(data_root)
+    try:
+        run = TrainRun.create(root, cfg)
+    except TrainRunError as exc:
+        raise RunRefused(str(exc)) from exc
+    return _train(run, cfg, resuming=False)
+
+
+def resume(run_dir: str, cfg: TrainConfig | None = None) -> int:
+    try:
+        run = TrainRun.open(run_dir)
+        old = run.config()
+    except TrainRunError as exc:
+        raise RunRefused(str(exc)) from exc
+    if cfg is not None:
+        changed = changed_fields(old, cfg)
+        if changed:
+            raise RunRefused(
+                f"resume refused: the config changes {', '.join(changed)}, which would make the run "
+                "a different experiment; start a new run instead (resume may change only "
+                "max_steps, save_steps, save_total_limit, samples_per_step, tensorboard, name, judge)"
+            )
+        run.replace_config(cfg)
+    return _train(run, cfg or old, resuming=True)
+
+
+def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool) -> int:
+    from vrag_trainer.callbacks import RunCallback
+    from vrag_trainer.data import DataError, load_train_data, serve_search
+    from vrag_trainer.rewards import JudgeRefused, RunJudge
+    from vrag_trainer.trl_trainer import SearchDown
+
+    with _logging_to(run), _StopFlag() as flag, contextlib.ExitStack() as stack:
+        run.clear_stop()
+        ckpt = None
+        if resuming:
+            for gone in run.remove_incomplete_checkpoints():
+                log.warning(
+                    "removed the incomplete checkpoint %s (a crash or a full disk cut it short)", gone
+                )
+            ckpt = run.last_checkpoint()
+            run.truncate_metrics(ckpt.step if ckpt else 0)
+            log.info("resuming %s from %s", run.root, f"step {ckpt.step}" if ckpt else "the start")
+        run.write_state(
+            status="running", pid=os.getpid(), error=None, resumed_from=ckpt.step if ckpt else None
+        )
+        data_root = resolve_data_dir(cfg.data_dir or None)
+        try:
+            data = load_train_data(cfg, data_root)
+            for line in data.lines():
+                log.info("%s", line)
+            url = cfg.search_url
+            if not url:
+                url, stop_search = serve_search(data_root, data.corpora)
+                stack.callback(stop_search)
+                log.info("serving the corpora for the rollouts at %s", url)
+            judge = RunJudge(cfg.judge, data_root)
+            trainer = _build(run, cfg, data, url, judge, flag)
+            stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
+            stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
+            trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
+        except (DataError, RunRefused) as exc:
+            run.write_state(status="failed", error=str(exc))
+            log.error("%s", exc)
+            return EXIT_BAD
+        except (SearchDown, JudgeRefused) as exc:
+            run.write_state(status="stopped", error=str(exc))
+            log.error("%s", exc)
+            return EXIT_STOPPED
+        except RunCallback.NaNLoss as exc:
+            run.write_state(status="failed", error=str(exc))
+            log.error("%s", exc)
+            return EXIT_FAILED
+        except OSError as exc:  # e.g. the disk filled up while checkpointing
+            run.write_state(status="failed", error=f"{type(exc).__name__}: {exc}")
+            log.error("the run failed: %s; the last complete checkpoint is kept: resume from it", exc)
+            return EXIT_FAILED
+        except KeyboardInterrupt:
+            run.write_state(status="stopped", error="interrupted")
+            return EXIT_STOPPED
+        step = int(trainer.state.global_step)
+        stopped = flag.set or run.stop_requested()
+        run.write_state(status="stopped" if stopped else "finished", step=step, pid=None)
+        log.info("%s at step %d", "stopped" if stopped else "finished", step)
+        return EXIT_STOPPED if stopped else EXIT_OK
+
+
+def _build(run: TrainRun, cfg: TrainConfig, data: Any, url: str, judge: Any, flag: _StopFlag) -> Any:
+    import torch
+    from datasets import Dataset as HFDataset  # type: ignore[import-untyped]
+
+    from vrag_desktop.core.agents.searchers import HttpSearcher
+    from vrag_desktop.core.eval.reward import RewardWeights
+    from vrag_trainer.callbacks import RunCallback
+    from vrag_trainer.generation import HFGenerator
+    from vrag_trainer.policy import Limits
+    from vrag_trainer.rollout import RolloutSpec
+    from vrag_trainer.trl_trainer import AgentGRPOTrainer, grpo_args
+
+    torch.manual_seed(cfg.seed)
+    device, dtype = device_and_dtype(cfg)
+    model, processor = load_policy(cfg)
+    rows = [
+        {"prompt": [{"role": "user", "content": it.query}], "index": i} for i, it in enumerate(data.items)
+    ]
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run.tensorboard))
+    args = grpo_args(
+        cfg,
+        str(run.checkpoints),
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+        use_cpu=device == "cpu",
+        bf16=dtype == torch.bfloat16,
+        logging_dir=str(run.tensorboard),
+    )
+    limits = Limits(cfg.max_model_len, cfg.max_response_length, cfg.max_images)
+    weights = RewardWeights(cfg.reward.judge, cfg.reward.format, cfg.reward.ndcg)
+
+    def make_spec(trainer: Any) -> RolloutSpec:
+        policy = trainer.accelerator.unwrap_model(trainer.model)
+        if cfg.generator == "vllm":
+            from vrag_trainer.generation import VLLMGenerator
+
+            gen: Any = VLLMGenerator(
+                cfg.model,
+                gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                max_model_len=cfg.max_model_len,
+                max_images=cfg.max_images,
+                seed=cfg.seed,
+            )
+        else:
+            gen = HFGenerator(policy, processor)
+        return RolloutSpec(
+            cfg.agent,
+            processor,
+            gen,
+            lambda: HttpSearcher(url),
+            limits,
+            max_turns=cfg.max_turns,
+            top_k=cfg.search_top_k,
+            temperature=cfg.temperature,
+            weights=weights,
+        )
+
+    callback = RunCallback(run, cfg, processor, lambda: flag.set)
+    trainer = AgentGRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=HFDataset.from_list(rows),
+        processing_class=processor.tokenizer,
+        callbacks=[callback],
+        run_config=cfg,
+        items=data.items,
+        golden=data.golden,
+        make_spec=make_spec,
+        judge=judge,
+        samples_dir=run.samples,
+    )
+    return trainer
+
+
+# ---- export -------------------------------------------------------------------------------------
+def export(run_dir: str, out: str | None = None) -> Path:
+    """The last complete checkpoint as a Hugging Face model directory a vLLM server can load."""
+    run = TrainRun.open(run_dir)
+    ckpt = run.last_checkpoint()
+    if ckpt is None:
+        raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
+    target = Path(out).expanduser() if out else run.export_dir
+    if target.exists() and any(target.iterdir()):
+        raise RunRefused(f"{target} is not empty; choose another --out")
+    tmp = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    keep = (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "merges.txt",
+        "preprocessor_config.json",
+        "chat_template.jinja",
+        "chat_template.json",
+    )
+    for f in ckpt.path.iterdir():
+        if f.name in keep or (f.name.startswith("model-") and f.suffix == ".safetensors"):
+            shutil.copy2(f, tmp / f.name)
+    if not (tmp / "config.json").is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RunRefused(f"{ckpt.path} holds no model weights (config.json missing)")
+    if target.exists():
+        target.rmdir()
+    os.replace(tmp, target)
+    log.info("exported step %d to %s", ckpt.step, target)
+    return target
+
+
+def _finite(x: float) -> bool:
+    return not (math.isnan(x) or math.isinf(x))

@@ -1,0 +1,292 @@
+"""GRPO and GGPO on TRL's ``GRPOTrainer`` (pinned: trl 1.16.0).
+
+What TRL does for us: the model, reference model and optimiser set-up under accelerate (DDP,
+DeepSpeed, FSDP), the repeat sampler that forms groups, the clipped objective with the k3 KL
+(``_compute_loss``), metrics, TensorBoard, checkpoints and resume. What this subclass replaces is
+the one place TRL cannot serve multi-turn multimodal agents: where the batch is *made*.
+``_prepare_inputs`` runs our agents' rollouts (:mod:`.rollout`), scores them with the core reward,
+turns them into rows (:mod:`.ggpo`) and ``training_step`` feeds them to TRL's loss in micro-batches
+(:mod:`.batch`), every retrieved image and crop included.
+
+Loss normalisation, decided and documented (docs/trainer.md):
+
+* GRPO: ``loss_type="bnpo"`` — the token mean over all loss tokens of the step (what the
+  original's verl ``token-mean`` does), token-level ratio.
+* GGPO: ``loss_type="grpo"`` with ``importance_sampling_level="sequence"`` — the clipped,
+  sequence-level objective averaged per segment, then over *all* segments of the step (Σ n_g,
+  masked ones included, contributing 0), as the GGPO description normalises.
+
+Micro-batches are weighted so their sum is exactly the full-step loss (tokens for GRPO, rows for
+GGPO). A non-finite loss skips the micro-batch's backward and is counted (``nan_skipped``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+
+from vrag_desktop.core.datasets import DatasetItem
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_trainer.batch import chunks, collate
+from vrag_trainer.ggpo import Row, training_rows
+from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
+
+__all__ = ["AgentGRPOTrainer", "SearchDown", "grpo_args"]
+
+
+class SearchDown(RuntimeError):
+    """Every rollout of a step lost its search server: nothing to learn from, stop cleanly."""
+
+
+def grpo_args(
+    cfg: TrainConfig,
+    output_dir: str,
+    *,
+    world_size: int = 1,
+    use_cpu: bool,
+    bf16: bool,
+    logging_dir: str | None,
+) -> GRPOConfig:
+    """TRL's config from ours: one generation per optimiser step, the whole group on one device."""
+    prompts_per_device = max(1, math.ceil(cfg.prompts_per_step / max(1, world_size)))
+    ggpo = cfg.algorithm == "ggpo"
+    kwargs: dict[str, Any] = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=cfg.group_size * prompts_per_device,
+        num_generations=cfg.group_size,
+        steps_per_generation=1,
+        gradient_accumulation_steps=1,
+        num_iterations=1,
+        learning_rate=cfg.learning_rate,
+        warmup_steps=cfg.warmup_steps,
+        lr_scheduler_type="constant_with_warmup",
+        max_grad_norm=cfg.grad_clip,
+        beta=cfg.kl_coef,
+        epsilon=cfg.clip_ratio,
+        loss_type="grpo" if ggpo else "bnpo",
+        importance_sampling_level="sequence" if ggpo else "token",
+        entropy_coef=cfg.entropy_coef,
+        max_completion_length=cfg.max_model_len,
+        temperature=cfg.temperature,
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps or -1,
+        save_strategy="steps",
+        save_steps=cfg.save_steps,
+        save_total_limit=cfg.save_total_limit,
+        logging_steps=1,
+        report_to=["tensorboard"] if cfg.tensorboard else "none",
+        use_cpu=use_cpu,
+        bf16=bf16,
+        seed=cfg.seed,
+        gradient_checkpointing=cfg.gradient_checkpointing,
+        remove_unused_columns=False,
+        shuffle_dataset=True,
+        log_completions=False,
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
+    if logging_dir:
+        kwargs["logging_dir"] = logging_dir
+    try:
+        return GRPOConfig(**kwargs)
+    except TypeError:  # logging_dir dropped by newer transformers: TENSORBOARD_LOGGING_DIR is read instead
+        kwargs.pop("logging_dir", None)
+        return GRPOConfig(**kwargs)
+
+
+def _unused_reward(*_a: Any, **_k: Any) -> list[float]:
+    raise RuntimeError("rewards come from the rollouts, not from TRL's reward functions")
+
+
+class AgentGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer whose batches are our agents' rollouts. ``items[i]`` / ``golden[i]`` are the
+    dataset row ``i``; ``make_spec`` builds the rollout spec once the model is placed."""
+
+    def __init__(
+        self,
+        *args: Any,
+        run_config: TrainConfig,
+        items: Sequence[DatasetItem],
+        golden: Sequence[Sequence[str]],
+        make_spec: Callable[[AgentGRPOTrainer], RolloutSpec],
+        judge: Any,
+        samples_dir: Any = None,
+        on_step: Callable[[AgentGRPOTrainer, list[Rollout], list[Row]], None] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("reward_funcs", [_unused_reward])
+        super().__init__(*args, **kwargs)
+        self.run_config = run_config
+        self.items = list(items)
+        self.golden = [tuple(g) for g in golden]
+        self.judge = judge
+        self.samples_dir = samples_dir
+        self.on_step = on_step
+        self._spec: RolloutSpec | None = None
+        self._make_spec = make_spec
+        self._loop = asyncio.new_event_loop()
+        self.last_rollouts: list[Rollout] = []
+        self.nan_skipped = 0
+
+    # ---- rollouts ------------------------------------------------------------------------------
+    @property
+    def spec(self) -> RolloutSpec:
+        if self._spec is None:
+            self._spec = self._make_spec(self)
+        return self._spec
+
+    async def _rollouts(self, rows: list[dict[str, Any]]) -> list[tuple[Rollout, Any]]:
+        limit = asyncio.Semaphore(8)
+        sample_left = self.run_config.samples_per_step if self.accelerator.is_main_process else 0
+        jobs = []
+        for n, row in enumerate(rows):
+            i = int(row["index"])
+            keep = self.samples_dir if n < sample_left else None
+            settings = {
+                "model": "policy",
+                "training_step": self.state.global_step + 1,
+                "uid": self.items[i].uid,
+            }
+
+            async def one(
+                i: int = i, keep: Any = keep, settings: dict[str, Any] = settings
+            ) -> tuple[Rollout, Any]:
+                async with limit:
+                    return await run_rollout(
+                        self.spec,
+                        self.items[i],
+                        self.golden[i],
+                        i,
+                        judge=self.judge,
+                        samples=keep,
+                        settings=settings,
+                    )
+
+            jobs.append(one())
+        return list(await asyncio.gather(*jobs))
+
+    def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
+        """One generation per optimiser step: run the rollouts, score them, make the rows."""
+        t0 = time.perf_counter()
+        done = self._loop.run_until_complete(self._rollouts(list(generation_batch)))
+        rollouts = [r for r, _ in done]
+        if rollouts and not any(r.usable for r in rollouts):
+            for _, rec in done:
+                if rec is not None:
+                    rec.finish()
+            raise SearchDown(
+                "every rollout of this step failed to reach the search server; the run stops here "
+                "(resume it when the server is back)"
+            )
+        rows = training_rows(rollouts, self.run_config.algorithm)
+        self._record_samples(done, rows)
+        self._log_rollouts(rollouts, rows, time.perf_counter() - t0)
+        self.last_rollouts = rollouts
+        if self.on_step is not None:
+            self.on_step(self, rollouts, rows)
+        return {"rows": rows}
+
+    def _record_samples(self, done: list[tuple[Rollout, Any]], rows: list[Row]) -> None:
+        for k, (r, rec) in enumerate(done):
+            if rec is None:
+                continue
+            mine = [row for row in rows if row.rollout == k]
+            rec.summary.settings["training"] = {
+                "step": self.state.global_step + 1,
+                "algorithm": self.run_config.algorithm,
+                "reward": r.reward,
+                "parts": {"format": r.parts.format, "judge": r.parts.judge, "ndcg": r.parts.ndcg},
+                "advantage": mine[0].advantage if mine else 0.0,
+                "correct": r.correct,
+                "answer_path": r.answer_path,
+                "segments": [
+                    {
+                        "node_id": row.segment.node_id,
+                        "masked": not row.weight,
+                        "reason": row.reason,
+                        "tokens": len(row.segment.input_ids),
+                        "generated": row.segment.generated_tokens,
+                        "images": row.segment.n_images,
+                        "truncated": row.segment.truncated,
+                    }
+                    for row in mine
+                ],
+            }
+            rec.finish()
+
+    def _log_rollouts(self, rollouts: list[Rollout], rows: list[Row], seconds: float) -> None:
+        m = self._metrics["train"]
+        n = max(1, len(rollouts))
+        usable = [r for r in rollouts if r.usable] or rollouts
+        k = max(1, len(usable))
+        m["reward"].append(sum(r.reward for r in usable) / k)
+        m["reward/format"].append(sum(r.parts.format for r in usable) / k)
+        m["reward/judge"].append(sum(float(r.parts.judge or 0) for r in usable) / k)
+        m["reward/ndcg"].append(sum(r.parts.ndcg for r in usable) / k)
+        m["accuracy"].append(sum(1.0 for r in usable if r.correct) / k)
+        m["turns"].append(sum(r.turns for r in rollouts) / n)
+        gen = sum(s.generated_tokens for r in rollouts for s in r.segments)
+        m["response_length"].append(gen / n)
+        m["tokens_per_second"].append(gen / seconds if seconds > 0 else 0.0)
+        m["rollout_seconds"].append(seconds)
+        m["segments"].append(float(len(rows)))
+        m["masked_segments"].append(float(sum(1 for r in rows if not r.weight)))
+        m["truncated"].append(float(sum(1 for r in rollouts for s in r.segments if s.truncated)))
+        m["search_failures"].append(float(sum(1 for r in rollouts if not r.usable)))
+        m["judge_failures"].append(float(sum(1 for r in rollouts if r.parts.judge_failed)))
+        if torch.cuda.is_available():
+            m["gpu_memory_gb"].append(torch.cuda.max_memory_allocated() / 2**30)
+
+    # ---- the update ----------------------------------------------------------------------------
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
+        t0 = time.perf_counter()
+        model.train()
+        rows: list[Row] = self._prepare_inputs(inputs)["rows"]
+        pc: Any = self.processing_class
+        tok = pc.tokenizer if hasattr(pc, "tokenizer") else pc
+        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        image_token = getattr(self.accelerator.unwrap_model(model).config, "image_token_id", None)
+        ggpo = self.run_config.algorithm == "ggpo"
+        total_tokens = max(1, sum(sum(r.segment.loss_mask) * r.weight for r in rows))
+        total = torch.zeros((), device=self.accelerator.device)
+        for part in chunks(rows, self.run_config.micro_batch_rows):
+            batch = collate(part, pad, image_token, self.accelerator.device)
+            if self.beta != 0.0:
+                batch["ref_per_token_logps"] = self._ref_logps(batch)
+            share = len(part) / len(rows) if ggpo else float(batch["tool_mask"].sum()) / total_tokens
+            if share == 0.0:
+                continue
+            with self.compute_loss_context_manager():
+                loss = self._compute_loss(model, batch) * share
+            if not torch.isfinite(loss):
+                self.nan_skipped += 1
+                self._metrics["train"]["nan_skipped"].append(1.0)
+                continue
+            self.accelerator.backward(loss)
+            total += loss.detach()
+        self._step += 1
+        self._metrics["train"]["step_time"].append(time.perf_counter() - t0)
+        return total
+
+    @torch.no_grad()
+    def _ref_logps(self, batch: dict[str, Any]) -> torch.Tensor:
+        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+        attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+        ref = self.ref_model if self.ref_model is not None else self.model
+        logps, _, _ = self._get_per_token_logps_and_entropies(
+            ref,
+            input_ids,
+            attention,
+            batch["completion_ids"].size(1),
+            pixel_values=batch.get("pixel_values"),
+            image_grid_thw=batch.get("image_grid_thw"),
+            num_images=batch.get("num_images"),
+            mm_token_type_ids=batch.get("mm_token_type_ids"),
+        )
+        return logps
