@@ -25,9 +25,31 @@ if [ "${VRAG_GPU:-}" = "1" ] || { [ -z "${VRAG_GPU:-}" ] && command -v nvidia-sm
   gpu=1
 fi
 
+# The trainer's own environment (TRL, accelerate, TensorBoard), layered on $VENV: torch, transformers
+# and vrag_desktop come from there (see vrag_desktop/core/runtime/trainer_env.py). Its marker, written
+# after an import check, makes a re-run skip it at once.
+TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
+trainer_env() {
+  if [ -f "$TRAINER_VENV/.vrag-trainer-env.json" ] && [ -x "$TRAINER_VENV/bin/python" ]; then
+    return 0
+  fi
+  echo "Creating the trainer environment in $TRAINER_VENV (TRL, accelerate; layered on $VENV)…"
+  local log
+  log=$(mktemp)
+  if ! "$VENV/bin/python" -m vrag_desktop.core.runtime.trainer_env --layered "$TRAINER_VENV" >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    rm -f "$log"
+    echo "setup: the trainer environment could not be created in $TRAINER_VENV." >&2
+    return 1
+  fi
+  tail -n 1 "$log"
+  rm -f "$log"
+}
+
 stamp_key=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-gpu$gpu
 stamp="$VENV/.vrag-setup-$stamp_key"
 if [ -f "$stamp" ]; then
+  trainer_env
   exit 0
 fi
 
@@ -102,3 +124,4 @@ PY
 rm -f "$VENV"/.vrag-setup-*
 touch "$stamp"
 echo "Environment ready in $VENV"
+trainer_env

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # Set everything up, run the static checks (ruff lint, ruff format check, mypy), then the whole test
-# suite (the import-linter contract runs inside it). Any failing step fails the command, and so CI.
-# Extra arguments go to pytest.
+# suite (the import-linter contract runs inside it), then the trainer's tests in its own environment
+# (.venv-trainer). Any failing step fails the command, and so CI; both suites run even if the first
+# fails. Extra arguments go to the app's pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 QT_QPA_PLATFORM=offscreen
-checked=(vrag_desktop tests bench scripts)
+checked=(vrag_desktop tests bench scripts trainer)
 echo "ruff check ${checked[*]}"
 .venv/bin/ruff check "${checked[@]}"
 echo "ruff format --check ${checked[*]}"
 .venv/bin/ruff format --check "${checked[@]}"
 echo "mypy vrag_desktop"
 .venv/bin/mypy vrag_desktop
-exec .venv/bin/python -m pytest "$@"
+# The trainer imports TRL and accelerate, which only its environment has.
+echo "mypy trainer/vrag_trainer"
+TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
+.venv/bin/mypy --python-executable "$TRAINER_VENV/bin/python" trainer/vrag_trainer
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+echo "pytest trainer/tests (in $TRAINER_VENV)"
+"$TRAINER_VENV/bin/python" -m pytest trainer/tests -q || status=$?
+exit "$status"

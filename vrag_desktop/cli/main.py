@@ -22,6 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     from vrag_desktop.cli import index as cli_index
     from vrag_desktop.cli import runtime as cli_runtime
     from vrag_desktop.cli import search as cli_search
+    from vrag_desktop.cli import train as cli_train
 
     p = argparse.ArgumentParser(
         prog="vrag-desktop",
@@ -42,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_ask.add_parsers(sub)
     cli_runtime.add_parsers(sub)
     cli_eval.add_parsers(sub)
+    cli_train.add_parsers(sub)
     sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     return p
 
@@ -66,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vrag_desktop.cli import index as cli_index
         from vrag_desktop.cli import runtime as cli_runtime
         from vrag_desktop.cli import search as cli_search
+        from vrag_desktop.cli import train as cli_train
 
         handler = {
             "index": cli_index.cmd_index,
@@ -76,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runs": cli_ask.cmd_runs,
             "runtime": cli_runtime.cmd_runtime,
             "eval": cli_eval.cmd_eval,
+            "train": cli_train.cmd_train,
         }[args.command]
         return int(handler(args))
     except KeyboardInterrupt:

@@ -1,0 +1,383 @@
+"""``vrag-desktop train grpo|ggpo|resume|export|status|stop|env``: reinforcement learning from the terminal.
+
+Why this shape: the trainer runs in its own environment (``train env`` makes it) as a supervised
+child (:mod:`vrag_desktop.core.training.launch`). The config is validated here first, so a mistake
+is named (field and reason, exit 2) before anything is launched or any directory made; then the
+trainer runs in the foreground with its log streamed. Ctrl-C asks for a clean stop at the next step
+boundary (a checkpoint is kept, ``train resume`` goes on); a second Ctrl-C kills it.
+
+Exit codes: 0 finished, 3 stopped on request (or ``stop``/``status``: nothing running), 2 bad config
+or input, 1 any other failure, 130 killed by a second Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vrag_desktop.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CLIError, err
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.training.rundir import TrainRun
+
+EXIT_BAD_INPUT, EXIT_STOPPED = 2, 3
+
+
+class BadInput(Exception):
+    """A config or run the trainer would refuse: printed as one line, exit 2, nothing launched."""
+
+
+def add_parsers(sub: Any) -> None:
+    tr = sub.add_parser(
+        "train",
+        help="train an agent with GRPO or GGPO (runs in the trainer's own environment)",
+        description="Reinforcement learning of the VRAG / VimRAG agents. The trainer runs in its own "
+        "environment ('vrag-desktop train env' makes it) and writes a run directory: config, "
+        "state, metrics.jsonl, train.log, checkpoints, samples, export.",
+        epilog="Exit codes: 0 finished, 3 stopped on request, 2 bad config or input, 1 failure.",
+    )
+    ts = tr.add_subparsers(dest="train_command", metavar="ACTION", required=True)
+    for algo, what in (("grpo", "GRPO (as VRAG-RL)"), ("ggpo", "GGPO (as VimRAG: graph-masked)")):
+        a = ts.add_parser(
+            algo,
+            help=f"start a new {what} run in the foreground",
+            description=f"Validate the config, create the run directory and train with {what}. "
+            "Ctrl-C stops cleanly at the next step boundary; a second Ctrl-C kills the trainer.",
+        )
+        a.add_argument("--config", required=True, metavar="FILE", help="run config (.json or .toml)")
+        a.add_argument(
+            "--run", metavar="DIR", help="run directory (default: output_dir, else <data>/training/NAME)"
+        )
+        a.add_argument(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override a config field (repeatable; JSON values; dotted for tables: judge.kind=exact)",
+        )
+        _add_grace(a)
+    r = ts.add_parser("resume", help="continue a run from its last complete checkpoint")
+    r.add_argument("run", metavar="RUN", help="run directory (or its name under <data>/training)")
+    r.add_argument("--config", metavar="FILE", help="changed config (only resume-safe fields may differ)")
+    _add_grace(r)
+    e = ts.add_parser("export", help="write the run's final model as a Hugging Face directory vLLM serves")
+    e.add_argument("run", metavar="RUN")
+    e.add_argument("--out", metavar="DIR", help="where to write it (default: RUN/export)")
+    _add_grace(e)
+    s = ts.add_parser("status", help="a run's state, its last metrics and whether a trainer works on it")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("-n", "--rows", type=int, default=5, metavar="N", help="last N metrics rows (default 5)")
+    s.add_argument("--json", action="store_true", help="print the status as JSON")
+    st = ts.add_parser("stop", help="stop a run's trainer cleanly (at a step boundary), killing it if needed")
+    _add_grace(st)
+    st.add_argument("run", metavar="RUN")
+    v = ts.add_parser(
+        "env",
+        help="create the trainer's environment (TRL, accelerate; vLLM on a GPU)",
+        description="Layered (the default without a GPU): a small venv on top of this one, adding TRL, "
+        "accelerate and TensorBoard. Full (the default with a GPU): its own CUDA torch, vLLM, TRL, "
+        "accelerate and this app.",
+    )
+    v.add_argument("--path", metavar="DIR", help="where (default: <data>/runtime/trainer-env)")
+    mode = v.add_mutually_exclusive_group()
+    mode.add_argument("--layered", dest="layered", action="store_true", default=None)
+    mode.add_argument("--full", dest="layered", action="store_false")
+    v.add_argument("--deepspeed", action="store_true", help="also install DeepSpeed (full env)")
+    v.add_argument("--force", action="store_true", help="recreate it even if it is ready")
+
+
+def _add_grace(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="seconds a stop waits for the step boundary before killing (default: %(default)g)",
+    )
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.training.config import ConfigError
+    from vrag_desktop.core.training.launch import TrainLaunchError
+    from vrag_desktop.core.training.rundir import TrainRunError
+
+    handler = {
+        "grpo": _new_run,
+        "ggpo": _new_run,
+        "resume": _resume,
+        "export": _export,
+        "status": _status,
+        "stop": _stop,
+        "env": _env,
+    }[args.train_command]
+    try:
+        return handler(args)
+    except (BadInput, ConfigError, TrainRunError) as exc:
+        print(f"vrag-desktop: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except TrainLaunchError as exc:
+        raise CLIError(str(exc)) from exc
+
+
+# ---------------------------------------------------------------- launching
+
+
+def _new_run(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training.config import TrainConfig, load_config
+    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
+    from vrag_desktop.core.training.rundir import TrainRun
+
+    layout = DataLayout.resolve(args.data_dir)
+    overrides = _parse_sets(args.set)
+    said = load_config(args.config, **overrides).algorithm
+    if said not in (args.train_command, TrainConfig.algorithm):  # the file names the other one
+        raise BadInput(f"algorithm: the config says {said!r}; use 'vrag-desktop train {said}'")
+    cfg = load_config(args.config, **{**overrides, "algorithm": args.train_command})
+    root = Path(args.run).expanduser() if args.run else cfg.resolved_output_dir(layout.root)
+    python = resolve_trainer_python(layout.trainer_env)
+    run = TrainRun.create(root, cfg)
+    err(f"Run directory: {run.root}")
+    argv = trainer_argv(python, cfg.algorithm, config=run.config_path, run=run.root)
+    return _foreground(run, argv, args.grace, f"{cfg.algorithm.upper()} training")
+
+
+def _resume(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training.config import changed_fields, load_config
+    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
+
+    layout = DataLayout.resolve(args.data_dir)
+    run = _open_run(args.run, args.data_dir)
+    if args.config:
+        new, old = load_config(args.config), run.config()
+        changed = changed_fields(old, new)
+        if changed:
+            raise BadInput(
+                f"resume: the config changes {', '.join(changed)}, which a resumed run must keep; "
+                "start a new run instead"
+            )
+    if run.last_checkpoint() is None:
+        err("note: no complete checkpoint yet; the trainer starts this run from its first step")
+    python = resolve_trainer_python(layout.trainer_env)
+    argv = trainer_argv(python, "resume", run=run.root, config=args.config)
+    return _foreground(run, argv, args.grace, "Training (resumed)")
+
+
+def _export(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
+
+    layout = DataLayout.resolve(args.data_dir)
+    run = _open_run(args.run, args.data_dir)
+    python = resolve_trainer_python(layout.trainer_env)
+    argv = trainer_argv(python, "export", run=run.root, out=args.out)
+    code = _foreground(run, argv, args.grace, "Export", summary=False)
+    if code == EXIT_OK:
+        out = Path(args.out).expanduser() if args.out else run.export_dir
+        print(f"Exported to {out}. Serve it with: vrag-desktop runtime start {shlex.quote(str(out))}")
+    return code
+
+
+def _foreground(run: TrainRun, argv: list[str], grace: float, what: str, *, summary: bool = True) -> int:
+    """Run the trainer under the supervisor until it ends; Ctrl-C once: clean stop, twice: kill."""
+    import asyncio
+
+    from vrag_desktop.cli.runtime_start import Interrupt
+    from vrag_desktop.core.runtime.logfile import rotate_log
+    from vrag_desktop.core.training import launch
+
+    rotate_log(run.log_path)
+    err(f"{what} in the foreground (Ctrl-C stops at the next step boundary). Log: {run.log_path}")
+    result: dict[str, Any] = {"killed": False}
+
+    async def main() -> int | None:
+        sup = await launch.start(run, argv, mode="foreground")
+        sup.on_line(err)
+        interrupted = Interrupt()
+        work = asyncio.ensure_future(sup.wait())
+        for attempt in (1, 2):
+            if interrupted.event is None:
+                break
+            stopper = asyncio.ensure_future(interrupted.event.wait())
+            try:
+                await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopper.cancel()
+            if work.done():
+                break
+            interrupted.event.clear()
+            if attempt == 1:
+                err("\nStopping at the next step boundary (Ctrl-C again to kill the trainer)…")
+                run.request_stop()
+                if sup.pid is not None:
+                    launch.signal_trainer(sup.pid)
+                asyncio.get_running_loop().call_later(grace, interrupted.event.set)  # then kill
+            else:
+                err("\nKilling the trainer…")
+                result["killed"] = True
+                await sup.stop(grace=2.0)
+        await work
+        if sup.stopped_elsewhere:
+            err("The trainer was stopped (vrag-desktop train stop).")
+        return sup.returncode
+
+    from vrag_desktop.core.runtime.exits import ProcessError
+
+    try:
+        rc = asyncio.run(main())
+    except KeyboardInterrupt:  # where the loop cannot take signal handlers
+        return EXIT_INTERRUPTED
+    except ProcessError as exc:  # could not be spawned
+        raise CLIError(str(exc)) from exc
+    return _report(run, rc, result["killed"], summary)
+
+
+def _report(run: TrainRun, rc: int | None, killed: bool, summary: bool) -> int:
+    from vrag_desktop.core.training.launch import outcome
+
+    state = run.state()
+    step = state.get("step", 0)
+    resume = f"vrag-desktop train resume {shlex.quote(str(run.root))}"
+    kind = outcome(rc)
+    if killed:
+        err(f"The trainer was killed at step {step}. Resume from the last checkpoint with: {resume}")
+        return EXIT_INTERRUPTED
+    if kind == "finished":
+        if summary:
+            print(f"Training finished at step {step}: {run.root}")
+        return EXIT_OK
+    if kind == "stopped":
+        print(f"Training stopped at step {step}. Resume with: {resume}")
+        return EXIT_STOPPED
+    if kind == "bad_input":
+        err(f"vrag-desktop: error: the trainer refused its input (see the lines above; log: {run.log_path})")
+        return EXIT_BAD_INPUT
+    detail = f": {state['error']}" if state.get("error") else ""
+    err(f"vrag-desktop: error: the trainer failed (exit code {rc}){detail}. Log: {run.log_path}")
+    return EXIT_ERROR
+
+
+# ---------------------------------------------------------------- inspecting
+
+
+def _status(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.training.launch import find_running
+
+    run = _open_run(args.run, args.data_dir)
+    state = run.state()
+    rows = run.metrics()[-max(0, args.rows) :] if args.rows else []
+    proc = find_running(run)
+    ckpt = run.last_checkpoint()
+    data = {
+        "run": str(run.root),
+        "state": state,
+        "running": proc is not None,
+        "pid": proc.pid if proc else None,
+        "last_checkpoint": {"step": ckpt.step, "path": str(ckpt.path)} if ckpt else None,
+        "metrics": rows,
+        "log": str(run.log_path),
+    }
+    if args.json:
+        print(json.dumps(data, indent=1, default=str))
+        return EXIT_OK
+    print(f"Run:        {run.root}")
+    print(f"Status:     {state.get('status', '?')} at step {state.get('step', 0)}")
+    print(f"Process:    {proc.describe() if proc else 'not running'}")
+    print(f"Checkpoint: {f'step {ckpt.step} ({ckpt.path})' if ckpt else 'none yet'}")
+    if state.get("error"):
+        print(f"Error:      {state['error']}")
+    for row in rows:
+        print("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
+    return EXIT_OK
+
+
+def _stop(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.training.launch import stop
+
+    run = _open_run(args.run, args.data_dir)
+    err(f"Asking the trainer of {run.root} to stop at the next step boundary (up to {args.grace:g} s)…")
+    how = stop(run, grace=args.grace)
+    if how == "not_running":
+        err("No trainer is working on this run.")
+        return EXIT_STOPPED
+    print(
+        "The trainer stopped cleanly."
+        if how == "stopped"
+        else "The trainer was killed (no step boundary in time)."
+    )
+    return EXIT_OK
+
+
+def _env(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.progress import Cancelled
+    from vrag_desktop.core.runtime.trainer_env import EnvCreateError, create_trainer_env
+
+    target = Path(args.path).expanduser() if args.path else DataLayout.resolve(args.data_dir).trainer_env
+    layered = args.layered
+    if layered is None:
+        from vrag_desktop.core.runtime.gpu import detect_gpus
+
+        report = detect_gpus()
+        layered = not report.available
+        err(report.summary() if report.available else "No GPU: a layered environment on this one")
+    gen = create_trainer_env(target, layered=layered, deepspeed=args.deepspeed, force=args.force)
+    try:
+        while True:
+            try:
+                err(next(gen))
+            except StopIteration as stop:
+                python = stop.value
+                break
+    except KeyboardInterrupt:
+        gen.close()
+        err("\nInterrupted: the environment is incomplete; run the same command again to finish it.")
+        return EXIT_INTERRUPTED
+    except (EnvCreateError, Cancelled, TimeoutError) as exc:
+        raise CLIError(str(exc) or type(exc).__name__) from exc
+    finally:
+        gen.close()
+    print(f"Trainer environment ready: {python}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _open_run(name: str, data_dir: str | None) -> TrainRun:
+    """A run by path, or by name under ``<data>/training``."""
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training.rundir import TrainRun
+
+    path = Path(name).expanduser()
+    if not path.exists() and len(path.parts) == 1:
+        path = DataLayout.resolve(data_dir).training / name
+    return TrainRun.open(path)
+
+
+def _parse_sets(items: list[str]) -> dict[str, Any]:
+    """``key=value`` pairs; a value is JSON when it parses (numbers, true, lists), else text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--set: expected KEY=VALUE, not {item!r}")
+        try:
+            value: Any = json.loads(raw)
+        except ValueError:
+            value = raw
+        out[key.strip()] = value
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (int, str)):
+        return str(v)
+    return json.dumps(v, default=str)
