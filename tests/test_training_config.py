@@ -145,6 +145,14 @@ def test_create_refuses_a_run_or_a_non_empty_directory(tmp_path: Path) -> None:
         TrainRun.create(tmp_path / "other", cfg())
     with pytest.raises(TrainRunError, match="not a training run"):
         TrainRun.open(tmp_path / "other")
+    launched = tmp_path / "launched"  # the app's launcher wrote its files first: the trainer may create
+    launched.mkdir()
+    for name in ("train.log", "process.json", "launch-config.json"):
+        (launched / name).write_text("{}")
+    TrainRun.check_free(launched)
+    assert TrainRun.create(launched, cfg()).config() == cfg()
+    with pytest.raises(TrainRunError, match="already holds"):
+        TrainRun.check_free(launched)
     assert TrainRun.open(tmp_path / "run").root == run.root
 
 

@@ -51,7 +51,11 @@ if cmd == "export":
     (out / "config.json").write_text("{}")
     print("exported to", out)
     sys.exit(0)
-run = TrainRun(opts["--run"] if cmd in ("grpo", "ggpo") else rest[0])
+if cmd in ("grpo", "ggpo"):  # as the real trainer: it creates the run (the launcher's files may be there)
+    from vrag_desktop.core.training.config import load_config
+    run = TrainRun.create(opts["--run"], load_config(opts["--config"], algorithm=cmd))
+else:
+    run = TrainRun(rest[0])
 cfg = json.loads(run.config_path.read_text())
 if cfg.get("name") == "refuse":
     print("dataset: no such file: nowhere.json", file=sys.stderr)
@@ -95,6 +99,13 @@ def make_fake_trainer(folder: Path) -> Path:
 
 def cfg(**kw: object) -> TrainConfig:
     return TrainConfig(model="tiny", dataset="data.json", **kw)  # type: ignore[arg-type]
+
+
+def fresh(tmp_path: Path) -> tuple[TrainRun, Path]:
+    """A run directory the (stand-in) trainer creates, and its config file."""
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cfg().to_dict()))
+    return TrainRun(tmp_path / "run"), path
 
 
 @pytest.fixture
@@ -174,8 +185,8 @@ def test_missing_trainer_env_names_the_command(tmp_path: Path, monkeypatch: pyte
 
 
 def test_trainer_runs_to_the_end_under_the_supervisor(tmp_path: Path, fake: Path) -> None:
-    run = TrainRun.create(tmp_path / "run", cfg())
-    argv = launch.trainer_argv(launch.resolve_trainer_python(), "grpo", config=run.config_path, run=run.root)
+    run, config = fresh(tmp_path)
+    argv = launch.trainer_argv(launch.resolve_trainer_python(), "grpo", config=config, run=run.root)
 
     async def go() -> tuple[int | None, list[str]]:
         sup = await launch.start(run, argv)
@@ -196,9 +207,8 @@ def test_stop_writes_stop_sends_sigterm_and_the_trainer_ends_at_a_step(
 ) -> None:
     monkeypatch.setenv("FAKE_STEPS", "1000")
     monkeypatch.setenv("FAKE_SLEEP", "0.2")
-    run = TrainRun.create(tmp_path / "run", cfg())
-    run.request_stop()  # a leftover STOP of an earlier run is cleared by start
-    argv = launch.trainer_argv(str(fake), "grpo", config=run.config_path, run=run.root)
+    run, config = fresh(tmp_path)
+    argv = launch.trainer_argv(str(fake), "grpo", config=config, run=run.root)
     result: dict[str, object] = {}
 
     async def go() -> int | None:
@@ -227,8 +237,8 @@ def test_a_trainer_that_never_reaches_a_step_boundary_is_killed(
 ) -> None:
     monkeypatch.setenv("FAKE_STEPS", "1000")
     monkeypatch.setenv("FAKE_IGNORE_STOP", "1")
-    run = TrainRun.create(tmp_path / "run", cfg())
-    argv = launch.trainer_argv(str(fake), "grpo", config=run.config_path, run=run.root)
+    run, config = fresh(tmp_path)
+    argv = launch.trainer_argv(str(fake), "grpo", config=config, run=run.root)
     result: dict[str, object] = {}
 
     async def go() -> int | None:

@@ -127,6 +127,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _new_run(args: argparse.Namespace) -> int:
+    from vrag_desktop.core.fsutil import atomic_write_json
     from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.training.config import TrainConfig, load_config
     from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
@@ -140,9 +141,13 @@ def _new_run(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, **{**overrides, "algorithm": args.train_command})
     root = Path(args.run).expanduser() if args.run else cfg.resolved_output_dir(layout.root)
     python = resolve_trainer_python(layout.trainer_env)
-    run = TrainRun.create(root, cfg)
+    TrainRun.check_free(root)  # refused here (exit 2) rather than by the trainer
+    run = TrainRun(root)
+    run.root.mkdir(parents=True, exist_ok=True)
+    effective = run.root / "launch-config.json"  # the file plus --set: what the trainer creates the run with
+    atomic_write_json(effective, cfg.to_dict())
     err(f"Run directory: {run.root}")
-    argv = trainer_argv(python, cfg.algorithm, config=run.config_path, run=run.root)
+    argv = trainer_argv(python, cfg.algorithm, config=effective, run=run.root)
     return _foreground(run, argv, args.grace, f"{cfg.algorithm.upper()} training")
 
 

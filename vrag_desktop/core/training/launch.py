@@ -151,6 +151,7 @@ def train_spec(
     child_env: dict[str, str | None] = {
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
+        "VRAG_TRAINER_LOG_CAPTURED": "1",  # the supervisor writes train.log: the trainer logs to stderr only
         "VIRTUAL_ENV": None,
         "PYTHONHOME": None,
         "PYTHONPATH": None,

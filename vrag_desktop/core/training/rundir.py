@@ -38,6 +38,9 @@ __all__ = ["STATUSES", "Checkpoint", "TrainRun", "TrainRunError"]
 #: ``created`` → ``running`` → ``stopping`` → ``stopped`` | ``finished`` | ``failed``.
 STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
 COMPLETE = "COMPLETE"
+#: What the app's launcher puts in a run directory before the trainer creates the run in it: the
+#: captured log, the process record (and its lock), the effective config (file plus ``--set``).
+LAUNCHER_FILES = frozenset({"train.log", "process.json", ".process.json.lock", "launch-config.json"})
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -74,16 +77,22 @@ class TrainRun:
     def create(cls, root: str | os.PathLike[str], config: TrainConfig) -> TrainRun:
         """A new run in ``root``, which must not hold a run already (refused: resume it instead)."""
         run = cls(root)
-        if run.config_path.exists():
-            raise TrainRunError(
-                f"{run.root} already holds a training run; resume it or choose another directory"
-            )
-        if run.root.exists() and any(run.root.iterdir()):
-            raise TrainRunError(f"{run.root} is not empty; choose a new directory for the run")
+        cls.check_free(root)
         run.root.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run.config_path, config.to_dict())
         run.write_state(status="created", step=0, created_at=time.time())
         return run
+
+    @classmethod
+    def check_free(cls, root: str | os.PathLike[str]) -> None:
+        """Raise :class:`TrainRunError` if :meth:`create` would refuse ``root`` (checked before launching)."""
+        run = cls(root)
+        if run.config_path.exists():
+            raise TrainRunError(
+                f"{run.root} already holds a training run; resume it or choose another directory"
+            )
+        if run.root.exists() and any(p.name not in LAUNCHER_FILES for p in run.root.iterdir()):
+            raise TrainRunError(f"{run.root} is not empty; choose a new directory for the run")
 
     @classmethod
     def open(cls, root: str | os.PathLike[str]) -> TrainRun:
