@@ -28,7 +28,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
 
 DOCS = {
-    "alpha.pdf": ["The revenue of Alpha Corp in 2023 was 42 million dollars.", "Alpha Corp employs 300 people."],
+    "alpha.pdf": [
+        "The revenue of Alpha Corp in 2023 was 42 million dollars.",
+        "Alpha Corp employs 300 people.",
+    ],
     "beta.pdf": ["Beta Inc sells red bicycles.", "The Beta headquarters are in Oslo."],
 }
 EXAMPLES = [
@@ -124,14 +127,20 @@ class ScriptedGenerator:
         self.per_prompt: dict[str, int] = defaultdict(int)
 
     async def generate(
-        self, prompt_ids: list[int], pixel_values: Any, image_grid_thw: Any, *, max_new_tokens: int, temperature: float
+        self,
+        prompt_ids: list[int],
+        pixel_values: Any,
+        image_grid_thw: Any,
+        *,
+        max_new_tokens: int,
+        temperature: float,
     ) -> Any:
         from vrag_trainer.policy import Generated
 
         text = self.tok.decode(prompt_ids, skip_special_tokens=False)
         self.calls.append((list(prompt_ids), len(pixel_values)))
         ids = self.tok.encode(self.reply(text, len(pixel_values), len(self.calls)), add_special_tokens=False)
-        ids = ids[: max_new_tokens - 1] + [self.tok.eos_token_id]
+        ids = [*ids[: max_new_tokens - 1], self.tok.eos_token_id]
         return Generated(ids, None, "stop")
 
 

@@ -4,18 +4,19 @@ VRAG agent's text, page-image and crop turns, VimRAG's one segment per graph nod
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import ScriptedGenerator
-
-from vrag_desktop.core.agents.searchers import HttpSearcher
-from vrag_desktop.core.training.config import JudgeConfig, TrainConfig
 from vrag_trainer.data import load_train_data
 from vrag_trainer.policy import Limits, PolicyChat, Segment
 from vrag_trainer.rewards import RunJudge
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
+
+from vrag_desktop.core.agents.searchers import HttpSearcher
+from vrag_desktop.core.training.config import JudgeConfig, TrainConfig
 
 
 def _data(toy_data: Path, dataset_file: Path) -> Any:
@@ -74,7 +75,11 @@ def test_vrag_text_image_and_crop_turns_token_by_token(processor, search_url, to
         PolicyChat.__init__ = real_init  # type: ignore[method-assign]
     policy = policy_box["p"]
     assert r.error is None and r.answer == "42 million dollars"
-    assert r.parts.format == 1.0 and r.parts.judge is True and r.reward == pytest.approx(0.8 + 0.2 * r.parts.ndcg)
+    assert (
+        r.parts.format == 1.0
+        and r.parts.judge is True
+        and r.reward == pytest.approx(0.8 + 0.2 * r.parts.ndcg)
+    )
     assert len(r.segments) == 1  # VRAG: one sequence per rollout
     seg = r.segments[0]
     assert seg.replies == replies
@@ -95,13 +100,15 @@ def test_vrag_text_image_and_crop_turns_token_by_token(processor, search_url, to
     # every generated token is a policy token, exactly: the three replies and their eos
     gen_ids = [t for t, m in zip(seg.input_ids, seg.loss_mask, strict=True) if m]
     eos = processor.tokenizer.eos_token_id
-    want_gen = [t for rep in replies for t in [*processor.tokenizer.encode(rep, add_special_tokens=False), eos]]
+    want_gen = [
+        t for rep in replies for t in [*processor.tokenizer.encode(rep, add_special_tokens=False), eos]
+    ]
     assert gen_ids == want_gen
     # images: grids match the vision tokens in the sequence, pixels match the grids
     pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     merge = processor.image_processor.merge_size**2
     assert sum(int(g.prod()) // merge for g in seg.image_grid_thw) == seg.input_ids.count(pad)
-    assert [tuple(p.shape)[0] for p in seg.pixel_values] == [int(g.prod()) for g in seg.image_grid_thw]
+    assert [int(p.shape[0]) for p in seg.pixel_values] == [int(g.prod()) for g in seg.image_grid_thw]
     assert (want["image_grid_thw"] == __import__("torch").stack(seg.image_grid_thw)).all()
     # observations are never trained
     assert seg.loss_mask[seg.prompt_len - 1] == 0 and seg.loss_mask[seg.prompt_len] == 1
@@ -165,9 +172,14 @@ def test_context_and_image_limits_end_the_rollout_at_a_turn_boundary(  # type: i
     assert len(r2.segments[0].input_ids) <= prompt_len + 40
 
 
+def _search(node: str, query: str) -> str:
+    args = {"id": node, "parent_ids": ["root"], "query": query}
+    return f"<tool_call>{json.dumps({'name': 'add_search_node', 'arguments': args})}</tool_call>"
+
+
 def _vimrag_reply(text: str, n_images: int, call: int) -> str:
     if call == 1:
-        return '<tool_call>{"name": "add_search_node", "arguments": {"id": "n1", "parent_ids": ["root"], "query": "Alpha revenue"}}</tool_call>'
+        return _search("n1", "Alpha revenue")
     if call == 2:
         return (
             '<tool_call>{"name": "summarize_and_memorize", "arguments": {"summarize": "revenue page", '
@@ -175,14 +187,15 @@ def _vimrag_reply(text: str, n_images: int, call: int) -> str:
             '"priority_score": 5}]}}</tool_call>'
         )
     if call == 3:
-        return '<tool_call>{"name": "add_search_node", "arguments": {"id": "n2", "parent_ids": ["root"], "query": "Beta bikes"}}</tool_call>'
+        return _search("n2", "Beta bikes")
     if call == 4:
         return (
             '<tool_call>{"name": "summarize_and_memorize", "arguments": {"summarize": "nothing", '
             '"memorize": [{"information_id": "Picture 1", "is_useful": false, "key_timestamp": [], '
             '"priority_score": 1}]}}</tool_call>'
         )
-    return '<tool_call>{"name": "add_answer_node", "arguments": {"parent_ids": ["n1"], "answer": "42 million dollars"}}</tool_call>'
+    args = {"parent_ids": ["n1"], "answer": "42 million dollars"}
+    return f"<tool_call>{json.dumps({'name': 'add_answer_node', 'arguments': args})}</tool_call>"
 
 
 def test_vimrag_yields_one_segment_per_graph_node(processor, search_url, toy_data, dataset_file) -> None:  # type: ignore[no-untyped-def]
@@ -197,7 +210,10 @@ def test_vimrag_yields_one_segment_per_graph_node(processor, search_url, toy_dat
         assert seg.loss_mask == _expected_mask(processor, seg.input_ids)
         assert seg.prompt_len == seg.loss_mask.index(1)
     # each node's context is rebuilt: the answer segment starts from the linearised graph, not the chat
-    assert r.segments[2].input_ids[: r.segments[2].prompt_len] != r.segments[0].input_ids[: r.segments[2].prompt_len]
+    assert (
+        r.segments[2].input_ids[: r.segments[2].prompt_len]
+        != r.segments[0].input_ids[: r.segments[2].prompt_len]
+    )
     assert r.segments[0].retrieved and "alpha_1" in r.segments[0].retrieved[0]
 
 

@@ -16,7 +16,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,23 +97,29 @@ def save_processor(processor: Any, out: Path) -> None:
 # ---- logging and signals ------------------------------------------------------------------------
 @contextlib.contextmanager
 def _logging_to(run: TrainRun) -> Iterator[None]:
+    """Log to stderr, and to the run's log unless the app's supervisor already captures stderr
+    into it (``VRAG_TRAINER_LOG_CAPTURED``), so no line is written twice."""
     run.root.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run.log_path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handlers: list[logging.Handler] = []
+    if not os.environ.get("VRAG_TRAINER_LOG_CAPTURED"):
+        handler = logging.FileHandler(run.log_path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handlers.append(handler)
     console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(logging.Formatter("%(message)s"))
+    console.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    handlers.append(console)
     root = logging.getLogger()
-    root.addHandler(handler)
-    root.addHandler(console)
+    for h in handlers:
+        root.addHandler(h)
     old = root.level
     root.setLevel(logging.INFO)
     try:
         yield
     finally:
-        root.removeHandler(handler)
-        root.removeHandler(console)
+        for h in handlers:
+            root.removeHandler(h)
+            h.close()
         root.setLevel(old)
-        handler.close()
 
 
 class _StopFlag:
@@ -140,17 +146,21 @@ class _StopFlag:
 
 
 # ---- the run ------------------------------------------------------------------------------------
-def start(cfg: TrainConfig, run_dir: str | None = None) -> int:
+#: Builds the rollout generator from (model, processor); None: HF sampling or vLLM per the config.
+GeneratorFactory = Callable[[Any, Any], Any]
+
+
+def start(cfg: TrainConfig, run_dir: str | None = None, *, generator: GeneratorFactory | None = None) -> int:
     data_root = resolve_data_dir(cfg.data_dir or None)
     root = Path(run_dir).expanduser() if run_dir else cfg.resolved_output_dir(data_root)
     try:
         run = TrainRun.create(root, cfg)
     except TrainRunError as exc:
         raise RunRefused(str(exc)) from exc
-    return _train(run, cfg, resuming=False)
+    return _train(run, cfg, resuming=False, generator=generator)
 
 
-def resume(run_dir: str, cfg: TrainConfig | None = None) -> int:
+def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: GeneratorFactory | None = None) -> int:
     try:
         run = TrainRun.open(run_dir)
         old = run.config()
@@ -165,10 +175,10 @@ def resume(run_dir: str, cfg: TrainConfig | None = None) -> int:
                 "max_steps, save_steps, save_total_limit, samples_per_step, tensorboard, name, judge)"
             )
         run.replace_config(cfg)
-    return _train(run, cfg or old, resuming=True)
+    return _train(run, cfg or old, resuming=True, generator=generator)
 
 
-def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool) -> int:
+def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: GeneratorFactory | None) -> int:
     from vrag_trainer.callbacks import RunCallback
     from vrag_trainer.data import DataError, load_train_data, serve_search
     from vrag_trainer.rewards import JudgeRefused, RunJudge
@@ -199,7 +209,7 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool) -> int:
                 stack.callback(stop_search)
                 log.info("serving the corpora for the rollouts at %s", url)
             judge = RunJudge(cfg.judge, data_root)
-            trainer = _build(run, cfg, data, url, judge, flag)
+            trainer = _build(run, cfg, data, url, judge, flag, generator)
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
             stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
@@ -229,7 +239,15 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool) -> int:
         return EXIT_STOPPED if stopped else EXIT_OK
 
 
-def _build(run: TrainRun, cfg: TrainConfig, data: Any, url: str, judge: Any, flag: _StopFlag) -> Any:
+def _build(
+    run: TrainRun,
+    cfg: TrainConfig,
+    data: Any,
+    url: str,
+    judge: Any,
+    flag: _StopFlag,
+    generator: GeneratorFactory | None,
+) -> Any:
     import torch
     from datasets import Dataset as HFDataset  # type: ignore[import-untyped]
 
@@ -261,10 +279,12 @@ def _build(run: TrainRun, cfg: TrainConfig, data: Any, url: str, judge: Any, fla
 
     def make_spec(trainer: Any) -> RolloutSpec:
         policy = trainer.accelerator.unwrap_model(trainer.model)
-        if cfg.generator == "vllm":
+        if generator is not None:
+            gen: Any = generator(policy, processor)
+        elif cfg.generator == "vllm":
             from vrag_trainer.generation import VLLMGenerator
 
-            gen: Any = VLLMGenerator(
+            gen = VLLMGenerator(
                 cfg.model,
                 gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
                 max_model_len=cfg.max_model_len,
