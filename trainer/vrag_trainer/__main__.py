@@ -25,6 +25,11 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export the last checkpoint as a Hugging Face model directory")
     e.add_argument("run")
     e.add_argument("--out", help="where to write it (default: <run>/export)")
+    v = sub.add_parser("verl", help="write a verl (Ray) config, data and launch script for a cluster run")
+    v.add_argument("--config", required=True, help="the run's config (JSON or TOML)")
+    v.add_argument("--out", required=True, help="the run directory (the bundle goes to <out>/verl)")
+    v.add_argument("--nodes", type=int, default=1, help="machines in the Ray cluster")
+    v.add_argument("--gpus-per-node", type=int, help="GPUs per machine (default: the config's gpus, or 1)")
     return p
 
 
@@ -36,6 +41,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("grpo", "ggpo"):
             cfg = load_config(args.config, algorithm=args.command)
             return runner.start(cfg, args.run)
+        if args.command == "verl":
+            from vrag_trainer.verl.config import prepare
+
+            bundle = prepare(
+                load_config(args.config), args.out, nodes=args.nodes, gpus_per_node=args.gpus_per_node
+            )
+            print(bundle.instructions())
+            return runner.EXIT_OK
         if args.command == "resume":
             return runner.resume(args.run, load_config(args.config) if args.config else None)
         out = runner.export(args.run, args.out)
