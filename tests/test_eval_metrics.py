@@ -71,3 +71,13 @@ def test_ndcg_original_reproduces_the_rewards_quirks() -> None:
     assert ndcg_at_k(["g1"], {"g1", "g2", "g3"}, 1) == 1.0
     assert ndcg_original([], {"g1"}) == 0.0  # IDCG = 1, DCG = 0
     assert ndcg_original(["x"], set()) == 0.0  # IDCG = 0 → 0, as the original
+
+
+def test_a_page_shown_twice_counts_once_for_the_reward() -> None:
+    """VimRAG can retrieve a page again; the reward's NDCG stays in [0, 1]."""
+    from vrag_desktop.core.eval.metrics import first_seen, ndcg_original
+
+    shown = ["a_1", "b_2", "a_1"]
+    assert first_seen(shown) == ["a_1", "b_2"]
+    assert ndcg_original(shown, {"a_1"}) > 1  # the original's formula, fed repeats
+    assert ndcg_original(first_seen(shown), {"a_1"}) == 1.0

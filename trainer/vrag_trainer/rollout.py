@@ -21,7 +21,7 @@ from vrag_desktop.core.agents.events import AgentError, Answer, SearchResults
 from vrag_desktop.core.agents.searchers import Searcher
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.eval.answers import format_score, last_answer
-from vrag_desktop.core.eval.metrics import ndcg_original, retrieved_key
+from vrag_desktop.core.eval.metrics import first_seen, ndcg_original, retrieved_key
 from vrag_desktop.core.eval.reward import RewardParts, RewardWeights, composite_reward
 from vrag_desktop.core.run.assemble import VIMRAG, AgentOptions, build_agent
 from vrag_desktop.core.run.store import RunRecorder
@@ -64,6 +64,7 @@ class Rollout:
     judge_error: str | None = None
     run_id: str | None = None
     search_errors: int = 0  # the search server failed during the rollout (not the policy's fault)
+    truncated: bool = False  # it reached the context length or the image limit
 
     @property
     def usable(self) -> bool:
@@ -172,7 +173,9 @@ async def run_rollout(
         answer = last_answer(turns)
     verdict = await judge(item.query, item.reference_answer, answer) if fmt > 0 else None
     correct = None if verdict is None else verdict[0]
-    parts = RewardParts(format=fmt, judge=correct, ndcg=ndcg_original(retrieved, gold) if gold else 0.0)
+    parts = RewardParts(
+        format=fmt, judge=correct, ndcg=ndcg_original(first_seen(retrieved), gold) if gold else 0.0
+    )
     out = Rollout(
         uid=item.uid,
         group=group,
@@ -189,5 +192,6 @@ async def run_rollout(
         judge_error=None if verdict is None else verdict[1],
         run_id=recorder.id if recorder else None,
         search_errors=search_errors,
+        truncated=any(s.truncated for s in policy.segments),
     )
     return out, recorder

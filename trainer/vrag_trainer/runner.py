@@ -265,7 +265,7 @@ def _build(
     rows = [
         {"prompt": [{"role": "user", "content": it.query}], "index": i} for i, it in enumerate(data.items)
     ]
-    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(run.tensorboard))
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(run.tensorboard)  # this run's, not an earlier one's
     args = grpo_args(
         cfg,
         str(run.checkpoints),

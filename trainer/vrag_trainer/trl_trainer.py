@@ -23,6 +23,7 @@ GGPO). A non-finite loss skips the micro-batch's backward and is counted (``nan_
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -38,6 +39,8 @@ from vrag_trainer.ggpo import Row, training_rows
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
 
 __all__ = ["AgentGRPOTrainer", "SearchDown", "grpo_args"]
+
+log = logging.getLogger("vrag_trainer")
 
 
 class SearchDown(RuntimeError):
@@ -237,9 +240,12 @@ class AgentGRPOTrainer(GRPOTrainer):
         m["rollout_seconds"].append(seconds)
         m["segments"].append(float(len(rows)))
         m["masked_segments"].append(float(sum(1 for r in rows if not r.weight)))
-        m["truncated"].append(float(sum(1 for r in rollouts for s in r.segments if s.truncated)))
+        m["truncated"].append(float(sum(1 for r in rollouts if r.truncated)))
         m["search_failures"].append(float(sum(1 for r in rollouts if not r.usable)))
         m["judge_failures"].append(float(sum(1 for r in rollouts if r.parts.judge_failed)))
+        m["rollout_errors"].append(float(sum(1 for r in rollouts if r.error)))
+        for error in sorted({r.error for r in rollouts if r.error})[:3]:  # say why, once per kind
+            log.warning("step %d: a rollout ended with %s", self.state.global_step + 1, error)
         if torch.cuda.is_available():
             m["gpu_memory_gb"].append(torch.cuda.max_memory_allocated() / 2**30)
 

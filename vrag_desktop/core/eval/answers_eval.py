@@ -26,7 +26,7 @@ from vrag_desktop.core.agents.events import (
 )
 from vrag_desktop.core.eval.answers import anls, exact_match, format_score, last_answer
 from vrag_desktop.core.eval.matching import DatasetMatch
-from vrag_desktop.core.eval.metrics import ndcg_original, retrieved_key
+from vrag_desktop.core.eval.metrics import first_seen, ndcg_original, retrieved_key
 from vrag_desktop.core.eval.reward import RewardParts, composite_reward
 from vrag_desktop.core.eval.store import EvalError, EvalStore
 from vrag_desktop.core.progress import CancelToken, Progress, RateMeter
@@ -161,7 +161,7 @@ def run_item(
         "format": format_score(turns),
         "shown": shown,
         "golden": list(golden) if golden is not None else None,
-        "ndcg": ndcg_original(shown, gold) if golden is not None else None,
+        "ndcg": ndcg_original(first_seen(shown), gold) if golden is not None else None,
         "steps": steps,
         "model_seconds": model_s,
         "tool_seconds": tool_s,

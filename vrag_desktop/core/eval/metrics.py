@@ -21,6 +21,7 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePath
 
 __all__ = [
+    "first_seen",
     "golden_keys",
     "hit_at_k",
     "mrr",
@@ -110,6 +111,13 @@ def ndcg_at_k(retrieved: Sequence[str], golden: Collection[str], k: int) -> floa
         seen.add(key)
     ideal = _dcg([1.0] * min(k, len(gold)))
     return _dcg(rel) / ideal
+
+
+def first_seen(keys: Iterable[str]) -> list[str]:
+    """Each key once, at its first position. VRAG never shows a page twice (the original's rollout
+    skips pages already retrieved), but VimRAG's searches can return one again; fed twice to
+    :func:`ndcg_original`, a golden page would push the score above 1."""
+    return list(dict.fromkeys(keys))
 
 
 def ndcg_original(retrieved: Sequence[str], golden: Collection[str]) -> float:
