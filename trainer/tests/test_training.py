@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 from conftest import ScriptedGenerator
+from vrag_trainer import runner
 
 from vrag_desktop.core.run.store import RunStore
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
-from vrag_trainer import runner
 
 ANSWERS = {"Alpha": "42 million dollars", "Beta": "Oslo"}
 
