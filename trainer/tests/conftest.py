@@ -134,6 +134,7 @@ class ScriptedGenerator:
         *,
         max_new_tokens: int,
         temperature: float,
+        images: Any = None,
     ) -> Any:
         from vrag_trainer.policy import Generated
 

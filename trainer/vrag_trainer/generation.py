@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from vrag_trainer.policy import Generated, vision_token_ids
@@ -38,23 +39,28 @@ def vision_inputs(model: Any, ids: Any, pixel_values: list[Any], image_grid_thw:
     return out
 
 
-class HFGenerator:
-    """Sampling with ``model.generate`` (one sequence at a time, under a lock)."""
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    pixel_values: list[Any]
+    image_grid_thw: list[Any]
+    images: list[Any]
+    max_new_tokens: int
+    temperature: float
+    future: asyncio.Future[Generated]
 
-    def __init__(self, model: Any, processor: Any) -> None:
-        self.model = model
-        self.processor = processor
-        self._lock = threading.Lock()
-        tok = processor.tokenizer
-        self.eos_ids = sorted(
-            {
-                i
-                for i in (tok.eos_token_id, getattr(model.generation_config, "eos_token_id", None))
-                if isinstance(i, int)
-            }
-        )
-        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (self.eos_ids or [0])[0]
-        self.suppress = sorted(vision_token_ids(tok))
+
+class _Batching:
+    """Collects the model calls that concurrent rollouts make and serves them as one batch: while
+    a batch runs in the worker thread, new requests queue and form the next one. A step's
+    rollouts thus cost a few batched ``generate`` calls, not one call per rollout turn."""
+
+    def __init__(self, max_batch: int = 64, wait_s: float = 0.005) -> None:
+        self.max_batch = max(1, max_batch)
+        self.wait_s = wait_s
+        self._pending: list[_Request] = []
+        self._pump: asyncio.Future[None] | None = None
+        self.batches = 0  # generate calls made (for metrics and tests)
 
     async def generate(
         self,
@@ -64,23 +70,83 @@ class HFGenerator:
         *,
         max_new_tokens: int,
         temperature: float,
+        images: list[Any] | None = None,
     ) -> Generated:
-        return await asyncio.to_thread(
-            self._generate, prompt_ids, pixel_values, image_grid_thw, max_new_tokens, temperature
+        loop = asyncio.get_running_loop()
+        req = _Request(
+            list(prompt_ids),
+            list(pixel_values or []),
+            list(image_grid_thw or []),
+            list(images or []),
+            max_new_tokens,
+            temperature,
+            loop.create_future(),
         )
+        self._pending.append(req)
+        if self._pump is None or self._pump.done():
+            self._pump = asyncio.ensure_future(self._serve())
+        return await req.future
 
-    def _generate(
-        self, prompt_ids: list[int], pixel_values: Any, grid: Any, max_new_tokens: int, temperature: float
-    ) -> Generated:
+    async def _serve(self) -> None:
+        while self._pending:
+            await asyncio.sleep(self.wait_s)  # let the other rollouts' requests of this round arrive
+            batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
+            del self._pending[: self.max_batch]
+            if not batch:
+                continue
+            try:
+                results = await asyncio.to_thread(self._generate_batch, batch)
+                self.batches += 1
+            except Exception as exc:
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            for r, out in zip(batch, results, strict=True):
+                if not r.future.done():
+                    r.future.set_result(out)
+
+    def _generate_batch(self, batch: list[_Request]) -> list[Generated]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class HFGenerator(_Batching):
+    """Sampling with ``model.generate`` on the trained model itself: left-padded batches, each
+    row cut at its first end-of-turn token and at its own token budget."""
+
+    def __init__(self, model: Any, processor: Any, *, max_batch: int = 64, wait_s: float = 0.005) -> None:
+        super().__init__(max_batch, wait_s)
+        self.model = model
+        self.processor = processor
+        self._lock = threading.Lock()
+        tok = processor.tokenizer
+        gen_eos = getattr(model.generation_config, "eos_token_id", None)
+        eos = {tok.eos_token_id, *(gen_eos if isinstance(gen_eos, list) else [gen_eos])}
+        self.eos_ids = sorted(i for i in eos if isinstance(i, int))
+        self.pad_id = tok.pad_token_id if tok.pad_token_id is not None else (self.eos_ids or [0])[0]
+        self.suppress = sorted(vision_token_ids(tok))
+
+    def _generate_batch(self, batch: list[_Request]) -> list[Generated]:
         import torch
         from transformers import GenerationConfig
 
         model = self.model
         device = next(model.parameters()).device
-        ids = torch.tensor([prompt_ids], device=device)
-        extra = vision_inputs(model, ids, pixel_values, grid)
+        width = max(len(r.prompt_ids) for r in batch)
+        ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long, device=device)
+        attention = torch.zeros_like(ids)
+        for k, r in enumerate(batch):
+            ids[k, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids, device=device)
+            attention[k, width - len(r.prompt_ids) :] = 1
+        extra = vision_inputs(
+            model,
+            ids,
+            [p for r in batch for p in r.pixel_values],
+            [g for r in batch for g in r.image_grid_thw],
+        )
+        temperature = batch[0].temperature
         config = GenerationConfig(
-            max_new_tokens=max_new_tokens,
+            max_new_tokens=max(r.max_new_tokens for r in batch),
             do_sample=temperature > 0,
             temperature=temperature if temperature > 0 else None,
             top_p=1.0 if temperature > 0 else None,
@@ -94,23 +160,25 @@ class HFGenerator:
             model.eval()
             try:
                 out = model.generate(
-                    input_ids=ids,
-                    attention_mask=torch.ones_like(ids),
-                    generation_config=config,
-                    **extra,
+                    input_ids=ids, attention_mask=attention, generation_config=config, **extra
                 )
             finally:
                 model.train(was_training)
-        new = out[0, len(prompt_ids) :].tolist()
-        if new and new[-1] == self.pad_id and self.pad_id not in self.eos_ids:
-            while new and new[-1] == self.pad_id:  # generate pads nothing for one row; be safe
-                new.pop()
-        finish = "stop" if new and new[-1] in self.eos_ids else "length"
-        return Generated(new, None, finish)
+        results = []
+        for k, r in enumerate(batch):
+            new = out[k, width:].tolist()[: r.max_new_tokens]
+            end = next((i for i, t in enumerate(new) if t in self.eos_ids), None)
+            if end is not None:
+                results.append(Generated(new[: end + 1], None, "stop"))
+            else:
+                results.append(Generated(new, None, "length"))
+        return results
 
 
-class VLLMGenerator:
-    """An in-process vLLM engine (GPU only). ``sync_weights(model)`` pushes the trained weights."""
+class VLLMGenerator(_Batching):
+    """An in-process vLLM engine (GPU only), fed token ids with the images as multi-modal data;
+    concurrent rollouts' requests go to the engine together. ``sync_weights(model)`` pushes the
+    trained weights after each optimiser step."""
 
     def __init__(
         self,
@@ -120,7 +188,9 @@ class VLLMGenerator:
         max_model_len: int,
         max_images: int,
         seed: int = 0,
+        max_batch: int = 256,
     ) -> None:
+        super().__init__(max_batch)
         from vllm import LLM  # type: ignore[import-not-found,unused-ignore]  # GPU environment only
 
         self.llm = LLM(
@@ -131,38 +201,31 @@ class VLLMGenerator:
             seed=seed,
             enable_prefix_caching=True,
         )
-        self._lock = threading.Lock()
 
     def sync_weights(self, model: Any) -> None:
         """Load the trainer's current weights into the engine (names as the HF checkpoint has them)."""
-        state = model.state_dict()
         engine_model = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-        engine_model.load_weights(state.items())
+        engine_model.load_weights(model.state_dict().items())
 
-    async def generate(
-        self,
-        prompt_ids: list[int],
-        pixel_values: Any,
-        image_grid_thw: Any,
-        *,
-        max_new_tokens: int,
-        temperature: float,
-        images: list[Any] | None = None,
-    ) -> Generated:
-        return await asyncio.to_thread(self._generate, prompt_ids, images or [], max_new_tokens, temperature)
-
-    def _generate(
-        self, prompt_ids: list[int], images: list[Any], max_new_tokens: int, temperature: float
-    ) -> Generated:
+    def _generate_batch(self, batch: list[_Request]) -> list[Generated]:
         from vllm import SamplingParams  # type: ignore[import-not-found,unused-ignore]
 
-        params = SamplingParams(max_tokens=max_new_tokens, temperature=temperature, logprobs=0)
-        prompt: dict[str, Any] = {"prompt_token_ids": prompt_ids}
-        if images:
-            prompt["multi_modal_data"] = {"image": images}
-        with self._lock:
-            out = self.llm.generate([prompt], params, use_tqdm=False)[0].outputs[0]
-        lps = [next(iter(d.values())).logprob if d else math.nan for d in (out.logprobs or [])]
-        return Generated(
-            list(out.token_ids), lps or None, "length" if out.finish_reason == "length" else "stop"
-        )
+        prompts: list[dict[str, Any]] = []
+        params = []
+        for r in batch:
+            prompt: dict[str, Any] = {"prompt_token_ids": r.prompt_ids}
+            if r.images:
+                prompt["multi_modal_data"] = {"image": r.images}
+            prompts.append(prompt)
+            params.append(SamplingParams(max_tokens=r.max_new_tokens, temperature=r.temperature, logprobs=0))
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        results = []
+        for o in outs:
+            out = o.outputs[0]
+            lps = [next(iter(d.values())).logprob if d else math.nan for d in (out.logprobs or [])]
+            results.append(
+                Generated(
+                    list(out.token_ids), lps or None, "length" if out.finish_reason == "length" else "stop"
+                )
+            )
+        return results

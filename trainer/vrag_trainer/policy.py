@@ -59,6 +59,7 @@ class Generator(Protocol):
         *,
         max_new_tokens: int,
         temperature: float,
+        images: list[Any] | None = None,
     ) -> Generated: ...
 
 
@@ -178,10 +179,13 @@ class PolicyChat:
 
     def _context(self, request: list[dict[str, Any]]) -> tuple[Segment, list[int], Any, Any, list[Any]]:
         """The segment to continue and the tokens, pixels and images to append before generating."""
-        conversation, images = openai_to_hf_messages(request, self.max_pixels)
         if self._extends(request):
             seg = self.segments[-1]
             k = len(self._last_request or [])
+            # earlier turns only need rendering: their images were processed when they came
+            seen, _ = openai_to_hf_messages(request[: k + 1], self.max_pixels, decode=False)
+            fresh, new_images = openai_to_hf_messages(request[k + 1 :], self.max_pixels)
+            conversation = seen + fresh
             before = self._render(conversation[: k + 1], False)
             after = self._render(conversation, True)
             if not after.startswith(before):
@@ -190,9 +194,9 @@ class PolicyChat:
                     "more messages follow); token-in/token-out training needs one that is",
                     kind="bad_request",
                 )
-            new_images = images[seg.n_images :]
             ids, pixels, grid = self._encode(self._glue() + after[len(before) :], new_images)
             return seg, ids, pixels, grid, new_images
+        conversation, images = openai_to_hf_messages(request, self.max_pixels)
         seg = Segment()
         self.segments.append(seg)
         ids, pixels, grid = self._encode(self._render(conversation, True), images)
@@ -236,6 +240,7 @@ class PolicyChat:
             seg.image_grid_thw,
             max_new_tokens=max_new,
             temperature=self.temperature,
+            images=list(seg.images),
         )
         cut = next((i for i, t in enumerate(out.ids) if t in self.vision_ids), None)
         if cut is not None:  # a vision placeholder the policy wrote would have no image behind it

@@ -145,12 +145,6 @@ async def run_rollout(
                 if isinstance(ev, AgentError) and not ev.recoverable:
                     error = f"{ev.kind}: {ev.content}" if ev.kind else ev.content
     finally:
-        close = getattr(searcher, "aclose", None) or getattr(searcher, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                res = close()
-                if hasattr(res, "__await__"):
-                    await res
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     segments = [s for s in policy.segments if s.generated_tokens > 0]

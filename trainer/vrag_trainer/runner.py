@@ -210,6 +210,7 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: Genera
                 log.info("serving the corpora for the rollouts at %s", url)
             judge = RunJudge(cfg.judge, data_root)
             trainer = _build(run, cfg, data, url, judge, flag, generator)
+            stack.callback(trainer.search_client.close)
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
             stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
@@ -277,6 +278,8 @@ def _build(
     limits = Limits(cfg.max_model_len, cfg.max_response_length, cfg.max_images)
     weights = RewardWeights(cfg.reward.judge, cfg.reward.format, cfg.reward.ndcg)
 
+    searcher = HttpSearcher(url)  # shared by every rollout: one connection pool
+
     def make_spec(trainer: Any) -> RolloutSpec:
         policy = trainer.accelerator.unwrap_model(trainer.model)
         if generator is not None:
@@ -297,7 +300,7 @@ def _build(
             cfg.agent,
             processor,
             gen,
-            lambda: HttpSearcher(url),
+            lambda: searcher,
             limits,
             max_turns=cfg.max_turns,
             top_k=cfg.search_top_k,
@@ -319,6 +322,7 @@ def _build(
         judge=judge,
         samples_dir=run.samples,
     )
+    trainer.search_client = searcher
     return trainer
 
 

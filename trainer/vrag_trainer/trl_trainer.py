@@ -136,6 +136,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._loop = asyncio.new_event_loop()
         self.last_rollouts: list[Rollout] = []
         self.nan_skipped = 0
+        self.search_client: Any = None  # the rollouts' shared searcher, closed by whoever built it
 
     # ---- rollouts ------------------------------------------------------------------------------
     @property

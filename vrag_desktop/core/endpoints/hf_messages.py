@@ -75,9 +75,13 @@ def _limit_pixels(img: Image.Image, max_pixels: int | None) -> Image.Image:
 
 
 def openai_to_hf_messages(
-    messages: Sequence[Mapping[str, Any]], max_pixels: int | None = None
+    messages: Sequence[Mapping[str, Any]], max_pixels: int | None = None, *, decode: bool = True
 ) -> tuple[list[dict[str, Any]], list[Image.Image]]:
     """OpenAI chat messages → (the processor's conversation, the images in order of appearance).
+
+    ``decode=False`` leaves image parts as bare ``{"type": "image"}`` placeholders and returns no
+    images: enough to render the chat template, without decoding pictures already processed
+    (the trainer re-renders a growing conversation every turn).
 
     String contents stay strings (chat templates treat them as plain text, Qwen3's reasoning
     templates rely on that for assistant turns); list contents become ``{"type": "text"}`` and
@@ -106,6 +110,8 @@ def openai_to_hf_messages(
             kind = part.get("type") if isinstance(part, Mapping) else None
             if kind == "text":
                 parts.append({"type": "text", "text": str(part.get("text") or "")})
+            elif kind in ("image_url", "image") and not decode:
+                parts.append({"type": "image"})
             elif kind == "image_url":
                 ref = part.get("image_url")
                 url = ref.get("url") if isinstance(ref, Mapping) else ref
