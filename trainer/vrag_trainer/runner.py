@@ -226,13 +226,20 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: Genera
             run.write_state(status="failed", error=str(exc))
             log.error("%s", exc)
             return EXIT_FAILED
-        except OSError as exc:  # e.g. the disk filled up while checkpointing
-            run.write_state(status="failed", error=f"{type(exc).__name__}: {exc}")
-            log.error("the run failed: %s; the last complete checkpoint is kept: resume from it", exc)
-            return EXIT_FAILED
         except KeyboardInterrupt:
             run.write_state(status="stopped", error="interrupted")
             return EXIT_STOPPED
+        except Exception as exc:  # a full disk (safetensors raises its own type), OOM, a bug
+            last = run.last_checkpoint()
+            kept = f"the last complete checkpoint (step {last.step}) is kept" if last else "no checkpoint yet"
+            full = "No space left" in str(exc) or getattr(exc, "errno", None) == 28
+            what = "the disk is full" if full else f"{type(exc).__name__}: {exc}"
+            with contextlib.suppress(OSError):  # the state file may not fit on a full disk either
+                run.write_state(
+                    status="failed", error=f"{what}; {kept}: {exc}" if full else f"{what}; {kept}"
+                )
+            log.error("the run failed: %s; %s; resume when fixed", what, kept, exc_info=not full)
+            return EXIT_FAILED
         step = int(trainer.state.global_step)
         stopped = flag.set or run.stop_requested()
         run.write_state(status="stopped" if stopped else "finished", step=step, pid=None)
