@@ -12,8 +12,10 @@ multi-modal data; the trainer pushes the weights into it after each optimiser st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,16 +53,38 @@ class _Request:
 
 
 class _Batching:
-    """Collects the model calls that concurrent rollouts make and serves them as one batch: while
-    a batch runs in the worker thread, new requests queue and form the next one. A step's
-    rollouts thus cost a few batched ``generate`` calls, not one call per rollout turn."""
+    """Collects the model calls that concurrent rollouts make and serves them as one batch.
 
-    def __init__(self, max_batch: int = 64, wait_s: float = 0.005) -> None:
+    Rollouts announce themselves (:meth:`rollout`); a batch starts as soon as every rollout in
+    flight is waiting for the model (or after ``max_wait_s``, so one slow tool call cannot hold
+    the others for long). Without announced rollouts it waits ``wait_s`` for company. A step's
+    rollouts thus cost about one ``generate`` per turn, not one per rollout and turn.
+    """
+
+    def __init__(self, max_batch: int = 64, wait_s: float = 0.005, max_wait_s: float = 2.0) -> None:
         self.max_batch = max(1, max_batch)
         self.wait_s = wait_s
+        self.max_wait_s = max_wait_s
+        self.active = 0  # rollouts in flight
         self._pending: list[_Request] = []
         self._pump: asyncio.Future[None] | None = None
+        self._wake: asyncio.Event | None = None
         self.batches = 0  # generate calls made (for metrics and tests)
+        self.batch_sizes: list[int] = []
+
+    @contextlib.asynccontextmanager
+    async def rollout(self) -> AsyncIterator[None]:
+        """Hold while a rollout may still ask for tokens."""
+        self.active += 1
+        try:
+            yield
+        finally:
+            self.active -= 1
+            self._poke()
+
+    def _poke(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
 
     async def generate(
         self,
@@ -83,13 +107,33 @@ class _Batching:
             loop.create_future(),
         )
         self._pending.append(req)
+        self._poke()
         if self._pump is None or self._pump.done():
+            self._wake = asyncio.Event()
             self._pump = asyncio.ensure_future(self._serve())
         return await req.future
 
+    async def _gather(self) -> None:
+        """Wait until every rollout in flight has asked (or the batch is full, or time is up)."""
+        loop = asyncio.get_running_loop()
+        if self.active <= 0:
+            await asyncio.sleep(self.wait_s)
+            return
+        deadline = loop.time() + self.max_wait_s
+        assert self._wake is not None
+        while len(self._pending) < min(self.active, self.max_batch):
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), left)
+            except asyncio.TimeoutError:
+                return
+
     async def _serve(self) -> None:
         while self._pending:
-            await asyncio.sleep(self.wait_s)  # let the other rollouts' requests of this round arrive
+            await self._gather()
             batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
             del self._pending[: self.max_batch]
             if not batch:
@@ -97,6 +141,7 @@ class _Batching:
             try:
                 results = await asyncio.to_thread(self._generate_batch, batch)
                 self.batches += 1
+                self.batch_sizes.append(len(batch))
             except Exception as exc:
                 for r in batch:
                     if not r.future.done():

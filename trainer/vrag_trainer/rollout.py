@@ -127,9 +127,10 @@ async def run_rollout(
     answer_event: Answer | None = None
     error: str | None = None
     search_errors = 0
+    tracking = getattr(spec.generator, "rollout", None)  # lets a batching generator wait for us
     try:
         stream = agent.run(item.query)
-        async with contextlib.aclosing(stream):
+        async with contextlib.aclosing(stream), tracking() if tracking else contextlib.nullcontext():
             async for ev in stream:
                 if recorder:
                     recorder.record(ev)
