@@ -77,47 +77,17 @@ class PageSearcher:
 
 def build_model(out: Path, hidden: int, layers: int) -> Path:
     import tiny_vl_models as T
-    import torch
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLImageProcessorPil
 
-    torch.manual_seed(0)
-    tok = T.make_tokenizer()
-    tok.add_tokens(
-        ["<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>"]
+    tags = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
+    return T.build_tiny_qwen2_vl(
+        out,
+        with_lm_head=True,
+        extra_tokens=tags,
+        hidden=hidden,
+        layers=layers,
+        vision_depth=4,
+        max_image_tokens=256,
     )
-    heads = max(4, hidden // 64)
-    half = hidden // heads // 2  # M-RoPE splits half the head dimension into t, h, w sections
-    section = [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
-    config = Qwen2VLConfig(
-        text_config=dict(
-            hidden_size=hidden,
-            intermediate_size=hidden * 3,
-            num_hidden_layers=layers,
-            num_attention_heads=heads,
-            num_key_value_heads=max(1, heads // 4),
-            rope_scaling={"type": "mrope", "mrope_section": section},
-            vocab_size=len(tok),
-            bos_token_id=None,
-            eos_token_id=tok.eos_token_id,
-            pad_token_id=tok.pad_token_id,
-        ),
-        vision_config=dict(
-            depth=4,
-            embed_dim=256,
-            hidden_size=hidden,
-            num_heads=4,
-            mlp_ratio=2,
-            patch_size=14,
-            spatial_merge_size=2,
-            temporal_patch_size=2,
-        ),
-        **T._token_ids(tok),
-    )
-    model = Qwen2VLForConditionalGeneration(config)
-    ip = Qwen2VLImageProcessorPil(
-        min_pixels=64 * 28 * 28, max_pixels=256 * 28 * 28, patch_size=14, merge_size=2
-    )
-    return T._save(model, tok, ip, out)
 
 
 def main() -> int:

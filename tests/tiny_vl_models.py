@@ -142,12 +142,21 @@ def build_tiny_qwen25_vl(out: Path, seed: int = 0, with_lm_head: bool = False) -
 
 
 def build_tiny_qwen2_vl(
-    out: Path, seed: int = 0, with_lm_head: bool = False, extra_tokens: tuple[str, ...] = ()
+    out: Path,
+    seed: int = 0,
+    with_lm_head: bool = False,
+    extra_tokens: tuple[str, ...] = (),
+    *,
+    hidden: int = 64,
+    layers: int = 2,
+    vision_depth: int = 2,
+    max_image_tokens: int = 16,
 ) -> Path:
     """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64: not an embedder family.
 
     ``with_lm_head`` saves a chat model (``Qwen2VLForConditionalGeneration``), as the trainer tests
     need; ``extra_tokens`` become single tokens (a toy task's tags, so a tiny policy can learn them).
+    ``hidden``/``layers``/``vision_depth``/``max_image_tokens`` grow it (the GPU bench's ~150 M model).
     """
     import torch
     from transformers import (
@@ -161,24 +170,27 @@ def build_tiny_qwen2_vl(
     tok = make_tokenizer()
     if extra_tokens:
         tok.add_tokens(list(extra_tokens))
+    heads = max(4, hidden // 64)
+    half = hidden // heads // 2  # M-RoPE splits half the head dimension into t, h, w sections
+    section = [half - 2 * (3 * half // 8), 3 * half // 8, 3 * half // 8]
     config = Qwen2VLConfig(
         text_config=dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+            hidden_size=hidden,
+            intermediate_size=hidden * 2 if hidden == 64 else hidden * 3,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2) if hidden == 64 else max(1, heads // 4),
+            rope_scaling={"type": "mrope", "mrope_section": section},
             vocab_size=len(tok),
             bos_token_id=None,
             eos_token_id=tok.eos_token_id,
             pad_token_id=tok.pad_token_id,
         ),
         vision_config=dict(
-            depth=2,
-            embed_dim=32,
-            hidden_size=64,
-            num_heads=2,
+            depth=vision_depth,
+            embed_dim=32 if hidden == 64 else 256,
+            hidden_size=hidden,
+            num_heads=2 if hidden == 64 else 4,
             mlp_ratio=2,
             patch_size=14,
             spatial_merge_size=2,
@@ -188,7 +200,7 @@ def build_tiny_qwen2_vl(
     )
     model = (Qwen2VLForConditionalGeneration if with_lm_head else Qwen2VLModel)(config).eval()
     ip = Qwen2VLImageProcessorPil(
-        min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28, patch_size=14, merge_size=2
+        min_pixels=4 * 28 * 28, max_pixels=max_image_tokens * 28 * 28, patch_size=14, merge_size=2
     )
     return _save(model, tok, ip, Path(out))
 
