@@ -221,56 +221,40 @@ class HFGenerator(_Batching):
 
 
 class VLLMGenerator(_Batching):
-    """An in-process vLLM engine (GPU only), fed token ids with the images as multi-modal data;
-    concurrent rollouts' requests go to the engine together. ``sync_weights(model)`` pushes the
-    trained weights after each optimiser step."""
+    """Rollouts on vLLM through TRL's own ``VLLMGeneration`` (the trainer builds it when
+    ``generator: vllm``): colocated in the training process or a ``trl vllm-serve`` server, token
+    ids in with the images as multi-modal data, and TRL's weight sync (plain, FSDP, DeepSpeed,
+    PEFT) before the first rollout of each optimiser step. Not run in this project yet: vLLM
+    needs a GPU and could not be installed where the tests run."""
 
-    def __init__(
-        self,
-        model_dir: str,
-        *,
-        gpu_memory_utilization: float,
-        max_model_len: int,
-        max_images: int,
-        seed: int = 0,
-        max_batch: int = 256,
-    ) -> None:
+    def __init__(self, trainer: Any, max_batch: int = 256) -> None:
         super().__init__(max_batch)
-        from vllm import LLM  # type: ignore[import-not-found,unused-ignore]  # GPU environment only
+        self.trainer = trainer
+        self.vllm = trainer.vllm_generation
+        self._synced_step = -1
 
-        self.llm = LLM(
-            model=model_dir,
-            gpu_memory_utilization=gpu_memory_utilization,
-            max_model_len=max_model_len,
-            limit_mm_per_prompt={"image": max_images},
-            seed=seed,
-            enable_prefix_caching=True,
-        )
-
-    def sync_weights(self, model: Any) -> None:
-        """Load the trainer's current weights into the engine (names as the HF checkpoint has them)."""
-        engine_model = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-        engine_model.load_weights(model.state_dict().items())
+    def sync(self) -> None:
+        """Push the current weights if an optimiser step happened since the last push."""
+        step = int(self.trainer.state.global_step)
+        if step != self._synced_step:
+            self.vllm.sync_weights()
+            self._synced_step = step
 
     def _generate_batch(self, batch: list[_Request]) -> list[Generated]:
-        from vllm import SamplingParams  # type: ignore[import-not-found,unused-ignore]
-
-        prompts: list[dict[str, Any]] = []
-        params = []
-        for r in batch:
-            prompt: dict[str, Any] = {"prompt_token_ids": r.prompt_ids}
-            if r.images:
-                prompt["multi_modal_data"] = {"image": r.images}
-            prompts.append(prompt)
-            params.append(SamplingParams(max_tokens=r.max_new_tokens, temperature=r.temperature, logprobs=0))
-        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        self.sync()
+        images = [list(r.images) or None for r in batch]
+        _, completions, logprobs, _ = self.vllm.generate(
+            prompts=[r.prompt_ids for r in batch],
+            images=images if any(images) else None,
+            num_generations=1,
+        )
         results = []
-        for o in outs:
-            out = o.outputs[0]
-            lps = [next(iter(d.values())).logprob if d else math.nan for d in (out.logprobs or [])]
-            results.append(
-                Generated(
-                    list(out.token_ids), lps or None, "length" if out.finish_reason == "length" else "stop"
-                )
-            )
+        for k, r in enumerate(batch):
+            ids = list(completions[k])[: r.max_new_tokens]
+            lps = None
+            if logprobs is not None:
+                lps = [float(step[0]) if step and step[0] is not None else math.nan for step in logprobs[k]]
+                lps = lps[: len(ids)]
+            finish = "stop" if len(ids) < r.max_new_tokens else "length"
+            results.append(Generated(ids, lps, finish))
         return results

@@ -294,13 +294,7 @@ def _build(
         elif cfg.generator == "vllm":
             from vrag_trainer.generation import VLLMGenerator
 
-            gen = VLLMGenerator(
-                cfg.model,
-                gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
-                max_model_len=cfg.max_model_len,
-                max_images=cfg.max_images,
-                seed=cfg.seed,
-            )
+            gen = VLLMGenerator(trainer)
         else:
             gen = HFGenerator(policy, processor)
         return RolloutSpec(

@@ -94,6 +94,14 @@ def grpo_args(
         disable_dropout=True,
         dataloader_num_workers=0,
     )
+    if cfg.generator == "vllm":  # TRL builds its VLLMGeneration; our rollouts call it (generation.py)
+        kwargs.update(
+            use_vllm=True,
+            vllm_mode=cfg.vllm_mode,
+            vllm_gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+            vllm_max_model_length=cfg.max_model_len,
+            max_completion_length=cfg.max_response_length,
+        )
     if logging_dir:
         kwargs["logging_dir"] = logging_dir
     try:
