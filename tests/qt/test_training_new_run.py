@@ -1,0 +1,162 @@
+"""The New-run dialog on real inputs (offscreen): the original's defaults, a bad value naming its field
+and disabling Start, the exact command in the preview, the match count over the indexed robots
+corpus (and a dataset matching nothing), a folder that is not a model, the trainer environment
+missing (the Create button shows; nothing is created), and the last values remembered."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vrag_desktop.core.datasets import DatasetItem
+from vrag_desktop.core.runtime.venv import venv_python
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.launch import trainer_argv
+from vrag_desktop.qt.training.new_run_dialog import NewRunDialog
+from vrag_desktop.qt.training.run_form import NUMBERS
+
+WAIT = 30000
+
+
+@pytest.fixture(autouse=True)
+def no_trainer_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No trainer env anywhere: not $VRAG_TRAINER_PYTHON, not the checkout's .venv-trainer."""
+    from vrag_desktop.core.runtime import trainer_env
+
+    monkeypatch.delenv(trainer_env.PYTHON_ENV, raising=False)
+    monkeypatch.setattr(trainer_env, "repo_root", lambda: None)
+
+
+def _model(tmp_path: Path) -> Path:
+    d = tmp_path / "tiny-model"
+    d.mkdir()
+    cfg = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000}
+    (d / "config.json").write_text(json.dumps(cfg))
+    (d / "model.safetensors").write_bytes(b"\0" * 64)
+    return d
+
+
+def _dataset(ctx: Any, name: str, files: list[str]) -> None:
+    for i, f in enumerate(files):
+        ctx.datasets.add_item(name, DatasetItem(f"q{i}", "Payload?", "450 kg", f, (2,)), create=True)
+
+
+def _dialog(qtbot: Any, ctx: Any, model: str = "") -> NewRunDialog:
+    dlg = NewRunDialog(ctx)
+    qtbot.addWidget(dlg)
+    dlg.show()
+    if model:
+        dlg.form.model.setText(model)
+    matched = lambda: dlg.match is not None or not dlg.form.dataset_spec()  # noqa: E731
+    qtbot.waitUntil(lambda: dlg.env is not None and matched(), timeout=WAIT)
+    return dlg
+
+
+def _ready(qtbot: Any, dlg: NewRunDialog) -> None:
+    """Wait for the debounced checks of what is typed now."""
+    gen = dlg._gen["check"]
+    qtbot.waitUntil(lambda: dlg._gen["check"] > gen or not dlg._check_later.isActive(), timeout=WAIT)
+    qtbot.waitUntil(lambda: dlg.estimate is not None and not dlg._check_later.isActive(), timeout=WAIT)
+    qtbot.wait(300)
+
+
+def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
+    qtbot: Any, indexed: Any, tmp_path: Path
+) -> None:
+    _dataset(indexed, "atlas", ["robots.pdf"] * 3)
+    model = _model(tmp_path)
+    dlg = _dialog(qtbot, indexed, str(model))
+    cfg = dlg.config
+    assert cfg is not None
+    original = TrainConfig(model="m", dataset="d")
+    for key, _ in NUMBERS:
+        assert getattr(cfg, key) == getattr(original, key), key
+    assert (cfg.algorithm, cfg.agent, cfg.reward, cfg.judge.kind) == (
+        "grpo",
+        "vrag",
+        original.reward,
+        "profile",
+    )
+    assert cfg.dataset == "atlas" and cfg.corpora == ("robots",) and cfg.data_dir == str(indexed.data_dir)
+    run_dir = indexed.data_dir / "training" / "grpo-vrag"
+    assert dlg.run_dir == run_dir and dlg.form.output.text() == str(run_dir)
+    python = venv_python(indexed.layout.trainer_env)  # where the env will be: it is missing
+    assert dlg.argv == trainer_argv(python, "grpo", config=run_dir / "launch-config.json", run=run_dir)
+    text = dlg.preview.toPlainText()
+    assert shlex.join(dlg.argv) in text and '"group_size": 5' in text
+    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("ggpo"))
+    assert dlg.argv[3] == "ggpo" and dlg.run_dir == indexed.data_dir / "training" / "ggpo-vrag"
+    _ready(qtbot, dlg)
+    assert dlg.match_label.text().startswith("3 of 3 items match the chosen corpora")
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+    assert dlg.estimate is not None and dlg.estimate.params
+
+
+def test_a_bad_value_turns_its_field_red_and_disables_start(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    _ready(qtbot, dlg)
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+    group = dlg.form.fields["group_size"]
+    group.setText("1")  # type: ignore[attr-defined]
+    assert not dlg.ok_button.isEnabled()
+    assert dlg.form.error_text("group_size") == "must be >= 2, not 1"
+    assert "red" in group.styleSheet() or "#b91c1c" in group.styleSheet()
+    assert "group_size: must be >= 2" in dlg.preview.toPlainText()
+    group.setText("5")  # type: ignore[attr-defined]
+    dlg.form.fields["learning_rate"].setText("fast")  # type: ignore[attr-defined]
+    assert not dlg.ok_button.isEnabled() and "must be a number" in dlg.form.error_text("learning_rate")
+    assert dlg.form.error_text("group_size") == ""
+    dlg.form.fields["learning_rate"].setText("1e-6")  # type: ignore[attr-defined]
+    dlg.form.fields["reward.judge"].setText("-1")  # type: ignore[attr-defined]
+    assert "must be >= 0.0" in dlg.form.error_text("reward.judge") and not dlg.ok_button.isEnabled()
+    dlg.form.fields["reward.judge"].setText("0.7")  # type: ignore[attr-defined]
+    dlg.form.judge_kind.setCurrentIndex(dlg.form.judge_kind.findData("url"))
+    assert "http(s) base URL" in dlg.form.error_text("judge.base_url") and not dlg.ok_button.isEnabled()
+    dlg.form.judge_kind.setCurrentIndex(dlg.form.judge_kind.findData("anls"))
+    _ready(qtbot, dlg)
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+
+
+def test_no_matching_item_and_a_folder_that_is_not_a_model(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
+    _dataset(indexed, "elsewhere", ["other.pdf", "third.pdf"])
+    (tmp_path / "photos").mkdir()
+    dlg = _dialog(qtbot, indexed, str(tmp_path / "photos"))
+    _ready(qtbot, dlg)
+    assert dlg.match == (0, 2, dlg.match[2] if dlg.match else [])
+    assert dlg.match_label.text().startswith("No item can be trained on: 0 of 2 items match")
+    assert "other.pdf is not in the indexed files of robots" in dlg.match_label.text()
+    assert "not a Hugging Face model folder (no config.json)" in dlg.model_label.text()
+    assert not dlg.ok_button.isEnabled()
+    assert any("no dataset item matches" in b for b in dlg.blockers())
+    dlg.accept()
+    assert dlg.result() == 0  # refused: nothing accepted
+
+
+def test_the_trainer_env_missing_offers_to_create_it(qtbot: Any, ctx: Any) -> None:
+    dlg = _dialog(qtbot, ctx)
+    assert dlg.env is not None and dlg.env.state == "missing"
+    assert not dlg.env_box.isHidden() and dlg.env_button.text() == "Create the trainer environment"
+    assert str(ctx.layout.trainer_env) in dlg.env_label.text()
+    assert not ctx.layout.trainer_env.exists()  # nothing created by opening the dialog
+    # no corpus, no dataset: Start stays off and says why
+    assert not dlg.ok_button.isEnabled() and dlg.form.error_text("model") == "is required"
+    assert dlg.match_label.text().startswith("Choose a dataset")
+
+
+def test_accept_gives_the_config_and_remembers_the_values(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    dlg.form.fields["group_size"].setText("8")  # type: ignore[attr-defined]
+    dlg.form.name.setText("first")
+    _ready(qtbot, dlg)
+    dlg.accept()
+    assert dlg.result() == 1 and dlg.config is not None and dlg.config.group_size == 8
+    assert dlg.run_dir == indexed.data_dir / "training" / "first"
+    again = _dialog(qtbot, indexed)
+    assert again.form.fields["group_size"].text() == "8"  # type: ignore[attr-defined]
+    assert again.form.model.text() == str(tmp_path / "tiny-model") and again.form.name.text() == ""

@@ -1,0 +1,389 @@
+"""What the New-run form checks before a training run is launched, with no Qt and no training library.
+
+Why here: a run that dies after minutes of model loading because no item matched its corpora, the
+model folder was wrong, the trainer env was missing or the GPU was too small wastes the most time of
+all; each is answered here in milliseconds (the match in seconds), by the same core code the trainer
+and the vLLM pre-flight use, so the form and the trainer never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vrag_desktop.core.training.config import ConfigError, TrainConfig
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from vrag_desktop.core.runtime.gpu import GPUReport
+
+__all__ = [
+    "CPU_TINY_PARAMS",
+    "LAUNCH_CONFIG",
+    "EnvStatus",
+    "Estimate",
+    "ModelCheck",
+    "check_model_dir",
+    "command_preview",
+    "env_status",
+    "load_last_config",
+    "match_count",
+    "memory_estimate",
+    "save_last_config",
+    "write_launch_config",
+]
+
+GiB = 1024**3
+#: The config file the launcher writes into the run directory and passes with ``--config``.
+LAUNCH_CONFIG = "launch-config.json"
+#: Above this many parameters a CPU run is refused advice-wise (rollouts are token-by-token).
+CPU_TINY_PARAMS = 500_000_000
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_LAST = "training-last.json"
+
+
+# ---- dataset ↔ corpora --------------------------------------------------------------------------
+def match_count(
+    dataset_spec: str, corpora: Sequence[str], data_dir: str | os.PathLike[str]
+) -> tuple[int, int, list[tuple[str, str]]]:
+    """``(matched, total, problems)``: items the trainer would train on, as ``load_train_data``
+    counts them (core matching + a reference answer to judge). ``corpora`` empty: all. A dataset or
+    corpus that cannot be found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
+    from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
+
+    root = Path(data_dir).expanduser()
+    dataset = _load_dataset(dataset_spec, root)
+    library = Library(root)
+    known = library.names()
+    names = list(corpora) or known
+    missing = [n for n in names if n not in known]
+    if missing or not names:
+        raise ConfigError(
+            "corpora",
+            f"{', '.join(missing) if missing else 'no corpus'} found in {root} "
+            f"(indexed corpora: {', '.join(known) or 'none'})",
+        )
+    opened = []
+    try:
+        for n in names:
+            opened.append(library.open(n, shared=True))
+        match = match_dataset(dataset.items, corpus_files(opened))
+    finally:
+        for c in opened:
+            c.close()
+    problems = list(dataset.problems) + list(match.problems)
+    # the trainer leaves out an item with no reference answer too: nothing to judge against
+    problems += [
+        (m.item.uid, "it has no reference answer to judge against")
+        for m in match.matched
+        if not m.item.reference_answer.strip()
+    ]
+    matched = sum(1 for m in match.matched if m.item.reference_answer.strip())
+    return matched, len(dataset.items) + len(dataset.problems), problems
+
+
+def _load_dataset(spec: str, root: Path) -> Any:
+    """A file in the original's formats, or an app dataset by name (the trainer's rule)."""
+    from vrag_desktop.core.datasets import load_dataset
+    from vrag_desktop.core.datasets.store import DatasetStore
+    from vrag_desktop.core.paths import DataLayout
+
+    if not spec.strip():
+        raise ConfigError("dataset", "is required")
+    path = Path(spec).expanduser()
+    try:
+        if path.suffix.lower() in (".json", ".jsonl", ".parquet") or path.exists():
+            if not path.is_file():
+                raise ConfigError("dataset", f"no such file {path}")
+            return load_dataset(path)
+        store = DatasetStore(DataLayout(root).datasets)
+        if not store.exists(spec):
+            known = ", ".join(store.names()) or "none yet"
+            raise ConfigError(
+                "dataset", f"{spec!r} is neither a file nor an app dataset (app datasets: {known})"
+            )
+        return store.load(spec)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError("dataset", f"cannot read {spec}: {exc}") from exc
+
+
+# ---- base model ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelCheck:
+    """``kind``: ``local`` (a model folder), ``hub`` (an id, downloaded at start) or ``bad``."""
+
+    ok: bool
+    kind: str
+    message: str
+
+
+def check_model_dir(path: str) -> ModelCheck:
+    """Is ``path`` a Hugging Face model folder, or a hub id? A folder without ``config.json`` or
+    without weights is named as such, so the run is not launched to fail at loading."""
+    text = path.strip()
+    if not text:
+        return ModelCheck(False, "bad", "model: is required (a model folder or a hub id)")
+    p = Path(text).expanduser()
+    if p.exists():
+        if not p.is_dir():
+            return ModelCheck(False, "bad", f"model: {p} is a file, not a model folder")
+        if not (p / "config.json").is_file():
+            return ModelCheck(False, "bad", f"model: {p} is not a Hugging Face model folder (no config.json)")
+        if not any(p.glob("*.safetensors")) and not any(p.glob("*.bin")):
+            return ModelCheck(False, "bad", f"model: {p} has config.json but no weights (*.safetensors)")
+        return ModelCheck(True, "local", f"Local model folder {p.name}")
+    if _HUB_ID.match(text) and not text.startswith((".", "~")):
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        tail = " (offline now: it must already be in the Hugging Face cache)" if offline else ""
+        return ModelCheck(True, "hub", f"Hub model {text}: downloaded when the run starts{tail}")
+    return ModelCheck(False, "bad", f"model: no such folder {p}, and not a hub id (owner/name)")
+
+
+# ---- memory -------------------------------------------------------------------------------------
+@dataclass
+class Estimate:
+    """Rough memory a run needs per device, its parts, the assumptions, and warnings for a person."""
+
+    name: str
+    params: int | None
+    device: str  # "cuda" or "cpu"
+    devices: int = 1
+    parts: list[tuple[str, int]] = field(default_factory=list)  # (what, bytes per device)
+    assumptions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def per_device_bytes(self) -> int:
+        return sum(b for _, b in self.parts)
+
+    def lines(self) -> list[str]:
+        if self.params is None:
+            return list(self.warnings)
+        where = "per GPU" if self.device == "cuda" else "in RAM"
+        out = [
+            f"{self.name}: {self.params / 1e9:.2f} B parameters, ~{_gib(self.per_device_bytes)} GiB {where}"
+        ]
+        out += [f"  {what}: {_gib(b)} GiB" for what, b in self.parts]
+        return out + self.warnings
+
+
+def _gib(n: float) -> str:
+    g = n / GiB
+    return f"{g:.0f}" if g >= 10 else f"{g:.1f}"
+
+
+def memory_estimate(model_dir_or_id: str, cfg: TrainConfig, gpus: GPUReport | None) -> Estimate:
+    """Weights + gradients + AdamW's two moments + the KL reference copy + activations and logits of
+    one micro-batch (+ vLLM's colocated share), per device, against the probe's free memory.
+
+    Assumptions: torch AdamW keeps its moments in the weights' dtype (bf16 on a GPU, fp32 on the
+    CPU, as the trainer loads them); DDP replicates everything on each GPU; activations of a layer
+    ≈ 16 × hidden values per token (2 with gradient checkpointing); logits in fp32."""
+    from vrag_desktop.core.runtime.gpu import GPUReport, estimate_vllm_memory
+
+    report = gpus if gpus is not None else GPUReport(error="not probed")
+    want_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not report.available)
+    device = "cpu" if want_cpu else "cuda"
+    est = Estimate(model_dir_or_id or "the model", None, device)
+    if cfg.device == "cuda" and not report.available:
+        est.warnings.append(f"device is cuda but no NVIDIA GPU is visible ({report.error or 'none found'}).")
+    if device == "cpu":
+        est.warnings.append(
+            "Training on the CPU: only for tiny models (well under 1 B parameters, e.g. for trying the "
+            "set-up). Each step generates group_size × prompts_per_step rollouts token by token and "
+            "back-propagates in fp32, tens to hundreds of times slower than a GPU."
+        )
+    try:
+        config = _model_config(model_dir_or_id)
+        local = Path(model_dir_or_id).expanduser()
+        source: Any = local if local.is_dir() else config  # a folder: its safetensors size wins
+        m = estimate_vllm_memory(source, cfg.max_model_len, "auto", name=Path(model_dir_or_id).name)
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        est.warnings.append(f"Cannot estimate the memory this model needs: {exc}")
+        return est
+    p = m.params
+    est.name, est.params = m.name, p
+    b = 4 if device == "cpu" else 2
+    if cfg.dtype != "auto":
+        b = {"bf16": 2, "fp16": 2, "fp32": 4}[cfg.dtype]
+    cfg_t = {**config, **(config.get("text_config") or {})} if isinstance(config, dict) else {}
+    hidden, layers = int(cfg_t.get("hidden_size", 0)), int(cfg_t.get("num_hidden_layers", 0))
+    vocab = int(cfg_t.get("vocab_size", 0))
+    tokens = cfg.micro_batch_rows * cfg.max_model_len
+    per_layer = 2 if cfg.gradient_checkpointing else 16
+    est.parts = [("weights", p * b), ("gradients", p * b), ("AdamW moments (2)", 2 * p * b)]
+    if cfg.kl_coef > 0:
+        est.parts.append(("reference model (KL)", p * b))
+    est.parts.append(("activations (one micro-batch)", tokens * hidden * layers * per_layer * b))
+    est.parts.append(("logits (fp32)", tokens * vocab * 4))
+    est.assumptions = [
+        f"{'bf16/fp16' if b == 2 else 'fp32'} weights; AdamW moments in the same dtype",
+        "DDP: each GPU holds a full copy" if device == "cuda" else "one process on the CPU",
+        f"micro-batch of {cfg.micro_batch_rows} rows × {cfg.max_model_len} tokens"
+        + (", gradient checkpointing" if cfg.gradient_checkpointing else ""),
+    ]
+    if device == "cpu":
+        if p > CPU_TINY_PARAMS:
+            est.warnings.append(f"{m.name} has {p / 1e9:.1f} B parameters: far too big to train on a CPU.")
+        _check_ram(est)
+        return est
+    est.parts.append(("CUDA context and buffers", int(1.5 * GiB)))
+    _check_gpus(est, cfg, report)
+    return est
+
+
+def _model_config(model: str) -> dict[str, Any]:
+    """``config.json`` of a local folder, or of a hub id already in the Hugging Face cache."""
+    from vrag_desktop.core.runtime.gpu import load_model_config
+
+    p = Path(model).expanduser()
+    if p.exists() or not _HUB_ID.match(model):
+        return load_model_config(p)[0]
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = try_to_load_from_cache(model, "config.json")
+    except Exception:  # no hub library, a malformed id: nothing cached
+        cached = None
+    if not isinstance(cached, str):
+        raise FileNotFoundError(f"{model} is not downloaded yet (estimated once it is)")
+    data = json.loads(Path(cached).read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _check_gpus(est: Estimate, cfg: TrainConfig, report: GPUReport) -> None:
+    if not report.gpus:
+        return
+    n = cfg.gpus or len(report.gpus)
+    if n > len(report.gpus):
+        est.warnings.append(f"gpus is {n} but only {len(report.gpus)} GPU(s) are present.")
+    est.devices = min(n, len(report.gpus))
+    need = est.per_device_bytes
+    for gpu in report.gpus[: est.devices]:
+        room = gpu.free_bytes
+        if cfg.generator == "vllm" and cfg.vllm_mode == "colocate":
+            room -= int(gpu.total_bytes * cfg.vllm_gpu_memory_utilization)
+        if need > room:
+            est.warnings.append(
+                f"{est.name} needs ~{_gib(need)} GiB per GPU to train; GPU {gpu.index} has "
+                f"{_gib(max(room, 0))} GiB free for it"
+                + (" after vLLM's colocated share" if room < gpu.free_bytes else "")
+                + ". Lower micro_batch_rows or max_model_len, turn on gradient checkpointing, "
+                "or use a smaller model."
+            )
+
+
+def _check_ram(est: Estimate) -> None:
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")  # total: free RAM misleads (caches)
+    except (ValueError, OSError, AttributeError):
+        return
+    if est.per_device_bytes > total:
+        est.warnings.append(
+            f"It needs ~{_gib(est.per_device_bytes)} GiB of RAM; this machine has {_gib(total)} GiB."
+        )
+
+
+# ---- trainer environment ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EnvStatus:
+    """``state``: ``ready``, ``missing`` (create it) or ``broken`` (recreate it)."""
+
+    state: str
+    python: Path | None
+    message: str
+
+    @property
+    def ready(self) -> bool:
+        return self.state == "ready"
+
+
+_PROBE = (
+    "import importlib.util as u, sys; "
+    "miss = [m for m in ('vrag_trainer', 'trl', 'accelerate') if u.find_spec(m) is None]; "
+    "print(' '.join(miss)); sys.exit(1 if miss else 0)"
+)
+
+
+def env_status(env_path: str | os.PathLike[str], *, verify: bool = True, timeout: float = 30.0) -> EnvStatus:
+    """Whether the trainer can be launched from the env at ``env_path`` (``DataLayout.trainer_env``),
+    ``$VRAG_TRAINER_PYTHON`` or a checkout's ``.venv-trainer``; ``verify`` asks the interpreter
+    whether it finds the trainer's packages (a fraction of a second, no import)."""
+    from vrag_desktop.core.runtime.trainer_env import PYTHON_ENV, find_trainer_python
+    from vrag_desktop.core.runtime.venv import venv_python
+
+    env = Path(env_path).expanduser()
+    python = find_trainer_python(env)
+    if python is None:
+        if env.exists():
+            return EnvStatus("broken", None, f"The trainer environment at {env} is incomplete; recreate it.")
+        return EnvStatus("missing", venv_python(env), f"The trainer environment does not exist yet ({env}).")
+    if not python.exists():
+        return EnvStatus("broken", python, f"{PYTHON_ENV} names {python}, which does not exist.")
+    if verify:
+        try:
+            proc = subprocess.run(
+                [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return EnvStatus("broken", python, f"The trainer's Python {python} does not run: {exc}")
+        if proc.returncode != 0:
+            missing = proc.stdout.strip() or proc.stderr.strip()[-200:]
+            return EnvStatus("broken", python, f"The trainer environment lacks {missing}; recreate it.")
+    return EnvStatus("ready", python, f"Trainer environment ready ({python})")
+
+
+# ---- the command ---------------------------------------------------------------------------------
+def command_preview(
+    cfg: TrainConfig, run_dir: str | os.PathLike[str], python: str | os.PathLike[str] | None = None
+) -> list[str]:
+    """Exactly the argv the launch runs: ``python -m vrag_trainer <algorithm> --config
+    <run>/launch-config.json --run <run>``; ``python`` None: the trainer env's (or where it will be)."""
+    from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.runtime.trainer_env import find_trainer_python
+    from vrag_desktop.core.runtime.venv import venv_python
+    from vrag_desktop.core.training.launch import trainer_argv
+
+    run = Path(run_dir).expanduser()
+    if python is None:
+        layout = DataLayout(Path(cfg.data_dir).expanduser()) if cfg.data_dir else DataLayout.resolve(None)
+        python = find_trainer_python(layout.trainer_env) or venv_python(layout.trainer_env)
+    return trainer_argv(python, cfg.algorithm, config=run / LAUNCH_CONFIG, run=run)
+
+
+def write_launch_config(cfg: TrainConfig, run_dir: str | os.PathLike[str]) -> Path:
+    """Write the file :func:`command_preview` passes with ``--config`` (what the CLI writes too)."""
+    from vrag_desktop.core.fsutil import atomic_write_json
+
+    path = Path(run_dir).expanduser() / LAUNCH_CONFIG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(path, cfg.to_dict())
+    return path
+
+
+# ---- the last values used -------------------------------------------------------------------------
+def save_last_config(cfg: TrainConfig, config_dir: str | os.PathLike[str]) -> None:
+    """Remember the form's values (``<data>/config/training-last.json``, beside the vLLM settings)."""
+    from vrag_desktop.core.fsutil import atomic_write_json
+
+    d = Path(config_dir).expanduser()
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(d / _LAST, cfg.to_dict())
+
+
+def load_last_config(config_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The remembered values, or None (none yet, or unreadable: the defaults are used)."""
+    try:
+        data = json.loads((Path(config_dir).expanduser() / _LAST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None

@@ -1,0 +1,375 @@
+"""New training run…: the form, the config and exact command it makes, and the pre-flight (items that
+match the corpora, the base model, the memory estimate, the trainer environment).
+
+Why a dialog that only gathers: the panel launches; this makes sure what it launches is valid. Every
+value is checked as typed by building a :class:`TrainConfig` (its error names the field); everything
+that reads files or probes the GPU runs off the GUI thread (:mod:`vrag_desktop.qt.infra.tasks`) and
+a stale answer (the person typed on) is dropped. On accept: :attr:`config` and :attr:`run_dir`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QTimer
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.core.training import preflight as pf
+from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.tasks import Task, run_call, run_generator
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, amber, if_alive, text_label
+from vrag_desktop.qt.training.run_form import RunForm
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.runtime.gpu import GPUReport
+    from vrag_desktop.qt.context import AppContext
+
+DEBOUNCE_MS = 250
+
+
+class NewRunDialog(QDialog):
+    """See the module docstring. ``config`` / ``run_dir`` are set when accepted."""
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.setWindowTitle("New training run")
+        self.config: TrainConfig | None = None
+        self.run_dir: Path | None = None
+        self.argv: list[str] = []
+        self.gpu_report: GPUReport | None = None
+        self.env: pf.EnvStatus | None = None
+        self.match: tuple[int, int, list[tuple[str, str]]] | None = None
+        self.estimate: pf.Estimate | None = None
+        self._problem: str | None = None  # from the worker: model or output folder not usable
+        self._error: ConfigError | None = None
+        self._gen = {"match": 0, "check": 0}
+        self._env_task: Task | None = None
+        self._build()
+        self._fill()
+        self.form.edited.connect(self._edited)
+        self.form.sourcesChanged.connect(self._match_later.start)
+        self._validate()
+        self._start_probes()
+        self.resize(1100, 760)
+
+    # ---- building -------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.form = RunForm(self)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.form)
+        self.preview = QPlainTextEdit(self)
+        self.preview.setObjectName("runPreview")
+        self.preview.setReadOnly(True)
+        self.preview.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.match_label = text_label(self, "matchLabel", "Matching the dataset against the corpora…")
+        self.model_label = text_label(self, "modelLabel")
+        self.memory_label = text_label(self, "memoryLabel", "Estimating memory…")
+        self.memory_label.setStyleSheet(f"color: {MUTED};")
+        self.warn_box = QFrame(self)
+        self.warn_box.setObjectName("trainPreflight")
+        self.warn_box.setStyleSheet(amber("trainPreflight"))
+        self.warn_label = text_label(self.warn_box, "preflightText")
+        QVBoxLayout(self.warn_box).addWidget(self.warn_label)
+        self.warn_box.setVisible(False)
+        self.env_box = self._env_section()
+        right = QWidget(self)
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(0, 0, 0, 0)
+        rv.addWidget(QLabel("<b>Config and command</b>", self))
+        rv.addWidget(self.preview, 1)
+        for w in (self.match_label, self.model_label, self.memory_label, self.warn_box, self.env_box):
+            rv.addWidget(w)
+        self.status = text_label(self, "statusLabel")
+        self.status.setStyleSheet(f"color: {BAD_COLOR};")
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
+        )
+        self.ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        self.ok_button.setText("Start")
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        top = QHBoxLayout()
+        top.addWidget(scroll, 3)
+        top.addWidget(right, 2)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top, 1)
+        lay.addWidget(self.status)
+        lay.addWidget(self.buttons)
+        self._check_later = self._timer(self._run_checks)
+        self._match_later = self._timer(self._run_match)
+
+    def _timer(self, slot: Any) -> QTimer:
+        t = QTimer(self)
+        t.setSingleShot(True)
+        t.setInterval(DEBOUNCE_MS)
+        t.timeout.connect(slot)
+        return t
+
+    def _env_section(self) -> QFrame:
+        box = QFrame(self)
+        box.setObjectName("trainerEnv")
+        box.setStyleSheet(amber("trainerEnv"))
+        self.env_label = text_label(box, "envLabel")
+        self.env_button = QPushButton("Create the trainer environment", box)
+        self.env_button.setObjectName("createTrainerEnv")
+        self.env_button.clicked.connect(self.create_env)
+        self.env_bar = QProgressBar(box)
+        self.env_bar.setRange(0, 0)
+        self.env_bar.setMaximumHeight(10)
+        self.env_bar.setVisible(False)
+        self.env_progress = text_label(box, "envProgress")
+        v = QVBoxLayout(box)
+        v.addWidget(self.env_label)
+        h = QHBoxLayout()
+        h.addWidget(self.env_button)
+        h.addWidget(self.env_bar, 1)
+        v.addLayout(h)
+        v.addWidget(self.env_progress)
+        box.setVisible(False)
+        return box
+
+    def _fill(self) -> None:
+        """The app's datasets, corpora and profiles; then the last values used (else the defaults)."""
+        lists: dict[str, list[str]] = {"datasets": [], "corpora": [], "profiles": []}
+        active = ""
+        for key, read in (
+            ("datasets", lambda: self.ctx.datasets.names()),
+            ("corpora", lambda: self.ctx.library.names()),
+            ("profiles", lambda: self.ctx.profiles.names()),
+        ):
+            try:
+                lists[key] = list(read())
+            except Exception as exc:
+                error_sink().report(f"Cannot list the {key}", exc, "warning")
+        try:
+            active = self.ctx.profiles.active or ""
+        except Exception:  # reported above with the profiles
+            active = ""
+        self.form.set_choices(lists["datasets"], lists["corpora"], lists["profiles"], active)
+        last = pf.load_last_config(self.ctx.layout.config)
+        defaults = TrainConfig(model="-", dataset="-").to_dict()
+        self.form.set_values({**defaults, "model": "", **(last or {})})
+
+    # ---- validation (GUI thread, cheap) ----------------------------------------------------------
+    def _edited(self) -> None:
+        self._validate()
+        self._check_later.start()
+
+    def _validate(self) -> None:
+        """Build the config from the form; the first bad field turns red, OK follows."""
+        self._error = None
+        self.config = None
+        data = str(self.ctx.data_dir)
+        try:
+            m = self.form.mapping(data)
+            default = TrainConfig.from_mapping({**m, "output_dir": ""}).resolved_output_dir(self.ctx.data_dir)
+            self.form.set_default_output(str(default))
+            m["output_dir"] = self.form.output_dir()
+            self.config = TrainConfig.from_mapping(m)
+        except ConfigError as exc:
+            self._error = exc
+        self.form.show_error(self._error)
+        if self.config is not None:
+            self.run_dir = self.config.resolved_output_dir(self.ctx.data_dir)
+            python = self.env.python if self.env is not None and self.env.ready else None
+            self.argv = pf.command_preview(self.config, self.run_dir, python)
+            self.preview.setPlainText(
+                json.dumps(self.config.to_dict(), indent=2)
+                + "\n\n# The command (run in the trainer environment):\n"
+                + shlex.join(self.argv)
+            )
+        else:
+            self.argv = []
+            self.preview.setPlainText(f"Not valid yet: {self._error}")
+        self._update_ok()
+
+    def blockers(self) -> list[str]:
+        """Why Start is disabled (empty: it is enabled)."""
+        out = [str(self._error)] if self._error is not None else []
+        if self._problem:
+            out.append(self._problem)
+        if self.match is None:
+            out.append("the dataset is still being matched against the corpora")
+        elif self.match[0] == 0:
+            out.append("no dataset item matches the chosen corpora")
+        return out
+
+    def _update_ok(self) -> None:
+        blockers = self.blockers()
+        self.ok_button.setEnabled(not blockers)
+        self.status.setText(blockers[0] if blockers and self._error is None else "")
+
+    # ---- off the GUI thread ----------------------------------------------------------------------
+    def _start_probes(self) -> None:
+        from vrag_desktop.core.runtime.gpu import detect_gpus
+
+        run_call(detect_gpus, on_done=if_alive(self, self._gpus_found), report=False)
+        self.refresh_env()
+        self._run_match()
+        self._run_checks()
+
+    def _gpus_found(self, report: GPUReport) -> None:
+        self.gpu_report = report
+        self._run_checks()
+
+    def _run_match(self) -> None:
+        """How many items the trainer would train on (off the GUI thread; stale answers dropped)."""
+        self._gen["match"] += 1
+        gen, spec, corpora = self._gen["match"], self.form.dataset_spec(), self.form.chosen_corpora()
+        self.match = None
+        self._update_ok()
+        if not spec:
+            self.match_label.setText("Choose a dataset (one of the app's, or File…).")
+            return
+        self.match_label.setText("Matching the dataset against the corpora…")
+        self.match_label.setStyleSheet(f"color: {MUTED};")
+
+        def done(result: tuple[int, int, list[tuple[str, str]]]) -> None:
+            if gen != self._gen["match"]:
+                return
+            self.match = result
+            matched, total, problems = result
+            text = f"{matched} of {total} items match the chosen corpora"
+            if problems:
+                uid, why = problems[0]
+                more = f" (and {len(problems) - 1} more: hover)" if len(problems) > 1 else ""
+                text += f" · {uid}: {why}{more}"
+            if matched == 0:
+                text = "No item can be trained on: " + text
+            self.match_label.setText(text)
+            self.match_label.setToolTip("\n".join(f"{u}: {w}" for u, w in problems[:50]))
+            self.match_label.setStyleSheet(f"color: {OK_COLOR if matched else BAD_COLOR};")
+            self._update_ok()
+
+        def failed(exc: BaseException) -> None:
+            if gen == self._gen["match"]:
+                self.match = (0, 0, [])
+                self.match_label.setText(f"Cannot match: {describe(exc)}")
+                self.match_label.setStyleSheet(f"color: {BAD_COLOR};")
+                self._update_ok()
+
+        run_call(
+            pf.match_count, spec, corpora, self.ctx.data_dir,
+            on_done=if_alive(self, done), on_error=if_alive(self, failed), report=False,
+        )  # fmt: skip
+
+    def _run_checks(self) -> None:
+        """The base model, the output folder and the memory estimate, in a worker."""
+        from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
+
+        self._gen["check"] += 1
+        gen, cfg, run_dir, report = self._gen["check"], self.config, self.run_dir, self.gpu_report
+        if cfg is None or run_dir is None:
+            return
+
+        def work() -> tuple[pf.ModelCheck, str | None, pf.Estimate]:
+            model = pf.check_model_dir(cfg.model)
+            try:
+                TrainRun.check_free(run_dir)
+                where = None
+            except TrainRunError as exc:
+                where = f"output_dir: {exc}"
+            return model, where, pf.memory_estimate(cfg.model, cfg, report)
+
+        def done(result: tuple[pf.ModelCheck, str | None, pf.Estimate]) -> None:
+            if gen != self._gen["check"]:
+                return
+            model, where, est = result
+            self._problem = (None if model.ok else model.message) or where
+            self.model_label.setText(model.message)
+            self.model_label.setStyleSheet(f"color: {OK_COLOR if model.ok else BAD_COLOR};")
+            self.show_estimate(est if report is not None else None)
+            self._update_ok()
+
+        run_call(work, on_done=if_alive(self, done), error_title="Training pre-flight failed")
+
+    def show_estimate(self, est: pf.Estimate | None) -> None:
+        self.estimate = est
+        if est is None:
+            self.memory_label.setText("Detecting GPUs…")
+            return
+        head = [ln for ln in est.lines() if ln not in est.warnings]
+        self.memory_label.setText("\n".join(head + [f"Assumes: {'; '.join(est.assumptions)}"] * bool(head)))
+        items = "".join(f"<li>{html.escape(w)}</li>" for w in est.warnings)
+        self.warn_label.setText(f"<b>⚠ Pre-flight</b><ul style='margin-left:-20px'>{items}</ul>")
+        self.warn_box.setVisible(bool(est.warnings))
+
+    # ---- trainer environment ---------------------------------------------------------------------
+    def refresh_env(self) -> None:
+        """Ask (in a worker) whether the trainer environment is ready; shows the Create button if not."""
+        target = self.ctx.layout.trainer_env
+
+        def done(status: pf.EnvStatus) -> None:
+            self.env = status
+            self.env_label.setText(
+                status.message + "\nTraining runs in an environment of its own (TRL, accelerate; vLLM on "
+                f"a GPU): create it here (minutes) at {target}, or run: vrag-desktop train env"
+            )
+            self.env_box.setVisible(not status.ready)
+            self._validate()
+
+        run_call(pf.env_status, target, on_done=if_alive(self, done), report=False)
+
+    def create_env(self) -> None:
+        """Create the trainer environment with the core generator; a second click cancels."""
+        from vrag_desktop.core.runtime.trainer_env import create_trainer_env
+
+        if self._env_task is not None and self._env_task.is_running():
+            self._env_task.cancel()
+            return
+        target, report = self.ctx.layout.trainer_env, self.gpu_report
+        layered = not (report is not None and report.available)  # CPU: layered on the app's env
+
+        def ended() -> None:
+            self.env_button.setText("Create the trainer environment")
+            self.env_bar.setVisible(False)
+            self.refresh_env()
+
+        self.env_button.setText("Cancel")
+        self.env_bar.setVisible(True)
+        self._env_task = run_generator(
+            lambda token: create_trainer_env(target, layered=layered, cancel=token),
+            "Trainer environment",
+            nice=10,
+            on_progress=if_alive(self, lambda line: self.env_progress.setText(str(line))),
+            on_error=if_alive(self, lambda exc: self.env_progress.setText(f"Failed: {describe(exc)}")),
+            on_cancelled=if_alive(self, lambda: self.env_progress.setText("Cancelled: it is incomplete.")),
+            on_end=if_alive(self, ended),
+            report=False,
+        )
+
+    # ---- closing ---------------------------------------------------------------------------------
+    def accept(self) -> None:
+        self._validate()
+        if self.blockers() or self.config is None:
+            return
+        try:
+            pf.save_last_config(self.config, self.ctx.layout.config)
+        except OSError as exc:
+            error_sink().report("Could not remember the training settings", exc, "warning")
+        super().accept()
+
+    def done(self, result: int) -> None:
+        if self._env_task is not None and self._env_task.is_running():
+            self._env_task.cancel()
+        super().done(result)

@@ -1,0 +1,329 @@
+"""The fields of the New-run dialog, read back as the mapping :meth:`TrainConfig.from_mapping` takes.
+
+Why numbers are line edits, not spin boxes: a spin box silently clamps what is typed, so the person
+never learns the real range; here the config's own check names the field and the reason, and the
+field turns red with that message beside it (the same words the CLI and the trainer print).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.qt.runtime.style import BAD_COLOR, error_label
+
+OTHER_FILE = "__file__"
+ALGORITHMS = (("grpo", "GRPO"), ("ggpo", "GGPO (graph-masked, VimRAG)"))
+AGENTS = (("vrag", "VRAG (search, crop, zoom)"), ("vimrag", "VimRAG (memory graph)"))
+JUDGES = (
+    ("profile", "A model: an endpoint profile"),
+    ("url", "A model: an OpenAI-compatible URL"),
+    ("exact", "Exact match (no model)"),
+    ("anls", "ANLS (no model)"),
+)
+DEVICES = (("auto", "Auto (GPU when present)"), ("cuda", "GPU (CUDA)"), ("cpu", "CPU (tiny models only)"))
+#: (config field, label) of the numeric fields, in the form's order; ints stay ints.
+NUMBERS = (
+    ("group_size", "Group size"),
+    ("prompts_per_step", "Prompts per step"),
+    ("learning_rate", "Learning rate"),
+    ("kl_coef", "KL coefficient"),
+    ("clip_ratio", "Clip ratio"),
+    ("max_turns", "Max turns"),
+    ("max_prompt_length", "Max prompt tokens"),
+    ("max_response_length", "Max tokens per turn"),
+    ("max_model_len", "Max context tokens"),
+    ("micro_batch_rows", "Rows per forward pass"),
+    ("max_steps", "Max steps (0: one epoch)"),
+    ("save_steps", "Save every (steps)"),
+    ("gpus", "GPUs (0: all visible)"),
+)
+WEIGHTS = (("reward.judge", "Judge"), ("reward.format", "Format"), ("reward.ndcg", "NDCG"))
+INTS = {f.name for f in TrainConfig.__dataclass_fields__.values() if f.type == "int"}
+
+
+def _number(name: str, text: str) -> int | float:
+    """``text`` as the field's number; a typo is a :class:`ConfigError` naming the field."""
+    t = text.strip()
+    try:
+        return int(t) if name in INTS else float(t)
+    except ValueError:
+        raise ConfigError(name, f"must be a {'whole ' if name in INTS else ''}number, not {t!r}") from None
+
+
+class RunForm(QWidget):
+    """The inputs; ``edited`` on any change, ``sourcesChanged`` when dataset or corpora change."""
+
+    edited = Signal()
+    sourcesChanged = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.fields: dict[str, QWidget] = {}
+        self.errors: dict[str, QLabel] = {}
+        self.rows: dict[str, tuple[QFormLayout, QWidget]] = {}
+        self._output_touched = False
+        self._default_output = ""
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self._run_box())
+        lay.addWidget(self._reward_box())
+        lay.addWidget(self._hyper_box())
+        lay.addStretch(1)
+
+    # ---- building -------------------------------------------------------------------------------
+    def _field(self, form: QFormLayout, key: str, label: str, widget: QWidget, *extra: QWidget) -> None:
+        """A row: the widget (and buttons), its inline error beside it."""
+        self.fields[key] = widget
+        err = error_label(self)
+        err.setObjectName(f"error:{key}")
+        self.errors[key] = err
+        box = QWidget(self)
+        h = QHBoxLayout(box)
+        h.setContentsMargins(0, 0, 0, 0)
+        h.addWidget(widget, 2)
+        for w in extra:
+            h.addWidget(w)
+        h.addWidget(err, 3)
+        form.addRow(label, box)
+        self.rows[key] = (form, box)
+        signal = getattr(widget, "textChanged", None) or getattr(widget, "currentIndexChanged", None)
+        if isinstance(widget, QCheckBox):
+            signal = widget.toggled
+        if signal is not None:
+            signal.connect(lambda *_: self.edited.emit())
+
+    def _combo(self, items: tuple[tuple[str, str], ...]) -> QComboBox:
+        c = QComboBox(self)
+        for key, label in items:
+            c.addItem(label, key)
+        return c
+
+    def _run_box(self) -> QGroupBox:
+        box = QGroupBox("Run", self)
+        form = QFormLayout(box)
+        self.algorithm = self._combo(ALGORITHMS)
+        self.agent = self._combo(AGENTS)
+        self.model = QLineEdit(self)
+        self.model.setPlaceholderText("model folder or hub id, e.g. Qwen/Qwen2.5-VL-3B-Instruct")
+        browse = QPushButton("Browse…", self)
+        browse.clicked.connect(self._browse_model)
+        self.dataset = QComboBox(self)
+        self.dataset.activated.connect(self._dataset_picked)
+        self.corpora = QListWidget(self)
+        self.corpora.setMaximumHeight(90)
+        self.corpora.itemChanged.connect(self.edited)
+        self.corpora.itemChanged.connect(self.sourcesChanged)
+        self.name = QLineEdit(self)
+        self.name.setPlaceholderText("grpo-vrag")
+        self.output = QLineEdit(self)
+        self.output.textEdited.connect(self._output_edited)
+        out_browse = QPushButton("Browse…", self)
+        out_browse.clicked.connect(self._browse_output)
+        self.device = self._combo(DEVICES)
+        self._field(form, "algorithm", "Algorithm", self.algorithm)
+        self._field(form, "agent", "Agent", self.agent)
+        self._field(form, "model", "Base model", self.model, browse)
+        self._field(form, "dataset", "Dataset", self.dataset)
+        self._field(form, "corpora", "Corpora", self.corpora)
+        self._field(form, "name", "Run name", self.name)
+        self._field(form, "output_dir", "Output folder", self.output, out_browse)
+        self._field(form, "device", "Device", self.device)
+        self.dataset.currentIndexChanged.connect(lambda *_: self.sourcesChanged.emit())
+        return box
+
+    def _reward_box(self) -> QGroupBox:
+        box = QGroupBox("Reward and judge", self)
+        form = QFormLayout(box)
+        for key, label in WEIGHTS:
+            self._field(form, key, f"{label} weight", QLineEdit(self))
+        self.judge_kind = self._combo(JUDGES)
+        self.judge_profile = QComboBox(self)
+        self._field(form, "judge.kind", "Judge", self.judge_kind)
+        self._field(form, "judge.profile", "Judge profile", self.judge_profile)
+        self._field(form, "judge.base_url", "Judge URL", QLineEdit(self))
+        self._field(form, "judge.model", "Judge model name", QLineEdit(self))
+        self.judge_kind.currentIndexChanged.connect(self._judge_rows)
+        return box
+
+    def _hyper_box(self) -> QGroupBox:
+        box = QGroupBox("Hyper-parameters (the original VRAG-RL's defaults)", self)
+        form = QFormLayout(box)
+        for key, label in NUMBERS:
+            self._field(form, key, label, QLineEdit(self))
+        self._field(form, "gradient_checkpointing", "Gradient checkpointing", QCheckBox("less memory", self))
+        return box
+
+    # ---- choices --------------------------------------------------------------------------------
+    def set_choices(self, datasets: list[str], corpora: list[str], profiles: list[str], active: str) -> None:
+        """Fill the app's datasets, corpora (all ticked) and endpoint profiles."""
+        self.dataset.clear()
+        for name in datasets:
+            self.dataset.addItem(name, name)
+        self.dataset.addItem("File…", OTHER_FILE)
+        self.corpora.clear()
+        for name in corpora:
+            item = QListWidgetItem(name)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked)
+            self.corpora.addItem(item)
+        self.judge_profile.clear()
+        for name in profiles:
+            self.judge_profile.addItem(name, name)
+        self.judge_profile.setCurrentIndex(max(0, self.judge_profile.findData(active)))
+        self._judge_rows()
+
+    def set_dataset_file(self, path: str) -> None:
+        """Pick ``path`` as the dataset (what File… does, without the file dialog)."""
+        at = self.dataset.findData(path)
+        if at < 0:
+            at = max(0, self.dataset.count() - 1)
+            self.dataset.insertItem(at, path, path)
+        self.dataset.setCurrentIndex(at)
+
+    def chosen_corpora(self) -> list[str]:
+        items = [self.corpora.item(i) for i in range(self.corpora.count())]
+        return [it.text() for it in items if it.checkState() == Qt.CheckState.Checked]
+
+    def dataset_spec(self) -> str:
+        data = self.dataset.currentData()
+        return "" if not data or data == OTHER_FILE else str(data)
+
+    # ---- values ---------------------------------------------------------------------------------
+    def set_values(self, values: Mapping[str, Any]) -> None:
+        """Show a config's values (a :meth:`TrainConfig.to_dict`); unknown choices are skipped."""
+        flat = {**values, **{f"reward.{k}": v for k, v in dict(values.get("reward") or {}).items()}}
+        flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
+        for key, w in self.fields.items():
+            if key not in flat or flat[key] is None:
+                continue
+            v = flat[key]
+            if isinstance(w, QCheckBox):
+                w.setChecked(bool(v))
+            elif isinstance(w, QComboBox):
+                at = w.findData(v)
+                if at >= 0:
+                    w.setCurrentIndex(at)
+            elif isinstance(w, QLineEdit) and key not in ("output_dir", "name"):  # a new run's own
+                w.setText(f"{v:g}" if isinstance(v, float) else str(v))
+        wanted = set(values.get("corpora") or ())
+        items = [self.corpora.item(i) for i in range(self.corpora.count())]
+        if wanted & {it.text() for it in items}:  # else keep all ticked
+            for it in items:
+                it.setCheckState(Qt.CheckState.Checked if it.text() in wanted else Qt.CheckState.Unchecked)
+
+    def mapping(self, data_dir: str) -> dict[str, Any]:
+        """The form as ``TrainConfig.from_mapping`` input; a number that does not parse raises
+        :class:`ConfigError` naming its field."""
+        out: dict[str, Any] = {"reward": {}, "judge": {}, "data_dir": data_dir}
+        for key, w in self.fields.items():
+            head, _, sub = key.partition(".")
+            if isinstance(w, QCheckBox):
+                value: Any = w.isChecked()
+            elif key == "dataset":
+                value = self.dataset_spec()
+            elif key == "corpora":
+                value = self.chosen_corpora()
+                if self.corpora.count() and not value:
+                    raise ConfigError("corpora", "tick at least one corpus")
+            elif isinstance(w, QComboBox):
+                value = w.currentData()
+            elif key in dict(NUMBERS) or head == "reward":
+                value = _number(key, w.text())  # type: ignore[attr-defined]
+            else:
+                value = w.text().strip()  # type: ignore[attr-defined]
+            if sub:
+                out[head][sub] = value
+            else:
+                out[key] = value
+        if out["judge"]["kind"] != "profile" or not out["judge"]["profile"]:
+            out["judge"]["profile"] = None
+        return out
+
+    def output_dir(self) -> str:
+        return self.output.text().strip() or self._default_output
+
+    def set_default_output(self, path: str) -> None:
+        """The folder the config would pick; shown until the person types their own."""
+        self._default_output = path
+        if not self._output_touched and self.output.text() != path:
+            self.output.blockSignals(True)
+            self.output.setText(path)
+            self.output.blockSignals(False)
+
+    # ---- errors ---------------------------------------------------------------------------------
+    def show_error(self, error: ConfigError | None) -> None:
+        """Turn the named field red with the message beside it (None: clear all)."""
+        for key, label in self.errors.items():
+            label.setVisible(False)
+            self.fields[key].setStyleSheet("")
+        if error is None:
+            return
+        key = error.field if error.field in self.fields else error.field.partition(".")[0]
+        if key == "reward":
+            key = "reward.judge"
+        if key not in self.fields:
+            return
+        self.errors[key].setText(error.problem)
+        self.errors[key].setVisible(True)
+        self.fields[key].setStyleSheet(f"border: 1px solid {BAD_COLOR};")
+
+    def error_text(self, key: str) -> str:
+        label = self.errors.get(key)
+        return label.text() if label is not None and not label.isHidden() else ""
+
+    # ---- slots ----------------------------------------------------------------------------------
+    def _judge_rows(self) -> None:
+        kind = self.judge_kind.currentData()
+        for key, show in (
+            ("judge.profile", kind == "profile"),
+            ("judge.base_url", kind == "url"),
+            ("judge.model", kind == "url"),
+        ):
+            form, box = self.rows[key]
+            form.setRowVisible(box, show)
+
+    def _browse_model(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Base model folder", self.model.text())
+        if path:
+            self.model.setText(path)
+
+    def _browse_output(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Output folder", str(Path(self.output_dir()).parent))
+        if path:
+            self._output_touched = True
+            self.output.setText(os.path.join(path, self.name.text().strip() or Path(self.output_dir()).name))
+
+    def _output_edited(self, text: str) -> None:
+        self._output_touched = bool(text.strip())
+
+    def _dataset_picked(self) -> None:
+        if self.dataset.currentData() != OTHER_FILE:
+            return
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Dataset file", "", "Datasets (*.json *.jsonl *.parquet);;All files (*)"
+        )
+        if path:
+            self.set_dataset_file(path)
+        else:
+            self.dataset.setCurrentIndex(0)
