@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
         from vrag_desktop.qt.history.history_panel import HistoryPanel
         from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
         from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
+        from vrag_desktop.qt.training.training_panel import TrainingPanel
 
         ctx = self.ctx
         self.ask = AskPanel(ctx)
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         self.datasets = DatasetsPanel(ctx)
         self.datasets.corpora_names = self.ask.selected_corpora
         self.evaluations = EvaluationsPanel(ctx)
+        self.training = TrainingPanel(ctx)
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -135,6 +137,7 @@ class MainWindow(QMainWindow):
             self.history_dock,
             self.datasets_dock,
             self.evaluations_dock,
+            self.training_dock,
             self.runtime_dock,
             self.graph_dock,
             self.evidence_dock,
@@ -146,12 +149,14 @@ class MainWindow(QMainWindow):
         self.history_dock = self._dock("History", "historyDock", self.history, L)
         self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, L)
         self.evaluations_dock = self._dock("Evaluations", "evaluationsDock", self.evaluations, L)
+        self.training_dock = self._dock("Training", "trainingDock", self.training, L)
         self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, L)
         self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_split, R)
         self.evidence_dock = self._dock("Evidence", "evidenceDock", self.evidence, R)
         self.splitDockWidget(self.corpora_dock, self.history_dock, Qt.Orientation.Vertical)
         self.tabifyDockWidget(self.history_dock, self.datasets_dock)
         self.tabifyDockWidget(self.history_dock, self.evaluations_dock)
+        self.tabifyDockWidget(self.history_dock, self.training_dock)
         self.tabifyDockWidget(self.history_dock, self.runtime_dock)
         self.history_dock.raise_()
         self.splitDockWidget(self.graph_dock, self.evidence_dock, Qt.Orientation.Vertical)
@@ -191,6 +196,7 @@ class MainWindow(QMainWindow):
         self.history.addToDatasetRequested.connect(self.add_run_to_dataset)
         self.evaluations.openRunRequested.connect(self.open_run)  # a question's run, as History opens it
         self.evaluations.evaluationEnded.connect(lambda *_: self.history.refresh())
+        self.training.openSampleRequested.connect(self.open_sample)  # a trajectory, as History opens a run
         self.corpora.corporaChanged.connect(lambda: self.datasets.show_items())
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
@@ -328,16 +334,26 @@ class MainWindow(QMainWindow):
         self.node_details.clear()
         self.evidence.clear()
 
-    def _with_run(self, run_id: str, verb: str, show: Any) -> None:
-        """Read a saved run's events off the GUI thread, then ``show(summary, events)``."""
+    def _with_run(self, run_id: str, verb: str, show: Any, store: Any = None) -> None:
+        """Read a saved run's events off the GUI thread, then ``show(summary, events)``; ``store``:
+        another RunStore than the app's (a training run's samples)."""
         from vrag_desktop.qt.history.replay import load_events
 
         if self.controller.running:
             error_sink().report("A run is in progress", f"Stop it before {verb} another run.", "warning")
             return
-        load_events(self.ctx.runs, run_id, lambda events: show(self.ctx.runs.summary(run_id), events))
+        runs = store if store is not None else self.ctx.runs
+        load_events(runs, run_id, lambda events: show(runs.summary(run_id), events))
 
-    def open_run(self, run_id: str) -> None:
+    def open_sample(self, samples_root: Any, run_id: str) -> None:
+        """A training sample trajectory (a run under ``<run>/samples``) in the graph and evidence views."""
+        from vrag_desktop.core.run.store import RunStore
+
+        self.open_run(run_id, RunStore(samples_root))
+        self.graph_dock.show()
+        self.graph_dock.raise_()
+
+    def open_run(self, run_id: str, store: Any = None) -> None:
         """Show a saved run exactly as it was (all events at once)."""
 
         def show(summary: Any, events: list[AgentEvent]) -> None:
@@ -353,7 +369,7 @@ class MainWindow(QMainWindow):
             self.graph_view.fit()
             self._current_run = run_id
 
-        self._with_run(run_id, "opening", show)
+        self._with_run(run_id, "opening", show, store)
 
     def replay_run(self, run_id: str) -> None:
         """Replay a saved run step by step, through the same views a live run uses."""
@@ -469,7 +485,12 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------------ closing
     def closeEvent(self, event: QCloseEvent) -> None:
-        """Save the layout; stop the run, indexing (kept, resumed next time) and the local server."""
+        """Save the layout; stop the run, indexing (kept, resumed next time) and the local server;
+        running trainings are stopped or left running, as the person chooses."""
+        self._training_choice = self.training.ask_close()
+        if self._training_choice == "cancel":
+            event.ignore()
+            return
         self._closing = True
         self.save_state()
         self.shutdown()
@@ -482,6 +503,10 @@ class MainWindow(QMainWindow):
         if self.controller.running:
             self.controller.stop()
             self.controller.wait(3)
+        try:
+            self.training.shutdown(getattr(self, "_training_choice", "leave"))
+        except Exception as exc:
+            log.warning("shutdown of the training panel: %s", exc)
         for part, seconds in ((self.evaluations, 5.0), (self.corpora, 10.0), (self.runtime, timeout_s)):
             try:
                 part.shutdown(seconds)

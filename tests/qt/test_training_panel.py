@@ -1,0 +1,307 @@
+"""The Training panel with a real trainer: a tiny Qwen2-VL trained on CPU for a few steps, launched
+from the panel through the supervisor in the trainer's env (``.venv-trainer``), watched (plotted
+points), stopped at a step boundary, re-attached from a fresh panel, resumed; plus the bad inputs
+(a torn metrics line, a crash at start, the env missing, delete asks first) and 10,000 steps."""
+
+from __future__ import annotations
+
+import functools
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.rundir import TrainRun
+
+TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
+EXAMPLES = [
+    {
+        "uid": "q1",
+        "query": "What was the revenue of Alpha Corp in 2023?",
+        "reference_answer": "42 million dollars",
+        "meta_info": {"file_name": "alpha.pdf", "reference_page": [1]},
+    },
+    {
+        "uid": "q2",
+        "query": "Where are the Beta headquarters?",
+        "reference_answer": "Oslo",
+        "meta_info": {"file_name": "beta.pdf", "reference_page": [2]},
+    },
+]
+
+
+@functools.cache
+def _trainer_python() -> tuple[str | None, str]:
+    from vrag_desktop.core.runtime.trainer_env import find_trainer_python
+
+    python = find_trainer_python(None)
+    if python is None or not python.exists():
+        return None, "no trainer environment (.venv-trainer; scripts/setup.sh or 'vrag-desktop train env')"
+    probe = subprocess.run(
+        [str(python), "-c", "import vrag_trainer, trl"], capture_output=True, text=True, timeout=120
+    )
+    if probe.returncode != 0:
+        return None, f"the trainer environment {python} is broken: {probe.stderr.strip()[-200:]}"
+    return str(python), ""
+
+
+@pytest.fixture
+def trainer_python(monkeypatch: pytest.MonkeyPatch) -> str:
+    python, why = _trainer_python()
+    if python is None:
+        pytest.skip(why)
+    monkeypatch.setenv("VRAG_TRAINER_PYTHON", python)
+    for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("OMP_NUM_THREADS", "1")):
+        monkeypatch.setenv(k, v)
+    return python
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import tiny_vl_models
+
+    out = tmp_path_factory.mktemp("models") / "tiny-qwen2-vl"
+    return tiny_vl_models.build_tiny_qwen2_vl(out, with_lm_head=True, extra_tokens=TAGS)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def train_config(ctx: Any, minilm: Any, make_pdf: Any, tiny_model: Path, tmp_path: Path) -> TrainConfig:
+    """A 6-step GRPO config on a two-PDF corpus indexed in the panel's data dir."""
+    from conftest import index_paths
+
+    alpha = make_pdf(
+        "alpha.pdf", ["The revenue of Alpha Corp in 2023 was 42 million dollars.", "Staff: 300."]
+    )
+    beta = make_pdf("beta.pdf", ["Beta Inc sells red bicycles.", "The Beta headquarters are in Oslo."])
+    index_paths(ctx.library, "toy", [alpha, beta], minilm)
+    dataset = tmp_path / "dataset.json"
+    dataset.write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
+    return TrainConfig.from_mapping(
+        dict(
+            model=str(tiny_model),
+            dataset=str(dataset),
+            corpora=("toy",),
+            data_dir=str(ctx.data_dir),
+            group_size=2,
+            prompts_per_step=2,
+            max_turns=2,
+            max_response_length=24,
+            max_model_len=2048,
+            max_steps=6,
+            save_steps=1,
+            learning_rate=5e-3,
+            warmup_steps=0,
+            judge={"kind": "exact"},
+            samples_per_step=2,
+            micro_batch_rows=2,
+        )
+    )
+
+
+def _panel(qtbot: Any, ctx: Any) -> Any:
+    from vrag_desktop.qt.training.training_panel import TrainingPanel
+
+    panel = TrainingPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(1000, 800)
+    return panel
+
+
+def _status(panel: Any, root: Path) -> str:
+    row = panel.row(root)
+    return row.status if row is not None else ""
+
+
+@pytest.mark.slow
+def test_real_run_plots_stops_reattaches_and_resumes(
+    qtbot: Any, ctx: Any, trainer_python: str, train_config: TrainConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.qt.training import training_panel
+
+    panel = _panel(qtbot, ctx)
+    root = panel.launch_new(train_config, ctx.layout.training / "tiny")
+    assert root is not None
+    qtbot.waitUntil(lambda: panel.view.root == root, timeout=10_000)
+    # watch: the first step's points reach the reward curve (read off the GUI thread)
+    qtbot.waitUntil(lambda: panel.view.plots.point_count("reward") > 0, timeout=300_000)
+    assert panel.view.status_text == "running"
+    asked: list[str] = []
+    monkeypatch.setattr(training_panel, "confirm", lambda *a: asked.append(a[1]) or True)
+    assert panel.delete_run(root) is None and not asked and root.exists()  # refused while running
+
+    # close the panel, leaving the run going; a fresh panel finds it again and keeps streaming
+    panel.shutdown("leave")
+    panel.close()
+    second = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: _status(second, root) == "running" and second.view.root == root, timeout=20_000)
+    assert second.row(root).pid is not None  # type: ignore[union-attr]
+    qtbot.waitUntil(lambda: second.view.plots.point_count("reward") > 0, timeout=20_000)
+    assert second.view.stop_button.isEnabled() and not second.view.delete_button.isEnabled()
+
+    # stop: a clean stop at the step boundary
+    second.stop_run(root)
+    qtbot.waitUntil(lambda: TrainRun(root).state().get("status") in ("stopped", "finished"), timeout=300_000)
+    qtbot.waitUntil(lambda: _status(second, root) == "stopped", timeout=30_000)
+    run = TrainRun(root)
+    assert run.state()["status"] == "stopped"
+    stopped_at = int(run.state()["step"])
+    assert run.last_checkpoint() is not None
+    # resume: the run goes on to max_steps, and the plot gets its further steps
+    qtbot.waitUntil(lambda: second.view.resume_button.isEnabled(), timeout=10_000)
+    second.resume_run(root)
+    qtbot.waitUntil(lambda: run.state().get("status") == "finished", timeout=300_000)
+    qtbot.waitUntil(lambda: second.view.rows_seen >= 6 > stopped_at, timeout=20_000)
+    # the samples: listed per run, and one opens through the app's replay path
+    second.view.tabs.setCurrentWidget(second.view.samples)
+    qtbot.waitUntil(lambda: second.view.sample_count() > 0, timeout=20_000)
+    with qtbot.waitSignal(second.openSampleRequested, timeout=5_000) as sig:
+        second.view.open_sample(0)
+    samples_root, run_id = sig.args
+    from vrag_desktop.core.run.store import RunStore
+
+    assert RunStore(samples_root).summary(run_id).settings["training"]["step"] >= 1
+    qtbot.waitUntil(lambda: _status(second, root) == "finished", timeout=20_000)
+    # delete asks first
+    assert second.delete_run(root) is not None and asked
+    qtbot.waitUntil(lambda: not root.exists(), timeout=20_000)
+    second.shutdown("leave")
+
+
+def _fake_run(root: Path, rows: int, torn: str = "") -> TrainRun:
+    run = TrainRun.create(root, TrainConfig.from_mapping({"model": "m", "dataset": "d.json"}))
+    run.write_state(status="stopped", step=rows)
+    for i in range(1, rows + 1):
+        run.append_metrics({"step": i, "reward": i / 10, "loss": 1.0 / i, "kl": 0.01 * i})
+    if torn:
+        with open(run.metrics_path, "a", encoding="utf-8") as fh:
+            fh.write(torn)
+    return run
+
+
+def test_torn_metrics_line_waits_for_its_end(qtbot: Any, ctx: Any) -> None:
+    run = _fake_run(ctx.layout.training / "torn", 3, torn='{"step": 4, "rew')
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: panel.view.root == run.root, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.view.rows_seen == 3, timeout=10_000)
+    panel.view.plots.redraw()
+    assert panel.view.plots.point_count("reward") == 3
+    with open(run.metrics_path, "a", encoding="utf-8") as fh:
+        fh.write('ard": 0.9}\n')
+    qtbot.waitUntil(lambda: panel.view.rows_seen == 4, timeout=10_000)
+    panel.view.plots.redraw()
+    assert panel.view.plots.point_count("reward") == 4
+    assert _status(panel, run.root) == "stopped"
+    panel.shutdown()
+
+
+def test_delete_asks_first(qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vrag_desktop.qt.training import training_panel
+
+    run = _fake_run(ctx.layout.training / "old", 2)
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: panel.row(run.root) is not None, timeout=10_000)
+    asked: list[str] = []
+    monkeypatch.setattr(training_panel, "confirm", lambda *a: asked.append(a[2]) or False)
+    assert panel.delete_run(run.root) is None and asked and run.root.exists()
+    monkeypatch.setattr(training_panel, "confirm", lambda *a: True)
+    task = panel.delete_run(run.root)
+    assert task is not None and task.wait(10)
+    qtbot.waitUntil(lambda: panel.row(run.root) is None, timeout=10_000)
+    assert not run.root.exists()
+    panel.shutdown()
+
+
+def test_crash_at_start_shows_its_classified_reason(
+    qtbot: Any, ctx: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/sh\necho "loading the model"\necho "RuntimeError: boom at start" >&2\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("VRAG_TRAINER_PYTHON", str(fake))
+    panel = _panel(qtbot, ctx)
+    cfg = TrainConfig.from_mapping({"model": "m", "dataset": "d.json"})
+    root = panel.launch_new(cfg, ctx.layout.training / "crash")
+    assert root is not None
+    qtbot.waitUntil(lambda: "boom at start" in panel.view.detail.text(), timeout=20_000)
+    assert "exit code 1" in panel.view.detail.text()
+    assert panel.view.tabs.currentWidget() is panel.view.log_view
+    qtbot.waitUntil(lambda: "boom at start" in panel.view.log_view.text(), timeout=10_000)
+    panel.shutdown()
+
+
+def test_missing_trainer_env_offers_to_create_it(
+    qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.runtime import trainer_env
+    from vrag_desktop.qt.training import env_box
+
+    monkeypatch.delenv("VRAG_TRAINER_PYTHON", raising=False)
+    monkeypatch.setattr(trainer_env, "repo_root", lambda: None)
+    panel = _panel(qtbot, ctx)
+    panel.show()
+    assert panel.env_box.isVisible() and "vrag-desktop train env" in panel.env_box.message.text()
+    cfg = TrainConfig.from_mapping({"model": "m", "dataset": "d.json"})
+    assert panel.launch_new(cfg, ctx.layout.training / "x") is None  # nothing launched
+
+    made = ctx.layout.trainer_env / "bin" / "python"
+
+    def fake_make(target: Path, cancel: Any) -> Any:
+        yield "Creating the virtual environment"
+        made.parent.mkdir(parents=True)
+        made.write_text("")
+        return made
+
+    monkeypatch.setattr(env_box, "make_env", fake_make)
+    monkeypatch.setattr(trainer_env, "find_trainer_python", lambda d=None: made if made.exists() else None)
+    task = panel.env_box.create_env()
+    qtbot.waitUntil(lambda: task.done(), timeout=10_000)
+    qtbot.waitUntil(lambda: not panel.env_box.isVisible(), timeout=5_000)
+    assert "ready" in panel.env_box.progress.text()
+    panel.shutdown()
+
+
+def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
+    from vrag_desktop.qt.training.plots import MetricPlots
+
+    plots = MetricPlots()
+    qtbot.addWidget(plots)
+    plots.resize(900, 700)
+    plots.show()
+    rows = [
+        {"step": i, "reward": (i % 50) / 50, "loss": 1 / i, "tokens_per_second": 100.0}
+        for i in range(1, 10_001)
+    ]
+    t0 = time.perf_counter()
+    for k in range(0, len(rows), 100):  # as polls bring them: 100 at a time
+        plots.add_rows(rows[k : k + 100])
+    plots.redraw()
+    qtbot.wait(50)
+    elapsed = time.perf_counter() - t0
+    assert plots.point_count("reward") == 10_000
+    assert elapsed < 2.0, f"10,000 steps took {elapsed:.2f} s"
+    t0 = time.perf_counter()
+    plots.add_rows([{"step": 10_001, "reward": 0.5}])
+    plots.redraw()
+    plots.view.repaint()
+    assert time.perf_counter() - t0 < 0.2
+
+
+def test_main_window_has_the_training_dock_and_opens_a_sample(qtbot: Any, ctx: Any) -> None:
+    from vrag_desktop.core.agents.events import Answer
+    from vrag_desktop.core.run.store import RunRecorder
+    from vrag_desktop.qt.main_window import MainWindow
+
+    samples = ctx.layout.training / "r" / "samples"
+    rec = RunRecorder(samples, "vrag", "Where are the Beta headquarters?", {"training": {"step": 1}})
+    rec.record(Answer(step=1, content="Oslo"))
+    rec.finish()
+    win = MainWindow(ctx, first_run=False)
+    qtbot.addWidget(win)
+    assert win.training_dock in win.docks()
+    win.open_sample(samples, rec.id)
+    qtbot.waitUntil(lambda: "Where are the Beta" in win.ask.question, timeout=10_000)
+    win.training.shutdown()

@@ -1,0 +1,118 @@
+"""The trainer environment's banner: shown when it is missing, with a button that creates it.
+
+Why: training needs TRL and accelerate (and vLLM on a GPU) in an environment of their own
+(:mod:`vrag_desktop.core.runtime.trainer_env`); creating it takes minutes of pip, so it runs as a
+cancellable generator task with its progress lines shown here, and the panel rechecks after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+
+from vrag_desktop.core.progress import CancelToken
+from vrag_desktop.qt.infra.tasks import Task, run_generator
+from vrag_desktop.qt.runtime.style import if_alive
+
+
+def make_env(target: Path, cancel: CancelToken) -> Generator[str, None, Path]:
+    """Create the trainer env at ``target``: layered on this env without a GPU, full with one."""
+    from vrag_desktop.core.runtime.gpu import detect_gpus
+    from vrag_desktop.core.runtime.trainer_env import create_trainer_env
+
+    report = detect_gpus()
+    layered = not report.available
+    yield report.summary() if report.available else "No GPU: a layered environment on this one"
+    return (yield from create_trainer_env(target, layered=layered, cancel=cancel))
+
+
+class EnvBox(QWidget):
+    """See the module docstring. ``created(python)`` when the environment is ready."""
+
+    created = Signal(str)
+
+    def __init__(self, target: Path, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.target = target
+        self.task: Task | None = None
+        self.message = QLabel("")
+        self.message.setObjectName("trainerEnvMessage")
+        self.message.setWordWrap(True)
+        self.progress = QLabel("")
+        self.progress.setWordWrap(True)
+        self.progress.setStyleSheet("color: palette(placeholder-text);")
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 0)
+        self.bar.setMaximumHeight(10)
+        self.create_button = QPushButton("Create the trainer environment")
+        self.create_button.setObjectName("createTrainerEnv")
+        self.cancel_button = QPushButton("Cancel")
+        self.create_button.clicked.connect(self.create_env)
+        self.cancel_button.clicked.connect(self.cancel)
+        row = QHBoxLayout()
+        row.addWidget(self.create_button)
+        row.addWidget(self.cancel_button)
+        row.addWidget(self.bar, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 6, 6, 6)
+        lay.addWidget(self.message)
+        lay.addLayout(row)
+        lay.addWidget(self.progress)
+        self.setStyleSheet("EnvBox { border: 1px solid #d97706; border-radius: 4px; }")
+        self._idle()
+
+    def show_missing(self, why: str) -> None:
+        self.message.setText(
+            f"{why}\n\nTraining runs in an environment of its own (TRL, accelerate; vLLM on a GPU). "
+            f"Create it here (several minutes; a few GB with a GPU) at {self.target}, or from a "
+            "terminal: vrag-desktop train env"
+        )
+        self.show()
+
+    def _idle(self) -> None:
+        running = self.task is not None and not self.task.done()
+        self.create_button.setEnabled(not running)
+        self.cancel_button.setVisible(running)
+        self.bar.setVisible(running)
+
+    def create_env(self) -> Task:
+        target = self.target
+        self.task = run_generator(
+            lambda token: make_env(target, token),
+            "Trainer environment",
+            nice=10,
+            on_progress=self._progress,
+            on_done=self._done,
+            on_error=if_alive(self, lambda exc: self.progress.setText(f"Could not create it: {exc}")),
+            on_cancelled=if_alive(
+                self,
+                lambda: self.progress.setText(
+                    "Cancelled: the environment is incomplete; create it again to finish it."
+                ),
+            ),
+            on_end=self._idle,
+            report=False,
+        )
+        self._idle()
+        return self.task
+
+    def cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+    def _progress(self, value: Any) -> None:
+        self.progress.setText(str(value))
+
+    def _done(self, python: Any) -> None:
+        self.progress.setText(f"Trainer environment ready: {python}")
+        self.hide()
+        self.created.emit(str(python))
+
+    def shutdown(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            self.task.wait(5)

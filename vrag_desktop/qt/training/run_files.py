@@ -1,0 +1,219 @@
+"""Reading training runs for the panel: plain functions the panel calls off the GUI thread.
+
+Why a module of its own: everything here touches the disk (a run list, a 10,000-line metrics file,
+a growing log, sample runs) and so runs in ``tasks.run_call``; keeping it free of widgets keeps
+that rule easy to see. The panel polls :func:`poll` about once a second with the offsets it got
+last time, so each poll reads only what was appended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.training.launch import find_running
+from vrag_desktop.core.training.rundir import TrainRun
+
+LOG_START_BYTES = 256 * 1024  # a reopened run shows the end of its log, not megabytes of it
+
+
+@dataclass
+class RunRow:
+    """One line of the run list."""
+
+    root: Path
+    name: str
+    status: str
+    step: int
+    reward: float | None
+    started: float | None
+    pid: int | None = None
+    algorithm: str = ""
+    error: str = ""
+
+
+@dataclass
+class Poll:
+    """What one poll of a run found: new metrics rows and log lines, its state, its process."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    metrics_offset: int = 0
+    metrics_reset: bool = False  # the file shrank (a resume truncated it): plot from scratch
+    lines: list[str] = field(default_factory=list)
+    log_offset: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+    pid: int | None = None
+    checkpoint: int | None = None
+
+
+#: Any of these makes a directory a run (``launch-config.json``: launched, but the trainer died
+#: before creating the run; it is listed so its reason and log can be seen).
+RUN_FILES = ("config.json", "state.json", "process.json", "launch-config.json")
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / n).exists() for n in RUN_FILES)
+
+
+def _last_row(path: Path, window: int = 16384) -> dict[str, Any]:
+    """The metrics file's last whole row, reading only its end (a long run has megabytes)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - window))
+            data = fh.read()
+    except OSError:
+        return {}
+    for raw in reversed(data.splitlines()):
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            return row
+    return {}
+
+
+def run_row(root: Path) -> RunRow:
+    run = TrainRun(root)
+    state = run.state()
+    rec = find_running(run)
+    algorithm = ""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        algorithm = str(json.loads(run.config_path.read_text(encoding="utf-8")).get("algorithm", ""))
+    last = _last_row(run.metrics_path)
+    reward = last.get("reward")
+    status = str(state.get("status", "created"))
+    if rec is not None and status not in ("running", "stopping"):
+        status = "running"  # the trainer is alive but has not written its state yet (loading)
+    elif rec is None and status in ("running", "stopping"):
+        status = "interrupted"  # nothing works on it any more: it was killed mid-run
+    elif rec is None and not run.state_path.exists():
+        status = "not started"  # the trainer ended before creating the run (see its log)
+    started = state.get("created_at")
+    if not isinstance(started, (int, float)):
+        try:
+            started = root.stat().st_mtime
+        except OSError:
+            started = None
+    return RunRow(
+        root=root,
+        name=root.name,
+        status=status,
+        step=int(state.get("step") or last.get("step") or 0),
+        reward=float(reward) if isinstance(reward, (int, float)) else None,
+        started=float(started) if started is not None else None,
+        pid=rec.pid if rec is not None else None,
+        algorithm=algorithm,
+        error=str(state.get("error") or ""),
+    )
+
+
+def scan_runs(training_root: Path, extra: tuple[Path, ...] = ()) -> list[RunRow]:
+    """Every run under ``training_root`` (and the ``extra`` ones launched elsewhere), newest first."""
+    roots: dict[Path, None] = {}
+    if training_root.is_dir():
+        for child in training_root.iterdir():
+            if is_run_dir(child):
+                roots[child] = None
+    for p in extra:
+        if is_run_dir(p):
+            roots[p] = None
+    rows = [run_row(r) for r in roots]
+    return sorted(rows, key=lambda r: r.started or 0.0, reverse=True)
+
+
+def read_lines(path: Path, offset: int) -> tuple[list[str], int]:
+    """Whole lines written after byte ``offset`` and where the next read starts (a line still being
+    written waits for the next poll)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    text = data[:end].decode("utf-8", "replace")
+    return [ln for ln in text.replace("\r", "\n").split("\n") if ln.strip()], offset + end
+
+
+def poll(root: Path, metrics_offset: int, log_offset: int | None) -> Poll:
+    """Read what a run appended since the offsets (``log_offset`` None: start near the log's end)."""
+    run = TrainRun(root)
+    out = Poll(metrics_offset=metrics_offset)
+    try:
+        size = run.metrics_path.stat().st_size
+    except OSError:
+        size = 0
+    if size < metrics_offset:
+        out.metrics_reset, metrics_offset = True, 0
+    out.rows, out.metrics_offset = run.read_metrics(metrics_offset)
+    try:
+        log_size = run.log_path.stat().st_size
+    except OSError:
+        log_size = 0
+    if log_offset is None:
+        log_offset = max(0, log_size - LOG_START_BYTES)
+    elif log_size < log_offset:  # rotated or rewritten
+        log_offset = 0
+    out.lines, out.log_offset = read_lines(run.log_path, log_offset)
+    out.state = run.state()
+    rec = find_running(run)
+    out.pid = rec.pid if rec is not None else None
+    ckpt = run.last_checkpoint()
+    out.checkpoint = ckpt.step if ckpt is not None else None
+    return out
+
+
+@dataclass
+class SampleRow:
+    """One sample trajectory the trainer saved (an app run under ``<run>/samples``)."""
+
+    run_id: str
+    step: int
+    reward: float | None
+    correct: bool | None
+    agent: str
+    question: str
+    masked: int = 0
+
+
+def list_samples(samples_root: Path) -> list[SampleRow]:
+    """The run's sample trajectories, latest step first."""
+    from vrag_desktop.core.run.store import RunStore
+
+    if not samples_root.is_dir():
+        return []
+    out: list[SampleRow] = []
+    for s in RunStore(samples_root).list():
+        t = s.settings.get("training") if isinstance(s.settings, dict) else None
+        t = t if isinstance(t, dict) else {}
+        correct = t.get("correct")
+        reward = t.get("reward")
+        segments: list[Any] = t["segments"] if isinstance(t.get("segments"), list) else []
+        out.append(
+            SampleRow(
+                run_id=s.id,
+                step=int(t.get("step") or 0),
+                reward=float(reward) if isinstance(reward, (int, float)) else None,
+                correct=correct if isinstance(correct, bool) else None,
+                agent=s.agent,
+                question=s.question,
+                masked=sum(1 for g in segments if isinstance(g, dict) and g.get("masked")),
+            )
+        )
+    return sorted(out, key=lambda r: (r.step, r.run_id), reverse=True)
+
+
+def remove_run(root: Path) -> None:
+    """Delete a run directory (the caller made sure nothing works on it and the person agreed)."""
+    import shutil
+
+    if find_running(TrainRun(root)) is not None:
+        raise RuntimeError(f"a trainer is still working on {root}; stop it first")
+    shutil.rmtree(root)
+    if root.exists():
+        raise OSError(f"could not delete {root}")

@@ -1,0 +1,367 @@
+"""The Training dock: runs under ``<data>/training`` with their state, one run watched live, and
+the controls of a run (new, stop, resume, export, delete).
+
+Why this shape: a run is a directory the trainer process writes (see
+:mod:`vrag_desktop.core.training.rundir`), so the list and the view only read files, off the GUI
+thread, and work the same for a run this session started, one an earlier session left running
+(found again through its ``process.json``) or one started from a terminal. Launching goes through
+the supervisor in the trainer's own environment (:mod:`.launcher`); without that environment the
+panel says so and offers to create it (:mod:`.env_box`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QMessageBox,
+    QPushButton,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from vrag_desktop.core.training import launch
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.training.env_box import EnvBox
+from vrag_desktop.qt.training.launcher import TrainerProcesses
+from vrag_desktop.qt.training.run_files import RunRow, remove_run, scan_runs
+from vrag_desktop.qt.training.run_view import RunView
+
+COLUMNS = ("Run", "Status", "Step", "Reward", "Started")
+ROOT_ROLE = Qt.ItemDataRole.UserRole + 1
+LIST_EVERY_MS = 3000
+
+
+def confirm(parent: QWidget, title: str, text: str) -> bool:
+    """Ask yes/no (tests replace this)."""
+    answer = QMessageBox.question(parent, title, text)
+    return answer == QMessageBox.StandardButton.Yes
+
+
+def ask_on_close(parent: QWidget, names: list[str]) -> str:
+    """``stop``, ``leave`` or ``cancel`` for trainings still running at quit (tests replace this)."""
+    box = QMessageBox(parent)
+    box.setWindowTitle("Trainings are running")
+    box.setText(f"{len(names)} training run(s) are still going: {', '.join(names)}.")
+    box.setInformativeText(
+        "Leave them running (they are found again at the next start), or stop them at the next "
+        "step boundary (a checkpoint is kept; resume goes on from it)?"
+    )
+    leave = box.addButton("Leave running", QMessageBox.ButtonRole.AcceptRole)
+    stop = box.addButton("Stop them", QMessageBox.ButtonRole.DestructiveRole)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.exec()
+    clicked = box.clickedButton()
+    return "leave" if clicked is leave else "stop" if clicked is stop else "cancel"
+
+
+class TrainingPanel(QWidget):
+    """See the module docstring."""
+
+    openSampleRequested = Signal(object, str)  # samples root (a RunStore root), sample run id
+    runsChanged = Signal()
+
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.rows: list[RunRow] = []
+        self.extra_roots: set[Path] = set()  # runs launched here outside <data>/training
+        self._list_task: Task | None = None
+        self._want: Path | None = None  # select this run once the list has it
+        self.messages: dict[Path, tuple[str, str]] = {}  # a run's last outcome or launch line, shown again
+        self.processes = TrainerProcesses(self)
+        self.env_box = EnvBox(ctx.layout.trainer_env)
+        self.env_box.hide()
+        self.env_box.created.connect(lambda _p: self.check_env())
+
+        self.new_button = QPushButton("New run…")
+        self.new_button.setObjectName("newTrainingRun")
+        self.file_button = QPushButton("From config file…")
+        self.file_button.setToolTip("Launch a run from a config file, as 'vrag-desktop train grpo --config'")
+        self.refresh_button = QPushButton("Refresh")
+        self.file_button.clicked.connect(self.open_config_file)
+        self.new_button.clicked.connect(self.new_run)
+        self.refresh_button.clicked.connect(self.refresh)
+        self.list = QTreeWidget()
+        self.list.setObjectName("trainingRuns")
+        self.list.setHeaderLabels(list(COLUMNS))
+        self.list.setRootIsDecorated(False)
+        self.list.currentItemChanged.connect(lambda cur, _prev: self._selected(cur))
+        self.view = RunView()
+        self.view.stopRequested.connect(self.stop_run)
+        self.view.resumeRequested.connect(self.resume_run)
+        self.view.exportRequested.connect(self.export_run)
+        self.view.deleteRequested.connect(self.delete_run)
+        self.view.openSampleRequested.connect(self.openSampleRequested)
+        self.view.polled.connect(lambda _p: self._follow_view())
+        self.processes.ended.connect(self._ended)
+        self.processes.stopDone.connect(self._stop_done)
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.new_button)
+        bar.addWidget(self.file_button)
+        bar.addWidget(self.refresh_button)
+        bar.addStretch(1)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(self.list)
+        split.addWidget(self.view)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 4)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.env_box)
+        lay.addLayout(bar)
+        lay.addWidget(split, 1)
+        self._list_timer = QTimer(self, interval=LIST_EVERY_MS)
+        self._list_timer.timeout.connect(self.refresh)
+        self._list_timer.start()
+        self.check_env()
+        self.refresh()
+
+    # ---------------------------------------------------------------- the list
+    @property
+    def training_root(self) -> Path:
+        return self.ctx.layout.training
+
+    def refresh(self) -> None:
+        """Re-read the run list (off the GUI thread); a run still alive shows as running."""
+        if self._list_task is not None and not self._list_task.done():
+            return
+        self._list_task = run_call(
+            scan_runs,
+            self.training_root,
+            tuple(self.extra_roots),
+            name="Read training runs",
+            on_done=self._show_rows,
+            error_title="Could not read the training runs",
+        )
+
+    def _show_rows(self, rows: list[RunRow]) -> None:
+        self.rows = rows
+        current = self.view.root
+        want = self._want or current
+        self.list.blockSignals(True)
+        self.list.clear()
+        pick: QTreeWidgetItem | None = None
+        for r in rows:
+            status = r.status
+            if self.processes.is_ours(r.root) and status in ("created", "interrupted", "stopped", "failed"):
+                status = "starting"
+            if r.root in self.processes.stopping and status == "running":
+                status = "stopping"
+            started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else ""
+            reward = "" if r.reward is None else f"{r.reward:.3f}"
+            item = QTreeWidgetItem([r.name, status, str(r.step), reward, started])
+            item.setData(0, ROOT_ROLE, str(r.root))
+            item.setToolTip(0, str(r.root) + (f"\n{r.error}" if r.error else ""))
+            self.list.addTopLevelItem(item)
+            if want is not None and r.root == want:
+                pick = item
+        self.list.blockSignals(False)
+        if pick is not None:
+            self.list.setCurrentItem(pick)
+            if pick.data(0, ROOT_ROLE) != str(current):
+                self._selected(pick)
+            self._want = None
+        elif current is None and (first := self.list.topLevelItem(0)) is not None:
+            self.list.setCurrentItem(first)
+        self.runsChanged.emit()
+
+    def row(self, root: Path) -> RunRow | None:
+        return next((r for r in self.rows if r.root == root), None)
+
+    def _selected(self, item: QTreeWidgetItem | None) -> None:
+        root = Path(item.data(0, ROOT_ROLE)) if item is not None else None
+        if root != self.view.root:
+            self.view.set_run(root)
+            if root in self.messages:
+                self.view.show_message(*self.messages[root])
+            self._follow_view()
+
+    def select(self, root: Path) -> None:
+        self._want = Path(root)
+        self.refresh()
+
+    def _follow_view(self) -> None:
+        root = self.view.root
+        ours = root is not None and self.processes.is_ours(root)
+        self.view.set_busy(root is not None and root in self.processes.stopping, ours)
+
+    # ---------------------------------------------------------------- the trainer env
+    def trainer_python(self) -> Path | None:
+        """The trainer env's interpreter, or None with the banner offering to create it."""
+        try:
+            python = launch.resolve_trainer_python(self.ctx.layout.trainer_env)
+        except launch.TrainerEnvMissing as exc:
+            self.env_box.show_missing(str(exc))
+            return None
+        self.env_box.hide()
+        return python
+
+    def check_env(self) -> bool:
+        return self.trainer_python() is not None
+
+    # ---------------------------------------------------------------- launching
+    def new_run(self) -> QDialog:
+        """The New-run dialog (form, preview, pre-flight); accepted, the run is launched."""
+        from vrag_desktop.qt.training.new_run_dialog import NewRunDialog
+
+        dlg = NewRunDialog(self.ctx, self)
+
+        def accepted() -> None:
+            if dlg.config is not None and dlg.run_dir is not None:
+                self.launch_new(dlg.config, Path(dlg.run_dir))
+
+        dlg.accepted.connect(accepted)
+        dlg.open()
+        return dlg
+
+    def open_config_file(self) -> None:
+        """A run from a config file (as ``vrag-desktop train``), validated before anything runs."""
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Training config", str(Path.home()), "Training config (*.json *.toml)"
+        )
+        if path:
+            self.launch_config_file(Path(path))
+
+    def launch_config_file(self, path: Path) -> Path | None:
+        from vrag_desktop.core.training.config import ConfigError, load_config
+
+        try:
+            cfg = load_config(path)
+        except (ConfigError, OSError, ValueError) as exc:
+            error_sink().report("The training config is not valid", exc)
+            return None
+        return self.launch_new(cfg, cfg.resolved_output_dir(self.ctx.layout.root))
+
+    def launch_new(self, cfg: TrainConfig, run_dir: Path) -> Path | None:
+        """Start a new GRPO/GGPO run of ``cfg`` in ``run_dir``; returns the run directory."""
+        from vrag_desktop.core.fsutil import atomic_write_json
+        from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
+
+        python = self.trainer_python()
+        if python is None:
+            return None
+        run_dir = Path(run_dir).expanduser()
+        try:
+            TrainRun.check_free(run_dir)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            effective = run_dir / "launch-config.json"
+            atomic_write_json(effective, cfg.to_dict())
+        except (TrainRunError, OSError) as exc:
+            error_sink().report("Cannot start the training", exc)
+            return None
+        argv = launch.trainer_argv(python, cfg.algorithm, config=effective, run=run_dir)
+        return self._launch(run_dir, argv, f"{cfg.algorithm.upper()} training")
+
+    def resume_run(self, root: Path) -> Path | None:
+        python = self.trainer_python()
+        if python is None:
+            return None
+        return self._launch(root, launch.trainer_argv(python, "resume", run=root), "Training (resumed)")
+
+    def export_run(self, root: Path) -> Path | None:
+        python = self.trainer_python()
+        if python is None:
+            return None
+        return self._launch(root, launch.trainer_argv(python, "export", run=root), "Export")
+
+    def _launch(self, root: Path, argv: list[str], what: str) -> Path | None:
+        row = self.row(root)
+        if (row is not None and row.pid is not None) or self.processes.is_ours(root):
+            error_sink().report("Cannot start the training", f"A trainer is already working on {root}.")
+            return None
+        try:
+            self.processes.launch(root, argv, what)
+        except (launch.TrainLaunchError, OSError) as exc:
+            error_sink().report("Cannot start the training", exc)
+            return None
+        if root.parent != self.training_root:
+            self.extra_roots.add(root)
+        self._message(root, f"{what}: {' '.join(argv[1:])}")
+        self.select(root)
+        self._follow_view()
+        return root
+
+    def _ended(self, root_text: str, outcome: str, message: str) -> None:
+        root = Path(root_text)
+        self._message(root, message, "error" if outcome in ("failed", "bad_input") else "info")
+        if root == self.view.root:
+            self._follow_view()
+            self.view.poll_now()
+        if outcome in ("failed", "bad_input"):
+            error_sink().report(f"Training {root.name} failed", message)
+        self.refresh()
+
+    def _message(self, root: Path, text: str, level: str = "info") -> None:
+        self.messages[root] = (text, level)
+        if root == self.view.root:
+            self.view.show_message(text, level)
+
+    # ---------------------------------------------------------------- controls
+    def stop_run(self, root: Path) -> Task:
+        grace = self.processes.grace_s
+        self._message(root, f"Stopping at the next step boundary (the tree is killed after {grace:.0f} s)…")
+        task = self.processes.stop(root)
+        self._follow_view()
+        return task
+
+    def _stop_done(self, root_text: str, how: str) -> None:
+        if how == "killed":
+            self._message(Path(root_text), "The trainer was killed (no step boundary in time).", "warning")
+        self._follow_view()
+        self.refresh()
+
+    def delete_run(self, root: Path) -> Task | None:
+        """Delete a run after asking; refused while a trainer works on it."""
+        row = self.row(root)
+        if self.processes.is_ours(root) or (row is not None and row.pid is not None):
+            error_sink().report("Cannot delete a running training", f"Stop {root.name} first.", "warning")
+            return None
+        if not confirm(self, "Delete training run", f"Delete {root} with its checkpoints and samples?"):
+            return None
+        if self.view.root == root:
+            self.view.set_run(None)
+        self.extra_roots.discard(root)
+        return run_call(
+            remove_run,
+            root,
+            name="Delete training run",
+            on_end=self.refresh,
+            error_title=f"Could not delete {root.name}",
+        )
+
+    # ---------------------------------------------------------------- quitting
+    def running_roots(self) -> list[Path]:
+        alive = {r.root for r in self.rows if r.pid is not None}
+        return sorted(alive | set(self.processes.running()))
+
+    def ask_close(self) -> str:
+        """Before the window closes: ``stop``, ``leave`` (or ``cancel``); ``none`` when nothing runs."""
+        roots = self.running_roots()
+        if not roots:
+            return "none"
+        return ask_on_close(self, [r.name for r in roots])
+
+    def shutdown(self, choice: str = "leave", timeout_s: float = 30.0) -> None:
+        """Stop polling; then stop the running trainings, or let them outlive the app."""
+        self._list_timer.stop()
+        self.view.shutdown()
+        self.env_box.shutdown()
+        if choice == "stop":
+            for root in self.running_roots():
+                self.processes.stopping.add(root)
+            self.processes.stop_all(timeout_s, self.running_roots())
+        else:
+            self.processes.leave_running()
