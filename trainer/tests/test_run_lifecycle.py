@@ -216,3 +216,29 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(  # type: i
         removed = run.remove_incomplete_checkpoints()
         assert all(not p.exists() for p in removed)
         assert run.last_checkpoint() == good
+
+
+def test_a_run_left_going_outlives_the_app_that_captured_its_output(sampled, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The app pipes the trainer's output into train.log; when the person quits and leaves the run
+    going, the pipe breaks: the run must finish, its later output appended to train.log."""
+    run = TrainRun(tmp_path / "run")
+    cfg_file = _write(sampled(max_steps=4), tmp_path / "cfg.json")
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+        "VRAG_TRAINER_LOG_CAPTURED": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrag_trainer", "grpo", "--config", str(cfg_file), "--run", str(run.root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    _wait_step(run, 1, proc)  # type: ignore[arg-type]
+    assert proc.stdout is not None
+    proc.stdout.close()  # the app is gone
+    assert proc.wait(timeout=300) == runner.EXIT_OK
+    assert [r["step"] for r in run.metrics()] == [1, 2, 3, 4]
+    assert "finished at step 4" in run.log_path.read_text(encoding="utf-8")

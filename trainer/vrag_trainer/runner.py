@@ -10,6 +10,7 @@ that changes anything but the resume-safe fields, naming them, and restarts from
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import math
 import os
@@ -122,6 +123,50 @@ def _logging_to(run: TrainRun) -> Iterator[None]:
         root.setLevel(old)
 
 
+class _OutliveThePipe(io.TextIOBase):
+    """stdout/stderr for a trainer the app launched: once the app's pipe breaks (the person quit
+    and left the run going), further output is appended to the run's log instead of raising
+    BrokenPipeError in the middle of a step (tqdm and logging write on every step)."""
+
+    def __init__(self, stream: Any, log_path: Path) -> None:
+        self._stream = stream
+        self._log_path = log_path
+        self._file: Any = None
+
+    def _fallback(self) -> Any:
+        if self._file is None:
+            self._file = open(self._log_path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the process
+        return self._file
+
+    def write(self, text: str) -> int:
+        if self._file is None:
+            try:
+                n = self._stream.write(text)
+                self._stream.flush()
+                return int(n or 0)
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+        f = self._fallback()
+        f.write(text)
+        f.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        target = self._file or self._stream
+        with contextlib.suppress(BrokenPipeError, OSError, ValueError):
+            target.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _guard_output(run: TrainRun) -> None:
+    """When the app captures our output, survive the app going away (see :class:`_OutliveThePipe`)."""
+    if os.environ.get("VRAG_TRAINER_LOG_CAPTURED") and not isinstance(sys.stderr, _OutliveThePipe):
+        sys.stdout = _OutliveThePipe(sys.stdout, run.log_path)
+        sys.stderr = _OutliveThePipe(sys.stderr, run.log_path)
+
+
 class _StopFlag:
     """SIGTERM/SIGINT set it; the step-end callback reads it (never interrupts a step)."""
 
@@ -184,6 +229,7 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: Genera
     from vrag_trainer.rewards import JudgeRefused, RunJudge
     from vrag_trainer.trl_trainer import SearchDown
 
+    _guard_output(run)
     with _logging_to(run), _StopFlag() as flag, contextlib.ExitStack() as stack:
         run.clear_stop()
         ckpt = None
