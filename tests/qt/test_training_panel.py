@@ -13,25 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_training import DOCS, EXAMPLES, TAGS
 
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
-
-TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
-EXAMPLES = [
-    {
-        "uid": "q1",
-        "query": "What was the revenue of Alpha Corp in 2023?",
-        "reference_answer": "42 million dollars",
-        "meta_info": {"file_name": "alpha.pdf", "reference_page": [1]},
-    },
-    {
-        "uid": "q2",
-        "query": "Where are the Beta headquarters?",
-        "reference_answer": "Oslo",
-        "meta_info": {"file_name": "beta.pdf", "reference_page": [2]},
-    },
-]
 
 
 @functools.cache
@@ -73,10 +58,7 @@ def train_config(ctx: Any, minilm: Any, make_pdf: Any, tiny_model: Path, tmp_pat
     """A 6-step GRPO config on a two-PDF corpus indexed in the panel's data dir."""
     from conftest import index_paths
 
-    alpha = make_pdf(
-        "alpha.pdf", ["The revenue of Alpha Corp in 2023 was 42 million dollars.", "Staff: 300."]
-    )
-    beta = make_pdf("beta.pdf", ["Beta Inc sells red bicycles.", "The Beta headquarters are in Oslo."])
+    alpha, beta = (make_pdf(name, pages) for name, pages in DOCS.items())
     index_paths(ctx.library, "toy", [alpha, beta], minilm)
     dataset = tmp_path / "dataset.json"
     dataset.write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")

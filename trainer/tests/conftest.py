@@ -25,29 +25,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
+from toy_training import DOCS, EXAMPLES, TAGS  # noqa: E402 - after the sys.path entry
 
-DOCS = {
-    "alpha.pdf": [
-        "The revenue of Alpha Corp in 2023 was 42 million dollars.",
-        "Alpha Corp employs 300 people.",
-    ],
-    "beta.pdf": ["Beta Inc sells red bicycles.", "The Beta headquarters are in Oslo."],
-}
-EXAMPLES = [
-    {
-        "uid": "q1",
-        "query": "What was the revenue of Alpha Corp in 2023?",
-        "reference_answer": "42 million dollars",
-        "meta_info": {"file_name": "alpha.pdf", "reference_page": [1]},
-    },
-    {
-        "uid": "q2",
-        "query": "Where are the Beta headquarters?",
-        "reference_answer": "Oslo",
-        "meta_info": {"file_name": "beta.pdf", "reference_page": [2]},
-    },
-]
+__all__ = ["DOCS", "EXAMPLES", "TAGS", "ScriptedGenerator", "write_config"]
 
 
 @pytest.fixture(scope="session")
