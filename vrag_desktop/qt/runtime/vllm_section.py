@@ -315,6 +315,15 @@ class VLLMSection(QWidget):
         self._render()
         return True
 
+    def serve_model(self, model: str, served_name: str) -> bool:
+        """Put ``model`` (a folder or Hugging Face id) and ``served_name`` in the form and :meth:`start`
+        (the other settings stay as the person chose). False when busy or refused (shown inline)."""
+        if self.busy:
+            return False
+        self.model_edit.setText(model)
+        self.served_edit.setText(served_name)
+        return self.start()
+
     def _on_started(self, _result: object) -> None:
         self._start_pending = False
         self._render()

@@ -4,19 +4,27 @@ Why polling: the trainer is another process (maybe started by an earlier session
 and its run directory is the interface, so the view reads what was appended to ``metrics.jsonl``
 and ``train.log`` about once a second, off the GUI thread (``tasks.run_call``), one poll in
 flight at a time. Plots redraw on their own timer (see :mod:`.plots`), the log view batches lines.
+
+"Serve…" hands the run's exported model to the Runtime dock's one vLLM supervisor
+(:meth:`VLLMSection.serve_model`) and keeps a ``local-vllm`` endpoint profile named after the run
+pointing at it (:mod:`vrag_desktop.core.training.serve`); a run with only a checkpoint is exported
+first (the Export button's path), then served.
 """
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
+    QApplication,
+    QDockWidget,
     QHBoxLayout,
     QLabel,
+    QMessageBox,
     QPushButton,
     QTabWidget,
     QTreeWidget,
@@ -25,11 +33,25 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.endpoints.profiles import ProfileError
+from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.serve import (
+    NeedsExport,
+    ServeError,
+    ServePlan,
+    model_dir_problem,
+    plan_serve,
+    save_run_profile,
+)
+from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import Task, run_call
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.run_files import Poll, SampleRow, list_samples, poll
+
+if TYPE_CHECKING:
+    from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
 
 POLL_MS = 1000
 SAMPLES_EVERY_S = 5.0
@@ -41,6 +63,16 @@ STATUS_COLOURS = {
     "failed": "#dc2626",
     "interrupted": "#d97706",
 }
+
+
+def ask_export(parent: QWidget, run: str, step: int) -> bool:
+    """Export before serving? (tests replace this)."""
+    answer = QMessageBox.question(
+        parent,
+        "Export before serving",
+        f"{run} has no exported model yet. Export checkpoint {step} now and serve it once it is written?",
+    )
+    return answer == QMessageBox.StandardButton.Yes
 
 
 class RunView(QWidget):
@@ -65,6 +97,11 @@ class RunView(QWidget):
         self._samples_at = 0.0
         self._busy = False  # a stop or launch from this app is in progress
         self._ours = False
+        self.runtime_panel: RuntimePanel | None = None  # where Serve starts vLLM (None: found in the app)
+        self._serve_after_export: Path | None = None
+        self._export_seen_live = False
+        self._serving: ServePlan | None = None  # its profile follows the server once it is ready
+        self._ready_hooked: set[int] = set()
 
         self.title = QLabel("No run selected")
         self.title.setStyleSheet("font-weight: 600;")
@@ -80,12 +117,19 @@ class RunView(QWidget):
         self.resume_button.setToolTip("Go on from the last complete checkpoint")
         self.export_button = QPushButton("Export")
         self.export_button.setToolTip("Write the trained model to <run>/export (vLLM can serve it)")
+        self.serve_button = QPushButton("Serve…")
+        self.serve_button.setObjectName("trainingServe")
+        self.serve_button.setToolTip(
+            "Serve the exported model with the local vLLM (Runtime dock) and add an endpoint profile "
+            "named after the run for Ask and Evaluation (a run with only a checkpoint is exported first)"
+        )
         self.delete_button = QPushButton("Delete…")
         self.folder_button = QPushButton("Open folder")
         self.stop_button.clicked.connect(lambda: self._emit(self.stopRequested))
         self.resume_button.clicked.connect(lambda: self._emit(self.resumeRequested))
         self.export_button.clicked.connect(lambda: self._emit(self.exportRequested))
         self.delete_button.clicked.connect(lambda: self._emit(self.deleteRequested))
+        self.serve_button.clicked.connect(self.serve)
         self.folder_button.clicked.connect(self._open_folder)
 
         self.plots = MetricPlots(self)
@@ -106,7 +150,13 @@ class RunView(QWidget):
         head.addWidget(self.title)
         head.addWidget(self.status)
         head.addStretch(1)
-        for b in (self.stop_button, self.resume_button, self.export_button, self.delete_button):
+        for b in (
+            self.stop_button,
+            self.resume_button,
+            self.export_button,
+            self.serve_button,
+            self.delete_button,
+        ):
             head.addWidget(b)
         head.addWidget(self.folder_button)
         lay = QVBoxLayout(self)
@@ -126,6 +176,8 @@ class RunView(QWidget):
             self._poll_task.cancel()
             self._poll_task = None
         self.root, self.state, self.pid, self.rows_seen = root, {}, None, 0
+        if self._serve_after_export != root:
+            self._serve_after_export = None
         self._metrics_offset, self._log_offset, self._samples_at = 0, None, 0.0
         self.plots.clear()
         self.log_view.clear()
@@ -186,6 +238,7 @@ class RunView(QWidget):
         self.state, self.pid = p.state, p.pid
         self._render(p.checkpoint)
         self._refresh_samples()
+        self._serve_when_exported(root)
         self.polled.emit(p)
 
     def _refresh_samples(self, force: bool = False) -> None:
@@ -252,6 +305,7 @@ class RunView(QWidget):
         self.stop_button.setEnabled(has and live)
         self.resume_button.setEnabled(has and not live and status not in ("finished", ""))
         self.export_button.setEnabled(has and not live and status in ("finished", "stopped", "interrupted"))
+        self.serve_button.setEnabled(has and not live)
         self.delete_button.setEnabled(has and not live)
         self.folder_button.setEnabled(has)
 
@@ -262,6 +316,115 @@ class RunView(QWidget):
     def _open_folder(self) -> None:
         if self.root is not None:
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.root)))
+
+    # ---------------------------------------------------------------- serving
+    def serve(self) -> bool:
+        """Serve the run's export through the Runtime dock's vLLM and point the run's endpoint profile
+        at it. Only a checkpoint: offer to export first (served once written). False: refused (said)."""
+        root = self.root
+        if root is None:
+            return False
+        try:
+            plan = plan_serve(root)
+        except NeedsExport as exc:
+            if not ask_export(self, root.name, exc.step):
+                self.show_message(str(exc), "warning")
+                return False
+            self._serve_after_export, self._export_seen_live = root, False
+            self.exportRequested.emit(root)
+            if self.running or self._busy:
+                self.show_message(
+                    f"Exporting checkpoint {exc.step}; it is served once the export is written."
+                )
+            else:
+                self._serve_after_export = None  # the export was refused (said where it was)
+            return False
+        except ServeError as exc:
+            self.show_message(str(exc), "warning")
+            return False
+        panel = self.find_runtime()
+        if panel is None:
+            self.show_message("The Runtime dock is not available to start vLLM.", "warning")
+            return False
+        section = panel.vllm
+        server = section.server
+        if section.busy:
+            same = server is not None and Path(server.config.model).expanduser() == plan.model_dir
+            if not same:
+                what = server.config.model_name if server is not None else "another model"
+                self._reveal(panel)
+                self.show_message(
+                    f"The local vLLM server is busy with {what}; stop it in the Runtime dock, then Serve again.",
+                    "warning",
+                )
+                return False
+        elif not section.serve_model(str(plan.model_dir), plan.served_name):
+            self._reveal(panel)
+            self.show_message("vLLM could not start; the Runtime dock's Local vLLM tab says why.", "warning")
+            return False
+        server = section.server
+        self._reveal(panel)
+        if id(section) not in self._ready_hooked:
+            self._ready_hooked.add(id(section))
+            section.localServerReady.connect(lambda url, model: self._server_ready(panel, url, model))
+        self._serving = plan
+        if server is None or not self._save_profile(panel, plan, server.base_url, server.config.model_name):
+            return False
+        self.show_message(
+            f"Serving {plan.model_dir} as {plan.served_name!r} with the local vLLM (Runtime dock); "
+            f"the endpoint profile {plan.profile_name!r} points at {server.base_url}."
+        )
+        return True
+
+    def find_runtime(self) -> RuntimePanel | None:
+        """The Runtime dock's panel: the one set on :attr:`runtime_panel`, else the app's."""
+        from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
+
+        if self.runtime_panel is not None:
+            return self.runtime_panel
+        for w in QApplication.topLevelWidgets():
+            found = w if isinstance(w, RuntimePanel) else w.findChild(RuntimePanel)
+            if found is not None:
+                return found
+        return None
+
+    def _save_profile(self, panel: RuntimePanel, plan: ServePlan, base_url: str, model: str) -> bool:
+        try:
+            save_run_profile(panel.ctx.profiles, plan, base_url, model)
+        except (ServeError, ProfileError, OSError) as exc:
+            self.show_message(
+                f"Could not save the endpoint profile {plan.profile_name!r}: {describe(exc)}", "warning"
+            )
+            return False
+        panel.refresh()
+        panel.profilesChanged.emit()  # Ask and Evaluation list it
+        return True
+
+    def _server_ready(self, panel: RuntimePanel, base_url: str, model: str) -> None:
+        plan = self._serving
+        if plan is not None and base_url and model == plan.served_name:
+            self._save_profile(panel, plan, base_url, model)
+
+    def _serve_when_exported(self, root: Path) -> None:
+        if self._serve_after_export != root:
+            return
+        if self.running or self._busy:
+            self._export_seen_live = True
+        elif model_dir_problem(TrainRun(root).export_dir) is None:
+            self._serve_after_export = None
+            self.serve()
+        elif self._export_seen_live:
+            self._serve_after_export = None  # the export ended without a model (its message says why)
+
+    @staticmethod
+    def _reveal(panel: RuntimePanel) -> None:
+        panel.show_tab("Local vLLM")
+        w = panel.parentWidget()
+        while w is not None and not isinstance(w, QDockWidget):
+            w = w.parentWidget()
+        if w is not None:
+            w.show()
+            w.raise_()
 
     def shutdown(self) -> None:
         self._timer.stop()

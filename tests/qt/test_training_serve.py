@@ -1,0 +1,172 @@
+"""Serve… in the Training dock's run view: the Runtime dock's own vLLM section starts the run's export
+(tests/fake_vllm_server.py stands in for vLLM, as in test_runtime_panel.py) and an endpoint profile
+named after the run points at it; plus the bad inputs (nothing to serve, an export that is not a
+model, only a checkpoint → export first, the vLLM environment missing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
+from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV
+from vrag_desktop.core.runtime.supervisor import ProcessStatus
+from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
+from vrag_desktop.qt.training import run_view as run_view_module
+from vrag_desktop.qt.training.run_view import RunView
+
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX here")
+
+FAKE = Path(__file__).resolve().parents[1] / "fake_vllm_server.py"
+S = ProcessStatus
+
+
+@pytest.fixture
+def runtime(qtbot: Any, ctx: AppContext) -> Iterator[RuntimePanel]:
+    panel = RuntimePanel(ctx)
+    qtbot.addWidget(panel)
+    yield panel
+    assert panel.shutdown(10.0)
+
+
+@pytest.fixture
+def view(qtbot: Any, runtime: RuntimePanel) -> Iterator[RunView]:
+    v = RunView()
+    qtbot.addWidget(v)
+    v.runtime_panel = runtime
+    yield v
+    v.shutdown()
+
+
+def make_export(root: Path) -> Path:
+    export = TrainRun(root).export_dir
+    export.mkdir(parents=True)
+    (export / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}), encoding="utf-8")
+    (export / "model.safetensors").write_bytes(b"\0" * 16)
+    return export
+
+
+def use_fake_vllm(runtime: RuntimePanel, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENTRYPOINT_ENV, f"{FAKE} --fake-delay 0.3")
+    runtime.vllm.python_edit.setText(sys.executable)
+
+
+def test_serve_starts_the_runtime_vllm_on_the_export_and_adds_a_profile(
+    qtbot: Any,
+    ctx: AppContext,
+    runtime: RuntimePanel,
+    view: RunView,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    use_fake_vllm(runtime, monkeypatch)
+    root = tmp_path / "grpo tiny"
+    export = make_export(root)
+    view.set_run(root)
+    v = runtime.vllm
+    assert view.serve_button.isEnabled() and view.serve_button.text() == "Serve…"
+    with qtbot.waitSignal(runtime.profilesChanged, timeout=5000):
+        view.serve_button.click()
+    # the Runtime section's own start path got the run's model folder and served name
+    assert v.model_edit.text() == str(export) and v.served_edit.text() == "grpo-tiny"
+    assert v.busy and v.server is not None and v.server.config.model == str(export)
+    profile = ctx.profiles.get("grpo tiny")
+    assert (profile.kind, profile.base_url, profile.model) == ("local-vllm", v.server.base_url, "grpo-tiny")
+    assert "grpo tiny" in runtime.editor.store.names()
+    assert "Serving" in view.detail.text()
+    qtbot.waitUntil(lambda: v.status is S.READY, timeout=20000)
+    qtbot.waitUntil(lambda: ctx.profiles.get(LOCAL_VLLM).model == "grpo-tiny", timeout=5000)
+    assert ctx.profiles.get("grpo tiny").base_url == v.server.base_url
+    # a second Serve of the same run while it is served only re-points the profile
+    assert view.serve()
+    # another run while the server is busy is refused with a clear message
+    other = tmp_path / "other"
+    make_export(other)
+    view.set_run(other)
+    assert not view.serve()
+    assert "busy with grpo-tiny" in view.detail.text()
+    with pytest.raises(ProfileError):
+        ctx.profiles.get("other")
+
+
+def test_nothing_to_serve_and_an_export_that_is_not_a_model_are_explained(
+    ctx: AppContext, runtime: RuntimePanel, view: RunView, tmp_path: Path
+) -> None:
+    (tmp_path / "empty").mkdir()
+    view.set_run(tmp_path / "empty")
+    view.serve_button.click()
+    assert "no exported model and no complete checkpoint" in view.detail.text()
+    broken = tmp_path / "broken"
+    TrainRun(broken).export_dir.mkdir(parents=True)
+    view.set_run(broken)
+    view.serve_button.click()
+    assert "not a model folder" in view.detail.text()
+    assert not runtime.vllm.busy and runtime.vllm.model_edit.text() == ""
+    assert "broken" not in ctx.profiles.names()
+
+
+def test_only_a_checkpoint_is_exported_first_then_served(
+    qtbot: Any,
+    ctx: AppContext,
+    runtime: RuntimePanel,
+    view: RunView,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    use_fake_vllm(runtime, monkeypatch)
+    run = TrainRun(tmp_path / "ckpt-run")
+    run.checkpoint_dir(3).mkdir(parents=True)
+    run.mark_complete(run.checkpoint_dir(3), 3)
+    view.set_run(run.root)
+    monkeypatch.setattr(run_view_module, "ask_export", lambda *_a: False)
+    view.serve_button.click()
+    assert "export checkpoint 3 first" in view.detail.text() and not runtime.vllm.busy
+
+    asked: list[Path] = []
+
+    def exporting(root: Path) -> None:  # what the Training panel's Export does, in short
+        asked.append(root)
+        view.set_busy(False, ours=True)
+
+    view.exportRequested.connect(exporting)
+    monkeypatch.setattr(run_view_module, "ask_export", lambda *_a: True)
+    view.serve_button.click()
+    assert asked == [run.root] and "served once the export is written" in view.detail.text()
+    view.poll_now()
+    qtbot.wait(200)
+    assert not runtime.vllm.busy  # still exporting
+    make_export(run.root)
+    view.set_busy(False, ours=False)  # the export ended
+    qtbot.waitUntil(lambda: runtime.vllm.busy, timeout=5000)
+    assert runtime.vllm.model_edit.text() == str(run.export_dir)
+    assert ctx.profiles.get("ckpt-run").model == "ckpt-run"
+
+
+def test_without_the_vllm_environment_the_runtime_dock_says_so(
+    qtbot: Any,
+    ctx: AppContext,
+    runtime: RuntimePanel,
+    view: RunView,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    monkeypatch.delenv(ENTRYPOINT_ENV, raising=False)
+    runtime.vllm.python_edit.setText(sys.executable)
+    root = tmp_path / "run-x"
+    make_export(root)
+    view.set_run(root)
+    view.serve_button.click()
+    v = runtime.vllm
+    qtbot.waitUntil(lambda: not v.busy, timeout=20000)
+    assert v.status_head.text() == "Could not start: vLLM not installed"
