@@ -3,18 +3,21 @@
 Copies finished runs (by default the ones ``bench/trainer_learning.py`` writes under
 ``bench/out/trainer_learning/``) into a throw-away data directory, opens the main window and
 grabs the Training dock: the plots of a GRPO run, and the samples of a GGPO run with their masked
-segments. Run under a display: ``xvfb-run -a .venv/bin/python scripts/screenshot_training.py``.
+segments; then opens a GGPO sample in the reasoning graph (masked nodes and the legend). Run under a
+display: ``xvfb-run -a .venv/bin/python scripts/screenshot_training.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,8 +78,40 @@ def main() -> int:
     settle(app, 3.0)
     dock.grab().save(str(out / "training-samples.png"))
     print("wrote", out / "training-samples.png")
+    ggpo_sample(app, window, ctx.layout.training / "vimrag_ggpo" / "samples", out)
     window.close()
     return 0
+
+
+def ggpo_sample(app: object, window: object, samples: Path, out: Path) -> None:
+    """A positive GGPO rollout with a node masked off the answer path, opened in the graph dock."""
+    chosen = None
+    for run in sorted(samples.iterdir()):
+        meta = run / "run.json"
+        if not meta.is_file():
+            continue
+        segments = json.loads(meta.read_text()).get("settings", {}).get("training", {}).get("segments", [])
+        masked = [
+            s["node_id"] for s in segments if s.get("reason", "").startswith("off") and s.get("node_id")
+        ]
+        if masked:  # a positive rollout: a trained search beside one masked off the answer path
+            chosen = (run.name, masked[0])
+            break
+    if chosen is None:
+        print("no GGPO sample with a masked node: skipped training-ggpo-graph.png")
+        return
+    w: Any = window
+    w.training_dock.hide()
+    w.open_sample(samples, chosen[0])
+    dock = w.graph_dock
+    dock.setFloating(True)
+    dock.resize(1150, 560)
+    settle(app, 3.0)
+    w.graph_view.fit()
+    w.graph_scene.select_node(chosen[1])
+    settle(app, 1.0)
+    dock.grab().save(str(out / "training-ggpo-graph.png"))
+    print("wrote", out / "training-ggpo-graph.png")
 
 
 if __name__ == "__main__":

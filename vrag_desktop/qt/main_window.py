@@ -354,7 +354,9 @@ class MainWindow(QMainWindow):
         self.graph_dock.raise_()
 
     def open_run(self, run_id: str, store: Any = None) -> None:
-        """Show a saved run exactly as it was (all events at once)."""
+        """Show a saved run exactly as it was (all events at once); a training sample's nodes show
+        whether they were trained or masked."""
+        from vrag_desktop.core.run.training_roles import sample_training
 
         def show(summary: Any, events: list[AgentEvent]) -> None:
             self.replay.pause()
@@ -365,6 +367,9 @@ class MainWindow(QMainWindow):
                 f"Run {run_id} · {summary.agent} · {summary.model or 'model?'} · {summary.status}"
             )
             self.graph_scene.load(events)
+            training = sample_training(summary.settings, self.graph_scene.graph.ids())
+            if training is not None:  # a training sample: each node's part in the update
+                self.graph_scene.set_training(training)
             self.evidence.load(events)
             self.graph_view.fit()
             self._current_run = run_id

@@ -8,6 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import (
+    QBrush,
     QColor,
     QFont,
     QFontMetricsF,
@@ -21,6 +22,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import QApplication, QGraphicsItem, QStyleOptionGraphicsItem, QWidget
 
 from vrag_desktop.core.run.reasoning_graph import Layout, NodeInfo
+from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
 
 Z_EDGE, Z_EDGE_EMPHASIS, Z_NODE = -2.0, -1.0, 1.0
@@ -42,6 +44,17 @@ OTHER_COLOR = "#6b7280"
 
 def kind_color(kind: str) -> QColor:
     return QColor(KIND_COLORS.get(kind, OTHER_COLOR))
+
+
+# A training sample's masked nodes: the theme colour of each mask reason (core.run.training_roles.role_kind).
+ROLE_COLORS = {"off_path": "warn", "valuable": "ok", "masked": "muted"}
+MASKED_OPACITY = 0.6
+
+
+def role_color(role: str) -> QColor | None:
+    """The theme colour a masked node of ``role`` is drawn with; None for trained or no role."""
+    name = ROLE_COLORS.get(role)
+    return theme_color(name) if name else None
 
 
 def mix(a: QColor, b: QColor, t: float) -> QColor:
@@ -97,7 +110,18 @@ class NodeItem(QGraphicsItem):
         self.setAcceptHoverEvents(True)
         self._hover = False
         self._lines: tuple[str, float, list[str]] | None = None  # text, width -> wrapped lines
+        self.training_role = ""  # a training sample's: "" | "trained" | "off_path" | "valuable" | "masked"
+        self.training_note = ""
         self.refresh()
+
+    def set_training_role(self, role: str, note: str = "") -> None:
+        """Draw the node as trained or masked (dimmed, hatched, bordered in the reason's colour)."""
+        self.training_role, self.training_note = role, note
+        self.setOpacity(MASKED_OPACITY if self.masked() else 1.0)
+        self.refresh()
+
+    def masked(self) -> bool:
+        return self.training_role not in ("", "trained")
 
     @property
     def node_id(self) -> str:
@@ -111,6 +135,8 @@ class NodeItem(QGraphicsItem):
             tip.append(_html(i.text[:400]))
         if i.badge:
             tip.append(f"<i>{_html(i.badge)}</i>")
+        if self.training_note:
+            tip.append(f"<i>{_html(self.training_note)}</i>")
         self.setToolTip("<br>".join(tip))
         self._lines = None
         self.update()
@@ -171,11 +197,18 @@ class NodeItem(QGraphicsItem):
         border.setCosmetic(True)
         if dashed:
             border.setStyle(Qt.PenStyle.DashLine)
+        mask = role_color(self.training_role)
+        if mask is not None:  # the reason colour, even when selected (the ring shows that)
+            border = QPen(mask, 3.0)
+            border.setCosmetic(True)
+            border.setStyle(Qt.PenStyle.DashLine)
 
         if lod < LOD_FULL:
             painter.setPen(border)
             painter.setBrush(color)
             painter.drawRoundedRect(rect, self.RADIUS, self.RADIUS)
+            if mask is not None:
+                self._hatch(painter, mask)
             if lod >= LOD_BOX:  # one name, large enough to read at this zoom
                 big = QFont(widget.font() if widget is not None else painter.font())
                 big.setBold(True)
@@ -208,6 +241,8 @@ class NodeItem(QGraphicsItem):
         painter.setClipPath(path)
         painter.fillRect(QRectF(rect.left(), rect.top(), rect.width(), self.HEADER), color)
         painter.restore()
+        if mask is not None:
+            self._hatch(painter, mask)
         painter.setPen(border)
         painter.setBrush(Qt.BrushStyle.NoBrush)
         painter.drawPath(path)
@@ -277,6 +312,16 @@ class NodeItem(QGraphicsItem):
                 Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
                 badge,
             )
+
+    def _hatch(self, painter: QPainter, mask: QColor) -> None:
+        """Diagonal hatching in the mask colour over the card."""
+        hatch = QColor(mask)
+        hatch.setAlpha(210)
+        brush = QBrush(hatch, Qt.BrushStyle.BDiagPattern)
+        brush.setTransform(painter.worldTransform().inverted()[0])  # the same stripe spacing at any zoom
+        painter.setPen(Qt.PenStyle.NoPen)
+        painter.setBrush(brush)
+        painter.drawPath(self.shape())
 
 
 class EdgeItem(QGraphicsItem):

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
 from vrag_desktop.core.agents.events import AgentEvent
 from vrag_desktop.core.run.reasoning_graph import GraphDelta, Layout, NodeInfo, ReasoningGraph
+from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
 from vrag_desktop.qt.graph.graph_items import EdgeItem, NodeItem
 
 
@@ -23,13 +24,15 @@ class GraphScene(QGraphicsScene):
 
     Signals: ``nodeClicked(id)`` on a click on a node; ``nodeSelected(id)`` when the selection
     changes ("" for none); ``nodesAdded(list)`` after new nodes are drawn; ``detailsChanged(id)``
-    when what a details panel shows for a node changed (results, memory, thinking…).
+    when what a details panel shows for a node changed (results, memory, thinking…);
+    ``trainingChanged`` when a training sample's node roles were set or cleared (:meth:`set_training`).
     """
 
     nodeClicked = Signal(str)
     nodeSelected = Signal(str)
     nodesAdded = Signal(list)
     detailsChanged = Signal(str)
+    trainingChanged = Signal()
 
     def __init__(self, parent: Any = None, layout: Layout | None = None) -> None:
         super().__init__(parent)
@@ -37,6 +40,7 @@ class GraphScene(QGraphicsScene):
         self._nodes: dict[str, NodeItem] = {}
         self._edges: dict[tuple[str, str], EdgeItem] = {}
         self._selected: str | None = None
+        self._training: SampleTraining | None = None
         self.selectionChanged.connect(self._on_selection)
 
     @property
@@ -75,6 +79,9 @@ class GraphScene(QGraphicsScene):
         self._nodes.clear()
         self._edges.clear()
         self.graph.reset()
+        if self._training is not None:
+            self._training = None
+            self.trainingChanged.emit()
         if self._selected is not None:
             self._selected = None
             self.nodeSelected.emit("")
@@ -109,6 +116,8 @@ class GraphScene(QGraphicsScene):
         if old is not None:
             self.removeItem(old)
         item = NodeItem(info, self.graph.layout)
+        if self._training is not None:
+            item.set_training_role(role_kind(self._training.role(info.id)), self._training.describe(info.id))
         self._nodes[info.id] = item
         self.addItem(item)
 
@@ -125,6 +134,20 @@ class GraphScene(QGraphicsScene):
         x0, y0, x1, y1 = self.graph.bounds()
         m = max(self.graph.layout.node_width, self.graph.layout.node_height)
         self.setSceneRect(QRectF(x0 - m, y0 - m, x1 - x0 + 2 * m, y1 - y0 + 2 * m))
+
+    # ------------------------------------------------------------------ training samples
+    def set_training(self, training: SampleTraining | None) -> None:
+        """Show each node's part in a training update (None: a normal run); cleared with the graph."""
+        self._training = training
+        for nid, item in self._nodes.items():
+            if training is None:
+                item.set_training_role("")
+            else:
+                item.set_training_role(role_kind(training.role(nid)), training.describe(nid))
+        self.trainingChanged.emit()
+
+    def training(self) -> SampleTraining | None:
+        return self._training
 
     # ------------------------------------------------------------------ queries
     def node_item(self, node_id: str) -> NodeItem | None:

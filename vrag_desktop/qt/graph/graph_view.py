@@ -17,12 +17,21 @@ from PySide6.QtGui import (
     QTransform,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QAbstractSlider, QApplication, QGraphicsScene, QGraphicsView, QWidget
+from PySide6.QtWidgets import QAbstractSlider, QApplication, QGraphicsScene, QGraphicsView, QLabel, QWidget
 
-from vrag_desktop.qt.graph.graph_items import mix
+from vrag_desktop.core.run.training_roles import OFF_PATH, VALUABLE
+from vrag_desktop.qt.graph.graph_items import ROLE_COLORS, mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
 
+# What each node role of a training sample means (graph_items.ROLE_COLORS gives the colours).
+LEGEND_TEXT = {
+    "trained": "trained",
+    "off_path": f"masked: {OFF_PATH}",
+    "valuable": f"masked: {VALUABLE}",
+    "masked": "masked (other reason)",
+}
 PLACEHOLDER = "No run yet. Each step of the agent's reasoning appears here as a node while it works."
 
 
@@ -60,6 +69,11 @@ class GraphView(QGraphicsView):
         self._follow: str | None = None  # "newest" | "fit" | None
         self._press: QPointF | None = None
         self._programmatic = 0
+        self.legend = QLabel(self)  # a training sample's legend, top left; hidden for normal runs
+        self.legend.setObjectName("trainingLegend")
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        self.legend.hide()
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.actionTriggered.connect(self._user_scrolled)
         self.setScene(scene if scene is not None else GraphScene(self))
@@ -71,6 +85,7 @@ class GraphView(QGraphicsView):
             for sig, slot in (
                 (old.nodesAdded, self._on_nodes_added),
                 (old.nodeClicked, self.nodeClicked.emit),
+                (old.trainingChanged, self._update_legend),
             ):
                 with contextlib.suppress(RuntimeError, TypeError):
                     sig.disconnect(slot)
@@ -79,6 +94,39 @@ class GraphView(QGraphicsView):
             scene.setPalette(self.palette())
             scene.nodesAdded.connect(self._on_nodes_added)
             scene.nodeClicked.connect(self.nodeClicked.emit)
+            scene.trainingChanged.connect(self._update_legend)
+        self._update_legend()
+
+    # ------------------------------------------------------------------ training legend
+    def _update_legend(self) -> None:
+        """Show the sample's reward, correctness and advantage and what each node colour means."""
+        scene = self.scene()
+        training = scene.training() if isinstance(scene, GraphScene) else None
+        if training is None:
+            self.legend.hide()
+            return
+        shown = training.kinds()
+        if training.algorithm.lower() == "ggpo":
+            shown |= {"off_path", "valuable"}
+        text = theme_color("text").name()
+        rows = [f"<b>{training.headline()}</b>"]
+        for kind, words in LEGEND_TEXT.items():
+            if kind not in shown:
+                continue
+            if kind == "trained":
+                swatch = f"<span style='color:{text}'>&#9633;</span>"
+            else:
+                swatch = f"<span style='color:{theme_color(ROLE_COLORS[kind]).name()}'>&#9632;</span>"
+            rows.append(f"{swatch}&nbsp;{words}")
+        self.legend.setText("<br>".join(rows))
+        self.legend.setStyleSheet(
+            f"QLabel#trainingLegend {{ background: {theme_color('surface').name()}; color: {text};"
+            f" border: 1px solid {theme_color('border').name()}; border-radius: 6px; padding: 6px 9px; }}"
+        )
+        self.legend.adjustSize()
+        self.legend.move(10, 10)
+        self.legend.show()
+        self.legend.raise_()
 
     def graph_scene(self) -> GraphScene:
         s = self.scene()
@@ -274,6 +322,7 @@ class GraphView(QGraphicsView):
         if event.type() == QEvent.Type.PaletteChange and isinstance(self.scene(), GraphScene):
             self.graph_scene().setPalette(self.palette())
             self.resetCachedContent()
+            self._update_legend()
         super().changeEvent(event)
 
     def drawBackground(self, painter: QPainter, rect: QRectF | QRect) -> None:

@@ -33,7 +33,8 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import HitRef
 from vrag_desktop.core.run.reasoning_graph import NodeInfo
-from vrag_desktop.qt.graph.graph_items import kind_color
+from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
+from vrag_desktop.qt.graph.graph_items import kind_color, role_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import is_dark
@@ -64,6 +65,7 @@ class NodeDetails(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._info: NodeInfo | None = None
+        self._training: SampleTraining | None = None  # a training sample's node roles
         self._generation = 0
         self._thumbs: OrderedDict[str, QImage] = OrderedDict()
         outer = QVBoxLayout(self)
@@ -84,6 +86,11 @@ class NodeDetails(QWidget):
     # ------------------------------------------------------------------ public
     def node(self) -> NodeInfo | None:
         return self._info
+
+    def set_training(self, training: SampleTraining | None) -> None:
+        """A training sample's roles: each node then says whether it was trained or masked, and why."""
+        self._training = training
+        self.refresh()
 
     def clear(self) -> None:
         """Nothing selected: a short hint."""
@@ -131,6 +138,14 @@ class NodeDetails(QWidget):
             label = self._text(text)
             self.fields[key] = label
             form.addRow(self._caption(name), label)
+        role_text = self._training.describe(info.id) if self._training is not None else ""
+        if role_text and self._training is not None:
+            label = self._text(role_text)
+            mask = role_color(role_kind(self._training.role(info.id)))
+            if mask is not None:
+                label.setStyleSheet(f"color: {mask.name()};")
+            self.fields["training"] = label
+            form.addRow(self._caption("Training"), label)
         if info.errors:
             err = self._text("\n".join(info.errors))
             err.setStyleSheet(f"color: {self._warn().name()};")
@@ -431,6 +446,7 @@ def link_details(scene: GraphScene, details: NodeDetails) -> None:
             timer.start()
 
     timer.timeout.connect(refresh)
+    scene.trainingChanged.connect(lambda: details.set_training(scene.training()))
     scene.nodeSelected.connect(selected)
     scene.detailsChanged.connect(changed)
 
