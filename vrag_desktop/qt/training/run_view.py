@@ -22,6 +22,7 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
+    QGridLayout,
     QHBoxLayout,
     QLabel,
     QMessageBox,
@@ -150,18 +151,22 @@ class RunView(QWidget):
         head.addWidget(self.title)
         head.addWidget(self.status)
         head.addStretch(1)
-        for b in (
+        # two rows of three, so the dock stays narrow enough to share a 1280 px screen
+        buttons = QGridLayout()
+        order = (
             self.stop_button,
             self.resume_button,
             self.export_button,
             self.serve_button,
             self.delete_button,
-        ):
-            head.addWidget(b)
-        head.addWidget(self.folder_button)
+            self.folder_button,
+        )
+        for i, b in enumerate(order):
+            buttons.addWidget(b, i // 3, i % 3)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
+        lay.addLayout(buttons)
         lay.addWidget(self.detail)
         lay.addWidget(self.tabs, 1)
 
