@@ -163,6 +163,7 @@ class RunView(QWidget):
         )
         for i, b in enumerate(order):
             buttons.addWidget(b, i // 3, i % 3)
+        buttons.setColumnStretch(3, 1)  # wide docks: the buttons keep their size, on the left
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
