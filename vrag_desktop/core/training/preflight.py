@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.core.training.config import TrainConfig
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -52,68 +52,13 @@ _LAST = "training-last.json"
 def match_count(
     dataset_spec: str, corpora: Sequence[str], data_dir: str | os.PathLike[str]
 ) -> tuple[int, int, list[tuple[str, str]]]:
-    """``(matched, total, problems)``: items the trainer would train on, as ``load_train_data``
-    counts them (core matching + a reference answer to judge). ``corpora`` empty: all. A dataset or
+    """``(matched, total, problems)``: the items the trainer would train on (the shared rule of
+    :func:`vrag_desktop.core.training.data.training_items`). ``corpora`` empty: all. A dataset or
     corpus that cannot be found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
-    from vrag_desktop.core.corpus.library import Library
-    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
+    from vrag_desktop.core.training.data import training_items
 
-    root = Path(data_dir).expanduser()
-    dataset = _load_dataset(dataset_spec, root)
-    library = Library(root)
-    known = library.names()
-    names = list(corpora) or known
-    missing = [n for n in names if n not in known]
-    if missing or not names:
-        raise ConfigError(
-            "corpora",
-            f"{', '.join(missing) if missing else 'no corpus'} found in {root} "
-            f"(indexed corpora: {', '.join(known) or 'none'})",
-        )
-    opened = []
-    try:
-        for n in names:
-            opened.append(library.open(n, shared=True))
-        match = match_dataset(dataset.items, corpus_files(opened))
-    finally:
-        for c in opened:
-            c.close()
-    problems = list(dataset.problems) + list(match.problems)
-    # the trainer leaves out an item with no reference answer too: nothing to judge against
-    problems += [
-        (m.item.uid, "it has no reference answer to judge against")
-        for m in match.matched
-        if not m.item.reference_answer.strip()
-    ]
-    matched = sum(1 for m in match.matched if m.item.reference_answer.strip())
-    return matched, len(dataset.items) + len(dataset.problems), problems
-
-
-def _load_dataset(spec: str, root: Path) -> Any:
-    """A file in the original's formats, or an app dataset by name (the trainer's rule)."""
-    from vrag_desktop.core.datasets import load_dataset
-    from vrag_desktop.core.datasets.store import DatasetStore
-    from vrag_desktop.core.paths import DataLayout
-
-    if not spec.strip():
-        raise ConfigError("dataset", "is required")
-    path = Path(spec).expanduser()
-    try:
-        if path.suffix.lower() in (".json", ".jsonl", ".parquet") or path.exists():
-            if not path.is_file():
-                raise ConfigError("dataset", f"no such file {path}")
-            return load_dataset(path)
-        store = DatasetStore(DataLayout(root).datasets)
-        if not store.exists(spec):
-            known = ", ".join(store.names()) or "none yet"
-            raise ConfigError(
-                "dataset", f"{spec!r} is neither a file nor an app dataset (app datasets: {known})"
-            )
-        return store.load(spec)
-    except (OSError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError("dataset", f"cannot read {spec}: {exc}") from exc
+    found = training_items(dataset_spec, corpora, data_dir)
+    return len(found.items), found.total, found.problems
 
 
 # ---- base model ---------------------------------------------------------------------------------
