@@ -48,7 +48,13 @@ Baselines, in the same run:
 Target (issue 4): longest GUI-thread stall ≤ 50 ms while indexing and streaming, on the 2-core
 development machine.
 
+(c) **training** (issue 12; ``--phases training``, alone or with the others): a real GRPO run of the
+    tiny Qwen2-VL on CPU launched through the Training dock (``TrainingPanel.launch_new``), the run
+    shown while it streams metrics and log lines, its tabs switched Plots ↔ Log every 2 s; the
+    trainer (a child process) competes for the cores. Needs ``.venv-trainer``.
+
     .venv/bin/python bench/gui_stall.py [--pdfs 15 --pages 300 --reps 3] [--py-spy PATH] [--xcb]
+        [--phases index,baselines,training]
 
 Experiments (not the product): ``--renice-workers 10`` (every thread but the GUI thread at lower CPU
 priority), ``--gc-freeze`` (no collections until the embedder has loaded, then ``gc.freeze()``);
@@ -208,6 +214,36 @@ def prepare(work: Path, n_pdfs: int, n_pages: int, ocr_every: int, seed: int) ->
     (work / "prepared.json").write_text(
         json.dumps({"pdfs": n_pdfs, "pages": pages_done, "scanned_pages": scanned})
     )
+
+
+def prepare_training(work: Path) -> None:
+    """What the training phase's run needs (in a child process, so the measuring process never imports
+    torch): the tiny Qwen2-VL of tests/tiny_vl_models.py with the VRAG tags as tokens, the toy corpus
+    of tests/toy_training.py indexed with MiniLM as ``toy`` in the app's data dir, and its dataset."""
+    import pymupdf
+    import tiny_vl_models
+    from toy_training import DOCS, EXAMPLES, TAGS
+
+    from vrag_desktop.core.embedders import create_embedder
+
+    Library = _module("vrag_desktop.core.corpus.library", "vrag_desktop.core.library").Library
+    tiny_vl_models.build_tiny_qwen2_vl(work / "tiny-qwen2-vl", with_lm_head=True, extra_tokens=TAGS)
+    docs = work / "toy_docs"
+    docs.mkdir(parents=True)
+    for name, pages in DOCS.items():
+        doc = pymupdf.open()
+        for text in pages:
+            doc.new_page().insert_textbox(pymupdf.Rect(50, 50, 550, 800), text, fontsize=12)
+        doc.save(str(docs / name))
+        doc.close()
+    corpus = Library(work / "data").open("toy", create=True)
+    corpus.add_paths([str(docs / name) for name in DOCS])
+    emb = create_embedder("minilm")
+    for gen in (corpus.scan(), corpus.build(emb)):
+        for _ in gen:
+            pass
+    corpus.close()
+    (work / "dataset.json").write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
 
 
 # ============================================================================ the scripted model
@@ -810,6 +846,100 @@ class Bench:
         ticker.stop()
         return res
 
+    def training(self, max_steps: int, save_steps: int, switch_s: float) -> dict[str, Any]:
+        """A real GRPO run of the tiny Qwen2-VL on CPU, launched through the Training dock's own path
+        (``TrainingPanel.launch_new``, the trainer in its own env as a child process competing for the
+        cores), with the dock raised and the run selected; the view's tabs are switched between Plots
+        and Log every ``switch_s`` so the plots redraw and the log appends in view. Config: the
+        ``train_config`` of tests/qt/test_training_panel.py with ``max_steps``/``save_steps``."""
+        from vrag_desktop.core.runtime.trainer_env import find_trainer_python
+        from vrag_desktop.core.training.config import TrainConfig
+
+        python = find_trainer_python(None)
+        if python is None:
+            raise SystemExit("no trainer environment (.venv-trainer): the training phase needs one")
+        os.environ["VRAG_TRAINER_PYTHON"] = str(python)
+        for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("OMP_NUM_THREADS", "1")):
+            os.environ[k] = v
+        cfg = TrainConfig.from_mapping(
+            dict(
+                model=str(self.work / "tiny-qwen2-vl"),
+                dataset=str(self.work / "dataset.json"),
+                corpora=("toy",),
+                data_dir=str(self.ctx.data_dir),
+                group_size=2,
+                prompts_per_step=2,
+                max_turns=2,
+                max_response_length=24,
+                max_model_len=2048,
+                max_steps=max_steps,
+                save_steps=save_steps,
+                learning_rate=5e-3,
+                warmup_steps=0,
+                judge={"kind": "exact"},
+                samples_per_step=2,
+                micro_batch_rows=2,
+            )
+        )
+        w = self.window
+        panel, view = w.training, w.training.view
+        w.training_dock.show()
+        w.training_dock.raise_()
+        tabs = [view.tabs.indexOf(view.plots), view.tabs.indexOf(view.log_view)]
+        state: dict[str, Any] = {"root": None, "switches": 0, "seen_running": False}
+
+        def retag() -> None:
+            tab = view.tabs.tabText(view.tabs.currentIndex())
+            self.hb.tag = (
+                f"training: {view.status_text or 'starting'}, {view.rows_seen} steps plotted | tab {tab}"
+            )
+
+        def switch() -> None:
+            view.tabs.setCurrentIndex(tabs[state["switches"] % len(tabs)])
+            state["switches"] += 1
+            retag()
+
+        switcher = self._QTimer()
+        switcher.setInterval(int(switch_s * 1000))
+        switcher.timeout.connect(switch)
+
+        def start() -> None:
+            state["root"] = panel.launch_new(cfg, self.ctx.layout.training / "bench")
+            if state["root"] is None:
+                raise SystemExit("the Training panel refused to launch the run (see the errors above)")
+            switcher.start()
+            retag()
+
+        def done() -> bool:
+            root = state["root"]
+            if root is None or view.root != root:
+                return False
+            status = view.status_text
+            state["seen_running"] |= status == "running"
+            retag()
+            return (
+                state["seen_running"]
+                and status in ("finished", "failed", "stopped", "interrupted")
+                and not panel.processes.is_ours(root)
+            )
+
+        label = f"training: real GRPO run ({max_steps} steps, tiny Qwen2-VL, CPU), Training dock shown"
+        try:
+            res = self.measure(label, start, done, self.args.timeout)
+        finally:
+            switcher.stop()
+        root = state["root"]
+        log = root / "train.log" if root is not None else None
+        res["training"] = {
+            "status": view.status_text,
+            "steps_plotted": view.rows_seen,
+            "points_reward": view.plots.point_count("reward"),
+            "tab_switches": state["switches"],
+            "log_lines": len(log.read_text(errors="replace").splitlines()) if log and log.exists() else None,
+            "trainer_python": str(python),
+        }
+        return res
+
     def explain(self, res: dict[str, Any], dumps: list[dict[str, Any]] | None) -> None:
         """Attach to each of the top stalls the py-spy dumps taken during it, and the watchdog's lateness."""
         by_beat: dict[float, list[dict[str, Any]]] = {}
@@ -932,6 +1062,18 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--no-baselines", action="store_true")
     ap.add_argument(
+        "--phases",
+        default="index,baselines",
+        help="comma-separated, in order: index (the index + stream repetitions), baselines (idle, one run, "
+        "unthrottled stream, GUI-thread indexing), training (a real tiny GRPO run shown in the Training "
+        "dock; needs .venv-trainer)",
+    )
+    ap.add_argument("--train-steps", type=int, default=30, help="training phase: max_steps")
+    ap.add_argument("--train-save-steps", type=int, default=10, help="training phase: save_steps")
+    ap.add_argument(
+        "--tab-switch-s", type=float, default=2.0, help="training phase: seconds between tab switches"
+    )
+    ap.add_argument(
         "--startup",
         type=float,
         default=0.0,
@@ -967,17 +1109,33 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gui_stall.json")
     ap.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--prepare-training", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.prepare:
         prepare(args.prepare, args.pdfs, args.pages, args.ocr_every, seed=7)
         return
+    if args.prepare_training:
+        prepare_training(args.prepare_training)
+        return
+    wanted = [p.strip() for p in args.phases.split(",") if p.strip()]
+    unknown = set(wanted) - {"index", "baselines", "training"}
+    if unknown:
+        ap.error(f"unknown phases: {sorted(unknown)}")
+    if args.no_baselines and "baselines" in wanted:
+        wanted.remove("baselines")
 
     work = Path(tempfile.mkdtemp(prefix="vrag-guistall-"))
     t = time.perf_counter()
-    sizes = ["--pdfs", str(args.pdfs), "--pages", str(args.pages), "--ocr-every", str(args.ocr_every)]
-    subprocess.run([sys.executable, __file__, "--prepare", str(work), *sizes], check=True)
-    prepared = json.loads((work / "prepared.json").read_text())
-    print(f"prepared {prepared} in {time.perf_counter() - t:.0f} s", flush=True)
+    prepared = {"pdfs": 0, "pages": 0, "scanned_pages": 0}
+    if "index" in wanted or "baselines" in wanted:
+        sizes = ["--pdfs", str(args.pdfs), "--pages", str(args.pages), "--ocr-every", str(args.ocr_every)]
+        subprocess.run([sys.executable, __file__, "--prepare", str(work), *sizes], check=True)
+        prepared = json.loads((work / "prepared.json").read_text())
+        print(f"prepared {prepared} in {time.perf_counter() - t:.0f} s", flush=True)
+    if "training" in wanted:
+        t = time.perf_counter()
+        subprocess.run([sys.executable, __file__, "--prepare-training", str(work)], check=True)
+        print(f"prepared the tiny model and toy corpus in {time.perf_counter() - t:.0f} s", flush=True)
     os.environ["QT_QPA_PLATFORM"] = "xcb" if args.xcb else "offscreen"
     os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
     os.environ["VRAG_DESKTOP_CONFIG_DIR"] = str(work / "cfg")
@@ -1003,26 +1161,37 @@ def main() -> None:
                 f"  {phases[-1]['label']}: {phases[-1]['seconds']} s, max {phases[-1]['max_ms']} ms",
                 flush=True,
             )
-        if not args.no_baselines:
+        render = None
+        if "baselines" in wanted:  # the noise floor first, as always
             phases.append(bench.idle(args.idle_seconds))
             print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
-        for k in range(1, args.reps + 1):
-            phases.append(bench.rep(k))
-            p = phases[-1]
-            print(
-                f"  {p['label']}: {p['seconds']} s, max {p['max_ms']} ms, p99 {p['p99_ms']} ms, "
-                f"{p['over_50ms']} gaps > 50 ms, runs {p['runs']}",
-                flush=True,
-            )
-        if not args.no_baselines:
-            for fn in (
-                lambda: bench.one_run("one run alone (product rendering)"),
-                bench.unthrottled_stream,
-                bench.gui_thread_indexing,
-            ):
-                phases.append(fn())
-                print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
-        render = None if args.no_baselines else bench.render_cost()
+        for which in wanted:
+            if which == "index":
+                for k in range(1, args.reps + 1):
+                    phases.append(bench.rep(k))
+                    p = phases[-1]
+                    print(
+                        f"  {p['label']}: {p['seconds']} s, max {p['max_ms']} ms, p99 {p['p99_ms']} ms, "
+                        f"{p['over_50ms']} gaps > 50 ms, runs {p['runs']}",
+                        flush=True,
+                    )
+            elif which == "baselines":
+                for fn in (
+                    lambda: bench.one_run("one run alone (product rendering)"),
+                    bench.unthrottled_stream,
+                    bench.gui_thread_indexing,
+                ):
+                    phases.append(fn())
+                    print(f"  {phases[-1]['label']}: max {phases[-1]['max_ms']} ms", flush=True)
+                render = bench.render_cost()
+            elif which == "training":
+                phases.append(bench.training(args.train_steps, args.train_save_steps, args.tab_switch_s))
+                p = phases[-1]
+                print(
+                    f"  {p['label']}: {p['seconds']} s, max {p['max_ms']} ms, p99 {p['p99_ms']} ms, "
+                    f"{p['over_50ms']} gaps > 50 ms, {p['training']}",
+                    flush=True,
+                )
     finally:
         bench.sampler.stop()
         bench.hb.stop()
@@ -1103,7 +1272,7 @@ def main() -> None:
         for s in top:
             print(f"| {s['gap_ms']:.0f} | {s['end_s']:.1f} | {s['during']} | {stall_cause(s)} |")
     for p in phases:
-        if p.get("causes_over_50ms") and p["label"].startswith("index + stream"):
+        if p.get("causes_over_50ms") and p["label"].startswith(("index + stream", "training")):
             print(
                 f"\n{p['label']}: all {p['over_50ms']} stalls > {TARGET_MS:.0f} ms by cause "
                 "(first dump read inside it)\n"
