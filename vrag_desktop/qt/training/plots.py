@@ -19,6 +19,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 REDRAW_MS = 250  # at most 4 redraws a second
+X_START = 10  # steps the x axis shows at first; it grows by half again when a run passes its end
 
 #: Plot title -> (metric key, legend name, colour); GPU memory shows only once a row has it.
 PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -78,7 +79,8 @@ class MetricPlots(QWidget):
         first: pg.PlotItem | None = None
         for i, (title, curves) in enumerate(PLOTS):
             plot = self.view.addPlot(row=i // 2, col=i % 2, title=title)
-            plot.showGrid(x=True, y=True, alpha=0.2)
+            # no grid: AxisItem paints grid lines across the whole view, the costliest part of a
+            # repaint (docs/benchmarks.md §5.7)
             plot.setClipToView(True)
             plot.setDownsampling(auto=True, mode="peak")
             plot.getAxis("bottom").setTextPen(fg)
@@ -88,6 +90,8 @@ class MetricPlots(QWidget):
                 plot.addLegend(offset=(-4, 4), labelTextColor=fg)
             if first is None:
                 first = plot
+                plot.enableAutoRange(x=False)  # grows in steps (see redraw): axes repaint less often
+                plot.setXRange(0, X_START, padding=0)
             else:
                 plot.setXLink(first)
             for key, name, colour in curves:
@@ -124,12 +128,20 @@ class MetricPlots(QWidget):
         return n
 
     def redraw(self) -> None:
-        """Push changed series to their curves (called by the timer; tests call it directly)."""
-        if not self._dirty:
+        """Push changed series to their curves (called by the timer; tests call it directly).
+        While hidden (another tab shown) nothing is pushed; the series keep growing."""
+        if not self._dirty or self.isHidden():  # hidden: another tab of the run view is shown
             return
+        last = 0.0
         for key in self._dirty:
             x, y = self.series[key].view()
             self.curves[key].setData(x, y)
+            if len(x):
+                last = max(last, float(x[-1]))
+        first = next(iter(self.plots.values()))
+        end = first.viewRange()[0][1]
+        if last > end:  # the x axis grows in steps, not with every row: fewer axis repaints
+            first.setXRange(0, max(last * 1.5, X_START), padding=0)
         if "gpu_memory_gb" in self._dirty:
             self.plots["GPU memory (GB)"].setVisible(True)
         self._dirty.clear()
