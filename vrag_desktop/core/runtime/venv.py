@@ -14,7 +14,6 @@ import json
 import os
 import queue
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -204,16 +203,7 @@ def run_streaming(
 
 
 def _kill_tree(proc: subprocess.Popen[str]) -> None:
-    if os.name == "posix":
-        for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-    else:
-        proc.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
+    """Stop pip and whatever it started with the project's one process-tree stop."""
+    from vrag_desktop.core.runtime.proctree import stop_tree
+
+    stop_tree(proc.pid, pgid=proc.pid if os.name == "posix" else None, grace=5.0, reap=proc.poll)
