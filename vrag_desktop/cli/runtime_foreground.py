@@ -72,12 +72,7 @@ def run_foreground(paths: Paths, server: VLLMServer, lock: Any) -> int:
         try:
             if interrupted.event is None:
                 return await work
-            stopper = asyncio.ensure_future(interrupted.event.wait())
-            try:
-                await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopper.cancel()
-            if work.done():
+            if await interrupted.wait_or(work):
                 return work.result()
             # Ctrl-C. Stop the server directly: even if the cancellation is lost, the supervisor
             # then ends the start (or the wait) on its own.

@@ -16,7 +16,7 @@ import shlex
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.cli.runtime import (
     DEFAULT_PORT,
@@ -32,6 +32,8 @@ from vrag_desktop.cli.runtime import (
 )
 
 if TYPE_CHECKING:
+    import asyncio
+
     from vrag_desktop.core.runtime.detached import DetachedProcess
     from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMServer
 
@@ -261,6 +263,19 @@ class Interrupt:
     @property
     def is_set(self) -> bool:
         return self.event is not None and self.event.is_set()
+
+    async def wait_or(self, work: asyncio.Future[Any]) -> bool:
+        """Wait until ``work`` ends or a signal comes (``event`` must not be None); True if
+        ``work`` ended. The one place the foreground commands race their work against Ctrl-C."""
+        import asyncio
+
+        assert self.event is not None
+        stopper = asyncio.ensure_future(self.event.wait())
+        try:
+            await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+        return work.done()
 
     @property
     def exit_code(self) -> int:

@@ -208,12 +208,7 @@ def _foreground(run: TrainRun, argv: list[str], grace: float, what: str, *, summ
         for attempt in (1, 2):
             if interrupted.event is None:
                 break
-            stopper = asyncio.ensure_future(interrupted.event.wait())
-            try:
-                await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                stopper.cancel()
-            if work.done():
+            if await interrupted.wait_or(work):
                 break
             interrupted.event.clear()
             if attempt == 1:
