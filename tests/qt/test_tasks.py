@@ -15,7 +15,7 @@ import shiboken6
 
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra import tasks
-from vrag_desktop.qt.infra.tasks import Task, run_call, run_coroutine, run_generator, run_handler
+from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call, run_coroutine, run_generator, run_handler
 
 
 def _count(n: int, done: list[int], delay: float = 0.0) -> Callable[[CancelToken], Generator[int, None, int]]:
@@ -304,3 +304,31 @@ def test_a_deleted_objects_method_is_not_called(qtbot: Any) -> None:
     gate.set()
     qtbot.waitUntil(lambda: _ended(a)() and _ended(b)())
     assert alive.got == [1] and got == []
+
+
+# ---- one task of a kind ----------------------------------------------------------------------
+def test_a_slot_hears_only_its_newest_task_and_empties_before_on_end(qtbot: Any) -> None:
+    slot = TaskSlot()
+    got: list[Any] = []
+    gate = threading.Event()
+    old = slot.start(
+        run_call, lambda: gate.wait(5) and "old", on_done=got.append, on_end=lambda: got.append("old end")
+    )
+    new = slot.start(
+        run_call, lambda: "new", on_done=got.append, on_end=lambda: got.append(("new end", slot.running))
+    )
+    assert slot.running and slot.task is new and old.cancelled
+    gate.set()
+    qtbot.waitUntil(lambda: _ended(old)() and _ended(new)())
+    assert "old" not in got and got.count("new") == 1 and ("new end", False) in got and "old end" in got
+    assert not slot.running and slot.wait(0)
+
+
+def test_a_superseded_result_already_on_its_way_is_not_heard(qtbot: Any) -> None:
+    slot = TaskSlot()
+    got: list[Any] = []
+    old = slot.start(run_call, lambda: "old", on_done=got.append)
+    assert old.wait(5)  # its outcome is posted, not yet delivered: cancelling it no longer helps
+    slot.start(run_call, lambda: "new", on_done=got.append)
+    qtbot.waitUntil(lambda: not slot.running)
+    assert got == ["new"]

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.infra.tasks import Task, run_coroutine
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_coroutine
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
 
@@ -42,37 +42,41 @@ class RunController(QObject):
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self._run: Task | None = None
+        self._run = TaskSlot()
         self._agent: Any = None
         self._status = ""
         self.stop_requested_at: float | None = None
 
     @property
     def running(self) -> bool:
-        return self._run is not None
+        return self._run.running
 
     def start(self, request: RunRequest) -> None:
-        if self._run is not None:
+        if self._run.running:
             raise RuntimeError("a run is already in progress; stop it first")
         if not request.question.strip():
             raise ValueError("the question is empty")
         self._agent = self._make_agent(request)
         self._status = CANCELLED  # until _main begins: a run stopped before it began was cancelled
         self.stop_requested_at = None
-        self._run = run_coroutine(
-            self._main(request.question), name="run", on_end=self._on_ended, error_title="The run failed"
+        self._run.start(
+            run_coroutine,
+            self._main(request.question),
+            name="run",
+            on_end=self._on_ended,
+            error_title="The run failed",
         )
         self.started.emit("")
 
     def stop(self) -> None:
         """Cancel the run; ``finished`` follows once the core has wound down (saved as cancelled)."""
-        if self._run is not None and self.stop_requested_at is None:
+        if self._run.running and self.stop_requested_at is None:
             self.stop_requested_at = time.monotonic()
             self._run.cancel()
 
     def wait(self, timeout_s: float = 5.0) -> bool:
         """Block until the run ended (shutdown and tests only)."""
-        return self._run is None or self._run.wait(timeout_s)
+        return self._run.wait(timeout_s)
 
     # ---- internals
     def _make_agent(self, r: RunRequest) -> Any:
@@ -135,6 +139,5 @@ class RunController(QObject):
 
     def _on_ended(self) -> None:
         run_id = (self._agent.run_id if self._agent is not None else None) or ""
-        self._run = None
         self._agent = None
         self.finished.emit(self._status, run_id)

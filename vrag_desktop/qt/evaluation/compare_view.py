@@ -26,7 +26,7 @@ from vrag_desktop.core.eval.compare import BETTER, WORSE, Comparison, EvalInfo
 from vrag_desktop.qt.corpora.corpora_states import Banner
 from vrag_desktop.qt.evaluation.report_view import fmt
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
 
 ITEM_COLUMNS = ("", "UID", "Question", "A", "B")
@@ -92,7 +92,7 @@ class CompareDialog(QDialog):
         lay.addWidget(self.items, 1)
         lay.addWidget(self.only)
         self.comparison: Comparison | None = None
-        self._task: Task | None = None
+        self._task = TaskSlot()  # the newest comparison wins
         self.a.currentIndexChanged.connect(self.refresh)
         self.b.currentIndexChanged.connect(self.refresh)
         self.resize(1000, 700)
@@ -106,10 +106,9 @@ class CompareDialog(QDialog):
         if not a or not b:
             self.headline.setText("Two evaluations are needed to compare.")
             return
-        if self._task is not None:
-            self._task.cancel()
         self.headline.setText("Comparing…")
-        self._task = run_call(
+        self._task.start(
+            run_call,
             compare,
             Path(a),
             Path(b),
@@ -119,12 +118,10 @@ class CompareDialog(QDialog):
         )
 
     def _failed(self, exc: BaseException) -> None:
-        self._task = None
         self.headline.setText("")
         error_sink().report("Cannot compare these evaluations", exc)
 
     def show_comparison(self, c: Comparison) -> None:
-        self._task = None
         self.comparison = c
         if c.warnings:
             items = "".join(f"<li>{html.escape(w)}</li>" for w in c.warnings)

@@ -30,7 +30,7 @@ from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
 from vrag_desktop.qt.evaluation.report_view import ReportView, fmt, settings_text
 from vrag_desktop.qt.evaluation.runner import EvalRequest, EvalRunner
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
 
 LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Settings", "Date", "Metric", "State")
@@ -85,9 +85,8 @@ class EvaluationsPanel(QWidget):
         self.runner = EvalRunner(ctx, self)
         self.compare_dialog: Any = None
         self.new_dialog: Any = None
-        self._report_task: Task | None = None
-        self._list_task: Task | None = None
-        self._list_gen = self._report_gen = 0
+        self._report_task = TaskSlot()  # the newest reading wins, even over one already delivered
+        self._list_task = TaskSlot()
         bar = QHBoxLayout()
         # short labels: the dock shares the narrow left column with History and Datasets
         self.new_button = QPushButton("New…")
@@ -136,17 +135,11 @@ class EvaluationsPanel(QWidget):
         """Read every evaluation folder off the GUI thread, then list them (``select``: a folder)."""
         keep = select or (str(self.selected()[0].folder) if self.selected() else None)
 
-        self._list_gen += 1
-        gen = self._list_gen
-
         def done(infos: list[EvalInfo]) -> None:
-            if gen == self._list_gen:  # a newer reading supersedes this one, even if already delivered
-                self._list_task = None
-                self._fill(infos, keep)
+            self._fill(infos, keep)
 
-        if self._list_task is not None:
-            self._list_task.cancel()
-        self._list_task = run_call(
+        self._list_task.start(
+            run_call,
             list_evaluations,
             self.ctx.data_dir,
             name="list evaluations",
@@ -212,13 +205,7 @@ class EvaluationsPanel(QWidget):
         def read() -> tuple[EvalInfo, list[dict[str, Any]]]:
             return read_evaluation(folder), read_rows(folder)
 
-        self._report_gen += 1
-        gen = self._report_gen
-
         def done(got: tuple[EvalInfo, list[dict[str, Any]]]) -> None:
-            if gen != self._report_gen:
-                return
-            self._report_task = None
             info, rows = got
             if info.problem and not info.header:
                 self.report.clear(f"{info.name}: {html.escape(info.problem)}")
@@ -226,10 +213,8 @@ class EvaluationsPanel(QWidget):
                 self.report.show_report(info, rows)
             self.reportShown.emit(str(folder))
 
-        if self._report_task is not None:
-            self._report_task.cancel()
-        self._report_task = run_call(
-            read, name="read evaluation", on_done=done, error_title="Cannot read the evaluation"
+        self._report_task.start(
+            run_call, read, name="read evaluation", on_done=done, error_title="Cannot read the evaluation"
         )
 
     def open_html(self) -> None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.progress import CancelToken, Progress
-from vrag_desktop.qt.infra.tasks import Task, run_generator
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_generator
 
 if TYPE_CHECKING:
     from vrag_desktop.core.eval.compare import EvalInfo
@@ -102,16 +102,16 @@ class EvalRunner(QObject):
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self.task: Task | None = None
+        self.slot = TaskSlot()
         self.folder = ""
         self.last: Progress | None = None
 
     @property
     def running(self) -> bool:
-        return self.task is not None
+        return self.slot.running
 
     def start(self, request: EvalRequest) -> None:
-        if self.task is not None:
+        if self.slot.running:
             raise RuntimeError("an evaluation is already running; cancel it first")
         self.folder, self.last = request.out or "", None
         outcome = ["failed"]
@@ -131,10 +131,10 @@ class EvalRunner(QObject):
             outcome[0] = "cancelled"
 
         def end() -> None:
-            self.task = None
             self.ended.emit(outcome[0], self.folder)
 
-        self.task = run_generator(
+        self.slot.start(
+            run_generator,
             lambda token: evaluation_work(self.ctx, request, token),
             "evaluation",
             nice=5,
@@ -146,8 +146,7 @@ class EvalRunner(QObject):
         )
 
     def cancel(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        self.slot.cancel()
 
     def wait(self, timeout_s: float = 10.0) -> bool:
-        return self.task is None or self.task.wait(timeout_s)
+        return self.slot.wait(timeout_s)

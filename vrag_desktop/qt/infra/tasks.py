@@ -427,6 +427,65 @@ def run_coroutine(
     return task._start(lambda: asyncio.run_coroutine_threadsafe(drive(), runner.loop))
 
 
+class TaskSlot:
+    """The one task of a kind that an object runs at a time (an agent run, an evaluation, the reading
+    of a list): :attr:`task` while it runs, ``None`` again before its ``on_end``.
+
+    :meth:`start` cancels the task before and hears only the new one: a superseded task's
+    ``on_progress``, ``on_done`` and ``on_error`` never run, even when its outcome was already on its
+    way to the GUI thread (its ``on_cancelled`` and ``on_end`` do). Work that must not be replaced
+    checks :attr:`running` first.
+    """
+
+    def __init__(self) -> None:
+        self.task: Task | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.task is not None
+
+    def start(self, run: Callable[..., Task], *args: Any, **options: Any) -> Task:
+        """``run(*args, **options)`` (:func:`run_generator`, :func:`run_call` or :func:`run_coroutine`)
+        in place of the task before, which is cancelled."""
+        self.cancel()
+        mine: list[Task] = []  # filled before any news: it is delivered on the GUI thread, later
+
+        def heard(cb: Callable[..., None] | None) -> Callable[..., None] | None:
+            cb = _unless_deleted(cb)
+            if cb is None:
+                return None
+
+            def call(*values: Any) -> None:
+                if self.task is mine[0]:
+                    cb(*values)
+
+            return call
+
+        on_end = _unless_deleted(options.pop("on_end", None))
+
+        def end() -> None:
+            if self.task is mine[0]:
+                self.task = None
+            if on_end is not None:
+                on_end()
+
+        for key in ("on_progress", "on_done", "on_error"):
+            if options.get(key) is not None:
+                options[key] = heard(options[key])
+        task = self.task = run(*args, on_end=end, **options)
+        mine.append(task)
+        return task
+
+    def cancel(self) -> None:
+        """Ask the task to stop (it stays in the slot until its ``on_end``)."""
+        if self.task is not None:
+            self.task.cancel()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Block until the task's work is over (shutdown and tests only). True when it is."""
+        return self.task is None or self.task.wait(timeout_s)
+
+
 def run_handler(
     coro: Coroutine[Any, Any, Any], *, error_title: str = "Unexpected error"
 ) -> asyncio.Task[Any]:
