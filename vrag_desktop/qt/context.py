@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from vrag_desktop.core.long_lived import long_lived
 from vrag_desktop.core.paths import DataLayout, resolve_data_dir
 from vrag_desktop.core.settings import AppSettings, default_config_dir, load_settings, save_settings
 
 _EMBEDDER_LOCK = threading.Lock()
+_T = TypeVar("_T")
 
 
 if TYPE_CHECKING:
@@ -53,38 +55,37 @@ class AppContext:
         return DataLayout(self.data_dir)
 
     # ---- stores (lazy)
+    def _store(self, key: str, make: Callable[[], _T]) -> _T:
+        """The store cached under ``key``, made by ``make()`` on first use (again after a data
+        directory change)."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return cast("_T", self._cache[key])
+
     @property
     def library(self) -> Library:
-        if "library" not in self._cache:
-            from vrag_desktop.core.corpus.library import Library
+        from vrag_desktop.core.corpus.library import Library
 
-            self._cache["library"] = Library(self.data_dir)
-        return self._cache["library"]  # type: ignore[no-any-return]
+        return self._store("library", lambda: Library(self.data_dir))
 
     @property
     def runs(self) -> RunStore:
-        if "runs" not in self._cache:
-            from vrag_desktop.core.run.store import RunStore
+        from vrag_desktop.core.run.store import RunStore
 
-            self._cache["runs"] = RunStore(self.layout.runs)
-        return self._cache["runs"]  # type: ignore[no-any-return]
+        return self._store("runs", lambda: RunStore(self.layout.runs))
 
     @property
     def datasets(self) -> DatasetStore:
         """The app's datasets (one store, so the dialog and the dock serialise their writes)."""
-        if "datasets" not in self._cache:
-            from vrag_desktop.core.datasets.store import DatasetStore
+        from vrag_desktop.core.datasets.store import DatasetStore
 
-            self._cache["datasets"] = DatasetStore(self.layout.datasets)
-        return self._cache["datasets"]  # type: ignore[no-any-return]
+        return self._store("datasets", lambda: DatasetStore(self.layout.datasets))
 
     @property
     def profiles(self) -> ProfileStore:
-        if "profiles" not in self._cache:
-            from vrag_desktop.core.endpoints.profiles import ProfileStore
+        from vrag_desktop.core.endpoints.profiles import ProfileStore
 
-            self._cache["profiles"] = ProfileStore(self.layout.config)
-        return self._cache["profiles"]  # type: ignore[no-any-return]
+        return self._store("profiles", lambda: ProfileStore(self.layout.config))
 
     def embedder(self) -> Any:
         """The indexing/search embedder named in the settings, loaded once (call off the GUI thread:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -27,7 +26,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QStackedWidget,
-    QTableView,
     QVBoxLayout,
     QWidget,
 )
@@ -36,6 +34,7 @@ from shiboken6 import isValid
 from vrag_desktop.qt.datasets.item_dialog import ItemDialog
 from vrag_desktop.qt.datasets.item_table import ANSWER, FILE, PAGES, QUESTION, TYPE, UID, ItemTableModel
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
@@ -108,22 +107,13 @@ class DatasetsPanel(QWidget):
         menu.addAction(self.delete_dataset_action)
         self.more_button.setMenu(menu)
 
-        self.table = QTableView()
-        self.table.setModel(self.model)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 12)
-        self.table.activated.connect(lambda _ix: self.edit_selected())
-        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.table.customContextMenuRequested.connect(self._table_menu)
-        self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
+        self.table = record_table(
+            self.model,
+            activated=self.edit_selected,
+            context_menu=self._table_menu,
+            selection_changed=self._update_actions,
+        )
         header = self.table.horizontalHeader()
-        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         fm = self.fontMetrics()
         for col, sample in (
             (UID, "item-0000"),
@@ -246,7 +236,7 @@ class DatasetsPanel(QWidget):
     def show_items(self) -> None:
         """Read the current dataset's items off the GUI thread (a damaged one: say so, show none)."""
         name = self.current_name()
-        self.model.set_items([])
+        self.model.set_records([])
         self.match_label.setText("")
         self._error = ""
         if name is None:
@@ -264,7 +254,7 @@ class DatasetsPanel(QWidget):
     def _items_read(self, generation: int, name: str, items: list[DatasetItem]) -> None:
         if generation != self._generation or not isValid(self) or name != self.current_name():
             return
-        self.model.set_items(items)
+        self.model.set_records(items)
         if items:
             self.stack.setCurrentWidget(self.table)
         else:
@@ -346,7 +336,7 @@ class DatasetsPanel(QWidget):
 
     def selected_items(self) -> list[DatasetItem]:
         rows = sorted({ix.row() for ix in self.table.selectionModel().selectedRows()})
-        return [self.model.item(r) for r in rows]
+        return [self.model.record(r) for r in rows]
 
     def _write(
         self,

@@ -4,55 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import Qt
 
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.datasets.store import evidence_regions
+from vrag_desktop.qt.infra.tables import RecordModel
 
 COLUMNS = ("Uid", "Question", "Answer", "File", "Pages", "Type")
 UID, QUESTION, ANSWER, FILE, PAGES, TYPE = range(len(COLUMNS))
 UID_ROLE = Qt.ItemDataRole.UserRole
-_Index = QModelIndex | QPersistentModelIndex
 
 
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-class ItemTableModel(QAbstractTableModel):
+class ItemTableModel(RecordModel[DatasetItem]):
     """Read-only rows; editing goes through the item dialog (which checks every field)."""
 
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._items: list[DatasetItem] = []
+    COLUMNS = COLUMNS
 
-    def set_items(self, items: list[DatasetItem]) -> None:
-        self.beginResetModel()
-        self._items = list(items)
-        self.endResetModel()
-
-    def items(self) -> list[DatasetItem]:
-        return list(self._items)
-
-    def item(self, row: int) -> DatasetItem:
-        return self._items[row]
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._items)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = 0) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: _Index, role: int = 0) -> Any:
-        if not index.isValid():
-            return None
-        item = self._items[index.row()]
-        col = index.column()
+    def cell(self, item: DatasetItem, col: int, role: int) -> Any:
         if role == UID_ROLE:
             return item.uid
         if role == Qt.ItemDataRole.DisplayRole:

@@ -17,7 +17,6 @@ import shiboken6
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFormLayout,
     QFrame,
     QHBoxLayout,
@@ -36,6 +35,7 @@ from vrag_desktop.core.run.reasoning_graph import NodeInfo
 from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
 from vrag_desktop.qt.graph.graph_items import kind_color, role_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.infra.tables import read_only_table
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
@@ -384,14 +384,8 @@ class NodeDetails(QWidget):
         return item
 
     def _table(self, key: str, headers: list[str]) -> QTableWidget:
-        t = QTableWidget(0, len(headers))
+        t = read_only_table(QTableWidget(0, len(headers)), wrap=True)
         t.setHorizontalHeaderLabels(headers)
-        t.verticalHeader().setVisible(False)
-        t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        t.setWordWrap(True)
-        t.setAlternatingRowColors(True)
-        t.setShowGrid(False)
         t.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         t.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
         t.setIconSize(THUMB)

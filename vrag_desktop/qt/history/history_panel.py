@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QFileDialog,
     QHBoxLayout,
     QHeaderView,
@@ -27,7 +26,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QStackedWidget,
     QStyle,
-    QTableView,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -52,6 +50,7 @@ from vrag_desktop.qt.history.run_table import (
 )
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
@@ -137,28 +136,17 @@ class HistoryPanel(QWidget):
         self.delete_action.triggered.connect(self.delete_selected)
         self.refresh_button.clicked.connect(self.refresh)
 
-        self.table = QTableView()
-        self.table.setModel(self.proxy)
+        self.table = record_table(
+            self.proxy,
+            activated=self.open_selected,
+            context_menu=self._context_menu,
+            selection_changed=self._update_actions,
+        )
         self.table.setSortingEnabled(True)
         self.table.sortByColumn(TIME, Qt.SortOrder.DescendingOrder)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setAlternatingRowColors(True)
-        self.table.setShowGrid(False)
-        self.table.setWordWrap(False)
-        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.table.verticalHeader().hide()
-        self.table.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 12)
         self.table.setItemDelegateForColumn(STATUS, StatusDelegate(self.table))
-        self.table.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.table.customContextMenuRequested.connect(self._context_menu)
-        # Double-click and Enter both "activate" (connecting doubleClicked too would open twice).
-        self.table.activated.connect(lambda _ix: self.open_selected())
-        self.table.selectionModel().selectionChanged.connect(lambda *_: self._update_actions())
         header = self.table.horizontalHeader()
         header.setHighlightSections(False)
-        header.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         fm = self.fontMetrics()
         widths = {
             TIME: fm.horizontalAdvance("2026-11-21 14:05") + 24,
@@ -226,7 +214,7 @@ class HistoryPanel(QWidget):
         runs, skipped = result
         selected = set(self.selected_run_ids())
         self.skipped = skipped
-        self.model.set_runs(runs)
+        self.model.set_records(runs)
         self.stack.setCurrentWidget(self.table if runs else self.empty_label)
         self._restore_selection(selected)
         self.refresh_button.setEnabled(True)
@@ -400,7 +388,7 @@ class HistoryPanel(QWidget):
         ids = self.selected_run_ids()
         if not ids:
             return
-        running = {r.id for r in self.model.runs() if r.status == "running"}
+        running = {r.id for r in self.model.records() if r.status == "running"}
         todo = [i for i in ids if i not in running]
         if not todo:
             error_sink().report(

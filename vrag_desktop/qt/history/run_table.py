@@ -7,7 +7,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import (
-    QAbstractTableModel,
     QModelIndex,
     QPersistentModelIndex,
     QRect,
@@ -19,6 +18,7 @@ from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.infra.tables import RecordModel
 
 if TYPE_CHECKING:
     from vrag_desktop.core.run.store import RunSummary
@@ -60,42 +60,12 @@ def first_line(text: str) -> str:
     return next((line.strip() for line in text.strip().splitlines() if line.strip()), "")
 
 
-class RunTableModel(QAbstractTableModel):
+class RunTableModel(RecordModel["RunSummary"]):
     """Run summaries as rows; ``RUN_ID_ROLE`` gives a row's run id."""
 
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._runs: list[RunSummary] = []
+    COLUMNS = COLUMNS
 
-    def set_runs(self, runs: list[RunSummary]) -> None:
-        self.beginResetModel()
-        self._runs = list(runs)
-        self.endResetModel()
-
-    def run(self, row: int) -> RunSummary:
-        return self._runs[row]
-
-    def runs(self) -> list[RunSummary]:
-        return list(self._runs)
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._runs)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        r = self._runs[index.row()]
-        col = index.column()
+    def cell(self, r: RunSummary, col: int, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(r, col)
         if role == RUN_ID_ROLE:
