@@ -1,11 +1,15 @@
 """The New-run dialog on real inputs (offscreen): the original's defaults, a bad value naming its field
 and disabling Start, the exact command in the preview, the match count over the indexed robots
 corpus (and a dataset matching nothing), a folder that is not a model, the trainer environment
-missing (the Create button shows; nothing is created), and the last values remembered."""
+missing or broken (Start is off and says why; Create / Re-create shows; nothing is created by
+opening), an output folder that cannot be written, a full disk at Start (the dialog stays open with
+its values; nothing is left behind), and the last values remembered."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shlex
 from pathlib import Path
 from typing import Any
@@ -29,6 +33,26 @@ def no_trainer_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.delenv(trainer_env.PYTHON_ENV, raising=False)
     monkeypatch.setattr(trainer_env, "repo_root", lambda: None)
+
+
+def _fake_env(ctx: Any, missing: str = "") -> Path:
+    """A trainer env the pre-flight takes for ready (its marker, and a ``python`` whose probe passes),
+    or broken (the probe prints ``missing`` and fails): no TRL needed, nothing is trained."""
+    from vrag_desktop.core.runtime.trainer_env import MARKER
+
+    env = ctx.layout.trainer_env
+    python = venv_python(env)
+    python.parent.mkdir(parents=True, exist_ok=True)
+    body = f'echo "{missing}"\nexit 1\n' if missing else "exit 0\n"
+    python.write_text("#!/bin/sh\n" + body)
+    python.chmod(0o755)
+    (env / MARKER).write_text("{}")
+    return python
+
+
+@pytest.fixture
+def ready_env(ctx: Any) -> Path:
+    return _fake_env(ctx)
 
 
 def _model(tmp_path: Path) -> Path:
@@ -56,6 +80,12 @@ def _dialog(qtbot: Any, ctx: Any, model: str = "") -> NewRunDialog:
     return dlg
 
 
+def _type_output(dlg: NewRunDialog, text: str) -> None:
+    """As typed (``setText`` alone is not an edit)."""
+    dlg.form.output.textEdited.emit(text)  # marks it as the person's (before the text changes)
+    dlg.form.output.setText(text)
+
+
 def _ready(qtbot: Any, dlg: NewRunDialog) -> None:
     """Wait for the debounced checks of what is typed now."""
     gen = dlg._gen["check"]
@@ -65,7 +95,7 @@ def _ready(qtbot: Any, dlg: NewRunDialog) -> None:
 
 
 def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
-    qtbot: Any, indexed: Any, tmp_path: Path
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
 ) -> None:
     _dataset(indexed, "atlas", ["robots.pdf"] * 3)
     model = _model(tmp_path)
@@ -84,7 +114,7 @@ def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
     assert cfg.dataset == "atlas" and cfg.corpora == ("robots",) and cfg.data_dir == str(indexed.data_dir)
     run_dir = indexed.data_dir / "training" / "grpo-vrag"
     assert dlg.run_dir == run_dir and dlg.form.output.text() == str(run_dir)
-    python = venv_python(indexed.layout.trainer_env)  # where the env will be: it is missing
+    python = venv_python(indexed.layout.trainer_env)  # the (fake) trainer env's
     assert dlg.argv == trainer_argv(python, "grpo", config=run_dir / "launch-config.json", run=run_dir)
     text = dlg.preview.toPlainText()
     assert shlex.join(dlg.argv) in text and '"group_size": 5' in text
@@ -96,7 +126,9 @@ def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
     assert dlg.estimate is not None and dlg.estimate.params
 
 
-def test_a_bad_value_turns_its_field_red_and_disables_start(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
+def test_a_bad_value_turns_its_field_red_and_disables_start(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
     _dataset(indexed, "atlas", ["robots.pdf"] * 2)
     dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
     _ready(qtbot, dlg)
@@ -148,7 +180,116 @@ def test_the_trainer_env_missing_offers_to_create_it(qtbot: Any, ctx: Any) -> No
     assert dlg.match_label.text().startswith("Choose a dataset")
 
 
-def test_accept_gives_the_config_and_remembers_the_values(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
+def test_start_is_off_while_the_trainer_env_is_missing_or_broken(
+    qtbot: Any, indexed: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.runtime import trainer_env
+
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    _ready(qtbot, dlg)
+    # everything else is fine: only the missing environment holds Start, and the dialog says so
+    assert dlg.blockers() == ["the trainer environment does not exist yet: create it below"]
+    assert not dlg.ok_button.isEnabled()
+    assert "Start is off: the trainer environment does not exist yet" in dlg.status.text()
+    assert not dlg.env_box.isHidden() and dlg.env_button.text() == "Create the trainer environment"
+
+    # broken: the env is there (its marker too) but its Python cannot find TRL and the trainer
+    _fake_env(indexed, missing="vrag_trainer trl")
+    dlg.refresh_env()
+    qtbot.waitUntil(lambda: dlg.env is not None and dlg.env.state == "broken", timeout=WAIT)
+    assert "broken" in dlg.env_label.text() and "lacks vrag_trainer trl" in dlg.env_label.text()
+    assert dlg.env_button.text() == "Re-create the trainer environment"
+    assert not dlg.ok_button.isEnabled() and "environment is broken: re-create it" in dlg.status.text()
+    dlg.accept()
+    assert dlg.result() == 0 and dlg.isVisible()  # refused, nothing lost
+
+    # Re-create: forced (a ready marker must not make it a no-op); then Start follows
+    seen: list[bool] = []
+
+    def fake_create(target: Path, *, layered: bool, cancel: Any, force: bool = False) -> Any:
+        seen.append(force)
+        yield "Re-creating"
+        return _fake_env(indexed)
+
+    monkeypatch.setattr(trainer_env, "create_trainer_env", fake_create)
+    dlg.env_button.click()
+    qtbot.waitUntil(lambda: dlg.env is not None and dlg.env.ready, timeout=WAIT)
+    assert seen == [True] and dlg.env_box.isHidden()
+    qtbot.waitUntil(dlg.ok_button.isEnabled, timeout=WAIT)
+    assert dlg.status.text() == ""
+
+
+def test_an_output_folder_that_cannot_be_written_disables_start(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    _ready(qtbot, dlg)
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+    # a regular file where a folder must be made: refused for root too
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("a file")
+    _type_output(dlg, str(blocker / "run"))
+    _ready(qtbot, dlg)
+    assert not dlg.ok_button.isEnabled()
+    assert f"{blocker} is a file, so {blocker / 'run'} cannot be created" in dlg.status.text()
+    assert blocker.read_text() == "a file"
+    if os.geteuid() != 0:  # root writes into read-only folders: this half needs a normal user
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        _type_output(dlg, str(locked / "run"))
+        _ready(qtbot, dlg)
+        assert not dlg.ok_button.isEnabled() and f"{locked} is not writable" in dlg.status.text()
+    _type_output(dlg, str(tmp_path / "fine" / "run"))
+    _ready(qtbot, dlg)
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+
+
+def test_a_full_disk_at_start_keeps_the_dialog_and_its_values(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Start from the panel's dialog while the disk is full (the atomic write of the launch config
+    raises ENOSPC): a clear message in the dialog, which stays open with every value; no folder or
+    file is left behind and nothing is launched."""
+    from vrag_desktop.core import fsutil
+    from vrag_desktop.qt.training.training_panel import TrainingPanel
+
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    panel = TrainingPanel(indexed)
+    qtbot.addWidget(panel)
+    dlg = panel.new_run()
+    assert isinstance(dlg, NewRunDialog)
+    dlg.form.model.setText(str(_model(tmp_path)))
+    qtbot.waitUntil(lambda: dlg.env is not None and dlg.match is not None, timeout=WAIT)
+    dlg.form.fields["group_size"].setText("8")  # type: ignore[attr-defined]
+    dlg.form.name.setText("full-disk")
+    _ready(qtbot, dlg)
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+    values = dlg.form.mapping(str(indexed.data_dir))
+    run_dir = indexed.data_dir / "training" / "full-disk"
+
+    def full(path: Any, obj: Any, **_kw: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    room = fsutil.atomic_write_json
+    monkeypatch.setattr(fsutil, "atomic_write_json", full)
+    dlg.ok_button.click()
+    assert dlg.result() == 0 and dlg.isVisible() and dlg.launched is None
+    assert "Not started: The disk is full: no space left to write" in dlg.status.text()
+    assert "launch-config.json" in dlg.status.text()
+    assert dlg.form.mapping(str(indexed.data_dir)) == values  # every value kept
+    assert not run_dir.exists() and not panel.processes.running()
+    # typing on clears the refusal
+    monkeypatch.setattr(fsutil, "atomic_write_json", room)
+    dlg.form.name.setText("roomy")
+    assert "disk is full" not in dlg.status.text()
+    panel.shutdown()
+
+
+def test_accept_gives_the_config_and_remembers_the_values(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
     _dataset(indexed, "atlas", ["robots.pdf"] * 2)
     dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
     dlg.form.fields["group_size"].setText("8")  # type: ignore[attr-defined]

@@ -231,10 +231,11 @@ def test_missing_trainer_env_offers_to_create_it(
 
     made = ctx.layout.trainer_env / "bin" / "python"
 
-    def fake_make(target: Path, cancel: Any) -> Any:
+    def fake_make(target: Path, cancel: Any, force: bool = False) -> Any:
         yield "Creating the virtual environment"
         made.parent.mkdir(parents=True)
-        made.write_text("")
+        made.write_text("#!/bin/sh\nexit 0\n")  # its probe for TRL and the trainer passes
+        made.chmod(0o755)
         return made
 
     monkeypatch.setattr(env_box, "make_env", fake_make)
@@ -243,6 +244,80 @@ def test_missing_trainer_env_offers_to_create_it(
     qtbot.waitUntil(lambda: task.done(), timeout=10_000)
     qtbot.waitUntil(lambda: not panel.env_box.isVisible(), timeout=5_000)
     assert "ready" in panel.env_box.progress.text()
+    panel.shutdown()
+
+
+def test_a_broken_trainer_env_is_named_and_offered_again(
+    qtbot: Any, ctx: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The env's Python exists but cannot find TRL and the trainer: the banner says broken, names what
+    is missing and offers to re-create it (forced: its marker says ready)."""
+    from vrag_desktop.qt.training import env_box
+
+    fake = tmp_path / "venv-trainer" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "vrag_trainer trl"\nexit 1\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("VRAG_TRAINER_PYTHON", str(fake))
+    panel = _panel(qtbot, ctx)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.env_state == "broken", timeout=20_000)
+    text = panel.env_box.message.text()
+    assert panel.env_box.isVisible() and "is broken" in text and "lacks vrag_trainer trl" in text
+    assert "vrag-desktop train env --force" in text
+    assert panel.env_box.create_button.text() == "Re-create the trainer environment"
+    forced: list[bool] = []
+
+    def fake_make(target: Path, cancel: Any, force: bool = False) -> Any:
+        forced.append(force)
+        yield "Re-creating"
+        fake.write_text("#!/bin/sh\nexit 0\n")
+        return fake
+
+    monkeypatch.setattr(env_box, "make_env", fake_make)
+    task = panel.env_box.create_button.click() or panel.env_box.task
+    assert task is not None
+    qtbot.waitUntil(lambda: task.done(), timeout=10_000)
+    qtbot.waitUntil(lambda: panel.env_state == "ready", timeout=20_000)
+    assert forced == [True] and not panel.env_box.isVisible()
+    panel.shutdown()
+
+
+def test_an_unwritable_output_folder_is_refused_with_nothing_left(
+    qtbot: Any, ctx: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reports: list[Any]
+) -> None:
+    import os
+
+    from vrag_desktop.core.training.launch import TrainLaunchError
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("VRAG_TRAINER_PYTHON", str(fake))
+    panel = _panel(qtbot, ctx)
+    cfg = TrainConfig.from_mapping({"model": "m", "dataset": "d.json"})
+    blocker = tmp_path / "notes.txt"  # a file where the folder must go: refused for root too
+    blocker.write_text("keep me")
+    assert panel.launch_new(cfg, blocker / "run") is None
+    assert reports[-1][1] == "Cannot start the training"
+    assert f"{blocker} is a file, so {blocker / 'run'} cannot be created" in reports[-1][2]
+    assert blocker.read_text() == "keep me" and not panel.processes.running()
+    if os.geteuid() != 0:  # root writes into read-only folders
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        with pytest.raises(TrainLaunchError, match="is not writable"):
+            panel.start_new(cfg, locked / "run")
+
+    # the folder cannot be made at all (what the check cannot foresee: a race, a quota): the message
+    # is the OS's reason with the path, and the folders made for it are gone
+    def refuse(self: Path, *a: Any, **k: Any) -> None:
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(TrainLaunchError, match="run2 is not writable \\(Permission denied\\)"):
+        panel.start_new(cfg, tmp_path / "deep" / "run2")
+    monkeypatch.undo()
+    assert not (tmp_path / "deep").exists()
     panel.shutdown()
 
 

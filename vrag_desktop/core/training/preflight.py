@@ -8,6 +8,7 @@ and the vLLM pre-flight use, so the form and the trainer never disagree.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -35,7 +36,9 @@ __all__ = [
     "load_last_config",
     "match_count",
     "memory_estimate",
+    "output_dir_problem",
     "save_last_config",
+    "write_error_message",
     "write_launch_config",
 ]
 
@@ -270,21 +273,66 @@ def env_status(env_path: str | os.PathLike[str], *, verify: bool = True, timeout
     python = find_trainer_python(env)
     if python is None:
         if env.exists():
-            return EnvStatus("broken", None, f"The trainer environment at {env} is incomplete; recreate it.")
+            return EnvStatus(
+                "broken", None, f"The trainer environment at {env} is broken (incomplete); re-create it."
+            )
         return EnvStatus("missing", venv_python(env), f"The trainer environment does not exist yet ({env}).")
     if not python.exists():
-        return EnvStatus("broken", python, f"{PYTHON_ENV} names {python}, which does not exist.")
+        return EnvStatus(
+            "broken", python, f"{PYTHON_ENV} names {python}, which does not exist (unset it, or fix it)."
+        )
     if verify:
         try:
             proc = subprocess.run(
                 [str(python), "-c", _PROBE], capture_output=True, text=True, timeout=timeout, check=False
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return EnvStatus("broken", python, f"The trainer's Python {python} does not run: {exc}")
+            return EnvStatus(
+                "broken",
+                python,
+                f"The trainer environment is broken: its Python {python} does not run ({exc}).",
+            )
         if proc.returncode != 0:
             missing = proc.stdout.strip() or proc.stderr.strip()[-200:]
-            return EnvStatus("broken", python, f"The trainer environment lacks {missing}; recreate it.")
+            return EnvStatus(
+                "broken",
+                python,
+                f"The trainer environment is broken: {python} lacks {missing}; re-create it.",
+            )
     return EnvStatus("ready", python, f"Trainer environment ready ({python})")
+
+
+# ---- the output directory -----------------------------------------------------------------------
+def output_dir_problem(run_dir: str | os.PathLike[str]) -> str | None:
+    """Why the run directory cannot be created or written (None: it can, as far as can be told
+    without writing). The nearest existing folder decides: a regular file there, or a folder this
+    user cannot write (``os.access``: also a read-only file system, even for root)."""
+    run = Path(run_dir).expanduser().absolute()
+    near = run
+    while not near.exists() and near != near.parent:
+        near = near.parent
+    if near.exists() and not near.is_dir():
+        if near == run:
+            return f"output_dir: {run} is a file, not a folder; choose another output directory"
+        return f"output_dir: {near} is a file, so {run} cannot be created; choose another output directory"
+    if not os.access(near, os.W_OK | os.X_OK):
+        return f"output_dir: {near} is not writable (permission denied); choose another output directory"
+    return None
+
+
+def write_error_message(exc: OSError, path: str | os.PathLike[str]) -> str:
+    """A person's words for a failed write of the run directory (a full disk, no permission…)."""
+    where = Path(path)
+    if exc.errno == errno.ENOSPC or exc.errno == getattr(errno, "EDQUOT", -1):
+        return (
+            f"The disk is full: no space left to write {where}. Free some space (or choose an output "
+            "directory on another disk) and press Start again."
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{where} is not writable ({exc.strerror}); choose another output directory."
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"{where} cannot be created ({exc.strerror}: a file is in the way); choose another output directory."
+    return f"Could not write {where}: {exc.strerror or exc}"
 
 
 # ---- the command ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The trainer environment's banner: shown when it is missing, with a button that creates it.
+"""The trainer environment's banner: shown when it is missing or broken, with a button that creates
+(or re-creates) it.
 
 Why: training needs TRL and accelerate (and vLLM on a GPU) in an environment of their own
 (:mod:`vrag_desktop.core.runtime.trainer_env`); creating it takes minutes of pip, so it runs as a
@@ -19,15 +20,16 @@ from vrag_desktop.qt.infra.tasks import Task, run_generator
 from vrag_desktop.qt.runtime.style import if_alive
 
 
-def make_env(target: Path, cancel: CancelToken) -> Generator[str, None, Path]:
-    """Create the trainer env at ``target``: layered on this env without a GPU, full with one."""
+def make_env(target: Path, cancel: CancelToken, force: bool = False) -> Generator[str, None, Path]:
+    """Create the trainer env at ``target``: layered on this env without a GPU, full with one;
+    ``force``: again, over a broken one (its marker says ready but it does not import)."""
     from vrag_desktop.core.runtime.gpu import detect_gpus
     from vrag_desktop.core.runtime.trainer_env import create_trainer_env
 
     report = detect_gpus()
     layered = not report.available
     yield report.summary() if report.available else "No GPU: a layered environment on this one"
-    return (yield from create_trainer_env(target, layered=layered, cancel=cancel))
+    return (yield from create_trainer_env(target, layered=layered, cancel=cancel, force=force))
 
 
 class EnvBox(QWidget):
@@ -39,6 +41,7 @@ class EnvBox(QWidget):
         super().__init__(parent)
         self.target = target
         self.task: Task | None = None
+        self.broken = False  # the next creation re-creates (force)
         self.message = QLabel("")
         self.message.setObjectName("trainerEnvMessage")
         self.message.setWordWrap(True)
@@ -66,10 +69,21 @@ class EnvBox(QWidget):
         self._idle()
 
     def show_missing(self, why: str) -> None:
+        self._show(why, broken=False)
+
+    def show_broken(self, why: str) -> None:
+        """The environment exists but cannot run the trainer: offer to re-create it."""
+        self._show(why, broken=True)
+
+    def _show(self, why: str, broken: bool) -> None:
+        self.broken = broken
+        self.create_button.setText(
+            "Re-create the trainer environment" if broken else "Create the trainer environment"
+        )
         self.message.setText(
             f"{why}\n\nTraining runs in an environment of its own (TRL, accelerate; vLLM on a GPU). "
-            f"Create it here (several minutes; a few GB with a GPU) at {self.target}, or from a "
-            "terminal: vrag-desktop train env"
+            f"{'Re-create' if broken else 'Create'} it here (several minutes; a few GB with a GPU) at "
+            f"{self.target}, or from a terminal: vrag-desktop train env{' --force' if broken else ''}"
         )
         self.show()
 
@@ -80,9 +94,9 @@ class EnvBox(QWidget):
         self.bar.setVisible(running)
 
     def create_env(self) -> Task:
-        target = self.target
+        target, force = self.target, self.broken
         self.task = run_generator(
-            lambda token: make_env(target, token),
+            lambda token: make_env(target, token, force),
             "Trainer environment",
             nice=10,
             on_progress=self._progress,

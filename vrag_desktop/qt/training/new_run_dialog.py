@@ -4,7 +4,12 @@ match the corpora, the base model, the memory estimate, the trainer environment)
 Why a dialog that only gathers: the panel launches; this makes sure what it launches is valid. Every
 value is checked as typed by building a :class:`TrainConfig` (its error names the field); everything
 that reads files or probes the GPU runs off the GUI thread (:mod:`vrag_desktop.qt.infra.tasks`) and
-a stale answer (the person typed on) is dropped. On accept: :attr:`config` and :attr:`run_dir`.
+a stale answer (the person typed on) is dropped. Start is off, with the reason under the form, while
+anything would make the launch fail: a bad value, no matching item, a base model or output folder
+that cannot be used, the trainer environment missing or broken (the dialog offers to create or
+re-create it). Given ``launch`` (the panel's), Start launches from here and a refusal (a full disk,
+an unwritable folder) is shown in the dialog, which stays open with its values. On accept:
+:attr:`config` and :attr:`run_dir`.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import html
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,9 +54,17 @@ DEBOUNCE_MS = 250
 class NewRunDialog(QDialog):
     """See the module docstring. ``config`` / ``run_dir`` are set when accepted."""
 
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        ctx: AppContext,
+        parent: QWidget | None = None,
+        launch: Callable[[TrainConfig, Path], Path] | None = None,
+    ) -> None:
         super().__init__(parent)
         self.ctx = ctx
+        self._launch = launch
+        self.launched: Path | None = None
+        self._refusal: str | None = None  # the last launch's refusal, until the form changes
         self.setWindowTitle("New training run")
         self.config: TrainConfig | None = None
         self.run_dir: Path | None = None
@@ -172,6 +186,7 @@ class NewRunDialog(QDialog):
 
     # ---- validation (GUI thread, cheap) ----------------------------------------------------------
     def _edited(self) -> None:
+        self._refusal = None
         self._validate()
         self._check_later.start()
 
@@ -212,12 +227,21 @@ class NewRunDialog(QDialog):
             out.append("the dataset is still being matched against the corpora")
         elif self.match[0] == 0:
             out.append("no dataset item matches the chosen corpora")
+        if self.env is None:
+            out.append("the trainer environment is still being checked")
+        elif self.env.state == "missing":
+            out.append("the trainer environment does not exist yet: create it below")
+        elif not self.env.ready:
+            out.append("the trainer environment is broken: re-create it below")
         return out
 
     def _update_ok(self) -> None:
         blockers = self.blockers()
         self.ok_button.setEnabled(not blockers)
-        self.status.setText(blockers[0] if blockers and self._error is None else "")
+        shown = blockers[1:] if self._error is not None else blockers  # the bad field is red already
+        text = "Start is off: " + "; ".join(shown) + "." if shown else ""
+        self.status.setText(self._refusal or text)
+        self.ok_button.setToolTip(text)
 
     # ---- off the GUI thread ----------------------------------------------------------------------
     def _start_probes(self) -> None:
@@ -284,11 +308,11 @@ class NewRunDialog(QDialog):
 
         def work() -> tuple[pf.ModelCheck, str | None, pf.Estimate]:
             model = pf.check_model_dir(cfg.model)
+            where = pf.output_dir_problem(run_dir)
             try:
                 TrainRun.check_free(run_dir)
-                where = None
             except TrainRunError as exc:
-                where = f"output_dir: {exc}"
+                where = where or f"output_dir: {exc}"
             return model, where, pf.memory_estimate(cfg.model, cfg, report)
 
         def done(result: tuple[pf.ModelCheck, str | None, pf.Estimate]) -> None:
@@ -326,12 +350,19 @@ class NewRunDialog(QDialog):
                 f"a GPU): create it here (minutes) at {target}, or run: vrag-desktop train env"
             )
             self.env_box.setVisible(not status.ready)
+            if not (self._env_task is not None and self._env_task.is_running()):
+                self.env_button.setText(self._env_button_text())
             self._validate()
 
         run_call(pf.env_status, target, on_done=if_alive(self, done), report=False)
 
+    def _env_button_text(self) -> str:
+        broken = self.env is not None and self.env.state == "broken"
+        return "Re-create the trainer environment" if broken else "Create the trainer environment"
+
     def create_env(self) -> None:
-        """Create the trainer environment with the core generator; a second click cancels."""
+        """Create (a broken one: re-create) the trainer environment with the core generator; a
+        second click cancels."""
         from vrag_desktop.core.runtime.trainer_env import create_trainer_env
 
         if self._env_task is not None and self._env_task.is_running():
@@ -339,16 +370,17 @@ class NewRunDialog(QDialog):
             return
         target, report = self.ctx.layout.trainer_env, self.gpu_report
         layered = not (report is not None and report.available)  # CPU: layered on the app's env
+        force = self.env is not None and self.env.state == "broken"
 
         def ended() -> None:
-            self.env_button.setText("Create the trainer environment")
+            self.env_button.setText(self._env_button_text())
             self.env_bar.setVisible(False)
             self.refresh_env()
 
         self.env_button.setText("Cancel")
         self.env_bar.setVisible(True)
         self._env_task = run_generator(
-            lambda token: create_trainer_env(target, layered=layered, cancel=token),
+            lambda token: create_trainer_env(target, layered=layered, cancel=token, force=force),
             "Trainer environment",
             nice=10,
             on_progress=if_alive(self, lambda line: self.env_progress.setText(str(line))),
@@ -367,6 +399,15 @@ class NewRunDialog(QDialog):
             pf.save_last_config(self.config, self.ctx.layout.config)
         except OSError as exc:
             error_sink().report("Could not remember the training settings", exc, "warning")
+        if self._launch is not None and self.run_dir is not None:
+            from vrag_desktop.core.training.launch import TrainLaunchError
+
+            try:
+                self.launched = self._launch(self.config, Path(self.run_dir))
+            except TrainLaunchError as exc:
+                self._refusal = f"Not started: {exc}"
+                self._update_ok()
+                return
         super().accept()
 
     def done(self, result: int) -> None:

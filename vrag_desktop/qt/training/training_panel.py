@@ -11,6 +11,7 @@ panel says so and offers to create it (:mod:`.env_box`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -31,8 +32,9 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses
 from vrag_desktop.qt.training.run_files import RunRow, remove_run, scan_runs
@@ -84,6 +86,7 @@ class TrainingPanel(QWidget):
         self.env_box = EnvBox(ctx.layout.trainer_env)
         self.env_box.hide()
         self.env_box.created.connect(lambda _p: self.check_env())
+        self.env_state = ""  # ready / missing / broken once checked
 
         self.new_button = QPushButton("New run…")
         self.new_button.setObjectName("newTrainingRun")
@@ -206,24 +209,38 @@ class TrainingPanel(QWidget):
         except launch.TrainerEnvMissing as exc:
             self.env_box.show_missing(str(exc))
             return None
-        self.env_box.hide()
         return python
 
-    def check_env(self) -> bool:
-        return self.trainer_python() is not None
+    def check_env(self) -> Task | None:
+        """Ask (off the GUI thread: it runs the env's interpreter) whether the trainer environment is
+        ready, missing or broken; the banner follows (:attr:`env_state`)."""
+        from vrag_desktop.core.training import preflight as pf
+
+        if self.trainer_python() is None:
+            self.env_state = "missing"
+            return None
+
+        def done(status: pf.EnvStatus) -> None:
+            self.env_state = status.state
+            if status.state == "broken":
+                self.env_box.show_broken(status.message)
+            elif status.state == "missing":
+                self.env_box.show_missing(status.message)
+            else:
+                self.env_box.hide()
+
+        return run_call(
+            pf.env_status, self.ctx.layout.trainer_env, name="Check the trainer environment",
+            on_done=if_alive(self, done), report=False,
+        )  # fmt: skip
 
     # ---------------------------------------------------------------- launching
     def new_run(self) -> QDialog:
-        """The New-run dialog (form, preview, pre-flight); accepted, the run is launched."""
+        """The New-run dialog (form, preview, pre-flight); its Start launches the run (a refusal is
+        shown in the dialog, which stays open with its values)."""
         from vrag_desktop.qt.training.new_run_dialog import NewRunDialog
 
-        dlg = NewRunDialog(self.ctx, self)
-
-        def accepted() -> None:
-            if dlg.config is not None and dlg.run_dir is not None:
-                self.launch_new(dlg.config, Path(dlg.run_dir))
-
-        dlg.accepted.connect(accepted)
+        dlg = NewRunDialog(self.ctx, self, launch=self.start_new)
         dlg.open()
         return dlg
 
@@ -246,24 +263,45 @@ class TrainingPanel(QWidget):
         return self.launch_new(cfg, cfg.resolved_output_dir(self.ctx.layout.root))
 
     def launch_new(self, cfg: TrainConfig, run_dir: Path) -> Path | None:
-        """Start a new GRPO/GGPO run of ``cfg`` in ``run_dir``; returns the run directory."""
+        """Start a new GRPO/GGPO run of ``cfg`` in ``run_dir``; returns the run directory (None:
+        refused, said through the error sink)."""
+        try:
+            return self.start_new(cfg, run_dir)
+        except launch.TrainLaunchError as exc:
+            error_sink().report("Cannot start the training", str(exc))
+            return None
+
+    def start_new(self, cfg: TrainConfig, run_dir: Path) -> Path:
+        """:meth:`launch_new` raising :class:`~launch.TrainLaunchError` with a person's message (the
+        New-run dialog shows it and stays open, its values kept). Nothing is left behind when the
+        run directory cannot be written (a full disk, no permission): a folder made here is removed."""
         from vrag_desktop.core.fsutil import atomic_write_json
+        from vrag_desktop.core.training import preflight as pf
         from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
 
         python = self.trainer_python()
         if python is None:
-            return None
+            raise launch.TrainerEnvMissing(self.env_box.message.text().split("\n")[0])
         run_dir = Path(run_dir).expanduser()
+        problem = pf.output_dir_problem(run_dir)
+        if problem is not None:
+            raise launch.TrainLaunchError(problem)
         try:
             TrainRun.check_free(run_dir)
+        except TrainRunError as exc:
+            raise launch.TrainLaunchError(str(exc)) from exc
+        made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
+        effective = run_dir / pf.LAUNCH_CONFIG
+        try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            effective = run_dir / "launch-config.json"
             atomic_write_json(effective, cfg.to_dict())
-        except (TrainRunError, OSError) as exc:
-            error_sink().report("Cannot start the training", exc)
-            return None
+        except OSError as exc:
+            for p in made:  # deepest first; only the empty folders made here
+                with contextlib.suppress(OSError):
+                    p.rmdir()
+            raise launch.TrainLaunchError(pf.write_error_message(exc, exc.filename or effective)) from exc
         argv = launch.trainer_argv(python, cfg.algorithm, config=effective, run=run_dir)
-        return self._launch(run_dir, argv, f"{cfg.algorithm.upper()} training")
+        return self._start(run_dir, argv, f"{cfg.algorithm.upper()} training")
 
     def resume_run(self, root: Path) -> Path | None:
         python = self.trainer_python()
@@ -278,15 +316,20 @@ class TrainingPanel(QWidget):
         return self._launch(root, launch.trainer_argv(python, "export", run=root), "Export")
 
     def _launch(self, root: Path, argv: list[str], what: str) -> Path | None:
+        try:
+            return self._start(root, argv, what)
+        except launch.TrainLaunchError as exc:
+            error_sink().report("Cannot start the training", str(exc))
+            return None
+
+    def _start(self, root: Path, argv: list[str], what: str) -> Path:
         row = self.row(root)
         if (row is not None and row.pid is not None) or self.processes.is_ours(root):
-            error_sink().report("Cannot start the training", f"A trainer is already working on {root}.")
-            return None
+            raise launch.TrainLaunchError(f"A trainer is already working on {root}.")
         try:
             self.processes.launch(root, argv, what)
-        except (launch.TrainLaunchError, OSError) as exc:
-            error_sink().report("Cannot start the training", exc)
-            return None
+        except OSError as exc:
+            raise launch.TrainLaunchError(f"Could not start the trainer: {describe(exc)}") from exc
         if root.parent != self.training_root:
             self.extra_roots.add(root)
         self._message(root, f"{what}: {' '.join(argv[1:])}")
