@@ -47,6 +47,7 @@ class Poll:
     state: dict[str, Any] = field(default_factory=dict)
     pid: int | None = None
     checkpoint: int | None = None
+    exported: bool = False  # <run>/export exists (Serve… checks it is a model)
 
 
 #: Any of these makes a directory a run (``launch-config.json``: launched, but the trainer died
@@ -165,6 +166,7 @@ def poll(root: Path, metrics_offset: int, log_offset: int | None) -> Poll:
     out.pid = rec.pid if rec is not None else None
     ckpt = run.last_checkpoint()
     out.checkpoint = ckpt.step if ckpt is not None else None
+    out.exported = run.export_dir.exists()
     return out
 
 

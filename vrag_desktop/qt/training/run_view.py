@@ -6,9 +6,11 @@ and ``train.log`` about once a second, off the GUI thread (``tasks.run_call``), 
 flight at a time. Plots redraw on their own timer (see :mod:`.plots`), the log view batches lines.
 
 "Serve…" hands the run's exported model to the Runtime dock's one vLLM supervisor
-(:meth:`VLLMSection.serve_model`) and keeps a ``local-vllm`` endpoint profile named after the run
-pointing at it (:mod:`vrag_desktop.core.training.serve`); a run with only a checkpoint is exported
-first (the Export button's path), then served.
+(:meth:`VLLMSection.serve_model`) and, once the server is ready, keeps a ``local-vllm`` endpoint
+profile named after the run pointing at it (:mod:`vrag_desktop.core.training.serve`); a start that
+fails leaves no profile behind and its classified reason is shown here. A run with only a checkpoint
+is exported first (the Export button's path), then served. The button is on only for a run with an
+export or a complete checkpoint, and nothing working on it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.endpoints.profiles import ProfileError
+from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.training.rundir import TrainRun
 from vrag_desktop.core.training.serve import (
     NeedsExport,
@@ -44,7 +47,7 @@ from vrag_desktop.core.training.serve import (
     plan_serve,
     save_run_profile,
 )
-from vrag_desktop.qt.infra.errors import describe
+from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
@@ -64,6 +67,11 @@ STATUS_COLOURS = {
     "failed": "#dc2626",
     "interrupted": "#d97706",
 }
+
+SERVE_TIP = (
+    "Serve the exported model with the local vLLM (Runtime dock) and add an endpoint profile named "
+    "after the run for Ask and Evaluation (a run with only a checkpoint is exported first)"
+)
 
 
 def ask_export(parent: QWidget, run: str, step: int) -> bool:
@@ -102,7 +110,10 @@ class RunView(QWidget):
         self._serve_after_export: Path | None = None
         self._export_seen_live = False
         self._serving: ServePlan | None = None  # its profile follows the server once it is ready
+        self._pending: tuple[ServePlan, Any] | None = None  # (plan, server) until ready or failed
         self._ready_hooked: set[int] = set()
+        self.checkpoint: int | None = None  # the last complete checkpoint's step (polled)
+        self.exported = False  # <run>/export exists (polled)
 
         self.title = QLabel("No run selected")
         self.title.setStyleSheet("font-weight: 600;")
@@ -120,10 +131,7 @@ class RunView(QWidget):
         self.export_button.setToolTip("Write the trained model to <run>/export (vLLM can serve it)")
         self.serve_button = QPushButton("Serve…")
         self.serve_button.setObjectName("trainingServe")
-        self.serve_button.setToolTip(
-            "Serve the exported model with the local vLLM (Runtime dock) and add an endpoint profile "
-            "named after the run for Ask and Evaluation (a run with only a checkpoint is exported first)"
-        )
+        self.serve_button.setToolTip(SERVE_TIP)
         self.delete_button = QPushButton("Delete…")
         self.folder_button = QPushButton("Open folder")
         self.stop_button.clicked.connect(lambda: self._emit(self.stopRequested))
@@ -182,6 +190,7 @@ class RunView(QWidget):
             self._poll_task.cancel()
             self._poll_task = None
         self.root, self.state, self.pid, self.rows_seen = root, {}, None, 0
+        self.checkpoint, self.exported = None, False
         if self._serve_after_export != root:
             self._serve_after_export = None
         self._metrics_offset, self._log_offset, self._samples_at = 0, None, 0.0
@@ -242,7 +251,8 @@ class RunView(QWidget):
         if p.lines:
             self.log_view.append_lines(p.lines)
         self.state, self.pid = p.state, p.pid
-        self._render(p.checkpoint)
+        self.checkpoint, self.exported = p.checkpoint, p.exported
+        self._render()
         self._refresh_samples()
         self._serve_when_exported(root)
         self.polled.emit(p)
@@ -297,7 +307,8 @@ class RunView(QWidget):
             status = "interrupted"
         return status
 
-    def _render(self, checkpoint: int | None = None) -> None:
+    def _render(self) -> None:
+        checkpoint = self.checkpoint
         has = self.root is not None
         status = self.status_text
         step = self.state.get("step", 0)
@@ -311,7 +322,15 @@ class RunView(QWidget):
         self.stop_button.setEnabled(has and live)
         self.resume_button.setEnabled(has and not live and status not in ("finished", ""))
         self.export_button.setEnabled(has and not live and status in ("finished", "stopped", "interrupted"))
-        self.serve_button.setEnabled(has and not live)
+        servable = self.exported or checkpoint is not None
+        self.serve_button.setEnabled(has and not live and servable)
+        self.serve_button.setToolTip(
+            SERVE_TIP
+            if servable or not has
+            else "Nothing to serve yet: the run has no exported model and no complete checkpoint"
+            if not live
+            else "Serve once the trainer has stopped"
+        )
         self.delete_button.setEnabled(has and not live)
         self.folder_button.setEnabled(has)
 
@@ -366,21 +385,59 @@ class RunView(QWidget):
                 return False
         elif not section.serve_model(str(plan.model_dir), plan.served_name):
             self._reveal(panel)
-            self.show_message("vLLM could not start; the Runtime dock's Local vLLM tab says why.", "warning")
+            self.show_message(f"vLLM could not start: {self._reason(panel)}", "error")
             return False
         server = section.server
         self._reveal(panel)
         if id(section) not in self._ready_hooked:
             self._ready_hooked.add(id(section))
             section.localServerReady.connect(lambda url, model: self._server_ready(panel, url, model))
+            section.stateChanged.connect(lambda: self._watch_start(panel))
         self._serving = plan
-        if server is None or not self._save_profile(panel, plan, server.base_url, server.config.model_name):
+        if server is not None and section.status is ProcessStatus.READY:  # already served: re-point
+            self._pending = None
+            return self._serving_now(panel, plan, server.base_url, server.config.model_name)
+        # the profile is made once the server is ready (none is left behind by a failed start)
+        self._pending = (plan, server)
+        self.show_message(
+            f"Starting the local vLLM on {plan.model_dir} as {plan.served_name!r} (Runtime dock); the "
+            f"endpoint profile {plan.profile_name!r} is added once it is ready."
+        )
+        return True
+
+    def _serving_now(self, panel: RuntimePanel, plan: ServePlan, base_url: str, model: str) -> bool:
+        if not self._save_profile(panel, plan, base_url, model):
             return False
         self.show_message(
             f"Serving {plan.model_dir} as {plan.served_name!r} with the local vLLM (Runtime dock); "
-            f"the endpoint profile {plan.profile_name!r} points at {server.base_url}."
+            f"the endpoint profile {plan.profile_name!r} points at {base_url}."
         )
         return True
+
+    @staticmethod
+    def _reason(panel: RuntimePanel) -> str:
+        """The Runtime dock's classified verdict on its server (headline and detail)."""
+        head, detail = panel.vllm.status_head.text().strip(), panel.vllm.status_detail.text().strip()
+        return f"{head} — {detail}" if head and detail else head or detail or "see the Runtime dock"
+
+    def _watch_start(self, panel: RuntimePanel) -> None:
+        """A Serve start that ended without the server becoming ready: say why (no profile was made)."""
+        if self._pending is None:
+            return
+        plan, server = self._pending
+        section = panel.vllm
+        if section.server is not server:
+            self._pending = None  # the Runtime dock started something else meanwhile
+            return
+        if section.busy or section.status is ProcessStatus.READY:
+            return
+        self._pending = None
+        self._serving = None
+        text = f"vLLM could not serve {plan.run_name}: {self._reason(panel)}. No endpoint profile was added."
+        if self.root == plan.model_dir.parent or self.root is None:
+            self.show_message(text, "error")
+        else:
+            error_sink().report(f"Serving {plan.run_name} failed", text)
 
     def find_runtime(self) -> RuntimePanel | None:
         """The Runtime dock's panel: the one set on :attr:`runtime_panel`, else the app's."""
@@ -408,8 +465,14 @@ class RunView(QWidget):
 
     def _server_ready(self, panel: RuntimePanel, base_url: str, model: str) -> None:
         plan = self._serving
-        if plan is not None and base_url and model == plan.served_name:
-            self._save_profile(panel, plan, base_url, model)
+        if plan is None or not base_url or model != plan.served_name:
+            return
+        if self._pending is not None and self._pending[0] == plan:
+            self._pending = None
+            if self.root == plan.model_dir.parent:
+                self._serving_now(panel, plan, base_url, model)
+                return
+        self._save_profile(panel, plan, base_url, model)
 
     def _serve_when_exported(self, root: Path) -> None:
         if self._serve_after_export != root:
