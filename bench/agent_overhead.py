@@ -5,7 +5,9 @@ text-heavy 2000×2800 pages (a 200-dpi render):
 
 - VRAG search step (``show_page``): decode the page at reduced JPEG scale, resize to ≤ 401,408 px,
   JPEG-encode, write the file and the data URI. "new page": a page not seen before in the process
-  (the pages rotate); "page seen before": the same page again (a later run finding it).
+  (the pages rotate; nothing kept on disk either); "its view kept": a page new to the process whose
+  view is kept on disk (``core/agents/page_views.py``: made when an original index is imported, or
+  by its first show in any earlier run); "page seen before": the same page again.
 - VRAG crop step (``cut``): crop the full-resolution page (kept for the run), zoom, encode.
 - VimRAG graph step: add a search node and memorize an item (validation, energy).
 - VimRAG context rebuild in a run of 20+ nodes: action graph JSON, energy-based selection of the
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -46,7 +49,8 @@ TARGET_MS = 20.0
 N_PAGES = 21
 
 STEPS = [
-    ("vrag_search_step", "VRAG search step, new page"),
+    ("vrag_search_step", "VRAG search step, new page (first show, nothing kept)"),
+    ("vrag_search_step_kept", "VRAG search step, new page, its view kept (imported index, earlier run)"),
     ("vrag_search_step_seen", "VRAG search step, page seen before"),
     ("vrag_crop_step", "VRAG crop step"),
     ("vimrag_graph_step", "VimRAG graph step"),
@@ -103,6 +107,12 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
         )
     pages = sorted(pages_dir.glob("page_*.jpg"))[:N_PAGES]
     out = Path(tempfile.mkdtemp(prefix="vrag-overhead-out-"))
+    views = Path(tempfile.mkdtemp(prefix="vrag-overhead-views-"))
+    os.environ["VRAG_DESKTOP_VIEW_CACHE"] = str(views)  # trees without kept views ignore it
+
+    def forget_all() -> None:
+        forget()
+        shutil.rmtree(views, ignore_errors=True)
 
     def hit(p: Path) -> Any:
         return SearchHit(score=1.0, name=p.stem, source=str(p), modality="page", image=str(p), page=1)
@@ -121,6 +131,22 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
 
     def vrag_search_step_seen() -> None:
         vrag.show_page(hit(pages[0]))
+
+    kept_turn = iter(range(10**6))
+    kept_page: list[Path] = []
+
+    def keep_next_view() -> None:
+        forget()  # no decode kept in the process: only the view on disk
+        kept_page[:] = [pages[next(kept_turn) % len(pages)]]
+        try:
+            from vrag_desktop.core.agents import page_views
+        except ImportError:  # a tree from before kept views: this is its new-page step
+            return
+        for _ in page_views.prepare(kept_page, vrag.a.view_spec):
+            pass
+
+    def vrag_search_step_kept() -> None:
+        vrag.show_page(hit(kept_page[0]))
 
     reply = "<think>The table in the middle holds the figure.</think>\n<bbox>[80, 190, 460, 330]</bbox>"
 
@@ -188,7 +214,8 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
         return prepare, run.build_context
 
     steps: dict[str, tuple[Any, Any]] = {
-        "vrag_search_step": (forget, vrag_search_step),
+        "vrag_search_step": (forget_all, vrag_search_step),
+        "vrag_search_step_kept": (keep_next_view, vrag_search_step_kept),
         "vrag_search_step_seen": (None, vrag_search_step_seen),
         "vrag_crop_step": (None, vrag_crop_step),
         "vimrag_graph_step": (None, vimrag_graph_step),

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Kept page views (core/agents/page_views.py) go to a throwaway folder, never the user's cache.
+os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-views-"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "sample_corpus"

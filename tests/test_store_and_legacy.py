@@ -241,9 +241,14 @@ def test_import_original_index_and_search_it(minilm, tmp_path: Path, data_dir: P
     vecs = minilm.embed_queries([*texts, "the espresso machine manual"])
     _write_legacy(tmp_path / "idx", "sentence-transformers/all-MiniLM-L6-v2", vecs, records)
 
-    proc = cli("corpus", "import-legacy", str(tmp_path / "idx"), "--name", "old", data_dir=data_dir)
+    views = tmp_path / "views"
+    proc = cli(
+        "corpus", "import-legacy", str(tmp_path / "idx"), "--name", "old",
+        data_dir=data_dir, env={"VRAG_DESKTOP_VIEW_CACHE": str(views)},
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "Imported 4 vectors" in proc.stdout
+    assert len(list(views.rglob("*.jpg"))) == 3  # the pages' model views, made ahead (not the text)
     out = json.loads(
         cli("search", "hiking in the mountains", "-k", "1", "--json", data_dir=data_dir, check=True).stdout
     )

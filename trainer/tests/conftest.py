@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Kept page views (core/agents/page_views.py) go to a throwaway folder, never the user's cache.
+os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-views-"))
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))

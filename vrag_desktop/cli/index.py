@@ -63,6 +63,11 @@ def add_corpus_parser(sub: Any) -> None:
     ci.add_argument(
         "--embedder", default=None, help="embedder for queries (default: from the index's model_name)"
     )
+    ci.add_argument(
+        "--no-views",
+        action="store_true",
+        help="do not make the pages' model views ahead (each is then made on its first show, ~30 ms)",
+    )
     ce = cs.add_parser(
         "export-original",
         help="write a corpus as an original VRAG index folder (*_faiss_index.bin, *_meta_data.json, "
@@ -262,12 +267,36 @@ def cmd_corpus(args: argparse.Namespace) -> int:
             print(
                 f"Imported {st['vectors']} vectors into corpus '{corpus.name}' (embedder {st['embedder']})."
             )
+            if not args.no_views:
+                _prepare_views([i.image_path for i in corpus.manifest.items() if i.image_path])
         finally:
             corpus.close()
         return EXIT_OK
     if args.corpus_command == "export-original":
         return _export_original(lib, args)
     raise CLIError(f"unknown corpus action {args.corpus_command}")
+
+
+def _prepare_views(paths: list[str]) -> None:
+    """Make the pages' views the VRAG agent shows the model (the original's 200-dpi pages cost ~30 ms
+    each to decode and resize at a search step); Ctrl-C skips the rest, which are made when shown."""
+    from tqdm import tqdm
+
+    from vrag_desktop.core.agents import page_views
+    from vrag_desktop.core.progress import CancelToken
+
+    cancel = CancelToken()
+    previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
+    bar = tqdm(total=len(paths), unit="page", desc="page views", file=sys.stderr, dynamic_ncols=True)
+    try:
+        for p in page_views.prepare(paths, page_views.ViewSpec(), cancel):
+            bar.total = p.total
+            bar.update(p.done - bar.n)
+    finally:
+        bar.close()
+        signal.signal(signal.SIGINT, previous)
+    if cancel.cancelled:
+        err("Page views: the rest are made when each page is first shown.")
 
 
 def _export_original(lib: Any, args: argparse.Namespace) -> int:

@@ -38,7 +38,7 @@ from typing import Any
 
 from PIL import Image
 
-from vrag_desktop.core.agents import imaging, zoom
+from vrag_desktop.core.agents import page_views, zoom
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import (
     AgentError,
@@ -121,6 +121,11 @@ class VRAGAgent:
         self.endpoint_retries = endpoint_retries
         self.retry_delay = retry_delay
         self.jpeg_quality = jpeg_quality
+
+    @property
+    def view_spec(self) -> page_views.ViewSpec:
+        """What a shown page's view depends on (its key in the kept views)."""
+        return page_views.ViewSpec(self.min_pixels, self.max_pixels, self.snap, self.jpeg_quality)
 
     async def run(self, question: str) -> AsyncGenerator[AgentEvent, None]:
         """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
@@ -320,19 +325,19 @@ class _Run(ModelTurns):
         # A local page is opened by path (its kept decode is found by the file's stat, no digest of
         # its bytes); one from a search server is fetched.
         local = getattr(self.a.searcher, "local_files", True) and Path(hit.image).is_file()
-        data = None if local else self.a.searcher.load_image(hit.image)
-        view_pixels = max(self.a.max_pixels, self.a.min_pixels)
-        # reduced-scale decode: only the view is needed
-        decoded, raw_size = vp.open_for_pixels(hit.image if data is None else data, view_pixels)
         raw_path = hit.image
-        if data is not None:  # fetched from a search server: keep a local copy to crop and to draw crops on
-            local = self.out_path("raw", Path(raw_path).suffix or ".img")
-            local.write_bytes(data)
-            raw_path = str(local)
-        size = vp.fit_pixels(*raw_size, self.a.min_pixels, self.a.max_pixels, snap=self.a.snap)
-        shown = decoded if decoded.size == size else imaging.resize(decoded, size, Image.Resampling.BICUBIC)
-        path, uri = self.write_jpeg(shown, "page")
-        self.current = _Shown(hit, raw_path, vp.View(shown.size, raw_size))
+        if local:  # kept on disk after its first show (page_views): no decode at all
+            shown = page_views.view(raw_path, self.a.view_spec)
+        else:  # fetched from a search server: keep a local copy to crop and to draw crops on
+            data = self.a.searcher.load_image(hit.image)
+            shown = page_views.make(data, self.a.view_spec)
+            local_copy = self.out_path("raw", Path(raw_path).suffix or ".img")
+            local_copy.write_bytes(data)
+            raw_path = str(local_copy)
+        path = self.out_path("page")
+        path.write_bytes(shown.jpeg)
+        uri = vp.data_uri(shown.jpeg)
+        self.current = _Shown(hit, raw_path, vp.View(shown.shown_size, shown.raw_size))
         zoom.prepare_soon(hit, raw_path)  # while the model reads the page
         return path, uri
 
