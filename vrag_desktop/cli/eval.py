@@ -10,11 +10,15 @@ import argparse
 import json
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, err, library
 from vrag_desktop.cli.search import add_mode_options
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.eval.jobs import EvalJob
 
 
 def add_parsers(sub: Any) -> None:
@@ -99,15 +103,7 @@ def _retrieval(args: argparse.Namespace) -> int:
         )
     except (DatasetError, EvalError, OSError) as exc:
         raise CLIError(str(exc)) from exc
-    try:
-        summary = _drive_job(job, args.quiet)
-    finally:
-        job.close()
-    _print_retrieval(summary, job.store.report_path, args.json)
-    if not summary["complete"]:
-        err("Interrupted: every finished item is saved. Run the same command again to resume.")
-        return EXIT_INTERRUPTED
-    return EXIT_OK
+    return _run_job(job, args, _print_retrieval)
 
 
 def _answers(args: argparse.Namespace) -> int:
@@ -150,16 +146,9 @@ def _answers(args: argparse.Namespace) -> int:
     except (DatasetError, EvalError, OSError) as exc:
         raise CLIError(str(exc)) from exc
     try:
-        summary = _drive_job(job, args.quiet)
+        return _run_job(job, args, _print_answers)
     except JudgeRefused as exc:
         raise CLIError(f"{exc} Fix the judge's profile, then run the same command to resume.") from exc
-    finally:
-        job.close()
-    _print_answers(summary, job.store.report_path, args.json)
-    if not summary["complete"]:
-        err("Interrupted: every finished item is saved. Run the same command again to resume.")
-        return EXIT_INTERRUPTED
-    return EXIT_OK
 
 
 def _say(lines: list[str], quiet: bool) -> None:
@@ -167,16 +156,25 @@ def _say(lines: list[str], quiet: bool) -> None:
         err(line, quiet)
 
 
-def _drive_job(job: Any, quiet: bool) -> Any:
-    """Run the job with Ctrl-C as its cancel (every finished item is kept)."""
+def _run_job(
+    job: EvalJob, args: argparse.Namespace, print_summary: Callable[[dict[str, Any], Path, bool], None]
+) -> int:
+    """Run the job with Ctrl-C as its cancel and print its summary; an interrupted job exits 130
+    (every finished item is kept, so the same command resumes it)."""
     from vrag_desktop.core.progress import CancelToken
 
     cancel = CancelToken()
     previous = signal.signal(signal.SIGINT, lambda *_: cancel.cancel())
     try:
-        return _drive(job.run(cancel), quiet)
+        summary = _drive(job.run(cancel), args.quiet)
     finally:
         signal.signal(signal.SIGINT, previous)
+        job.close()
+    print_summary(summary, job.store.report_path, args.json)
+    if not summary["complete"]:
+        err("Interrupted: every finished item is saved. Run the same command again to resume.")
+        return EXIT_INTERRUPTED
+    return EXIT_OK
 
 
 def _print_answers(summary: dict[str, Any], report: Path, as_json: bool) -> None:

@@ -27,6 +27,8 @@ from vrag_desktop.core.search.hit import Hit
 MAX_QUERIES = 256
 MAX_TOP_K = 1000
 LEGACY_TOP_K = 10
+#: The hit's fields every record carries beside the original's (same names as on :class:`Hit`).
+OUR_FIELDS = ("name", "source", "modality", "page", "clip", "t_start", "t_end", "image", "corpus", "item_id")
 
 
 class SearchRequest(BaseModel):
@@ -51,18 +53,7 @@ def record(hit: Hit) -> dict[str, Any]:
         rec = {"type": "video", "file_path": hit.media}
     else:
         rec = {"type": "text", "file_path": hit.media or hit.source, "content": hit.text}
-    rec.update(
-        name=hit.name,
-        source=hit.source,
-        modality=hit.modality,
-        page=hit.page,
-        clip=hit.clip,
-        t_start=hit.t_start,
-        t_end=hit.t_end,
-        image=hit.image,
-        corpus=hit.corpus,
-        item_id=hit.item_id,
-    )
+    rec.update({name: getattr(hit, name) for name in OUR_FIELDS})
     return rec
 
 
