@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QMessageBox,
-    QPushButton,
     QSizePolicy,
     QSplitter,
     QStackedWidget,
@@ -36,6 +35,7 @@ from vrag_desktop.qt.datasets.item_table import ANSWER, FILE, PAGES, QUESTION, T
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.widgets import action, button, with_menu
 
 if TYPE_CHECKING:
     from vrag_desktop.core.datasets import DatasetItem
@@ -90,22 +90,21 @@ class DatasetsPanel(QWidget):
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._list_menu)
         self.list.currentItemChanged.connect(lambda *_: self.show_items())
-        self.new_button = self._push("New…", "Make an empty dataset", self.new_dataset)
-        self.import_button = self._push("Import…", "Add the items of a dataset file", self.import_selected)
-        self.more_button = self._push("Dataset", "Rename, export or delete the dataset", None)
-        self.rename_action = self._action("Rename…", self.rename_selected)
+        self.new_button = button(self, "New…", self.new_dataset, tip="Make an empty dataset")
+        self.import_button = button(
+            self, "Import…", self.import_selected, tip="Add the items of a dataset file"
+        )
+        self.more_button = button(self, "Dataset", tip="Rename, export or delete the dataset")
+        self.rename_action = action(self, "Rename…", self.rename_selected)
         self.export_actions = {
-            fmt: self._action(f"Export as {spec[0]}…", lambda _c=False, f=fmt: self.export_selected(f))
+            fmt: action(self, f"Export as {spec[0]}…", lambda _c=False, f=fmt: self.export_selected(f))
             for fmt, spec in EXPORTS.items()
         }
-        self.delete_dataset_action = self._action("Delete dataset…", self.delete_dataset_selected)
-        menu = QMenu(self.more_button)
-        menu.addAction(self.rename_action)
-        for a in self.export_actions.values():
-            menu.addAction(a)
-        menu.addSeparator()
-        menu.addAction(self.delete_dataset_action)
-        self.more_button.setMenu(menu)
+        self.delete_dataset_action = action(self, "Delete dataset…", self.delete_dataset_selected)
+        with_menu(
+            self.more_button,
+            [self.rename_action, *self.export_actions.values(), None, self.delete_dataset_action],
+        )
 
         self.table = record_table(
             self.model,
@@ -140,8 +139,12 @@ class DatasetsPanel(QWidget):
         self.match_label.setProperty("role", "muted")
         self.match_label.setWordWrap(True)
         self.match_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.edit_button = self._push("Edit…", "Edit the selected item (double-click)", self.edit_selected)
-        self.delete_button = self._push("Delete", "Delete the selected items", self.delete_items_selected)
+        self.edit_button = button(
+            self, "Edit…", self.edit_selected, tip="Edit the selected item (double-click)"
+        )
+        self.delete_button = button(
+            self, "Delete", self.delete_items_selected, tip="Delete the selected items"
+        )
 
         top = QHBoxLayout()
         top.addWidget(QLabel("<b>Datasets</b>"), 1)
@@ -168,20 +171,6 @@ class DatasetsPanel(QWidget):
         self.splitter.setSizes([150, 450])
         self.splitter.setChildrenCollapsible(False)
         QVBoxLayout(self).addWidget(self.splitter)
-
-    def _push(self, text: str, tip: str, slot: Any) -> QPushButton:
-        b = QPushButton(text)
-        b.setToolTip(tip)
-        if slot is not None:
-            b.clicked.connect(slot)
-        return b
-
-    def _action(self, text: str, slot: Any) -> Any:
-        from PySide6.QtGui import QAction
-
-        a = QAction(text, self)
-        a.triggered.connect(slot)
-        return a
 
     # ---------------------------------------------------------------- reading
     @property

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
@@ -35,6 +34,7 @@ from vrag_desktop.qt.datasets.evidence_choice import EvidenceChoice, Pick, candi
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.widgets import editable_combo
 
 if TYPE_CHECKING:
     from vrag_desktop.core.run.evidence import EvidenceBoard
@@ -107,12 +107,7 @@ class ItemDialog(QDialog):
             self.note.hide()
             self.checked.hide()
 
-        self.dataset = QComboBox()
-        self.dataset.setEditable(True)
-        self.dataset.addItems(names)
-        edit = self.dataset.lineEdit()
-        if edit is not None:
-            edit.setPlaceholderText("Pick a dataset or type a new name")
+        self.dataset = editable_combo(names, "Pick a dataset or type a new name")
         self.dataset.setCurrentText(dataset or (names[0] if names else ""))
         self.dataset.setEnabled(self.item is None)
         self.dataset_hint = QLabel()
@@ -124,12 +119,7 @@ class ItemDialog(QDialog):
         self.uid.setPlaceholderText("left empty: a new uid is made")
         if self.item is not None:
             form.addRow("Uid", self.uid)
-        self.query_type = QComboBox()
-        self.query_type.setEditable(True)
-        self.query_type.addItems(QUERY_TYPES)
-        type_edit = self.query_type.lineEdit()
-        if type_edit is not None:
-            type_edit.setPlaceholderText("optional, e.g. Single-Hop or Multi-Hop")
+        self.query_type = editable_combo(QUERY_TYPES, "optional, e.g. Single-Hop or Multi-Hop")
         form.addRow("Query type", self.query_type)
 
         self.evidence = EvidenceChoice()

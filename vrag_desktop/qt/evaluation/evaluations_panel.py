@@ -14,8 +14,6 @@ from PySide6.QtCore import QItemSelectionModel, Qt, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QHBoxLayout,
-    QPushButton,
     QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
@@ -32,6 +30,7 @@ from vrag_desktop.qt.evaluation.runner import EvalRequest, EvalRunner
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
+from vrag_desktop.qt.infra.widgets import button, row
 
 LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Settings", "Date", "Metric", "State")
 STATE = LIST_COLUMNS.index("State")
@@ -87,19 +86,32 @@ class EvaluationsPanel(QWidget):
         self.new_dialog: Any = None
         self._report_task = TaskSlot()  # the newest reading wins, even over one already delivered
         self._list_task = TaskSlot()
-        bar = QHBoxLayout()
         # short labels: the dock shares the narrow left column with History and Datasets
-        self.new_button = QPushButton("New…")
-        self.new_button.setToolTip("New evaluation: retrieval or answers, on a dataset and corpora")
-        self.resume_button = QPushButton("Resume")
-        self.resume_button.setToolTip("Go on with an incomplete evaluation (finished items are not redone)")
-        self.compare_button = QPushButton("Compare…")
-        self.compare_button.setToolTip("Two evaluations side by side (select two, or pick them)")
-        self.html_button = QPushButton("HTML report")
-        self.html_button.setToolTip("Open the evaluation's self-contained HTML report in the browser")
-        for b in (self.new_button, self.resume_button, self.compare_button, self.html_button):
-            bar.addWidget(b)
-        bar.addStretch(1)
+        self.new_button = button(
+            self,
+            "New…",
+            self.new_evaluation,
+            tip="New evaluation: retrieval or answers, on a dataset and corpora",
+        )
+        self.resume_button = button(
+            self,
+            "Resume",
+            self.resume_selected,
+            tip="Go on with an incomplete evaluation (finished items are not redone)",
+        )
+        self.compare_button = button(
+            self,
+            "Compare…",
+            self.compare_selected,
+            tip="Two evaluations side by side (select two, or pick them)",
+        )
+        self.html_button = button(
+            self,
+            "HTML report",
+            self.open_html,
+            tip="Open the evaluation's self-contained HTML report in the browser",
+        )
+        bar = row(self.new_button, self.resume_button, self.compare_button, self.html_button)
         self.list = QTreeWidget()
         self.list.setHeaderLabels(LIST_COLUMNS)
         self.list.setRootIsDecorated(False)
@@ -118,10 +130,6 @@ class EvaluationsPanel(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.progress)
         lay.addWidget(split, 1)
-        self.new_button.clicked.connect(self.new_evaluation)
-        self.resume_button.clicked.connect(self.resume_selected)
-        self.compare_button.clicked.connect(self.compare_selected)
-        self.html_button.clicked.connect(self.open_html)
         self.progress.cancel_button.clicked.connect(self.cancel)
         self.list.itemSelectionChanged.connect(self._selection_changed)
         self.report.runClicked.connect(self.openRunRequested)

@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QMenu,
     QMessageBox,
-    QPushButton,
     QSizePolicy,
     QStackedWidget,
     QStyle,
@@ -52,6 +51,7 @@ from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.widgets import action, button, with_menu
 
 if TYPE_CHECKING:
     from vrag_desktop.core.run.export import ExportReport
@@ -96,44 +96,41 @@ class HistoryPanel(QWidget):
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.textChanged.connect(self._filter_changed)
 
-        self.open_button = QPushButton("Open")
-        self.open_button.setToolTip("Show the run's graph, reasoning and evidence as they were (Enter)")
-        self.replay_button = QPushButton("Replay")
-        self.replay_button.setToolTip("Play the run back step by step")
-        self.export_button = QPushButton("Export")
-        self.export_button.setToolTip("Export the selected runs as training data")
-        self.delete_button = QPushButton("Delete")
-        self.delete_button.setToolTip("Delete the selected runs from disk (Del)")
+        self.open_button = button(
+            self,
+            "Open",
+            self.open_selected,
+            tip="Show the run's graph, reasoning and evidence as they were (Enter)",
+        )
+        self.replay_button = button(
+            self, "Replay", self.replay_selected, tip="Play the run back step by step"
+        )
+        self.export_button = button(self, "Export", tip="Export the selected runs as training data")
+        self.delete_button = button(
+            self, "Delete", self.delete_selected, tip="Delete the selected runs from disk (Del)"
+        )
         self.refresh_button = QToolButton()
         self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
         self.refresh_button.setToolTip("Reload the list of runs")
         self.refresh_button.setAutoRaise(True)
 
-        self.open_action = QAction("Open", self)
-        self.replay_action = QAction("Replay", self)
-        self.label_action = QAction("Add to dataset…", self)
-        self.label_action.setToolTip("Make this run a labelled dataset item (you check the answer)")
+        self.open_action = action(self, "Open", self.open_selected)
+        self.replay_action = action(self, "Replay", self.replay_selected)
+        self.label_action = action(
+            self,
+            "Add to dataset…",
+            self.add_selected_to_dataset,
+            tip="Make this run a labelled dataset item (you check the answer)",
+        )
         self.export_actions = {
-            fmt: QAction(f"Export as {spec[0]}", self) for fmt, spec in EXPORT_FORMATS.items()
+            fmt: action(self, f"Export as {spec[0]}", lambda _checked=False, f=fmt: self.export_selected(f))
+            for fmt, spec in EXPORT_FORMATS.items()
         }
-        self.delete_action = QAction("Delete…", self)
+        with_menu(self.export_button, self.export_actions.values())
+        self.delete_action = action(self, "Delete…", self.delete_selected)
         self.delete_action.setShortcut(QKeySequence(QKeySequence.StandardKey.Delete))
         self.delete_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
         self.addAction(self.delete_action)
-        export_menu = QMenu(self.export_button)
-        for a in self.export_actions.values():
-            export_menu.addAction(a)
-        self.export_button.setMenu(export_menu)
-
-        self.open_button.clicked.connect(self.open_selected)
-        self.open_action.triggered.connect(self.open_selected)
-        self.replay_button.clicked.connect(self.replay_selected)
-        self.replay_action.triggered.connect(self.replay_selected)
-        self.label_action.triggered.connect(self.add_selected_to_dataset)
-        for fmt, a in self.export_actions.items():
-            a.triggered.connect(lambda _checked=False, f=fmt: self.export_selected(f))
-        self.delete_button.clicked.connect(self.delete_selected)
-        self.delete_action.triggered.connect(self.delete_selected)
         self.refresh_button.clicked.connect(self.refresh)
 
         self.table = record_table(

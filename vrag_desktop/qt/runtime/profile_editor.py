@@ -25,11 +25,12 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileError
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.widgets import button, row
 from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
 from vrag_desktop.qt.runtime.profile_form import ProfileFields
 from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, button, if_alive, row
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, if_alive
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
-from vrag_desktop.qt.runtime.style import button, row, text_label
+from vrag_desktop.qt.infra.widgets import button, row
+from vrag_desktop.qt.runtime.style import text_label
 
 
 class ServerCard(QFrame):

@@ -11,7 +11,7 @@ from typing import Any
 
 import shiboken6
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget
 
 OK_COLOR, BAD_COLOR, WARN_COLOR, MUTED = "#15803d", "#b91c1c", "#b45309", "palette(placeholder-text)"
 
@@ -63,29 +63,6 @@ def stacked(parent: QWidget, top: QWidget, below: QWidget) -> QWidget:
     v.addWidget(top)
     v.addWidget(below)
     return box
-
-
-def button(
-    parent: QWidget, text: str, clicked: Callable[[], object], *, tip: str = "", name: str = ""
-) -> QPushButton:
-    """A push button wired to ``clicked``, with its tooltip and object name when given."""
-    b = QPushButton(text, parent)
-    b.clicked.connect(clicked)
-    if tip:
-        b.setToolTip(tip)
-    if name:
-        b.setObjectName(name)
-    return b
-
-
-def row(*widgets: QWidget, grow: QWidget | None = None) -> QHBoxLayout:
-    """``widgets`` left to right; ``grow`` takes the spare width (without it, the row ends in a stretch)."""
-    layout = QHBoxLayout()
-    for w in widgets:
-        layout.addWidget(w, 1 if w is grow else 0)
-    if grow is None:
-        layout.addStretch(1)
-    return layout
 
 
 def line_edit(parent: QWidget, placeholder: str = "", *, tip: str = "") -> QLineEdit:
