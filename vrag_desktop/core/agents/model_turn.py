@@ -19,7 +19,8 @@ from typing import Any
 
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, ContentDelta, ThinkDelta, Timing, Usage
-from vrag_desktop.core.endpoints.base import ChatResult, EndpointError
+from vrag_desktop.core.agents.searchers import Searcher
+from vrag_desktop.core.endpoints.base import ChatModel, ChatResult, EndpointError
 
 #: endpoint failures no retry can fix: the run ends with a clear error
 FATAL_ENDPOINT_KINDS = frozenset({"auth", "unreachable", "not_found", "bad_request"})
@@ -53,13 +54,40 @@ async def guarded(
         run.finish()
 
 
-class ModelTurns:
-    """Base of an agent's run state: the clock, the step, the run id naming its images, the per-turn
-    timings, the step budget, and the model turn itself. ``agent`` needs ``model``, ``params``,
-    ``endpoint_retries``, ``retry_delay``, ``image_dir``, ``max_steps`` and ``max_invalid``."""
+class BaseAgent:
+    """What :class:`ModelTurns` reads from an agent (the model and the parameters sent with every
+    request, how often to retry it, where shown images go, the step budget), plus its searcher:
+    set in one place, so the VRAG and VimRAG agents cannot drift apart on them."""
 
-    def __init__(self, agent: Any) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        searcher: Searcher,
+        image_dir: Path,
+        params: dict[str, Any],
+        *,
+        max_steps: int,
+        max_invalid: int,
+        endpoint_retries: int,
+        retry_delay: float,
+    ) -> None:
+        self.model = model
+        self.searcher = searcher
+        self.image_dir = Path(image_dir)
+        self.params = params
+        self.max_steps = max_steps
+        self.max_invalid = max_invalid
+        self.endpoint_retries = endpoint_retries
+        self.retry_delay = retry_delay
+
+
+class ModelTurns:
+    """Base of an agent's run state: the question, the clock, the step, the run id naming its
+    images, the per-turn timings, the step budget, and the model turn itself."""
+
+    def __init__(self, agent: BaseAgent, question: str) -> None:
         self.a = agent
+        self.question = question
         self.t0 = time.monotonic()
         self.step = 0
         self.run_id = uuid.uuid4().hex[:8]

@@ -61,7 +61,7 @@ from vrag_desktop.core.agents.memory_graph import (
     GraphEditError,
     MemoryGraph,
 )
-from vrag_desktop.core.agents.model_turn import guarded
+from vrag_desktop.core.agents.model_turn import BaseAgent, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed
 from vrag_desktop.core.agents.vimrag_media import (
     Media,
@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 # ---------------------------------------------------------------- run state
 
 
-class VimRAGAgent:
+class VimRAGAgent(BaseAgent):
     """Answers a question by building a search graph with visual memory (VimRAG protocol).
 
     ``image_dir`` receives every image put in a tool response (the exact JPEG bytes sent), named per
@@ -124,10 +124,23 @@ class VimRAGAgent:
             )
         if min(max_pixels_image, max_pixels_video, memory_buffer_pixels, max_image_bytes) < 1:
             raise ValueError("pixel and byte limits must be positive")
-        self.model = model
-        self.searcher = searcher
-        self.image_dir = Path(image_dir)
-        self.max_steps = max_steps
+        sampling: dict[str, Any] = (
+            {"temperature": 0.6, "top_p": 0.95} if enable_thinking else {"temperature": 0}
+        )
+        if max_tokens is not None:
+            sampling["max_tokens"] = max_tokens
+        sampling["extra_body"] = {"chat_template_kwargs": {"enable_thinking": enable_thinking}}
+        super().__init__(
+            model,
+            searcher,
+            image_dir,
+            sampling | dict(params or {}),
+            max_steps=max_steps,
+            max_invalid=max_invalid,
+            endpoint_retries=endpoint_retries,
+            retry_delay=retry_delay,
+        )
+        self.jpeg_quality = jpeg_quality
         self.search_top_k = search_top_k
         self.max_pixels_image = max_pixels_image
         self.max_pixels_video = max_pixels_video
@@ -137,17 +150,6 @@ class VimRAGAgent:
         self.max_frames_video = max_frames_video
         self.enable_thinking = enable_thinking
         self.max_image_bytes = max_image_bytes
-        self.jpeg_quality = jpeg_quality
-        sampling: dict[str, Any] = (
-            {"temperature": 0.6, "top_p": 0.95} if enable_thinking else {"temperature": 0}
-        )
-        if max_tokens is not None:
-            sampling["max_tokens"] = max_tokens
-        sampling["extra_body"] = {"chat_template_kwargs": {"enable_thinking": enable_thinking}}
-        self.params: dict[str, Any] = sampling | dict(params or {})
-        self.max_invalid = max_invalid
-        self.endpoint_retries = endpoint_retries
-        self.retry_delay = retry_delay
         self.max_text_chars = max_text_chars
         self.timestamp_tolerance = timestamp_tolerance
         self.lambda_decay = lambda_decay
@@ -172,10 +174,9 @@ class _Run(Media):
 
     a: VimRAGAgent
 
-    def __init__(self, agent: VimRAGAgent, query: str) -> None:
-        super().__init__(agent)
-        self.query = query
-        self.graph = MemoryGraph(query, lambda_decay=agent.lambda_decay, gamma_gain=agent.gamma_gain)
+    def __init__(self, agent: VimRAGAgent, question: str) -> None:
+        super().__init__(agent, question)
+        self.graph = MemoryGraph(question, lambda_decay=agent.lambda_decay, gamma_gain=agent.gamma_gain)
         self.rebuild = True
         self.pending: _Pending | None = None
         self.valid = False  # set by each tool: did the call do what it asked?

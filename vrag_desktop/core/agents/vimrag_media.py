@@ -98,10 +98,9 @@ class _Pending:
 
 
 class Media(MemoryPictures, ModelTurns):
-    """The pixel side of a VimRAG run's state. Needs ``self.query``, ``self.graph`` and the two
+    """The pixel side of a VimRAG run's state. Needs ``self.graph`` and the two
     per-run caches set by :meth:`init_media`."""
 
-    query: str
     graph: MemoryGraph
 
     def init_media(self) -> None:
@@ -110,7 +109,7 @@ class Media(MemoryPictures, ModelTurns):
     # ------------------------------------------------------------ context
     def build_context(self) -> list[dict[str, Any]]:
         """(Worker thread.) ``[system, user]`` from the graph and the energy-selected memory."""
-        text = P.build_user_prompt(self.query, self.graph.action_graph_json())
+        text = P.build_user_prompt(self.question, self.graph.action_graph_json())
         groups = self.graph.select_memory(self.a.memory_top_k, self.a.memory_buffer_pixels)
         self.prefetch(groups)
         parts: list[dict[str, Any]] = [text_part(text + ("\n\n" + P.MEMORY_HEADER if groups else ""))]

@@ -54,13 +54,11 @@ from vrag_desktop.core.agents.events import (
     SearchResults,
     SearchStarted,
 )
-from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, ModelTurns, guarded
+from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, BaseAgent, ModelTurns, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
 from vrag_desktop.core.endpoints.base import ChatModel
 
 log = logging.getLogger(__name__)
-
-#: Endpoint failures that retrying the same request will not fix.
 
 
 @dataclass
@@ -72,7 +70,7 @@ class _Shown:
     view: vp.View
 
 
-class VRAGAgent:
+class VRAGAgent(BaseAgent):
     """Answers a question by searching a corpus and zooming into page regions (VRAG protocol).
 
     ``image_dir`` receives every image shown to the model (resized JPEGs, exactly the bytes sent)
@@ -103,39 +101,35 @@ class VRAGAgent:
     ) -> None:
         if max_steps < 0 or top_k < 1 or min_pixels < 1 or max_pixels < min_pixels or crop_pad < 0:
             raise ValueError("need max_steps >= 0, top_k >= 1, 1 <= min_pixels <= max_pixels, crop_pad >= 0")
-        self.model = model
-        self.searcher = searcher
-        self.image_dir = Path(image_dir)
-        self.max_steps = max_steps
+        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
+        sent = {k: v for k, v in sampling.items() if v is not None} | dict(params or {})
+        super().__init__(
+            model,
+            searcher,
+            image_dir,
+            sent,
+            max_steps=max_steps,
+            max_invalid=max_invalid,
+            endpoint_retries=endpoint_retries,
+            retry_delay=retry_delay,
+        )
+        self.jpeg_quality = jpeg_quality
         self.top_k = top_k
         self.min_pixels = min_pixels
         self.max_pixels = max_pixels
         self.crop_pad = crop_pad
-        sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        self.params: dict[str, Any] = {k: v for k, v in sampling.items() if v is not None} | dict(
-            params or {}
-        )
         self.trailing_newline = trailing_newline
         self.snap = snap
-        self.max_invalid = max_invalid
-        self.endpoint_retries = endpoint_retries
-        self.retry_delay = retry_delay
-        self.jpeg_quality = jpeg_quality
 
     @property
     def view_spec(self) -> page_views.ViewSpec:
         """What a shown page's view depends on (its key in the kept views)."""
         return page_views.ViewSpec(self.min_pixels, self.max_pixels, self.snap, self.jpeg_quality)
 
-    async def run(self, question: str) -> AsyncGenerator[AgentEvent, None]:
-        """Events of one run, ending with ``Answer`` or a fatal ``AgentError``; never raises.
-
-        To cancel, close the stream (``await stream.aclose()``, or iterate inside
-        ``contextlib.aclosing``) or cancel the consuming task: the model request is cancelled at
-        once and nothing more is emitted. (A stream merely dropped is closed later by the loop.)"""
-        async with aclosing(guarded(_Run(self, question), log, "VRAG")) as events:
-            async for ev in events:
-                yield ev
+    def run(self, question: str) -> AsyncGenerator[AgentEvent, None]:
+        """Events of one run (:func:`.model_turn.guarded`: they end with ``Answer`` or a fatal
+        ``AgentError``, never raise, and closing the stream stops the model request at once)."""
+        return guarded(lambda: _Run(self, question), log, "VRAG")
 
 
 class _Run(ModelTurns):
@@ -144,8 +138,7 @@ class _Run(ModelTurns):
     a: VRAGAgent
 
     def __init__(self, agent: VRAGAgent, question: str) -> None:
-        super().__init__(agent)
-        self.question = question
+        super().__init__(agent, question)
         self.shown_images: set[str] = set()
         self.n_shown = 0
         self.current: _Shown | None = None
