@@ -35,6 +35,14 @@ from vrag_desktop.qt.infra.widgets import button, row
 LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Settings", "Date", "Metric", "State")
 STATE = LIST_COLUMNS.index("State")
 FOLDER_ROLE = Qt.ItemDataRole.UserRole + 1
+#: What the bar's buttons do; their labels are short: the dock shares the narrow left column with
+#: History and Datasets.
+TIPS = {
+    "new": "New evaluation: retrieval or answers, on a dataset and corpora",
+    "resume": "Go on with an incomplete evaluation (finished items are not redone)",
+    "compare": "Two evaluations side by side (select two, or pick them)",
+    "html": "Open the evaluation's self-contained HTML report in the browser",
+}
 
 
 def _eta(seconds: float | None) -> str:
@@ -86,31 +94,10 @@ class EvaluationsPanel(QWidget):
         self.new_dialog: Any = None
         self._report_task = TaskSlot()  # the newest reading wins, even over one already delivered
         self._list_task = TaskSlot()
-        # short labels: the dock shares the narrow left column with History and Datasets
-        self.new_button = button(
-            self,
-            "New…",
-            self.new_evaluation,
-            tip="New evaluation: retrieval or answers, on a dataset and corpora",
-        )
-        self.resume_button = button(
-            self,
-            "Resume",
-            self.resume_selected,
-            tip="Go on with an incomplete evaluation (finished items are not redone)",
-        )
-        self.compare_button = button(
-            self,
-            "Compare…",
-            self.compare_selected,
-            tip="Two evaluations side by side (select two, or pick them)",
-        )
-        self.html_button = button(
-            self,
-            "HTML report",
-            self.open_html,
-            tip="Open the evaluation's self-contained HTML report in the browser",
-        )
+        self.new_button = button(self, "New…", self.new_evaluation, tip=TIPS["new"])
+        self.resume_button = button(self, "Resume", self.resume_selected, tip=TIPS["resume"])
+        self.compare_button = button(self, "Compare…", self.compare_selected, tip=TIPS["compare"])
+        self.html_button = button(self, "HTML report", self.open_html, tip=TIPS["html"])
         bar = row(self.new_button, self.resume_button, self.compare_button, self.html_button)
         self.list = QTreeWidget()
         self.list.setHeaderLabels(LIST_COLUMNS)

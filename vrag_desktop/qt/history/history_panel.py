@@ -58,6 +58,15 @@ if TYPE_CHECKING:
     from vrag_desktop.core.run.store import RunStore, RunSummary
     from vrag_desktop.qt.context import AppContext
 
+#: What the bar's buttons and the "Add to dataset…" action do.
+TIPS = {
+    "open": "Show the run's graph, reasoning and evidence as they were (Enter)",
+    "replay": "Play the run back step by step",
+    "export": "Export the selected runs as training data",
+    "delete": "Delete the selected runs from disk (Del)",
+    "label": "Make this run a labelled dataset item (you check the answer)",
+}
+
 
 class HistoryPanel(QWidget):
     """Saved runs, newest first. Signals: ``openRequested(run_id)``, ``replayRequested(run_id)``,
@@ -96,19 +105,10 @@ class HistoryPanel(QWidget):
         self.filter_edit.setClearButtonEnabled(True)
         self.filter_edit.textChanged.connect(self._filter_changed)
 
-        self.open_button = button(
-            self,
-            "Open",
-            self.open_selected,
-            tip="Show the run's graph, reasoning and evidence as they were (Enter)",
-        )
-        self.replay_button = button(
-            self, "Replay", self.replay_selected, tip="Play the run back step by step"
-        )
-        self.export_button = button(self, "Export", tip="Export the selected runs as training data")
-        self.delete_button = button(
-            self, "Delete", self.delete_selected, tip="Delete the selected runs from disk (Del)"
-        )
+        self.open_button = button(self, "Open", self.open_selected, tip=TIPS["open"])
+        self.replay_button = button(self, "Replay", self.replay_selected, tip=TIPS["replay"])
+        self.export_button = button(self, "Export", tip=TIPS["export"])
+        self.delete_button = button(self, "Delete", self.delete_selected, tip=TIPS["delete"])
         self.refresh_button = QToolButton()
         self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
         self.refresh_button.setToolTip("Reload the list of runs")
@@ -116,12 +116,7 @@ class HistoryPanel(QWidget):
 
         self.open_action = action(self, "Open", self.open_selected)
         self.replay_action = action(self, "Replay", self.replay_selected)
-        self.label_action = action(
-            self,
-            "Add to dataset…",
-            self.add_selected_to_dataset,
-            tip="Make this run a labelled dataset item (you check the answer)",
-        )
+        self.label_action = action(self, "Add to dataset…", self.add_selected_to_dataset, tip=TIPS["label"])
         self.export_actions = {
             fmt: action(self, f"Export as {spec[0]}", lambda _checked=False, f=fmt: self.export_selected(f))
             for fmt, spec in EXPORT_FORMATS.items()
