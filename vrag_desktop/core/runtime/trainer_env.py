@@ -32,7 +32,9 @@ from vrag_desktop.core.runtime.venv import (
     Step,
     base_python,
     build_venv,
+    import_check_step,
     marker_ready,
+    new_venv_step,
     venv_python,
 )
 
@@ -174,14 +176,7 @@ def trainer_env_steps(
     python = str(venv_python(env))
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
     trainer = Path(trainer_source)
-    steps = [
-        Step(
-            f"Creating virtualenv {env}",
-            (base, "-m", "venv", str(env)),
-            "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)",
-            300.0,
-        )
-    ]
+    steps = [new_venv_step(env, base)]
     if layered:
         if not site_dirs:
             raise EnvCreateError("A layered trainer environment needs the app's package directories.")
@@ -218,11 +213,8 @@ def trainer_env_steps(
             "Could not install the trainer package",
             600.0,
         ),
-        Step(
-            "Checking that the trainer imports",
-            (python, "-c", _VERIFY.format(extra=extra, names=_VERSIONED), str(env / VERSIONS)),
-            "The trainer environment was made but does not import",
-            900.0,
+        import_check_step(
+            "the trainer", python, _VERIFY.format(extra=extra, names=_VERSIONED), str(env / VERSIONS)
         ),
     ]
     return steps

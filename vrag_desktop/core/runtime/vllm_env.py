@@ -20,7 +20,9 @@ from vrag_desktop.core.runtime.venv import (
     Step,
     base_python,
     build_venv,
+    import_check_step,
     marker_ready,
+    new_venv_step,
     run_step,
     run_streaming,
     venv_python,
@@ -60,12 +62,7 @@ def vllm_env_steps(
     python = str(venv_python(path))
     pip = (python, "-m", "pip")
     steps = [
-        Step(
-            f"Creating virtualenv {path}",
-            (base, "-m", "venv", str(path)),
-            "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)",
-            300.0,
-        ),
+        new_venv_step(path, base),
         Step(
             f"Installing {' '.join(packages)} (several GB; minutes)",
             (*pip, "install", "--progress-bar", "off", *pip_args, *packages),
@@ -82,14 +79,7 @@ def vllm_env_steps(
                 300.0,
             )
         )
-    steps.append(
-        Step(
-            "Checking that vLLM imports",
-            (python, "-c", _VERIFY),
-            "vLLM was installed but does not import",
-            900.0,
-        )
-    )
+    steps.append(import_check_step("vLLM", python, _VERIFY))
     return steps
 
 
