@@ -32,9 +32,7 @@ from vrag_desktop.core.runtime.venv import (
     Step,
     base_python,
     build_venv,
-    import_check_step,
     marker_ready,
-    new_venv_step,
     venv_python,
 )
 
@@ -176,7 +174,7 @@ def trainer_env_steps(
     python = str(venv_python(env))
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
     trainer = Path(trainer_source)
-    steps = [new_venv_step(env, base)]
+    steps = [Step.new_venv(env, base)]
     if layered:
         if not site_dirs:
             raise EnvCreateError("A layered trainer environment needs the app's package directories.")
@@ -213,7 +211,7 @@ def trainer_env_steps(
             "Could not install the trainer package",
             600.0,
         ),
-        import_check_step(
+        Step.import_check(
             "the trainer", python, _VERIFY.format(extra=extra, names=_VERSIONED), str(env / VERSIONS)
         ),
     ]

@@ -31,9 +31,7 @@ __all__ = [
     "Step",
     "base_python",
     "build_venv",
-    "import_check_step",
     "marker_ready",
-    "new_venv_step",
     "pip_env",
     "run_step",
     "run_streaming",
@@ -55,26 +53,26 @@ class Step:
     failure: str
     timeout: float = 3600.0
 
+    @classmethod
+    def new_venv(cls, path: Path, base: str) -> Step:
+        """Every build's first step: ``base -m venv path``."""
+        return cls(
+            f"Creating virtualenv {path}",
+            (base, "-m", "venv", str(path)),
+            "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)",
+            300.0,
+        )
 
-def new_venv_step(path: Path, base: str) -> Step:
-    """Every build's first step: ``base -m venv path``."""
-    return Step(
-        f"Creating virtualenv {path}",
-        (base, "-m", "venv", str(path)),
-        "Could not create the virtualenv (on Debian/Ubuntu install python3-venv)",
-        300.0,
-    )
-
-
-def import_check_step(what: str, python: str, code: str, *argv: str) -> Step:
-    """Every build's last step: the new interpreter runs ``code`` (imports what was installed), so
-    the marker is written only for an environment that works."""
-    return Step(
-        f"Checking that {what} imports",
-        (python, "-c", code, *argv),
-        f"The environment was made but {what} does not import",
-        900.0,
-    )
+    @classmethod
+    def import_check(cls, what: str, python: str, code: str, *argv: str) -> Step:
+        """Every build's last step: the new interpreter runs ``code`` (imports what was installed),
+        so the marker is written only for an environment that works."""
+        return cls(
+            f"Checking that {what} imports",
+            (python, "-c", code, *argv),
+            f"The environment was made but {what} does not import",
+            900.0,
+        )
 
 
 def venv_python(path: str | os.PathLike[str]) -> Path:

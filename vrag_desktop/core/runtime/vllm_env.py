@@ -20,9 +20,7 @@ from vrag_desktop.core.runtime.venv import (
     Step,
     base_python,
     build_venv,
-    import_check_step,
     marker_ready,
-    new_venv_step,
     run_step,
     run_streaming,
     venv_python,
@@ -62,7 +60,7 @@ def vllm_env_steps(
     python = str(venv_python(path))
     pip = (python, "-m", "pip")
     steps = [
-        new_venv_step(path, base),
+        Step.new_venv(path, base),
         Step(
             f"Installing {' '.join(packages)} (several GB; minutes)",
             (*pip, "install", "--progress-bar", "off", *pip_args, *packages),
@@ -79,7 +77,7 @@ def vllm_env_steps(
                 300.0,
             )
         )
-    steps.append(import_check_step("vLLM", python, _VERIFY))
+    steps.append(Step.import_check("vLLM", python, _VERIFY))
     return steps
 
 
