@@ -179,3 +179,25 @@ def test_export_json_lines_and_to_an_unwritable_place(
     qtbot.waitUntil(lambda: any(t == "Could not export gold" for _l, t, _m in reports), timeout=5000)
     [(level, _t, message)] = [r for r in reports if r[1] == "Could not export gold"]
     assert level == "error" and "cannot write" in message and "not-a-folder" in message
+
+
+def test_dataset_picker_lists_datasets_then_files_then_the_file_entry(qtbot: Any, monkeypatch: Any) -> None:
+    from PySide6.QtWidgets import QFileDialog
+
+    from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
+
+    picker = DatasetPicker("Datasets (*.json)")
+    qtbot.addWidget(picker)
+    assert picker.chosen() == ""
+    picker.set_datasets([("gold", "/d/gold.json")])
+    assert [picker.itemText(i) for i in range(picker.count())] == ["gold", "Other file…"]
+    assert picker.chosen() == "/d/gold.json"
+    answers = iter([("/x/a.jsonl", ""), ("", "")])
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *_a, **_k: next(answers))
+    for _ in range(2):  # a file is listed before the file entry; a dialog cancelled goes back to the first
+        picker.setCurrentIndex(picker.count() - 1)
+        picker.activated.emit(picker.count() - 1)
+    assert [picker.itemText(i) for i in range(picker.count())] == ["gold", "/x/a.jsonl", "Other file…"]
+    assert picker.chosen() == "/d/gold.json"
+    picker.set_file("/x/a.jsonl")  # picked again, not listed twice
+    assert picker.count() == 3 and picker.chosen() == "/x/a.jsonl"

@@ -9,7 +9,6 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
-    QFileDialog,
     QFormLayout,
     QLabel,
     QListWidget,
@@ -20,10 +19,10 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.evaluation.runner import EvalRequest
 from vrag_desktop.qt.infra.errors import error_sink
 
-OTHER_FILE = "__file__"
 JUDGES = (("exact", "Exact match (no model)"), ("anls", "ANLS (no model)"), ("model", "A judge model"))
 
 
@@ -34,12 +33,11 @@ class NewEvaluationDialog(QDialog):
         super().__init__(parent)
         self.ctx = ctx
         self.setWindowTitle("New evaluation")
-        self._file: str | None = None
         form = QFormLayout()
         self.kind = QComboBox()
         self.kind.addItem("Retrieval: are the evidence pages found?", "retrieval")
         self.kind.addItem("Answers: does the agent answer right?", "answers")
-        self.dataset = QComboBox()
+        self.dataset = DatasetPicker("Datasets (*.json *.jsonl);;All files (*)")
         self.corpora = QListWidget()
         self.corpora.setMaximumHeight(110)
         self.agent = QComboBox()
@@ -88,18 +86,17 @@ class NewEvaluationDialog(QDialog):
         self._fill()
         self.kind.currentIndexChanged.connect(self._kind_changed)
         self.judge.currentIndexChanged.connect(self._kind_changed)
-        self.dataset.activated.connect(self._dataset_picked)
         self._kind_changed()
         self.resize(520, self.sizeHint().height())
 
     def _fill(self) -> None:
 
+        datasets: list[tuple[str, str]] = []
         try:
-            for name in self.ctx.datasets.names():
-                self.dataset.addItem(name, str(self.ctx.datasets.path(name)))
+            datasets += [(name, str(self.ctx.datasets.path(name))) for name in self.ctx.datasets.names()]
         except Exception as exc:
             error_sink().report("Cannot list the datasets", exc, "warning")
-        self.dataset.addItem("Other file…", OTHER_FILE)
+        self.dataset.set_datasets(datasets)
         try:
             names = self.ctx.library.names()
         except Exception as exc:
@@ -128,28 +125,10 @@ class NewEvaluationDialog(QDialog):
             self.form.setRowVisible(w, show)
         self.adjustSize()
 
-    def _dataset_picked(self) -> None:
-        if self.dataset.currentData() != OTHER_FILE:
-            return
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Dataset file", "", "Datasets (*.json *.jsonl);;All files (*)"
-        )
-        if path:
-            self._file = path
-            self.dataset.insertItem(self.dataset.count() - 1, path, path)
-            self.dataset.setCurrentIndex(self.dataset.count() - 2)
-        else:
-            self.dataset.setCurrentIndex(0)
-
-    def set_dataset_file(self, path: str) -> None:
-        """Pick ``path`` as the dataset (what choosing Other file… does, without the file dialog)."""
-        self.dataset.insertItem(self.dataset.count() - 1, path, path)
-        self.dataset.setCurrentIndex(self.dataset.count() - 2)
-
     def request(self) -> EvalRequest | None:
         """The request, or None (said in the dialog's note) when something is missing."""
-        dataset = self.dataset.currentData()
-        if not dataset or dataset == OTHER_FILE:
+        dataset = self.dataset.chosen()
+        if not dataset:
             self.note.setText("Choose a dataset first.")
             return None
         chosen = [
