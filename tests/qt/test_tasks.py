@@ -332,3 +332,14 @@ def test_a_superseded_result_already_on_its_way_is_not_heard(qtbot: Any) -> None
     slot.start(run_call, lambda: "new", on_done=got.append)
     qtbot.waitUntil(lambda: not slot.running)
     assert got == ["new"]
+
+
+def test_a_dropped_task_is_not_heard(qtbot: Any) -> None:
+    slot = TaskSlot()
+    got: list[Any] = []
+    t = slot.start(run_call, lambda: "late", on_done=got.append, on_end=lambda: got.append("end"))
+    assert t.wait(5)
+    slot.drop()
+    assert not slot.running
+    qtbot.waitUntil(_ended(t))
+    assert got == ["end"]

@@ -50,7 +50,7 @@ from vrag_desktop.qt.history.run_table import (
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import action, button, with_menu
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ class HistoryPanel(QWidget):
         self.dataset_path: Path | None = None  # the dataset chosen last, offered again
         self.confirm: Callable[[str, str], bool] = self._ask_confirm
         self.skipped = 0
-        self._generation = 0
+        self._listing = TaskSlot()  # a newer refresh wins over an older one
         self._busy = 0
 
         self.model = RunTableModel(self)
@@ -182,27 +182,19 @@ class HistoryPanel(QWidget):
     # ---------------------------------------------------------------- listing
     def refresh(self) -> None:
         """Re-read the saved runs off the GUI thread; a newer refresh wins over an older one."""
-        self._generation += 1
-        generation = self._generation
         self.refresh_button.setEnabled(False)
         try:
             store = self.ctx.runs
         except OSError as exc:
-            self._listing_failed(generation, exc)
+            self._listing.drop()
+            self._listing_failed(exc)
             return
-        run_call(
-            _list_runs,
-            store,
-            on_done=lambda result: self._listed(generation, result),
-            on_error=lambda exc: self._listing_failed(generation, exc),
-        )
+        self._listing.start(run_call, _list_runs, store, on_done=self._listed, on_error=self._listing_failed)
 
     def _theme_changed(self, _effective: str) -> None:
         self.table.viewport().update()
 
-    def _listed(self, generation: int, result: tuple[list[RunSummary], int]) -> None:
-        if generation != self._generation or not isValid(self):
-            return
+    def _listed(self, result: tuple[list[RunSummary], int]) -> None:
         runs, skipped = result
         selected = set(self.selected_run_ids())
         self.skipped = skipped
@@ -214,9 +206,7 @@ class HistoryPanel(QWidget):
         self._update_actions()
         self.refreshed.emit(len(runs))
 
-    def _listing_failed(self, generation: int, exc: BaseException) -> None:
-        if generation != self._generation or not isValid(self):
-            return
+    def _listing_failed(self, exc: BaseException) -> None:
         self.refresh_button.setEnabled(True)
         self.status_label.setText("Could not read the saved runs")
         error_sink().report("Could not list saved runs", exc)

@@ -446,8 +446,8 @@ class TaskSlot:
 
     def start(self, run: Callable[..., Task], *args: Any, **options: Any) -> Task:
         """``run(*args, **options)`` (:func:`run_generator`, :func:`run_call` or :func:`run_coroutine`)
-        in place of the task before, which is cancelled."""
-        self.cancel()
+        in place of the task before, which is dropped."""
+        self.drop()
         mine: list[Task] = []  # filled before any news: it is delivered on the GUI thread, later
 
         def heard(cb: Callable[..., None] | None) -> Callable[..., None] | None:
@@ -480,6 +480,12 @@ class TaskSlot:
         """Ask the task to stop (it stays in the slot until its ``on_end``)."""
         if self.task is not None:
             self.task.cancel()
+
+    def drop(self) -> None:
+        """Cancel the task and stop hearing it, as :meth:`start` does with the one before; the slot is
+        empty at once."""
+        self.cancel()
+        self.task = None
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Block until the task's work is over (shutdown and tests only). True when it is."""
