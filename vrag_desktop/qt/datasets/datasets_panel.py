@@ -34,7 +34,7 @@ from vrag_desktop.qt.datasets.item_dialog import ItemDialog
 from vrag_desktop.qt.datasets.item_table import ANSWER, FILE, PAGES, QUESTION, TYPE, UID, ItemTableModel
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import action, button, with_menu
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class DatasetsPanel(QWidget):
         self.choose_save: Callable[[str, str, str], str | None] = self._ask_save
         self.corpora_names: Callable[[], list[str]] = lambda: []  # empty: every corpus
         self.dialog: ItemDialog | None = None
-        self._generation = 0
+        self._listing, self._reading = TaskSlot(), TaskSlot()  # the newest of each wins
         self._error = ""
         self.model = ItemTableModel(self)
         self._build()
@@ -179,22 +179,22 @@ class DatasetsPanel(QWidget):
 
     def refresh(self, select: str | None = None) -> None:
         """List the datasets off the GUI thread, then show ``select`` (else the current one)."""
-        self._generation += 1
-        generation, keep = self._generation, select or self.current_name()
-        run_call(
+        keep = select or self.current_name()
+        self._reading.drop()  # the list is read again: so is the current dataset, once it is listed
+        self._listing.start(
+            run_call,
             self.store.infos,
-            on_done=lambda infos: self._listed(generation, infos, keep),
-            on_error=lambda exc: self._listing_failed(generation, exc),
+            on_done=lambda infos: self._listed(infos, keep),
+            on_error=self._listing_failed,
         )
 
-    def _listing_failed(self, generation: int, exc: BaseException) -> None:
+    def _listing_failed(self, exc: BaseException) -> None:
         error_sink().report("Could not list the datasets", exc)
-        if generation == self._generation and isValid(self):
-            self.list.clear()
-            self._show_message(f"⚠ The datasets cannot be listed.\n\n{exc}")
+        self.list.clear()
+        self._show_message(f"⚠ The datasets cannot be listed.\n\n{exc}")
 
-    def _listed(self, generation: int, infos: list[DatasetInfo], keep: str | None) -> None:
-        if generation != self._generation or not isValid(self):
+    def _listed(self, infos: list[DatasetInfo], keep: str | None) -> None:
+        if not isValid(self):
             return
         self.list.blockSignals(True)
         self.list.clear()
@@ -232,16 +232,16 @@ class DatasetsPanel(QWidget):
             self._show_message(NO_DATASETS)
             self.itemsShown.emit("")
             return
-        store, generation = self.store, self._generation
-        run_call(
-            store.load,
+        self._reading.start(
+            run_call,
+            self.store.load,
             name,
-            on_done=lambda ds: self._items_read(generation, name, list(ds)),
-            on_error=lambda exc: self._damaged(generation, name, exc),
+            on_done=lambda ds: self._items_read(name, list(ds)),
+            on_error=lambda exc: self._damaged(name, exc),
         )
 
-    def _items_read(self, generation: int, name: str, items: list[DatasetItem]) -> None:
-        if generation != self._generation or not isValid(self) or name != self.current_name():
+    def _items_read(self, name: str, items: list[DatasetItem]) -> None:
+        if not isValid(self) or name != self.current_name():
             return
         self.model.set_records(items)
         if items:
@@ -252,8 +252,8 @@ class DatasetsPanel(QWidget):
         self._match(name, items)
         self.itemsShown.emit(name)
 
-    def _damaged(self, generation: int, name: str, exc: BaseException) -> None:
-        if generation != self._generation or not isValid(self) or name != self.current_name():
+    def _damaged(self, name: str, exc: BaseException) -> None:
+        if not isValid(self) or name != self.current_name():
             return
         self._error = str(exc)
         self._show_message(

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QFrame, QGroupBox, QHBoxLayout, QLabel, QToolButto
 
 from vrag_desktop.core.runtime.settings import env_is_cpu
 from vrag_desktop.qt.infra.errors import describe
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.runtime.server_text import gpu_badge, gpu_lines
 from vrag_desktop.qt.runtime.style import MUTED, amber, if_alive
 
@@ -80,7 +80,7 @@ class Preflight(QObject):
 
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
-        self._gen = 0
+        self._estimate = TaskSlot()  # the newest estimate wins
         self._warnings: list[str] = []
         self.box = QFrame(parent)
         self.box.setObjectName("preflight")
@@ -103,9 +103,8 @@ class Preflight(QObject):
         """Estimate in a worker (nothing to estimate without a config and a GPU report)."""
         from vrag_desktop.core.runtime.gpu import preflight
 
-        self._gen += 1
-        gen = self._gen
         if cfg is None or report is None:
+            self._estimate.drop()
             self.show([])
             return
         cpu_env = bool(env_is_cpu(cfg.python))
@@ -116,11 +115,9 @@ class Preflight(QObject):
                 warnings = [w for w in warnings if not w.startswith("No NVIDIA GPU")]
             return warnings
 
-        def done(warnings: list[str]) -> None:
-            if gen == self._gen:
-                self.show(warnings)
-
-        run_call(work, on_done=if_alive(self, done), error_title="Memory pre-flight failed")
+        self._estimate.start(
+            run_call, work, on_done=if_alive(self, self.show), error_title="Memory pre-flight failed"
+        )
 
     def show(self, warnings: list[str]) -> None:
         self._warnings = list(warnings)

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit, QPushBu
 
 from vrag_desktop.core.endpoints.profiles import ApiKeyStoreError, NoSecureStoreError, ProfileError
 from vrag_desktop.qt.infra.errors import describe
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.runtime.profile_text import key_placeholder, key_source_text
 from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive
 
@@ -33,7 +33,7 @@ class ApiKeyBox(QGroupBox):
         self._name: str | None = None
         self._draft = False  # a profile not saved yet has no key
         self._pending_key: str | None = None  # typed, waiting for "use for this session only"
-        self._source_gen = 0
+        self._source = TaskSlot()  # the newest lookup wins
         self.key_edit = QLineEdit(self)
         self.key_edit.setObjectName("apiKeyEdit")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
@@ -89,8 +89,6 @@ class ApiKeyBox(QGroupBox):
         name = self._name
         if name is None or self._draft:
             return
-        self._source_gen += 1
-        gen = self._source_gen
         try:
             profile = self.store.get(name)
         except ProfileError:
@@ -98,8 +96,6 @@ class ApiKeyBox(QGroupBox):
         needs = bool(profile and profile.needs_key)
 
         def show(source: str | None) -> None:
-            if gen != self._source_gen:
-                return
             text = key_source_text(source, needs, profile.env_vars() if profile else None)
             self.source_label.setText(text)
             self.key_edit.setPlaceholderText(key_placeholder(source))
@@ -108,7 +104,8 @@ class ApiKeyBox(QGroupBox):
             where = f"Looked up in order: this session, the system keyring, {envs}"
             self.source_label.setToolTip(where if envs else "")
 
-        run_call(
+        self._source.start(
+            run_call,
             self.store.api_key_source,
             name,
             on_done=if_alive(self, show),
