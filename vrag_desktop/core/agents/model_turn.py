@@ -28,7 +28,8 @@ _DONE = object()
 
 
 class Fatal(Exception):
-    """The endpoint is gone for good; the message is the run's last (unrecoverable) error event."""
+    """The endpoint is gone for good: raised out of :meth:`ModelTurns.turn`, it ends the run, and
+    :func:`guarded` makes its message the run's last (unrecoverable) error event."""
 
 
 async def guarded(
@@ -47,6 +48,9 @@ async def guarded(
         async with aclosing(run.events()) as events:
             async for ev in events:
                 yield ev
+    except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
+        yield run.timing()
+        yield run.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
     except Exception as exc:
         log.exception("%s run failed", what)
         yield run.ev(AgentError, kind="internal", content=f"internal error: {exc!r}", recoverable=False)
@@ -97,6 +101,8 @@ class ModelTurns:
         self.steps_left: int = agent.max_steps
         self.free_invalid: int = agent.max_invalid
 
+    reply: ChatResult  # the last model reply (set by :meth:`turn`)
+
     def events(self) -> AsyncGenerator[AgentEvent, None]:  # pragma: no cover - provided by the run
         raise NotImplementedError
 
@@ -135,21 +141,14 @@ class ModelTurns:
         return Path(self.a.image_dir) / f"{self.run_id}-{self.step:02d}-{what}{suffix}"
 
     async def turn(self, messages: list[dict[str, Any]]) -> AsyncGenerator[AgentEvent, None]:
-        """One model call's events; its reply is left on :attr:`reply`. When the endpoint is gone
-        for good, ``reply`` stays None and the last events are ``Timing`` and the fatal error: the
-        run then ends."""
-        self.reply: ChatResult | None = None
-        try:
-            async with aclosing(self.call_model(messages)) as calls:
-                async for item in calls:
-                    if isinstance(item, ChatResult):
-                        self.reply = item
-                    else:
-                        yield item
-        except Fatal as fatal:  # the endpoint is gone: the error is the run's last event
-            self.reply = None
-            yield self.timing()
-            yield self.ev(AgentError, kind="endpoint", content=str(fatal), recoverable=False)
+        """One model call's events; its reply is left on :attr:`reply`. Raises :class:`Fatal` when
+        the endpoint is gone for good (the run ends there: see :func:`guarded`)."""
+        async with aclosing(self.call_model(messages)) as calls:
+            async for item in calls:
+                if isinstance(item, ChatResult):
+                    self.reply = item
+                else:
+                    yield item
 
     def on_content(self, text_so_far: str, chunk: str) -> list[AgentEvent]:
         """Hook: extra events while the reply streams (VimRAG draws a new node early). Default: none."""

@@ -229,10 +229,7 @@ class _Run(Media):
             async with aclosing(self.turn(request)) as model_events:
                 async for ev in model_events:
                     yield ev
-            result = self.reply
-            if result is None:  # the endpoint is gone
-                return
-            content = result.content or ""
+            content = self.reply.content or ""
             try:
                 call: P.ToolCall | None = P.parse_tool_call(content)
                 problem = ""

@@ -179,8 +179,6 @@ class _Run(ModelTurns):
                 async for ev in model_events:
                     yield ev
             result = self.reply
-            if result is None:  # the endpoint is gone
-                return
             content = result.content or ""
             self.messages.append({"role": "assistant", "content": content})
             turn = vp.parse_turn(content)
