@@ -50,6 +50,7 @@ from vrag_desktop.qt.ask.run_controller import RunRequest
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.theme import is_dark
+from vrag_desktop.qt.infra.widgets import column, row
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
 RENDER_INTERVAL_MS = 100
@@ -130,12 +131,9 @@ class AskPanel(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the run (Esc); it is kept as cancelled")
         self.stop_button.setEnabled(False)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        qrow = QHBoxLayout()
-        qrow.addWidget(self.question_edit, 1)
-        qrow.addLayout(buttons)
+        qrow = row(
+            self.question_edit, column(None, self.send_button, self.stop_button), grow=self.question_edit
+        )
 
         # ---- transcript + find bar
         self.view = QTextBrowser()
@@ -161,13 +159,7 @@ class AskPanel(QWidget):
             fb.addWidget(part)
         self.find_bar.hide()
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(6, 6, 6, 6)
-        layout.addLayout(opts)
-        layout.addLayout(qrow)
-        layout.addWidget(self.find_bar)
-        layout.addWidget(self.view, 1)
-        layout.addWidget(self.status_label)
+        column(self, opts, qrow, self.find_bar, self.view, self.status_label, grow=self.view, margins=6)
 
         self.send_button.clicked.connect(self.send)
         self.stop_button.clicked.connect(self.stopRequested)

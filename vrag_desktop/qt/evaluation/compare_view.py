@@ -18,7 +18,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -28,6 +27,7 @@ from vrag_desktop.qt.evaluation.report_view import fmt
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
+from vrag_desktop.qt.infra.widgets import column
 
 ITEM_COLUMNS = ("", "UID", "Question", "A", "B")
 
@@ -84,13 +84,7 @@ class CompareDialog(QDialog):
         self.only = QLabel()
         self.only.setWordWrap(True)
         self.only.setProperty("role", "muted")
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(self.warnings)
-        lay.addWidget(self.headline)
-        lay.addWidget(self.deltas)
-        lay.addWidget(self.items, 1)
-        lay.addWidget(self.only)
+        column(self, form, self.warnings, self.headline, self.deltas, self.items, self.only, grow=self.items)
         self.comparison: Comparison | None = None
         self._task = TaskSlot()  # the newest comparison wins
         self.a.currentIndexChanged.connect(self.refresh)

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -30,7 +29,7 @@ from vrag_desktop.qt.evaluation.runner import EvalRequest, EvalRunner
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
-from vrag_desktop.qt.infra.widgets import button, row
+from vrag_desktop.qt.infra.widgets import button, column, row
 
 LIST_COLUMNS = ("Kind", "Dataset", "Corpora", "Settings", "Date", "Metric", "State")
 STATE = LIST_COLUMNS.index("State")
@@ -112,11 +111,7 @@ class EvaluationsPanel(QWidget):
         split.setStretchFactor(0, 1)
         split.setStretchFactor(1, 3)
         self.split = split
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(4, 4, 4, 4)
-        lay.addLayout(bar)
-        lay.addWidget(self.progress)
-        lay.addWidget(split, 1)
+        column(self, bar, self.progress, split, grow=split, margins=4)
         self.progress.cancel_button.clicked.connect(self.cancel)
         self.list.itemSelectionChanged.connect(self._selection_changed)
         self.report.runClicked.connect(self.openRunRequested)

@@ -14,7 +14,6 @@ from PySide6.QtWidgets import (
     QListWidget,
     QListWidgetItem,
     QSpinBox,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -22,6 +21,7 @@ from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.evaluation.runner import EvalRequest
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.widgets import column
 
 JUDGES = (("exact", "Exact match (no model)"), ("anls", "ANLS (no model)"), ("model", "A judge model"))
 
@@ -79,10 +79,7 @@ class NewEvaluationDialog(QDialog):
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Start")
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(self.note)
-        lay.addWidget(self.buttons)
+        column(self, form, self.note, self.buttons)
         self._fill()
         self.kind.currentIndexChanged.connect(self._kind_changed)
         self.judge.currentIndexChanged.connect(self._kind_changed)

@@ -14,12 +14,12 @@ from PySide6.QtWidgets import (
     QLabel,
     QTableWidget,
     QTableWidgetItem,
-    QVBoxLayout,
     QWidget,
 )
 
 from vrag_desktop.core.eval.compare import CORRECT, EvalInfo, item_outcome, main_k
 from vrag_desktop.qt.infra.theme import color
+from vrag_desktop.qt.infra.widgets import column
 
 COLUMNS = ("UID", "Question", "Outcome", "Rank", "NDCG", "Judge", "Steps", "Seconds", "Error")
 RETRIEVAL_HIDDEN = {"Judge", "Steps"}
@@ -99,10 +99,7 @@ class ReportView(QWidget):
         h.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         h.setSectionResizeMode(COLUMNS.index("Question"), QHeaderView.ResizeMode.Stretch)
         self.table.cellClicked.connect(self._clicked)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.summary)
-        lay.addWidget(self.table, 1)
+        column(self, self.summary, self.table, grow=self.table, margins=0)
         self.info: EvalInfo | None = None
 
     def clear(self, text: str = "") -> None:

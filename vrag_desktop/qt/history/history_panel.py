@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QStackedWidget,
     QStyle,
     QToolButton,
-    QVBoxLayout,
     QWidget,
 )
 from shiboken6 import isValid
@@ -51,7 +50,7 @@ from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
-from vrag_desktop.qt.infra.widgets import action, button, with_menu
+from vrag_desktop.qt.infra.widgets import action, button, column, with_menu
 
 if TYPE_CHECKING:
     from vrag_desktop.core.run.export import ExportReport
@@ -174,10 +173,7 @@ class HistoryPanel(QWidget):
         bottom.addWidget(self.status_label, 1)
         for b in (self.open_button, self.replay_button, self.export_button, self.delete_button):
             bottom.addWidget(b)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.stack, 1)
-        layout.addLayout(bottom)
+        column(self, top, self.stack, bottom, grow=self.stack)
 
     # ---------------------------------------------------------------- listing
     def refresh(self) -> None:

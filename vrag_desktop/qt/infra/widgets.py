@@ -1,6 +1,6 @@
 """Small widget builders every dock uses, so a button, a row of them or a field with a hint is made
-one way: a push button with its tooltip and handler (and its menu), an action, a row of widgets, an
-editable combo box."""
+one way: a push button with its tooltip and handler (and its menu), an action, a row or a column of
+widgets and layouts, an editable combo box."""
 
 from __future__ import annotations
 
@@ -8,7 +8,16 @@ from collections.abc import Callable, Iterable
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QComboBox, QHBoxLayout, QMenu, QPushButton, QWidget
+from PySide6.QtWidgets import (
+    QBoxLayout,
+    QComboBox,
+    QHBoxLayout,
+    QLayout,
+    QMenu,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 def button(
@@ -51,14 +60,36 @@ def with_menu(b: QPushButton, actions: Iterable[QAction | None]) -> QPushButton:
     return b
 
 
-def row(*widgets: QWidget, grow: QWidget | None = None) -> QHBoxLayout:
-    """``widgets`` left to right; ``grow`` takes the spare width (without it, the row ends in a stretch)."""
+def row(*items: QWidget | QLayout, grow: QWidget | QLayout | None = None) -> QHBoxLayout:
+    """``items`` left to right; ``grow`` takes the spare width (without it, the row ends in a stretch)."""
     layout = QHBoxLayout()
-    for w in widgets:
-        layout.addWidget(w, 1 if w is grow else 0)
+    _add(layout, items, grow)
     if grow is None:
         layout.addStretch(1)
     return layout
+
+
+def column(
+    parent: QWidget | None,
+    *items: QWidget | QLayout,
+    grow: QWidget | QLayout | None = None,
+    margins: int | None = None,
+) -> QVBoxLayout:
+    """``items`` top to bottom, in a layout set on ``parent`` when given; ``grow`` takes the spare
+    height (no stretch is added); ``margins``: the same on all four sides, else the style's."""
+    layout = QVBoxLayout(parent) if parent is not None else QVBoxLayout()
+    if margins is not None:
+        layout.setContentsMargins(margins, margins, margins, margins)
+    _add(layout, items, grow)
+    return layout
+
+
+def _add(layout: QBoxLayout, items: Iterable[QWidget | QLayout], grow: QWidget | QLayout | None) -> None:
+    for item in items:
+        if isinstance(item, QLayout):
+            layout.addLayout(item, 1 if item is grow else 0)
+        else:
+            layout.addWidget(item, 1 if item is grow else 0)
 
 
 def editable_combo(choices: Iterable[str], placeholder: str) -> QComboBox:
@@ -72,4 +103,4 @@ def editable_combo(choices: Iterable[str], placeholder: str) -> QComboBox:
     return combo
 
 
-__all__ = ["action", "button", "editable_combo", "row", "with_menu"]
+__all__ = ["action", "button", "column", "editable_combo", "row", "with_menu"]
