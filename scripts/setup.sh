@@ -75,7 +75,7 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(not torch.__version__.st
 fi
 
 echo "Installing VRAG Desktop and its dependencies…"
-"${pip[@]}" install -q -e ".[dev]" "torch==$TORCH_VERSION"
+"${pip[@]}" install -q -e ".[dev,build]" "torch==$TORCH_VERSION"
 # Left behind by earlier setups (it wanted the non-headless opencv-python); rapidocr replaced it.
 if "${pip[@]}" show -q rapidocr-onnxruntime >/dev/null 2>&1; then
   "${pip[@]}" uninstall -q -y rapidocr-onnxruntime

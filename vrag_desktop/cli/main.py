@@ -44,8 +44,28 @@ def _parser() -> argparse.ArgumentParser:
     cli_runtime.add_parsers(sub)
     cli_eval.add_parsers(sub)
     cli_train.add_parsers(sub)
-    sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
+    gui = sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
+    gui.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="files or folders to add to a corpus (given to the running app, if one is open)",
+    )
     return p
+
+
+#: Every command name, so that ``vrag-desktop FILE…`` (a file manager's "Open with") means ``gui FILE…``.
+COMMANDS = ("index", "search", "serve-search", "corpus", "ask", "runs", "runtime", "eval", "train", "gui")
+
+
+def _open_with(raw: list[str]) -> list[str]:
+    """``[--data-dir D] PATH…`` where the first non-option is an existing path, not a command: ``gui``."""
+    i = 0
+    while i < len(raw) and raw[i].startswith("-"):
+        i += 2 if raw[i] == "--data-dir" else 1
+    if i < len(raw) and raw[i] not in COMMANDS and os.path.exists(raw[i]):
+        return [*raw[:i], "gui", *raw[i:]]
+    return raw
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,12 +76,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if raw[0] == CHILD_FLAG:
             child_entry(raw[1:])
             return 0
-    args = _parser().parse_args(raw)
+    args = _parser().parse_args(_open_with(raw))
     if args.command in (None, "gui"):
         from vrag_desktop.qt.app import main as gui_main
 
-        return gui_main(data_dir=args.data_dir)
+        return gui_main(data_dir=args.data_dir, paths=getattr(args, "paths", None) or [])
     _quiet_libraries()
+    from vrag_desktop.core.datadir import DataDirTooNew, check
+    from vrag_desktop.core.paths import resolve_data_dir
+
+    try:
+        check(resolve_data_dir(args.data_dir))
+    except DataDirTooNew as exc:
+        print(f"vrag-desktop: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
     try:
         from vrag_desktop.cli import ask as cli_ask
         from vrag_desktop.cli import eval as cli_eval

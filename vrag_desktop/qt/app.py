@@ -13,6 +13,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 NO_DISPLAY_HELP = """\
 vrag-desktop: no display found, so the window cannot open.
@@ -71,8 +72,10 @@ def enable_faulthandler(log_dir: Path) -> None:
         faulthandler.enable(sys.stderr, all_threads=True)
 
 
-def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
-    """Run the app until its window closes; returns the exit code."""
+def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: Sequence[str] = ()) -> int:
+    """Run the app until its window closes; returns the exit code. ``paths`` (files and folders the
+    app was opened with) are added to a corpus — by the instance already running for this data
+    directory, if there is one (its window is raised and this launch ends)."""
     t0 = time.perf_counter()
     if not has_display():
         sys.stderr.write(NO_DISPLAY_HELP)
@@ -90,12 +93,37 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
     app.setDesktopFileName("vrag-desktop")
 
     from vrag_desktop.qt.context import AppContext
+    from vrag_desktop.qt.single_instance import absolute_paths, claim_or_forward, instance_key
+
+    set_window_icon(app)
+    ctx = AppContext.load(data_dir=data_dir)
+    files = absolute_paths(list(paths))
+    guard = claim_or_forward(instance_key(ctx.data_dir), files)
+    if guard is None:
+        n = len(files)
+        sys.stderr.write(
+            "VRAG Desktop is already running for this data directory: its window was raised"
+            + (f" and given {n} file{'s' if n != 1 else ''} to add.\n" if n else ".\n")
+        )
+        return 0
+    try:
+        return _run(app, ctx, files, guard, t0)
+    finally:
+        guard.release()
+
+
+def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
+    """The primary instance: refuse a data directory of a newer app, else the window until it closes."""
+    refusal = data_dir_refusal(ctx.data_dir)
+    if refusal:
+        show_fatal(refusal)
+        return 3
+
     from vrag_desktop.qt.infra.errors import error_sink, install_excepthooks
     from vrag_desktop.qt.infra.theme import apply_theme
 
     error_sink()  # created on the GUI thread
     install_excepthooks()
-    ctx = AppContext.load(data_dir=data_dir)
     setup_logging(ctx.log_dir)
     enable_faulthandler(ctx.log_dir)
     apply_theme(app, ctx.settings.theme)
@@ -104,6 +132,14 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
 
     window = MainWindow(ctx)
     window.show()
+    guard.received.connect(lambda received: _open_paths(window, received))
+    if files:
+        _open_paths(window, files)
+    from vrag_desktop.qt import smoke
+
+    smoke_report = smoke.requested()
+    if smoke_report is not None:
+        smoke.install(window, smoke_report)
     logging.getLogger("vrag_desktop").info("window shown %.2f s after start", time.perf_counter() - t0)
     if os.environ.get("VRAG_DESKTOP_STARTUP_PROBE"):  # cold-start benchmark: report and leave
         app.processEvents()
@@ -128,3 +164,60 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None) -> int:
     with loop:
         loop.run_until_complete(closed.wait())
     return 0
+
+
+def _open_paths(window: Any, paths: Sequence[str]) -> None:
+    """Raise the window; add the files and folders it was opened with to a corpus (the selected
+    one, else "default")."""
+    from PySide6.QtCore import Qt
+
+    if window.isMinimized():
+        window.setWindowState(window.windowState() & ~Qt.WindowState.WindowMinimized)
+    window.show()
+    window.raise_()
+    window.activateWindow()
+    if paths:
+        window.corpora.add_paths(list(paths))
+
+
+def set_window_icon(app: Any) -> None:
+    """The application icon (window manager, task bar, dialogs), from the bundled resources."""
+    from PySide6.QtGui import QIcon
+
+    from vrag_desktop.core.paths import resources_dir
+
+    icons = resources_dir() / "icons"
+    icon = QIcon()
+    for size in (16, 32, 48, 64, 128, 256):
+        png = icons / f"vrag-desktop-{size}.png"
+        if png.is_file():
+            icon.addFile(str(png))
+    svg = icons / "vrag-desktop.svg"
+    if svg.is_file():
+        icon.addFile(str(svg))
+    if not icon.isNull():
+        app.setWindowIcon(icon)
+
+
+def data_dir_refusal(data_dir: Path) -> str | None:
+    """Why this data directory cannot be opened (written by a newer app), else None; a data
+    directory it can use is stamped with this app's format."""
+    from vrag_desktop.core.datadir import DataDirTooNew, check_and_stamp
+
+    try:
+        check_and_stamp(data_dir)
+    except DataDirTooNew as exc:
+        return str(exc)
+    except OSError as exc:  # read-only or missing: the panels report what they cannot do
+        logging.getLogger("vrag_desktop").warning("data directory stamp: %s", exc)
+    return None
+
+
+def show_fatal(message: str) -> None:
+    """A start-up refusal: on stderr, and in a message box (a double-clicked app has no terminal)."""
+    sys.stderr.write(f"vrag-desktop: {message}\n")
+    if os.environ.get("VRAG_DESKTOP_SMOKE") or os.environ.get("QT_QPA_PLATFORM") == "offscreen":
+        return  # nobody to click the box away
+    from PySide6.QtWidgets import QMessageBox
+
+    QMessageBox.critical(None, "VRAG Desktop", message)
