@@ -22,7 +22,7 @@ def _one_line(text: str) -> str:
 class ItemTableModel(RecordModel[DatasetItem]):
     """Read-only rows; editing goes through the item dialog (which checks every field)."""
 
-    COLUMNS = COLUMNS
+    columns = COLUMNS
 
     def cell(self, item: DatasetItem, col: int, role: int) -> Any:
         if role == UID_ROLE:

@@ -63,7 +63,7 @@ def first_line(text: str) -> str:
 class RunTableModel(RecordModel["RunSummary"]):
     """Run summaries as rows; ``RUN_ID_ROLE`` gives a row's run id."""
 
-    COLUMNS = COLUMNS
+    columns = COLUMNS
 
     def cell(self, r: RunSummary, col: int, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:

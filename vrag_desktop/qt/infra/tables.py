@@ -1,7 +1,7 @@
 """Tables of records (History's runs, a dataset's items): the model over a list of records and the
 read-only view that shows them, one way for every dock.
 
-A :class:`RecordModel` subclass names its ``COLUMNS`` and answers :meth:`RecordModel.cell`; the
+A :class:`RecordModel` subclass names its ``columns`` and answers :meth:`RecordModel.cell`; the
 list, the counts, the header and the reset on a new list are here.
 """
 
@@ -25,9 +25,9 @@ R = TypeVar("R")
 
 
 class RecordModel(QAbstractTableModel, Generic[R]):
-    """Read-only rows, one record each; ``COLUMNS`` are the header's texts."""
+    """Read-only rows, one record each; ``columns`` are the header's texts."""
 
-    COLUMNS: ClassVar[tuple[str, ...]] = ()
+    columns: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
@@ -52,13 +52,13 @@ class RecordModel(QAbstractTableModel, Generic[R]):
         return 0 if parent.isValid() else len(self._records)
 
     def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.COLUMNS)
+        return 0 if parent.isValid() else len(self.columns)
 
     def headerData(
         self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
     ) -> Any:
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
+            return self.columns[section]
         return None
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
