@@ -104,6 +104,41 @@ def _read(path: str | Path) -> Dataset:
     return load_dataset(path, need_answers=False)  # an item without an answer is named, not fatal
 
 
+def _match(
+    dataset: Dataset, engine: SearchEngine, on_match: Callable[[DatasetMatch], None] | None
+) -> tuple[DatasetMatch, list[str]]:
+    """The dataset matched to the engine's corpora (the dataset's own problems included, shown to
+    ``on_match`` before anything is scored) and the corpora's names, sorted as fingerprints hold them."""
+    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
+
+    match = match_dataset(dataset.items, corpus_files(engine.corpora))
+    match.problems.extend(dataset.problems)
+    if on_match is not None:
+        on_match(match)
+    return match, sorted(c.name for c in engine.corpora)
+
+
+def _open_store(
+    kind: str,
+    data_root: str | Path,
+    dataset_path: str | Path,
+    corpora: list[str],
+    settings: dict[str, Any],
+    *,
+    agent: str | None = None,
+    out: str | Path | None,
+    restart: bool,
+    **header: Any,
+) -> EvalStore:
+    """The evaluation's folder (``out``, else its default one), started or resumed. Its fingerprint
+    is the kind, the dataset's bytes, the corpora and ``settings``: a folder holding another one is
+    refused (EvalError), so results of different settings never mix."""
+    fingerprint = {"kind": kind, "dataset_sha256": dataset_digest(dataset_path), "corpora": corpora}
+    folder = Path(out) if out else default_folder(data_root, kind, dataset_path, corpora, agent)
+    head = {"fingerprint": fingerprint | settings, "dataset": str(Path(dataset_path).resolve()), **header}
+    return EvalStore.open(folder, head, restart=restart)
+
+
 def retrieval_job(
     library: Library,
     data_root: str | Path,
@@ -111,8 +146,8 @@ def retrieval_job(
     corpora: Sequence[str] | None = None,
     *,
     ks: Sequence[int] | None = None,
-    hybrid: bool = True,
     device: str | None = None,
+    hybrid: bool = True,
     out: str | Path | None = None,
     restart: bool = False,
     reuse: Any = None,
@@ -120,7 +155,6 @@ def retrieval_job(
 ) -> EvalJob:
     """Read, match and open a retrieval evaluation. Raises DatasetError / SearchError / EvalError
     (nothing to score, a folder of other settings) with what to do."""
-    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
     from vrag_desktop.core.eval.retrieval import DEFAULT_KS, evaluate_retrieval
     from vrag_desktop.core.search.engine import SearchEngine
 
@@ -130,27 +164,15 @@ def retrieval_job(
     dataset = _read(dataset_path)
     engine = SearchEngine(library, corpora, hybrid=hybrid, device=device, reuse=reuse)
     try:
-        match = match_dataset(dataset.items, corpus_files(engine.corpora))
-        match.problems.extend(dataset.problems)
-        names = sorted(c.name for c in engine.corpora)
-        if on_match is not None:
-            on_match(match)
+        match, names = _match(dataset, engine, on_match)
         if not match.matched:
             raise EvalError("no item of the dataset can be scored against these corpora (see above)")
-        fingerprint = {
-            "kind": "retrieval",
-            "dataset_sha256": dataset_digest(dataset_path),
-            "corpora": names,
+        settings = {
             "embedder": sorted({c.embedder_id or "" for c in engine.corpora}),
             "hybrid": bool(hybrid),
             "ks": cuts,
         }
-        folder = Path(out) if out else default_folder(data_root, "retrieval", dataset_path, names)
-        store = EvalStore.open(
-            folder,
-            {"fingerprint": fingerprint, "dataset": str(Path(dataset_path).resolve())},
-            restart=restart,
-        )
+        store = _open_store("retrieval", data_root, dataset_path, names, settings, out=out, restart=restart)
     except BaseException:
         engine.close()
         raise
@@ -186,7 +208,6 @@ def answers_job(
     DatasetError, SearchError or EvalError with what to do."""
     from vrag_desktop.core.eval.answers_eval import JudgeScorer, Scorer, evaluate_answers, metric_scorer
     from vrag_desktop.core.eval.judge import Judge
-    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
     from vrag_desktop.core.run.assemble import Endpoint
     from vrag_desktop.core.search.engine import SearchEngine
 
@@ -199,15 +220,8 @@ def answers_job(
     engine = SearchEngine(library, corpora, device=device, reuse=reuse)
     closers: list[Callable[[], None]] = [engine.close]
     try:
-        match = match_dataset(dataset.items, corpus_files(engine.corpora))
-        match.problems.extend(dataset.problems)
-        names = sorted(c.name for c in engine.corpora)
-        if on_match is not None:
-            on_match(match)
-        fingerprint = {
-            "kind": "answers",
-            "dataset_sha256": dataset_digest(dataset_path),
-            "corpora": names,
+        match, names = _match(dataset, engine, on_match)
+        settings = {
             "agent": agent,
             "model": endpoint.model_name,
             "judge": judge
@@ -215,11 +229,18 @@ def answers_job(
             else f"model:{judge_name or profiles.active}:{judge_endpoint.model_name}",
             "max_steps": max_steps,
         }
-        folder = Path(out) if out else default_folder(data_root, "answers", dataset_path, names, agent)
-        header = {"fingerprint": fingerprint, "dataset": str(Path(dataset_path).resolve())}
-        # not part of the fingerprint (a profile may be renamed), but what a resume starts from
-        header["profiles"] = {"agent": profile or profiles.active, "judge": judge_name or profiles.active}
-        store = EvalStore.open(folder, header, restart=restart)
+        store = _open_store(
+            "answers",
+            data_root,
+            dataset_path,
+            names,
+            settings,
+            agent=agent,
+            out=out,
+            restart=restart,
+            # not part of the fingerprint (a profile may be renamed), but what a resume starts from
+            profiles={"agent": profile or profiles.active, "judge": judge_name or profiles.active},
+        )
         the_agent = make_agent(AgentSpec(agent, endpoint, engine, names, Path(data_root), max_steps))
         scorer: Scorer = (
             metric_scorer(judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
