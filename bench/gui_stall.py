@@ -1143,7 +1143,14 @@ def main() -> None:
 
     bench = Bench(args, work)
     if not args.startup:
-        bench.wait_until(lambda: False, 2.0)  # the window settles (start-up background work)
+        # the window settles: at least 2 s, and until the app's start-up warm-up has ended (its
+        # imports hold the GIL in 50-100 ms slices; --startup measures them as a phase of their own)
+        settle_from = time.monotonic()
+        warm = bench.warmup
+        bench.wait_until(
+            lambda: time.monotonic() - settle_from >= 2.0 and (warm is None or not warm.is_alive()), 300
+        )
+        print(f"  settled: {time.monotonic() - settle_from:.1f} s (warm-up ended)", flush=True)
     spy_exe = find_py_spy(args.py_spy)
     monitor = Monitor(spy_exe, work, native=args.native_dumps) if spy_exe else None
     bench.hb.monitor = monitor

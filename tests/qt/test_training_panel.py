@@ -169,6 +169,7 @@ def test_torn_metrics_line_waits_for_its_end(qtbot: Any, ctx: Any) -> None:
     panel = _panel(qtbot, ctx)
     qtbot.waitUntil(lambda: panel.view.root == run.root, timeout=10_000)
     qtbot.waitUntil(lambda: panel.view.rows_seen == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.view.plots.built, timeout=10_000)  # made once there are rows
     panel.view.plots.redraw()
     assert panel.view.plots.point_count("reward") == 3
     with open(run.metrics_path, "a", encoding="utf-8") as fh:
@@ -332,9 +333,12 @@ def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
         {"step": i, "reward": (i % 50) / 50, "loss": 1 / i, "tokens_per_second": 100.0}
         for i in range(1, 10_001)
     ]
+    assert not plots.built and plots.point_count("reward") == 0  # nothing made before rows come
     t0 = time.perf_counter()
     for k in range(0, len(rows), 100):  # as polls bring them: 100 at a time
         plots.add_rows(rows[k : k + 100])
+    plots.redraw()  # starts making the plots, one per event-loop turn
+    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
     plots.redraw()
     qtbot.wait(50)
     elapsed = time.perf_counter() - t0
@@ -345,6 +349,40 @@ def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
     plots.redraw()
     plots.view.repaint()
     assert time.perf_counter() - t0 < 0.2
+
+
+def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> None:
+    """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
+    §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""
+    from PySide6.QtWidgets import QLabel, QTabWidget
+
+    from vrag_desktop.qt.training.plots import PLOTS, MetricPlots
+
+    tabs = QTabWidget()
+    qtbot.addWidget(tabs)
+    plots = MetricPlots()
+    tabs.addTab(plots, "Plots")
+    tabs.addTab(QLabel("log"), "Log")
+    tabs.resize(900, 700)
+    tabs.show()
+    plots.redraw()
+    qtbot.wait(50)
+    assert not plots.plots  # shown, but no rows yet
+    tabs.setCurrentIndex(1)
+    plots.add_rows([{"step": i, "reward": i / 10, "kl": 0.1} for i in range(1, 4)])
+    plots.redraw()
+    qtbot.wait(50)
+    assert not plots.plots  # rows, but another tab is shown
+    tabs.setCurrentIndex(0)
+    plots.redraw()
+    assert not plots.plots  # not made in the caller's turn: one per event-loop turn from here
+    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    assert len(plots.plots) == len(PLOTS) and plots.point_count("reward") == 3
+    shown = [t for t, p in plots.plots.items() if p.isVisible()]
+    assert "GPU memory (GB)" not in shown and len(shown) == len(PLOTS) - 1
+    plots.add_rows([{"step": 4, "reward": 0.4, "gpu_memory_gb": 1.5}])
+    plots.redraw()
+    assert plots.point_count("reward") == 4 and plots.plots["GPU memory (GB)"].isVisible()
 
 
 def test_main_window_has_the_training_dock_and_opens_a_sample(qtbot: Any, ctx: Any) -> None:

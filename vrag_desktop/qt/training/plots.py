@@ -4,12 +4,20 @@ Why this shape: a run writes one row per step and may reach 10,000 steps; the pa
 second. Values are appended to growing numpy arrays (capacity doubling, no per-point items) and
 curves are redrawn by a timer at most 4 times a second, with ``clipToView`` and peak downsampling
 so only what is visible, at screen resolution, is drawn.
+
+Built lazily, in small steps: making a pyqtgraph plot takes 10-60 ms on the GUI thread and the first
+paint of the whole grid took 160-330 ms (docs/benchmarks.md §5.7), so nothing is made until the
+Plots tab is shown with rows to plot; then one plot is made per event-loop turn (hidden, so the
+grid's geometry settles without painting), and they are revealed one per turn, each with its data,
+so no turn paints more than one new plot. A plot is a title, a ViewBox and two axes, without menus (see
+:meth:`MetricPlots._make_plot`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -63,41 +71,23 @@ class Series:
 
 
 class MetricPlots(QWidget):
-    """A grid of plots sharing the step axis; feed it rows with :meth:`add_rows`."""
+    """A grid of plots sharing the step axis; feed it rows with :meth:`add_rows`. The plots are made
+    the first time rows are there to plot while this tab is shown (see the module docstring)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.series: dict[str, Series] = {k: Series() for k in KEYS}
         self.curves: dict[str, pg.PlotDataItem] = {}
-        self.plots: dict[str, pg.PlotItem] = {}
+        self.plots: dict[str, pg.GraphicsLayout] = {}  # title -> its cell (title, axes, view)
+        self.boxes: dict[str, pg.ViewBox] = {}
         self._dirty: set[str] = set()
+        self._steps: list[Callable[[], None]] | None = None  # the build's steps left (None: not started)
+        self._built = False
         pg.setConfigOptions(antialias=False)
         self.view = pg.GraphicsLayoutWidget(self)
         pal = self.palette()
         self.view.setBackground(pal.color(QPalette.ColorRole.Base))
-        fg = pal.color(QPalette.ColorRole.Text)
-        first: pg.PlotItem | None = None
-        for i, (title, curves) in enumerate(PLOTS):
-            plot = self.view.addPlot(row=i // 2, col=i % 2, title=title)
-            # no grid: AxisItem paints grid lines across the whole view, the costliest part of a
-            # repaint (docs/benchmarks.md §5.7)
-            plot.setClipToView(True)
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.getAxis("bottom").setTextPen(fg)
-            plot.getAxis("left").setTextPen(fg)
-            plot.setMenuEnabled(False)
-            if len(curves) > 1:
-                plot.addLegend(offset=(-4, 4), labelTextColor=fg)
-            if first is None:
-                first = plot
-                plot.enableAutoRange(x=False)  # grows in steps (see redraw): axes repaint less often
-                plot.setXRange(0, X_START, padding=0)
-            else:
-                plot.setXLink(first)
-            for key, name, colour in curves:
-                self.curves[key] = plot.plot(name=name, pen=pg.mkPen(colour, width=1.5))
-            self.plots[title] = plot
-        self.plots["GPU memory (GB)"].setVisible(False)
+        self._fg = pal.color(QPalette.ColorRole.Text)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
@@ -105,12 +95,103 @@ class MetricPlots(QWidget):
         self._timer.timeout.connect(self.redraw)
         self._timer.start()
 
+    # ---- the lazy build ---------------------------------------------------------------------------
+    @property
+    def built(self) -> bool:
+        """True once every plot is made and shown (before: :meth:`point_count` is 0)."""
+        return self._built
+
+    def _has_points(self) -> bool:
+        return any(s.n for s in self.series.values())
+
+    def _start_build(self) -> None:
+        make = [functools.partial(self._make_plot, i) for i in range(len(PLOTS))]
+        reveal = [functools.partial(self._reveal, i) for i in range(len(PLOTS))]
+        self._steps = [self._make_cells, *make, *reveal]
+        QTimer.singleShot(0, self._next_step)
+
+    def _next_step(self) -> None:
+        if not self._steps:
+            return
+        self._steps.pop(0)()
+        if self._steps:
+            QTimer.singleShot(0, self._next_step)  # one step per event-loop turn
+        else:
+            self._built = True
+
+    def _make_cells(self) -> None:
+        """The grid's cells first, empty and hidden: the grid's geometry is final from here, so filling
+        a cell does not lay out (and resize) the ones filled before."""
+        for i in range(len(PLOTS)):
+            cell = self.view.addLayout(row=i // 2, col=i % 2)
+            # the same preferred size whatever it holds, and its room kept while hidden: the grid
+            # shares the view the same way before, during and after the build
+            cell.setPreferredSize(200, 150)
+            cell.layout.setContentsMargins(1, 1, 1, 1)  # as a PlotItem's
+            cell.layout.setSpacing(0)
+            policy = cell.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            cell.setSizePolicy(policy)
+            cell.setVisible(False)  # revealed later, with its data
+            self.plots[PLOTS[i][0]] = cell
+
+    def _make_plot(self, i: int) -> None:
+        """One plot, hidden: a title, a ViewBox and two axes in a small layout. Not a pyqtgraph
+        ``PlotItem``: that also makes ~20 hidden option widgets (its menu), each styled by the app's
+        style sheet, which made a plot 2-3x costlier. No grid either: AxisItem paints grid lines
+        across the whole view, the costliest part of a repaint."""
+        title, curves = PLOTS[i]
+        fg = self._fg
+        cell = self.plots[title]
+        cell.addItem(pg.LabelItem(title, color=fg, size="10pt"), row=0, col=1)
+        box = pg.ViewBox(enableMenu=False)
+        for where, row, col in (("left", 1, 0), ("bottom", 2, 1)):
+            axis = pg.AxisItem(where)
+            axis.linkToView(box)
+            axis.setTextPen(fg)
+            cell.addItem(axis, row=row, col=col)
+        cell.addItem(box, row=1, col=1)
+        legend = None
+        if len(curves) > 1:
+            legend = pg.LegendItem(offset=(-4, 4), labelTextColor=fg)
+            legend.setParentItem(box)
+        if i == 0:
+            box.enableAutoRange(x=False)  # grows in steps (see redraw): axes repaint less often
+            box.setXRange(0, X_START, padding=0)
+        else:
+            box.setXLink(self.boxes[PLOTS[0][0]])
+        for key, name, colour in curves:
+            curve = pg.PlotDataItem(
+                pen=pg.mkPen(colour, width=1.5), clipToView=True, autoDownsample=True, downsampleMethod="peak"
+            )
+            box.addItem(curve)
+            if legend is not None:
+                legend.addItem(curve, name)
+            self.curves[key] = curve
+        self.boxes[title] = box
+
+    def _reveal(self, i: int) -> None:
+        title, curves = PLOTS[i]
+        plot = self.plots[title]
+        last = 0.0
+        for key, _name, _colour in curves:
+            x, y = self.series[key].view()
+            self.curves[key].setData(x, y)
+            self._dirty.discard(key)
+            if len(x):
+                last = max(last, float(x[-1]))
+        if i == 0:
+            self.boxes[title].setXRange(0, max(last * 1.5, X_START), padding=0)
+        plot.setVisible(title != "GPU memory (GB)" or bool(self.series["gpu_memory_gb"].n))
+
+    # ---- data -------------------------------------------------------------------------------------
     def clear(self) -> None:
         self.series = {k: Series() for k in KEYS}
         for curve in self.curves.values():
             curve.setData([], [])
         self._dirty.clear()
-        self.plots["GPU memory (GB)"].setVisible(False)
+        if (gpu := self.plots.get("GPU memory (GB)")) is not None:
+            gpu.setVisible(False)
 
     def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append each row's known metrics at its step; returns how many rows had a step."""
@@ -129,8 +210,15 @@ class MetricPlots(QWidget):
 
     def redraw(self) -> None:
         """Push changed series to their curves (called by the timer; tests call it directly).
-        While hidden (another tab shown) nothing is pushed; the series keep growing."""
-        if not self._dirty or self.isHidden():  # hidden: another tab of the run view is shown
+        While hidden (another tab shown) nothing is pushed; the series keep growing. The first time
+        there is something to plot while shown, the plots are made (in steps; see the module)."""
+        if self.isHidden():  # another tab of the run view is shown
+            return
+        if not self._built:
+            if self._steps is None and self._has_points():
+                self._start_build()
+            return
+        if not self._dirty:
             return
         last = 0.0
         for key in self._dirty:
@@ -138,7 +226,7 @@ class MetricPlots(QWidget):
             self.curves[key].setData(x, y)
             if len(x):
                 last = max(last, float(x[-1]))
-        first = next(iter(self.plots.values()))
+        first = self.boxes[PLOTS[0][0]]
         end = first.viewRange()[0][1]
         if last > end:  # the x axis grows in steps, not with every row: fewer axis repaints
             first.setXRange(0, max(last * 1.5, X_START), padding=0)
@@ -147,6 +235,8 @@ class MetricPlots(QWidget):
         self._dirty.clear()
 
     def point_count(self, key: str = "reward") -> int:
-        """Points the curve of ``key`` holds (before downsampling to the screen's resolution)."""
-        x = self.curves[key].xData
+        """Points the curve of ``key`` holds (before downsampling to the screen's resolution); 0 until
+        the plots are made."""
+        curve = self.curves.get(key)
+        x = curve.xData if curve is not None else None
         return 0 if x is None else len(x)
