@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from vrag_desktop.core.corpus.status import read_items
 from vrag_desktop.qt.corpora.corpora_tree import PreviewTarget
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import set_role
 from vrag_desktop.qt.infra.thumbnails import ThumbnailStrip
 
@@ -31,7 +31,7 @@ class CorpusPreview(QWidget):
         super().__init__(parent)
         self._guard = guard
         self.target: PreviewTarget | None = None
-        self._generation = 0
+        self._reading = TaskSlot()  # the items of the row shown last
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
@@ -55,8 +55,7 @@ class CorpusPreview(QWidget):
     def load(self, target: PreviewTarget | None, corpora_dir: Path | None) -> None:
         """Show ``target``'s items; ``corpora_dir`` None (data directory unusable) shows only its name."""
         self.target = target
-        self._generation += 1
-        gen = self._generation
+        self._reading.drop()
         if target is None:
             self.strip.show_items([])
             self.label.setText(NOTHING_SELECTED)
@@ -67,8 +66,6 @@ class CorpusPreview(QWidget):
             return
 
         def show(result: tuple[list[Any], int]) -> None:
-            if gen != self._generation:
-                return
             items, total = result
             self.strip.show_items(items)
             if total == 0:
@@ -78,7 +75,8 @@ class CorpusPreview(QWidget):
             else:
                 self.label.setText(f"{label} · {total} item{'s' if total != 1 else ''}")
 
-        run_call(
+        self._reading.start(
+            run_call,
             read_items,
             corpora_dir / name,
             sid,
