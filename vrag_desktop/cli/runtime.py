@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from vrag_desktop.cli.common import CLIError
+
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.state import RecordedProcess
 
@@ -30,8 +32,9 @@ DEFAULT_PORT = 8000
 VENV_DIR = "vllm-venv"
 
 
-class RuntimeCLIError(Exception):
-    """Printed as ``vrag-desktop: error: <first line>`` (further lines follow as they are); exit 1."""
+class RuntimeCLIError(CLIError):
+    """A runtime command's error: ``main`` prints it as ``vrag-desktop: error: <message>`` (further
+    lines follow as they are) and exits 1, as for every command."""
 
 
 # ---------------------------------------------------------------- parsers
@@ -145,12 +148,8 @@ def cmd_runtime(args: argparse.Namespace) -> int:
     }
     try:
         return handlers[args.runtime_command](args)
-    except (RuntimeCLIError, ProcessError) as exc:
-        first, *rest = str(exc).splitlines() or [type(exc).__name__]
-        print(f"vrag-desktop: error: {first}", file=sys.stderr)
-        for line in rest:
-            print(line, file=sys.stderr)
-        return EXIT_ERROR
+    except ProcessError as exc:
+        raise RuntimeCLIError(str(exc) or type(exc).__name__) from exc
 
 
 # ---------------------------------------------------------------- files and state
