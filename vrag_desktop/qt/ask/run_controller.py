@@ -16,7 +16,8 @@ from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.infra.tasks import TaskSlot, run_coroutine
+from vrag_desktop.qt.infra.controllers import SlotController
+from vrag_desktop.qt.infra.tasks import run_coroutine
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
 
@@ -32,7 +33,7 @@ class RunRequest:
     thinking: bool = True
 
 
-class RunController(QObject):
+class RunController(SlotController):
     """One run at a time. ``finished(status, run_id)`` always follows ``started(run_id)``."""
 
     started = Signal(str)
@@ -40,26 +41,20 @@ class RunController(QObject):
     finished = Signal(str, str)
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
-        self._run = TaskSlot()
+        super().__init__(ctx, parent)
         self._agent: Any = None
         self._status = ""
         self.stop_requested_at: float | None = None
 
-    @property
-    def running(self) -> bool:
-        return self._run.running
-
     def start(self, request: RunRequest) -> None:
-        if self._run.running:
+        if self.running:
             raise RuntimeError("a run is already in progress; stop it first")
         if not request.question.strip():
             raise ValueError("the question is empty")
         self._agent = self._make_agent(request)
         self._status = CANCELLED  # until _main begins: a run stopped before it began was cancelled
         self.stop_requested_at = None
-        self._run.start(
+        self.slot.start(
             run_coroutine,
             self._main(request.question),
             name="run",
@@ -70,13 +65,13 @@ class RunController(QObject):
 
     def stop(self) -> None:
         """Cancel the run; ``finished`` follows once the core has wound down (saved as cancelled)."""
-        if self._run.running and self.stop_requested_at is None:
+        if self.slot.running and self.stop_requested_at is None:
             self.stop_requested_at = time.monotonic()
-            self._run.cancel()
+            self.slot.cancel()
 
     def wait(self, timeout_s: float = 5.0) -> bool:
         """Block until the run ended (shutdown and tests only)."""
-        return self._run.wait(timeout_s)
+        return self.slot.wait(timeout_s)
 
     # ---- internals
     def _make_agent(self, r: RunRequest) -> Any:

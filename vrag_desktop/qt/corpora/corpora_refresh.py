@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from vrag_desktop.qt.corpora.corpora_tree import read_snapshot
+from vrag_desktop.qt.infra.controllers import Controller
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 Guard = Callable[[Callable[[Any], None]], Callable[[Any], None]]
 
 
-class SnapshotReader(QObject):
+class SnapshotReader(Controller):
     """Reads a :class:`CorporaSnapshot` on the worker pool; ``read(snapshot)`` or ``failed(exc)`` on
     the GUI thread, after which :meth:`done` must be called (the panel applies the result first).
     ``expanded()`` names the corpora whose files are read too; ``guard`` wraps the pool callbacks so
@@ -35,8 +36,7 @@ class SnapshotReader(QObject):
         interval_s: float,
         parent: QObject,
     ) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
+        super().__init__(ctx, parent)
         self._expanded = expanded
         self._guard = guard
         self.interval_s = interval_s

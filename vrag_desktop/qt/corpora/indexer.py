@@ -26,6 +26,7 @@ from vrag_desktop.core.corpus.status import (
     progress_text,
 )
 from vrag_desktop.core.progress import CancelToken, Progress
+from vrag_desktop.qt.infra.controllers import Controller
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call, run_generator
 
@@ -80,7 +81,7 @@ def _load_embedder(ctx: AppContext) -> Any:
         ) from exc
 
 
-class Indexer(QObject):
+class Indexer(Controller):
     """Queue of indexing jobs; signals arrive on the GUI thread.
 
     ``progress(name, Progress)`` per batch, ``changed(name)`` whenever the corpus on disk changed
@@ -96,8 +97,7 @@ class Indexer(QObject):
     jobEnded = Signal(str, str)
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
+        super().__init__(ctx, parent)
         self._queue: list[Job] = []
         self._job: Job | None = None
         self._worker: Task | None = None

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.progress import CancelToken, Progress
-from vrag_desktop.qt.infra.tasks import TaskSlot, run_generator
+from vrag_desktop.qt.infra.controllers import SlotController
+from vrag_desktop.qt.infra.tasks import run_generator
 
 if TYPE_CHECKING:
     from vrag_desktop.core.eval.compare import EvalInfo
@@ -91,7 +92,7 @@ def evaluation_work(
         job.close()
 
 
-class EvalRunner(QObject):
+class EvalRunner(SlotController):
     """One evaluation at a time. Signals (GUI thread): ``started(folder)``, ``progress(Progress)``,
     ``ended(outcome, folder)`` with outcome ``done`` / ``cancelled`` / ``failed``."""
 
@@ -100,18 +101,12 @@ class EvalRunner(QObject):
     ended = Signal(str, str)
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
-        self.slot = TaskSlot()
+        super().__init__(ctx, parent)
         self.folder = ""
         self.last: Progress | None = None
 
-    @property
-    def running(self) -> bool:
-        return self.slot.running
-
     def start(self, request: EvalRequest) -> None:
-        if self.slot.running:
+        if self.running:
             raise RuntimeError("an evaluation is already running; cancel it first")
         self.folder, self.last = request.out or "", None
         outcome = ["failed"]
