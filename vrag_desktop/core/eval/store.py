@@ -107,10 +107,6 @@ class EvalStore:
             atomic_write_text(self.folder / REPORT, report_html)
 
     @property
-    def summary_path(self) -> Path:
-        return self.folder / SUMMARY
-
-    @property
     def report_path(self) -> Path:
         return self.folder / REPORT
 
