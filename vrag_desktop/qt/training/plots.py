@@ -105,9 +105,10 @@ class MetricPlots(QWidget):
         return any(s.n for s in self.series.values())
 
     def _start_build(self) -> None:
-        make = [functools.partial(self._make_plot, i) for i in range(len(PLOTS))]
-        reveal = [functools.partial(self._reveal, i) for i in range(len(PLOTS))]
-        self._steps = [self._make_cells, *make, *reveal]
+        steps: list[Callable[[], None]] = [self._make_cells]
+        for i in range(len(PLOTS)):  # a plot's frame, then its curves: no turn makes more than one
+            steps += [functools.partial(self._make_plot, i), functools.partial(self._make_curves, i)]
+        self._steps = [*steps, *(functools.partial(self._reveal, i) for i in range(len(PLOTS)))]
         QTimer.singleShot(0, self._next_step)
 
     def _next_step(self) -> None:
@@ -140,7 +141,7 @@ class MetricPlots(QWidget):
         ``PlotItem``: that also makes ~20 hidden option widgets (its menu), each styled by the app's
         style sheet, which made a plot 2-3x costlier. No grid either: AxisItem paints grid lines
         across the whole view, the costliest part of a repaint."""
-        title, curves = PLOTS[i]
+        title = PLOTS[i][0]
         fg = self._fg
         cell = self.plots[title]
         cell.addItem(pg.LabelItem(title, color=fg, size="10pt"), row=0, col=1)
@@ -151,15 +152,21 @@ class MetricPlots(QWidget):
             axis.setTextPen(fg)
             cell.addItem(axis, row=row, col=col)
         cell.addItem(box, row=1, col=1)
-        legend = None
-        if len(curves) > 1:
-            legend = pg.LegendItem(offset=(-4, 4), labelTextColor=fg)
-            legend.setParentItem(box)
         if i == 0:
             box.enableAutoRange(x=False)  # grows in steps (see redraw): axes repaint less often
             box.setXRange(0, X_START, padding=0)
         else:
             box.setXLink(self.boxes[PLOTS[0][0]])
+        self.boxes[title] = box
+
+    def _make_curves(self, i: int) -> None:
+        """The plot's curves, and its legend when it has several."""
+        title, curves = PLOTS[i]
+        box = self.boxes[title]
+        legend = None
+        if len(curves) > 1:
+            legend = pg.LegendItem(offset=(-4, 4), labelTextColor=self._fg)
+            legend.setParentItem(box)
         for key, name, colour in curves:
             curve = pg.PlotDataItem(
                 pen=pg.mkPen(colour, width=1.5), clipToView=True, autoDownsample=True, downsampleMethod="peak"
@@ -168,7 +175,6 @@ class MetricPlots(QWidget):
             if legend is not None:
                 legend.addItem(curve, name)
             self.curves[key] = curve
-        self.boxes[title] = box
 
     def _reveal(self, i: int) -> None:
         title, curves = PLOTS[i]
