@@ -112,6 +112,12 @@ def child(tree: Path, pages_dir: Path, repeat: int) -> dict[str, Any]:
 
     def forget_all() -> None:
         forget()
+        try:
+            from vrag_desktop.core.agents import page_views
+
+            page_views.flush()  # the last show's view is written in the background
+        except ImportError:
+            pass
         shutil.rmtree(views, ignore_errors=True)
 
     def hit(p: Path) -> Any:

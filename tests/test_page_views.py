@@ -44,6 +44,7 @@ def test_kept_view_is_the_fresh_view_and_is_used(views: Path, tmp_path: Path, mo
     page = _page(tmp_path / "p.jpg")
     fresh = page_views.make(page, SPEC)
     first = page_views.view(page, SPEC)
+    page_views.flush()
     assert first == fresh and len(_files(views)) == 1
     assert first.raw_size == (1400, 1960)
     assert first.shown_size[0] * first.shown_size[1] <= SPEC.max_pixels
@@ -58,11 +59,13 @@ def test_kept_view_is_the_fresh_view_and_is_used(views: Path, tmp_path: Path, mo
 def test_changed_page_or_settings_make_a_new_view(views: Path, tmp_path: Path) -> None:
     page = _page(tmp_path / "p.jpg")
     old = page_views.view(page, SPEC)
+    page_views.flush()
     _page(page, seed=1, size=(1000, 1500))  # replaced under the same name
     os.utime(page, ns=(1, 1))
     new = page_views.view(page, SPEC)
     assert new.raw_size == (1000, 1500) and new.jpeg != old.jpeg
     smaller = page_views.view(page, page_views.ViewSpec(max_pixels=200_704))
+    page_views.flush()
     assert smaller.shown_size[0] * smaller.shown_size[1] <= 200_704
     assert len(_files(views)) == 3
 
@@ -70,10 +73,13 @@ def test_changed_page_or_settings_make_a_new_view(views: Path, tmp_path: Path) -
 def test_damaged_kept_view_is_made_again(views: Path, tmp_path: Path) -> None:
     page = _page(tmp_path / "p.jpg")
     good = page_views.view(page, SPEC)
+    page_views.flush()
     (kept,) = _files(views)
     kept.write_bytes(good.jpeg[:100])  # torn by a crash
     assert page_views.cached(page, SPEC) is None and not kept.exists()
-    assert page_views.view(page, SPEC) == good and kept.read_bytes() == good.jpeg
+    assert page_views.view(page, SPEC) == good
+    page_views.flush()
+    assert kept.read_bytes() == good.jpeg
 
 
 def test_unwritable_or_disabled_cache_only_costs_speed(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -82,6 +88,7 @@ def test_unwritable_or_disabled_cache_only_costs_speed(tmp_path: Path, monkeypat
     blocker.write_text("not a folder")
     monkeypatch.setenv(page_views.CACHE_ENV, str(blocker / "views"))  # cannot be created, even by root
     assert page_views.view(page, SPEC) == page_views.make(page, SPEC)
+    page_views.flush()  # the failed write is skipped quietly
     monkeypatch.setenv(page_views.CACHE_ENV, "off")
     assert page_views.cache_dir() is None
     assert page_views.view(page, SPEC) == page_views.make(page, SPEC)
@@ -90,6 +97,7 @@ def test_unwritable_or_disabled_cache_only_costs_speed(tmp_path: Path, monkeypat
 def test_prepare_makes_missing_views_skips_bad_files_and_cancels(views: Path, tmp_path: Path) -> None:
     pages = [_page(tmp_path / f"p{i}.jpg", seed=i, size=(600, 800)) for i in range(10)]
     page_views.view(pages[0], SPEC)  # kept already
+    page_views.flush()
     broken = tmp_path / "broken.jpg"
     broken.write_bytes(b"\xff\xd8 not really a jpeg")
     gen = page_views.prepare([*pages, broken, tmp_path / "missing.jpg"], SPEC)
@@ -117,6 +125,7 @@ def test_search_step_shows_the_kept_view(views: Path, tmp_path: Path) -> None:
     hit = SearchHit(score=1.0, name="p", source=str(page), modality="page", image=str(page), page=1)
     assert agent.view_spec == page_views.ViewSpec()  # what an imported index's views are made for
     path, uri = VragRun(agent, "q").show_page(hit)
+    page_views.flush()
     kept = page_views.cached(page, agent.view_spec)
     assert kept is not None and path.read_bytes() == kept.jpeg == page_views.make(page, agent.view_spec).jpeg
     imaging.clear()

@@ -18,8 +18,10 @@ import contextlib
 import hashlib
 import io
 import os
+import threading
 import time
 from collections.abc import Generator, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,12 +127,35 @@ def store(path: str | Path, spec: ViewSpec, view: PageView) -> None:
 
 
 def view(path: str | Path, spec: ViewSpec) -> PageView:
-    """The view of a local page file: kept, or made now and kept."""
+    """The view of a local page file: kept, or made now and kept (written by a background thread,
+    so a first show pays nothing for keeping it)."""
     hit = cached(path, spec)
     if hit is None:
         hit = make(path, spec)
-        store(path, spec, hit)
+        with _writer_lock:
+            _writes.append(_writer().submit(store, path, spec, hit))
     return hit
+
+
+def flush() -> None:
+    """Wait until every view :func:`view` handed to the writer is on disk (tests, benchmarks)."""
+    with _writer_lock:
+        pending, _writes[:] = list(_writes), []
+    for f in pending:
+        f.result()
+
+
+_writer_lock = threading.Lock()
+_writes: list[Future[None]] = []
+_pool: list[ThreadPoolExecutor] = []
+
+
+def _writer() -> ThreadPoolExecutor:
+    """One thread writes kept views, in order (joined at exit, so none is cut short)."""
+    if not _pool:
+        _pool.append(ThreadPoolExecutor(1, thread_name_prefix="vrag-page-views"))
+    _writes[:] = [f for f in _writes if not f.done()]
+    return _pool[0]
 
 
 def prepare(
@@ -156,4 +181,15 @@ def prepare(
     return made
 
 
-__all__ = ["CACHE_ENV", "PageView", "ViewSpec", "cache_dir", "cached", "make", "prepare", "store", "view"]
+__all__ = [
+    "CACHE_ENV",
+    "PageView",
+    "ViewSpec",
+    "cache_dir",
+    "cached",
+    "flush",
+    "make",
+    "prepare",
+    "store",
+    "view",
+]
