@@ -40,7 +40,11 @@ class MiniLMEmbedder(base.Embedder):
 
     def __init__(self, device: str | None = None, model_dir: str | os.PathLike[str] | None = None) -> None:
         import torch
-        from transformers import AutoModel, AutoTokenizer
+
+        from vrag_desktop.core.threadsafe_import import transformers
+
+        tf = transformers()  # not `from transformers import …`: the warm-up may be importing it
+        AutoModel, AutoTokenizer = tf.AutoModel, tf.AutoTokenizer
 
         self.device = base.pick_device(device)
         path = Path(model_dir) if model_dir else _model_dir()
