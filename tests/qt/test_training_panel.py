@@ -147,6 +147,8 @@ def test_real_run_plots_stops_reattaches_and_resumes(
 
     assert RunStore(samples_root).summary(run_id).settings["training"]["step"] >= 1
     qtbot.waitUntil(lambda: _status(second, root) == "finished", timeout=20_000)
+    # the state file says finished a moment before the supervisor's task has seen the process end
+    qtbot.waitUntil(lambda: not second.processes.is_ours(root), timeout=20_000)
     # delete asks first
     assert second.delete_run(root) is not None and asked
     qtbot.waitUntil(lambda: not root.exists(), timeout=20_000)
