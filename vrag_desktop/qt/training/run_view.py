@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMessageBox,
-    QPushButton,
     QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
@@ -49,6 +48,7 @@ from vrag_desktop.core.training.serve import (
 )
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.plots import MetricPlots
@@ -82,6 +82,14 @@ def ask_export(parent: QWidget, run: str, step: int) -> bool:
         f"{run} has no exported model yet. Export checkpoint {step} now and serve it once it is written?",
     )
     return answer == QMessageBox.StandardButton.Yes
+
+
+#: The run's buttons' tooltips (Serve's is SERVE_TIP, which also says when it is off).
+TIPS = {
+    "stop": "Stop at the next step boundary (a checkpoint is kept), then kill",
+    "resume": "Go on from the last complete checkpoint",
+    "export": "Write the trained model to <run>/export (vLLM can serve it)",
+}
 
 
 class RunView(QWidget):
@@ -123,23 +131,16 @@ class RunView(QWidget):
         self.detail.setObjectName("trainingDetail")
         self.detail.setWordWrap(True)
         self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop at the next step boundary (a checkpoint is kept), then kill")
-        self.resume_button = QPushButton("Resume")
-        self.resume_button.setToolTip("Go on from the last complete checkpoint")
-        self.export_button = QPushButton("Export")
-        self.export_button.setToolTip("Write the trained model to <run>/export (vLLM can serve it)")
-        self.serve_button = QPushButton("Serve…")
-        self.serve_button.setObjectName("trainingServe")
-        self.serve_button.setToolTip(SERVE_TIP)
-        self.delete_button = QPushButton("Delete…")
-        self.folder_button = QPushButton("Open folder")
-        self.stop_button.clicked.connect(lambda: self._emit(self.stopRequested))
-        self.resume_button.clicked.connect(lambda: self._emit(self.resumeRequested))
-        self.export_button.clicked.connect(lambda: self._emit(self.exportRequested))
-        self.delete_button.clicked.connect(lambda: self._emit(self.deleteRequested))
-        self.serve_button.clicked.connect(self.serve)
-        self.folder_button.clicked.connect(self._open_folder)
+        self.stop_button = button(self, "Stop", lambda: self._emit(self.stopRequested), tip=TIPS["stop"])
+        self.resume_button = button(
+            self, "Resume", lambda: self._emit(self.resumeRequested), tip=TIPS["resume"]
+        )
+        self.export_button = button(
+            self, "Export", lambda: self._emit(self.exportRequested), tip=TIPS["export"]
+        )
+        self.serve_button = button(self, "Serve…", self.serve, tip=SERVE_TIP, name="trainingServe")
+        self.delete_button = button(self, "Delete…", lambda: self._emit(self.deleteRequested))
+        self.folder_button = button(self, "Open folder", self._open_folder)
 
         self.plots = MetricPlots(self)
         self.log_view = LogView(self, placeholder="The trainer's log appears here.")
