@@ -2,9 +2,10 @@
 
 With ``VRAG_DESKTOP_SMOKE=<report.json>`` set, the app starts as usual (first launch: the sample
 corpus is indexed), and once the indexing jobs of the corpora named in ``VRAG_DESKTOP_SMOKE_WAIT``
-(comma-separated; default ``sample``) have ended — or ``VRAG_DESKTOP_SMOKE_TIMEOUT`` seconds
-(default 600) pass — it writes a JSON report (window title, Qt platform, the indexing outcome, the
-corpora it sees) and closes its window, so the app quits through its ordinary close path.
+(comma-separated; default ``sample``) have ended and the indexer is idle two seconds later — or
+``VRAG_DESKTOP_SMOKE_TIMEOUT`` seconds (default 600) pass — it writes a JSON report (window title,
+Qt platform, the indexing outcome, the corpora it sees) and closes its window, so the app quits
+through its ordinary close path.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from PySide6.QtGui import QGuiApplication
 SMOKE_ENV = "VRAG_DESKTOP_SMOKE"
 TIMEOUT_ENV = "VRAG_DESKTOP_SMOKE_TIMEOUT"
 WAIT_ENV = "VRAG_DESKTOP_SMOKE_WAIT"
+IDLE_GRACE_MS = 2000
 
 
 def requested() -> Path | None:
@@ -65,8 +67,14 @@ def install(window: Any, report: Path) -> None:
         state["jobs"].append([name, outcome])
         waiting.discard(name)
         if not waiting:
-            worst = next((o for _n, o in state["jobs"] if o != "done"), "done")
-            QTimer.singleShot(0, lambda: finish(worst))
+            QTimer.singleShot(IDLE_GRACE_MS, settle)
+
+    def settle() -> None:
+        """Finish once nothing more is queued (files handed over meanwhile are indexed first)."""
+        if window.corpora.indexer.is_busy():
+            return  # the next jobEnded checks again
+        worst = next((o for _n, o in state["jobs"] if o != "done"), "done")
+        finish(worst)
 
     window.corpora.indexer.jobEnded.connect(ended)
     timeout_ms = int(float(os.environ.get(TIMEOUT_ENV, "600")) * 1000)
