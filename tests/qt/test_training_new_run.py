@@ -75,7 +75,7 @@ def _dialog(qtbot: Any, ctx: Any, model: str = "") -> NewRunDialog:
     dlg.show()
     if model:
         dlg.form.model.setText(model)
-    matched = lambda: dlg.match is not None or not dlg.form.dataset_spec()  # noqa: E731
+    matched = lambda: dlg.match is not None or not dlg.form.dataset.chosen()  # noqa: E731
     qtbot.waitUntil(lambda: dlg.env is not None and matched(), timeout=WAIT)
     return dlg
 
@@ -178,6 +178,26 @@ def test_the_trainer_env_missing_offers_to_create_it(qtbot: Any, ctx: Any) -> No
     # no corpus, no dataset: Start stays off and says why
     assert not dlg.ok_button.isEnabled() and dlg.form.error_text("model") == "is required"
     assert dlg.match_label.text().startswith("Choose a dataset")
+
+
+def test_a_dataset_file_is_picked_with_the_file_entry(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """File… (the Dataset field's last entry) asks for a JSON, JSONL or Parquet file; the file is the
+    run's dataset, listed once however often it is picked."""
+    from PySide6.QtWidgets import QFileDialog
+
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    picker, path = dlg.form.dataset, str(tmp_path / "items.parquet")
+    filters: list[str] = []
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a: filters.append(a[3]) or (path, ""))
+    for _ in range(2):
+        picker.setCurrentIndex(picker.count() - 1)
+        picker.activated.emit(picker.count() - 1)
+    assert filters == ["Datasets (*.json *.jsonl *.parquet);;All files (*)"] * 2
+    assert [picker.itemText(i) for i in range(picker.count())] == ["atlas", path, "File…"]
+    assert dlg.config is not None and dlg.config.dataset == path
 
 
 def test_start_is_off_while_the_trainer_env_is_missing_or_broken(

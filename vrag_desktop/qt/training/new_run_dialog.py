@@ -259,7 +259,7 @@ class NewRunDialog(QDialog):
     def _run_match(self) -> None:
         """How many items the trainer would train on (off the GUI thread; stale answers dropped)."""
         self._gen["match"] += 1
-        gen, spec, corpora = self._gen["match"], self.form.dataset_spec(), self.form.chosen_corpora()
+        gen, spec, corpora = self._gen["match"], self.form.dataset.chosen(), self.form.chosen_corpora()
         self.match = None
         self._update_ok()
         if not spec:

@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.runtime.style import BAD_COLOR, error_label
 
-OTHER_FILE = "__file__"
 ALGORITHMS = (("grpo", "GRPO"), ("ggpo", "GGPO (graph-masked, VimRAG)"))
 AGENTS = (("vrag", "VRAG (search, crop, zoom)"), ("vimrag", "VimRAG (memory graph)"))
 JUDGES = (
@@ -128,8 +128,7 @@ class RunForm(QWidget):
         self.model.setPlaceholderText("model folder or hub id, e.g. Qwen/Qwen2.5-VL-3B-Instruct")
         browse = QPushButton("Browse…", self)
         browse.clicked.connect(self._browse_model)
-        self.dataset = QComboBox(self)
-        self.dataset.activated.connect(self._dataset_picked)
+        self.dataset = DatasetPicker("Datasets (*.json *.jsonl *.parquet);;All files (*)", "File…", self)
         self.corpora = QListWidget(self)
         self.corpora.setMaximumHeight(90)
         self.corpora.itemChanged.connect(self.edited)
@@ -177,10 +176,7 @@ class RunForm(QWidget):
     # ---- choices --------------------------------------------------------------------------------
     def set_choices(self, datasets: list[str], corpora: list[str], profiles: list[str], active: str) -> None:
         """Fill the app's datasets, corpora (all ticked) and endpoint profiles."""
-        self.dataset.clear()
-        for name in datasets:
-            self.dataset.addItem(name, name)
-        self.dataset.addItem("File…", OTHER_FILE)
+        self.dataset.set_datasets((name, name) for name in datasets)
         self.corpora.clear()
         for name in corpora:
             item = QListWidgetItem(name)
@@ -193,21 +189,9 @@ class RunForm(QWidget):
         self.judge_profile.setCurrentIndex(max(0, self.judge_profile.findData(active)))
         self._judge_rows()
 
-    def set_dataset_file(self, path: str) -> None:
-        """Pick ``path`` as the dataset (what File… does, without the file dialog)."""
-        at = self.dataset.findData(path)
-        if at < 0:
-            at = max(0, self.dataset.count() - 1)
-            self.dataset.insertItem(at, path, path)
-        self.dataset.setCurrentIndex(at)
-
     def chosen_corpora(self) -> list[str]:
         items = [self.corpora.item(i) for i in range(self.corpora.count())]
         return [it.text() for it in items if it.checkState() == Qt.CheckState.Checked]
-
-    def dataset_spec(self) -> str:
-        data = self.dataset.currentData()
-        return "" if not data or data == OTHER_FILE else str(data)
 
     # ---- values ---------------------------------------------------------------------------------
     def set_values(self, values: Mapping[str, Any]) -> None:
@@ -241,7 +225,7 @@ class RunForm(QWidget):
             if isinstance(w, QCheckBox):
                 value: Any = w.isChecked()
             elif key == "dataset":
-                value = self.dataset_spec()
+                value = self.dataset.chosen()
             elif key == "corpora":
                 value = self.chosen_corpora()
                 if self.corpora.count() and not value:
@@ -316,14 +300,3 @@ class RunForm(QWidget):
 
     def _output_edited(self, text: str) -> None:
         self._output_touched = bool(text.strip())
-
-    def _dataset_picked(self) -> None:
-        if self.dataset.currentData() != OTHER_FILE:
-            return
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Dataset file", "", "Datasets (*.json *.jsonl *.parquet);;All files (*)"
-        )
-        if path:
-            self.set_dataset_file(path)
-        else:
-            self.dataset.setCurrentIndex(0)
