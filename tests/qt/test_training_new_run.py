@@ -88,9 +88,8 @@ def _type_output(dlg: NewRunDialog, text: str) -> None:
 
 def _ready(qtbot: Any, dlg: NewRunDialog) -> None:
     """Wait for the debounced checks of what is typed now."""
-    gen = dlg._gen["check"]
-    qtbot.waitUntil(lambda: dlg._gen["check"] > gen or not dlg._check_later.isActive(), timeout=WAIT)
-    qtbot.waitUntil(lambda: dlg.estimate is not None and not dlg._check_later.isActive(), timeout=WAIT)
+    checked = lambda: not dlg._check_later.isActive() and not dlg._checking.running  # noqa: E731
+    qtbot.waitUntil(lambda: dlg.estimate is not None and checked(), timeout=WAIT)
     qtbot.wait(300)
 
 

@@ -278,7 +278,7 @@ def test_a_broken_trainer_env_is_named_and_offered_again(
         return fake
 
     monkeypatch.setattr(env_box, "make_env", fake_make)
-    task = panel.env_box.create_button.click() or panel.env_box.task
+    task = panel.env_box.create_button.click() or panel.env_box.creating.task
     assert task is not None
     qtbot.waitUntil(lambda: task.done(), timeout=10_000)
     qtbot.waitUntil(lambda: panel.env_state == "ready", timeout=20_000)

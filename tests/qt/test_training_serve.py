@@ -108,7 +108,7 @@ def test_nothing_to_serve_and_an_export_that_is_not_a_model_are_explained(
 ) -> None:
     (tmp_path / "empty").mkdir()
     view.set_run(tmp_path / "empty")
-    qtbot.waitUntil(lambda: view._poll_task is not None and view._poll_task.done(), timeout=5000)
+    qtbot.waitUntil(lambda: not view._polling.running, timeout=5000)  # the first poll is shown
     qtbot.wait(50)
     assert not view.serve_button.isEnabled()  # nothing to serve: off, and its tooltip says why
     assert "no exported model and no complete checkpoint" in view.serve_button.toolTip()

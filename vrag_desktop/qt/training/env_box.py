@@ -16,7 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.progress import CancelToken
-from vrag_desktop.qt.infra.tasks import Task, run_generator
+from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_generator
 from vrag_desktop.qt.runtime.style import if_alive
 
 
@@ -40,7 +40,7 @@ class EnvBox(QWidget):
     def __init__(self, target: Path, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.target = target
-        self.task: Task | None = None
+        self.creating = TaskSlot()
         self.broken = False  # the next creation re-creates (force)
         self.message = QLabel("")
         self.message.setObjectName("trainerEnvMessage")
@@ -88,14 +88,15 @@ class EnvBox(QWidget):
         self.show()
 
     def _idle(self) -> None:
-        running = self.task is not None and not self.task.done()
+        running = self.creating.running
         self.create_button.setEnabled(not running)
         self.cancel_button.setVisible(running)
         self.bar.setVisible(running)
 
     def create_env(self) -> Task:
         target, force = self.target, self.broken
-        self.task = run_generator(
+        task = self.creating.start(
+            run_generator,
             lambda token: make_env(target, token, force),
             "Trainer environment",
             nice=10,
@@ -112,11 +113,10 @@ class EnvBox(QWidget):
             report=False,
         )
         self._idle()
-        return self.task
+        return task
 
     def cancel(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
+        self.creating.cancel()
 
     def _progress(self, value: Any) -> None:
         self.progress.setText(str(value))
@@ -127,6 +127,5 @@ class EnvBox(QWidget):
         self.created.emit(str(python))
 
     def shutdown(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-            self.task.wait(5)
+        self.creating.cancel()
+        self.creating.wait(5)

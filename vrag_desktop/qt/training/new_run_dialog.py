@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.training import preflight as pf
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_call, run_generator
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_generator
 from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, amber, if_alive, text_label
 from vrag_desktop.qt.training.run_form import RunForm
 
@@ -75,8 +75,8 @@ class NewRunDialog(QDialog):
         self.estimate: pf.Estimate | None = None
         self._problem: str | None = None  # from the worker: model or output folder not usable
         self._error: ConfigError | None = None
-        self._gen = {"match": 0, "check": 0}
-        self._env_task: Task | None = None
+        self._matching, self._checking = TaskSlot(), TaskSlot()  # the newest answer of each wins
+        self._creating = TaskSlot()  # the trainer environment being made
         self._build()
         self._fill()
         self.form.edited.connect(self._edited)
@@ -258,19 +258,17 @@ class NewRunDialog(QDialog):
 
     def _run_match(self) -> None:
         """How many items the trainer would train on (off the GUI thread; stale answers dropped)."""
-        self._gen["match"] += 1
-        gen, spec, corpora = self._gen["match"], self.form.dataset.chosen(), self.form.chosen_corpora()
+        spec, corpora = self.form.dataset.chosen(), self.form.chosen_corpora()
         self.match = None
         self._update_ok()
         if not spec:
+            self._matching.drop()
             self.match_label.setText("Choose a dataset (one of the app's, or File…).")
             return
         self.match_label.setText("Matching the dataset against the corpora…")
         self.match_label.setStyleSheet(f"color: {MUTED};")
 
         def done(result: tuple[int, int, list[tuple[str, str]]]) -> None:
-            if gen != self._gen["match"]:
-                return
             self.match = result
             matched, total, problems = result
             text = f"{matched} of {total} items match the chosen corpora"
@@ -286,14 +284,13 @@ class NewRunDialog(QDialog):
             self._update_ok()
 
         def failed(exc: BaseException) -> None:
-            if gen == self._gen["match"]:
-                self.match = (0, 0, [])
-                self.match_label.setText(f"Cannot match: {describe(exc)}")
-                self.match_label.setStyleSheet(f"color: {BAD_COLOR};")
-                self._update_ok()
+            self.match = (0, 0, [])
+            self.match_label.setText(f"Cannot match: {describe(exc)}")
+            self.match_label.setStyleSheet(f"color: {BAD_COLOR};")
+            self._update_ok()
 
-        run_call(
-            pf.match_count, spec, corpora, self.ctx.data_dir,
+        self._matching.start(
+            run_call, pf.match_count, spec, corpora, self.ctx.data_dir,
             on_done=if_alive(self, done), on_error=if_alive(self, failed), report=False,
         )  # fmt: skip
 
@@ -301,9 +298,9 @@ class NewRunDialog(QDialog):
         """The base model, the output folder and the memory estimate, in a worker."""
         from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
 
-        self._gen["check"] += 1
-        gen, cfg, run_dir, report = self._gen["check"], self.config, self.run_dir, self.gpu_report
+        cfg, run_dir, report = self.config, self.run_dir, self.gpu_report
         if cfg is None or run_dir is None:
+            self._checking.drop()
             return
 
         def work() -> tuple[pf.ModelCheck, str | None, pf.Estimate]:
@@ -316,8 +313,6 @@ class NewRunDialog(QDialog):
             return model, where, pf.memory_estimate(cfg.model, cfg, report)
 
         def done(result: tuple[pf.ModelCheck, str | None, pf.Estimate]) -> None:
-            if gen != self._gen["check"]:
-                return
             model, where, est = result
             self._problem = (None if model.ok else model.message) or where
             self.model_label.setText(model.message)
@@ -325,7 +320,9 @@ class NewRunDialog(QDialog):
             self.show_estimate(est if report is not None else None)
             self._update_ok()
 
-        run_call(work, on_done=if_alive(self, done), error_title="Training pre-flight failed")
+        self._checking.start(
+            run_call, work, on_done=if_alive(self, done), error_title="Training pre-flight failed"
+        )
 
     def show_estimate(self, est: pf.Estimate | None) -> None:
         self.estimate = est
@@ -350,7 +347,7 @@ class NewRunDialog(QDialog):
                 f"a GPU): create it here (minutes) at {target}, or run: vrag-desktop train env"
             )
             self.env_box.setVisible(not status.ready)
-            if not (self._env_task is not None and self._env_task.is_running()):
+            if not self._creating.running:
                 self.env_button.setText(self._env_button_text())
             self._validate()
 
@@ -365,8 +362,8 @@ class NewRunDialog(QDialog):
         second click cancels."""
         from vrag_desktop.core.runtime.trainer_env import create_trainer_env
 
-        if self._env_task is not None and self._env_task.is_running():
-            self._env_task.cancel()
+        if self._creating.running:
+            self._creating.cancel()
             return
         target, report = self.ctx.layout.trainer_env, self.gpu_report
         layered = not (report is not None and report.available)  # CPU: layered on the app's env
@@ -379,7 +376,8 @@ class NewRunDialog(QDialog):
 
         self.env_button.setText("Cancel")
         self.env_bar.setVisible(True)
-        self._env_task = run_generator(
+        self._creating.start(
+            run_generator,
             lambda token: create_trainer_env(target, layered=layered, cancel=token, force=force),
             "Trainer environment",
             nice=10,
@@ -411,6 +409,5 @@ class NewRunDialog(QDialog):
         super().accept()
 
     def done(self, result: int) -> None:
-        if self._env_task is not None and self._env_task.is_running():
-            self._env_task.cancel()
+        self._creating.cancel()
         super().done(result)

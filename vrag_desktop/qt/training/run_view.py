@@ -47,7 +47,7 @@ from vrag_desktop.core.training.serve import (
     save_run_profile,
 )
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
@@ -110,7 +110,8 @@ class RunView(QWidget):
         self.rows_seen = 0
         self._metrics_offset = 0
         self._log_offset: int | None = None
-        self._poll_task: Task | None = None
+        self._polling = TaskSlot()  # one poll at a time, of the run shown
+        self._sampling = TaskSlot()  # the newest reading of its samples wins
         self._samples_at = 0.0
         self._busy = False  # a stop or launch from this app is in progress
         self._ours = False
@@ -187,9 +188,8 @@ class RunView(QWidget):
     # ---------------------------------------------------------------- which run
     def set_run(self, root: Path | None) -> None:
         """Show ``root`` (None: nothing); the plots and log start over from its files."""
-        if self._poll_task is not None:
-            self._poll_task.cancel()
-            self._poll_task = None
+        self._polling.drop()  # the run before's files are not heard any more
+        self._sampling.drop()
         self.root, self.state, self.pid, self.rows_seen = root, {}, None, 0
         self.checkpoint, self.exported = None, False
         if self._serve_after_export != root:
@@ -229,9 +229,10 @@ class RunView(QWidget):
     def poll_now(self) -> None:
         """Read what the run appended (ignored while a poll is in flight)."""
         root = self.root
-        if root is None or (self._poll_task is not None and not self._poll_task.done()):
+        if root is None or self._polling.running:
             return
-        self._poll_task = run_call(
+        self._polling.start(
+            run_call,
             poll,
             root,
             self._metrics_offset,
@@ -242,8 +243,6 @@ class RunView(QWidget):
         )
 
     def _apply(self, root: Path, p: Poll) -> None:
-        if root != self.root:
-            return  # another run was selected meanwhile
         if p.metrics_reset:
             self.plots.clear()
             self.rows_seen = 0
@@ -265,17 +264,16 @@ class RunView(QWidget):
         if not force and time.monotonic() - self._samples_at < SAMPLES_EVERY_S:
             return
         self._samples_at = time.monotonic()
-        run_call(
+        self._sampling.start(
+            run_call,
             list_samples,
             root / "samples",
             name="Read sample trajectories",
-            on_done=if_alive(self, lambda rows: self._show_samples(root, rows)),
+            on_done=self._show_samples,
             report=False,
         )
 
-    def _show_samples(self, root: Path, rows: list[SampleRow]) -> None:
-        if root != self.root:
-            return
+    def _show_samples(self, rows: list[SampleRow]) -> None:
         self.samples.clear()
         for r in rows:
             reward = "–" if r.reward is None else f"{r.reward:.3f}"
@@ -498,5 +496,4 @@ class RunView(QWidget):
 
     def shutdown(self) -> None:
         self._timer.stop()
-        if self._poll_task is not None:
-            self._poll_task.cancel()
+        self._polling.cancel()

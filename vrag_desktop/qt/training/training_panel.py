@@ -33,7 +33,7 @@ from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_call
+from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses
@@ -79,7 +79,7 @@ class TrainingPanel(QWidget):
         self.ctx = ctx
         self.rows: list[RunRow] = []
         self.extra_roots: set[Path] = set()  # runs launched here outside <data>/training
-        self._list_task: Task | None = None
+        self._listing = TaskSlot()  # one reading of the run list at a time
         self._want: Path | None = None  # select this run once the list has it
         self.messages: dict[Path, tuple[str, str]] = {}  # a run's last outcome or launch line, shown again
         self.processes = TrainerProcesses(self)
@@ -139,9 +139,10 @@ class TrainingPanel(QWidget):
 
     def refresh(self) -> None:
         """Re-read the run list (off the GUI thread); a run still alive shows as running."""
-        if self._list_task is not None and not self._list_task.done():
+        if self._listing.running:
             return
-        self._list_task = run_call(
+        self._listing.start(
+            run_call,
             scan_runs,
             self.training_root,
             tuple(self.extra_roots),
