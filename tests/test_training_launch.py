@@ -146,6 +146,14 @@ def test_spec_is_a_job_logged_in_the_run_and_recorded_beside_its_state(tmp_path:
     assert Path(str(spec.state_path)) == run.root / "process.json" != run.state_path
     assert spec.state_extra["subcommand"] == "resume"
     assert spec.child_env()["PYTHONUNBUFFERED"] == "1"
+    assert spec.child_env()[launch.TRAINER_NICE_ENV] == "10"  # below the desktop's priority
+
+
+def test_the_trainer_niceness_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = TrainRun.create(tmp_path / "run", cfg())
+    monkeypatch.setenv(launch.TRAINER_NICE_ENV, "0")
+    spec = launch.train_spec(run, launch.trainer_argv("py", "resume", run=run.root))
+    assert spec.child_env()[launch.TRAINER_NICE_ENV] == "0"
 
 
 def test_exit_codes_are_classified() -> None:

@@ -229,6 +229,7 @@ def test_a_run_left_going_outlives_the_app_that_captured_its_output(sampled, tmp
         "TRANSFORMERS_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
         "VRAG_TRAINER_LOG_CAPTURED": "1",
+        "VRAG_TRAINER_NICE": "7",
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "vrag_trainer", "grpo", "--config", str(cfg_file), "--run", str(run.root)],
@@ -237,6 +238,7 @@ def test_a_run_left_going_outlives_the_app_that_captured_its_output(sampled, tmp
         env=env,
     )
     _wait_step(run, 1, proc)  # type: ignore[arg-type]
+    assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
     assert proc.stdout is not None
     proc.stdout.close()  # the app is gone
     assert proc.wait(timeout=300) == runner.EXIT_OK

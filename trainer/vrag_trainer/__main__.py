@@ -6,6 +6,8 @@ config or data; the message names the field), 3 stopped on request."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -33,8 +35,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _lower_priority() -> None:
+    """A run the app launched yields the CPU to the desktop (``VRAG_TRAINER_NICE``, set by the
+    launcher; unset or 0: full priority). The GPU's work is not slowed; the CPU side only waits
+    when the machine is busy with something a person is using."""
+    try:
+        n = int(os.environ.get("VRAG_TRAINER_NICE") or 0)
+    except ValueError:
+        return
+    if n > 0 and hasattr(os, "nice"):
+        with contextlib.suppress(OSError):
+            os.nice(n)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _lower_priority()
     from vrag_trainer import runner
 
     try:

@@ -138,6 +138,12 @@ def outcome(returncode: int | None) -> str:
     )
 
 
+#: The trainer's CPU niceness (it lowers its own priority at start; a spawn option would make
+#: Python fork the app instead of vfork, pausing it for as long as copying its page tables takes).
+TRAINER_NICE_ENV = "VRAG_TRAINER_NICE"
+TRAINER_NICE = 10
+
+
 def train_spec(
     run: TrainRun,
     argv: Sequence[str],
@@ -152,6 +158,9 @@ def train_spec(
         "PYTHONUNBUFFERED": "1",
         "TOKENIZERS_PARALLELISM": "false",
         "VRAG_TRAINER_LOG_CAPTURED": "1",  # the supervisor writes train.log: the trainer logs to stderr only
+        # below the desktop's priority, as indexing is: the window stays responsive on a busy CPU
+        # (set VRAG_TRAINER_NICE=0 in the app's environment for full priority)
+        TRAINER_NICE_ENV: os.environ.get(TRAINER_NICE_ENV, str(TRAINER_NICE)),
         "VIRTUAL_ENV": None,
         "PYTHONHOME": None,
         "PYTHONPATH": None,
