@@ -2,7 +2,9 @@
 # Set everything up, run the static checks (ruff lint, ruff format check, mypy), then the whole test
 # suite (the import-linter contract runs inside it), then the trainer's tests in its own environment
 # (.venv-trainer). Any failing step fails the command, and so CI; both suites run even if the first
-# fails. Extra arguments go to the app's pytest.
+# fails. Extra arguments go to the app's pytest. The suite includes the frozen-app test
+# (tests/test_frozen_app.py: builds the double-click app with scripts/build-app.sh when it is out of
+# date, minutes); VRAG_SKIP_FROZEN=1 skips it locally, CI runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -101,10 +101,21 @@ def _env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+#: What Qt's xcb platform plugin loads besides the bundle (scripts/display-deps.sh installs them).
+XCB_LIBS = ("libxcb-icccm.so.4", "libxcb-keysyms.so.1", "libxkbcommon-x11.so.0", "libxcb-cursor.so.0")
+
+
 def _gui_prefix() -> tuple[list[str], dict[str, str]]:
-    """Under Xvfb (a real X11 window) when xvfb-run is here, else Qt's offscreen platform."""
+    """Under Xvfb (a real X11 window) when xvfb-run and the xcb libraries are here
+    (scripts/display-deps.sh), else Qt's offscreen platform."""
     if shutil.which("xvfb-run") and os.environ.get("VRAG_FROZEN_QPA") != "offscreen":
-        return ["xvfb-run", "-a", "-s", "-screen 0 1280x800x24"], {}
+        ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+        try:
+            known = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=30).stdout
+        except OSError:
+            known = ""
+        if all(lib in known for lib in XCB_LIBS):
+            return ["xvfb-run", "-a", "-s", "-screen 0 1280x800x24"], {}
     return [], {"QT_QPA_PLATFORM": "offscreen"}
 
 
@@ -197,6 +208,14 @@ def test_frozen_app_end_to_end(bundle: Path, tmp_path: Path) -> None:
     assert result["application"] == "VRAG Desktop", result
     assert result["outcome"] == "done", result
     assert "sample" in result["corpora"], result
+    # programs it opens get the system's libraries, not the bundle's (OpenCV's import appends a
+    # cv2/../../lib64 that does not exist: harmless)
+    leaked = [
+        p
+        for p in result["ld_library_path"].split(os.pathsep)
+        if p and os.path.isdir(p) and Path(p).resolve().is_relative_to(bundle.resolve())
+    ]
+    assert not leaked, result["ld_library_path"]
     assert all(outcome == "done" for _name, outcome in result["jobs"]), result
 
     # -- its own command line searches what the window indexed

@@ -68,7 +68,23 @@ def _open_with(raw: list[str]) -> list[str]:
     return raw
 
 
+def _frozen_environment() -> None:
+    """In the frozen app: PyInstaller's bootloader points ``LD_LIBRARY_PATH`` at the bundle (for this
+    process it was read at start already). Every program the app starts — a PDF viewer through
+    xdg-open or Qt's ``QDesktopServices``, a system Python making an engine's environment — must
+    get the machine's libraries instead, so the variable goes back to what it was. (The app's own
+    helper processes are the bundle's executable: its bootloader sets it again.)"""
+    if not getattr(sys, "frozen", False):
+        return
+    orig = os.environ.pop("LD_LIBRARY_PATH_ORIG", None)
+    if orig:
+        os.environ["LD_LIBRARY_PATH"] = orig
+    else:
+        os.environ.pop("LD_LIBRARY_PATH", None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _frozen_environment()
     raw = list(sys.argv[1:] if argv is None else argv)
     if raw[:1] and raw[0].startswith("--vrag-"):  # the frozen app, started as a helper child
         from vrag_desktop.core.corpus.derive_process import CHILD_FLAG, child_entry

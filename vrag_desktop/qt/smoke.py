@@ -55,6 +55,7 @@ def install(window: Any, report: Path) -> None:
             "jobs": state["jobs"],
             "corpora": names,
             "data_dir": str(window.ctx.data_dir),
+            "ld_library_path": os.environ.get("LD_LIBRARY_PATH", ""),  # what the app's children get
             "seconds": round(time.monotonic() - t0, 2),
         }
         report.parent.mkdir(parents=True, exist_ok=True)
