@@ -11,6 +11,7 @@ Minutes on a fresh clone (the build); about two more when the bundle is up to da
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import shutil
@@ -45,10 +46,12 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def bundle(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:
     """The built bundle, moved to ``…/Apps (test)/VRAG Désktop ünïcode/`` (links to the build's
     files, so nothing is copied): the app must not depend on where it was built."""
     built = ROOT / "dist" / APP
+    # A build takes minutes: no "stuck test" stack dump meanwhile (re-armed for the app's part).
+    faulthandler.cancel_dump_traceback_later()
     if not (os.environ.get("VRAG_FROZEN_REUSE") == "1" and (built / APP).is_file()):
         proc = subprocess.run(
             ["bash", str(ROOT / "scripts" / "build-app.sh")],
@@ -59,6 +62,12 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         )
         assert proc.returncode == 0, f"build-app.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     assert (built / APP).is_file(), f"no executable in {built}"
+    try:
+        dump_after = float(request.config.getini("faulthandler_timeout") or 0)
+    except ValueError:  # -p no:faulthandler
+        dump_after = 0.0
+    if dump_after > 0:
+        faulthandler.dump_traceback_later(dump_after, exit=False)
     moved = tmp_path_factory.mktemp("frozen") / "Apps (test)" / "VRAG Désktop ünïcode"
     moved.parent.mkdir(parents=True)
     try:
