@@ -9,6 +9,10 @@
 #
 # Options:   --force      rebuild even if the bundle is up to date
 #            --check      exit 0 if the bundle is up to date, 1 if it would be rebuilt (builds nothing)
+#            --no-setup   do not run scripts/setup.sh first (the caller just did)
+# One build at a time: a second run waits for the first (a lock in the work folder), then finds the
+# bundle up to date. scripts/test.sh starts a build in the background this way while the checks and
+# the other tests run, and the frozen test's own call waits for it.
 # Variables: VRAG_BUNDLE_CUDA=1  the CUDA variant (run on a machine whose .venv has the CUDA torch:
 #                                setup.sh with a GPU or VRAG_GPU=1); see docs/install.md
 #            VRAG_BUILD_DIST / VRAG_BUILD_WORK  output and work folders (default dist/, build/)
@@ -23,17 +27,25 @@ STAMP="$BUNDLE/.vrag-build-stamp"
 
 force=0
 check=0
+setup=1
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --check) check=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --no-setup) setup=0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "build-app.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
 
 if [ "$check" = 0 ]; then
-  bash scripts/setup.sh >&2
+  mkdir -p "$WORK"
+  exec 9>"$WORK/.build-app.lock"
+  if ! flock -n 9; then
+    echo "build-app.sh: another build is running; waiting for it…" >&2
+    flock 9
+  fi
+  [ "$setup" = 0 ] || bash scripts/setup.sh >&2
 fi
 PY=.venv/bin/python
 if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
