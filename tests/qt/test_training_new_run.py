@@ -86,6 +86,14 @@ def _type_output(dlg: NewRunDialog, text: str) -> None:
     dlg.form.output.setText(text)
 
 
+def _checked_dialog(qtbot: Any, ctx: Any, tmp_path: Path) -> NewRunDialog:
+    """The dialog on a two-item dataset and a tiny model, its checks done."""
+    _dataset(ctx, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, ctx, str(_model(tmp_path)))
+    _ready(qtbot, dlg)
+    return dlg
+
+
 def _ready(qtbot: Any, dlg: NewRunDialog) -> None:
     """Wait for the debounced checks of what is typed now."""
     checked = lambda: not dlg._check_later.isActive() and not dlg._checking.running  # noqa: E731
@@ -128,9 +136,7 @@ def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
 def test_a_bad_value_turns_its_field_red_and_disables_start(
     qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
 ) -> None:
-    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
-    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
-    _ready(qtbot, dlg)
+    dlg = _checked_dialog(qtbot, indexed, tmp_path)
     assert dlg.ok_button.isEnabled(), dlg.blockers()
     group = dlg.form.fields["group_size"]
     group.setText("1")  # type: ignore[attr-defined]
@@ -204,9 +210,7 @@ def test_start_is_off_while_the_trainer_env_is_missing_or_broken(
 ) -> None:
     from vrag_desktop.core.runtime import trainer_env
 
-    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
-    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
-    _ready(qtbot, dlg)
+    dlg = _checked_dialog(qtbot, indexed, tmp_path)
     # everything else is fine: only the missing environment holds Start, and the dialog says so
     assert dlg.blockers() == ["the trainer environment does not exist yet: create it below"]
     assert not dlg.ok_button.isEnabled()
@@ -242,9 +246,7 @@ def test_start_is_off_while_the_trainer_env_is_missing_or_broken(
 def test_an_output_folder_that_cannot_be_written_disables_start(
     qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
 ) -> None:
-    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
-    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
-    _ready(qtbot, dlg)
+    dlg = _checked_dialog(qtbot, indexed, tmp_path)
     assert dlg.ok_button.isEnabled(), dlg.blockers()
     # a regular file where a folder must be made: refused for root too
     blocker = tmp_path / "notes.txt"
