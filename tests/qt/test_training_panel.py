@@ -385,6 +385,14 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     plots.add_rows([{"step": 4, "reward": 0.4, "gpu_memory_gb": 1.5}])
     plots.redraw()
     assert plots.point_count("reward") == 4 and plots.plots["GPU memory (GB)"].isVisible()
+    box = plots.boxes[PLOTS[0][0]]
+    plots.add_rows([{"step": 40, "reward": 0.5}])
+    plots.redraw()
+    assert box.viewRange()[0][1] == 60  # a live run: room to grow (fewer axis repaints)
+    plots.set_live(False)
+    assert box.viewRange()[0][1] == 40  # it ended: its steps end to end
+    plots.set_live(True)
+    assert box.viewRange()[0][1] == 60
 
 
 def test_main_window_has_the_training_dock_and_opens_a_sample(qtbot: Any, ctx: Any) -> None:

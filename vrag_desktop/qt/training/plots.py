@@ -83,6 +83,7 @@ class MetricPlots(QWidget):
         self._dirty: set[str] = set()
         self._steps: list[Callable[[], None]] | None = None  # the build's steps left (None: not started)
         self._built = False
+        self.live = True  # a run still writing rows: its x axis grows in steps
         pg.setConfigOptions(antialias=False)
         self.view = pg.GraphicsLayoutWidget(self)
         pal = self.palette()
@@ -165,7 +166,11 @@ class MetricPlots(QWidget):
         box = self.boxes[title]
         legend = None
         if len(curves) > 1:
-            legend = pg.LegendItem(offset=(-4, 4), labelTextColor=self._fg)
+            base = self.palette().color(QPalette.ColorRole.Base)
+            base.setAlpha(215)  # readable over the curves it covers
+            legend = pg.LegendItem(
+                offset=(-4, 4), labelTextColor=self._fg, brush=pg.mkBrush(base), colCount=2
+            )
             legend.setParentItem(box)
         for key, name, colour in curves:
             curve = pg.PlotDataItem(
@@ -187,7 +192,7 @@ class MetricPlots(QWidget):
             if len(x):
                 last = max(last, float(x[-1]))
         if i == 0:
-            self.boxes[title].setXRange(0, max(last * 1.5, X_START), padding=0)
+            self.boxes[title].setXRange(0, self._x_end(last), padding=0)
         plot.setVisible(title != "GPU memory (GB)" or bool(self.series["gpu_memory_gb"].n))
 
     # ---- data -------------------------------------------------------------------------------------
@@ -235,10 +240,22 @@ class MetricPlots(QWidget):
         first = self.boxes[PLOTS[0][0]]
         end = first.viewRange()[0][1]
         if last > end:  # the x axis grows in steps, not with every row: fewer axis repaints
-            first.setXRange(0, max(last * 1.5, X_START), padding=0)
+            first.setXRange(0, self._x_end(last), padding=0)
         if "gpu_memory_gb" in self._dirty:
             self.plots["GPU memory (GB)"].setVisible(True)
         self._dirty.clear()
+
+    def _x_end(self, last: float) -> float:
+        return max(last * 1.5, X_START) if self.live else max(last, 1.0)
+
+    def set_live(self, live: bool) -> None:
+        """A run that has ended shows its steps end to end; a live one keeps room to grow."""
+        if live == self.live:
+            return
+        self.live = live
+        if self._built:
+            last = max((float(s.view()[0][-1]) for s in self.series.values() if s.n), default=0.0)
+            self.boxes[PLOTS[0][0]].setXRange(0, self._x_end(last), padding=0)
 
     def point_count(self, key: str = "reward") -> int:
         """Points the curve of ``key`` holds (before downsampling to the screen's resolution); 0 until

@@ -317,6 +317,7 @@ class RunView(QWidget):
         self.status.setText(text)
         colour = STATUS_COLOURS.get(status, "")
         self.status.setStyleSheet(f"color: {colour};" if colour else "")
+        self.plots.set_live(status in ("running", "stopping", ""))
         live = self.running or self._busy
         self.stop_button.setEnabled(has and live)
         self.resume_button.setEnabled(has and not live and status not in ("finished", ""))
