@@ -353,6 +353,20 @@ def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
     assert time.perf_counter() - t0 < 0.2
 
 
+def test_an_empty_plot_says_why(qtbot: Any) -> None:
+    from vrag_desktop.qt.training.plots import MetricPlots
+
+    plots = MetricPlots()
+    qtbot.addWidget(plots)
+    plots.resize(900, 700)
+    plots.show()
+    plots.add_rows([{"step": i, "reward": i / 10, "loss": 0.1} for i in range(1, 4)])  # β = 0: no "kl"
+    plots.redraw()
+    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    assert plots.titles["KL"].text.startswith("KL — not logged (β = 0")
+    assert plots.titles["Loss"].text == "Loss"
+
+
 def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> None:
     """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
     §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""
@@ -385,10 +399,12 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     plots.add_rows([{"step": 4, "reward": 0.4, "gpu_memory_gb": 1.5}])
     plots.redraw()
     assert plots.point_count("reward") == 4 and plots.plots["GPU memory (GB)"].isVisible()
+    assert plots.titles["KL"].text == "KL" and plots.titles["Entropy"].text == "Entropy — not logged"
     box = plots.boxes[PLOTS[0][0]]
-    plots.add_rows([{"step": 40, "reward": 0.5}])
+    plots.add_rows([{"step": 40, "reward": 0.5, "entropy": 0.7}])
     plots.redraw()
     assert box.viewRange()[0][1] == 60  # a live run: room to grow (fewer axis repaints)
+    assert plots.titles["Entropy"].text == "Entropy"
     plots.set_live(False)
     assert box.viewRange()[0][1] == 40  # it ended: its steps end to end
     plots.set_live(True)

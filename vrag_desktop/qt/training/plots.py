@@ -49,6 +49,8 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("GPU memory (GB)", (("gpu_memory_gb", "GB", "#be123c"),)),
 )
 KEYS = tuple(key for _title, curves in PLOTS for key, _n, _c in curves)
+#: What an empty plot says once the run has rows (TRL logs KL only when β > 0).
+NOT_LOGGED = {"KL": "KL — not logged (β = 0: no reference model)"}
 
 
 class Series:
@@ -80,6 +82,7 @@ class MetricPlots(QWidget):
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.plots: dict[str, pg.GraphicsLayout] = {}  # title -> its cell (title, axes, view)
         self.boxes: dict[str, pg.ViewBox] = {}
+        self.titles: dict[str, pg.LabelItem] = {}
         self._dirty: set[str] = set()
         self._steps: list[Callable[[], None]] | None = None  # the build's steps left (None: not started)
         self._built = False
@@ -145,7 +148,8 @@ class MetricPlots(QWidget):
         title = PLOTS[i][0]
         fg = self._fg
         cell = self.plots[title]
-        cell.addItem(pg.LabelItem(title, color=fg, size="10pt"), row=0, col=1)
+        self.titles[title] = pg.LabelItem(title, color=fg, size="10pt")
+        cell.addItem(self.titles[title], row=0, col=1)
         box = pg.ViewBox(enableMenu=False)
         for where, row, col in (("left", 1, 0), ("bottom", 2, 1)):
             axis = pg.AxisItem(where)
@@ -194,6 +198,14 @@ class MetricPlots(QWidget):
         if i == 0:
             self.boxes[title].setXRange(0, self._x_end(last), padding=0)
         plot.setVisible(title != "GPU memory (GB)" or bool(self.series["gpu_memory_gb"].n))
+        self._title(title)
+
+    def _title(self, title: str) -> None:
+        """The plot's title, or why it is empty while the run has rows."""
+        empty = self.series["reward"].n and not any(self.series[k].n for k, _n, _c in dict(PLOTS)[title])
+        text = NOT_LOGGED.get(title, f"{title} — not logged") if empty else title
+        if self.titles[title].text != text:
+            self.titles[title].setText(text)
 
     # ---- data -------------------------------------------------------------------------------------
     def clear(self) -> None:
@@ -243,6 +255,8 @@ class MetricPlots(QWidget):
             first.setXRange(0, self._x_end(last), padding=0)
         if "gpu_memory_gb" in self._dirty:
             self.plots["GPU memory (GB)"].setVisible(True)
+        for title, _curves in PLOTS:  # a text compare each; set only when it changes
+            self._title(title)
         self._dirty.clear()
 
     def _x_end(self, last: float) -> float:
