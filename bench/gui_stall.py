@@ -861,24 +861,18 @@ class Bench:
         os.environ["VRAG_TRAINER_PYTHON"] = str(python)
         for k, v in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("OMP_NUM_THREADS", "1")):
             os.environ[k] = v
+        from toy_training import toy_run
+
         cfg = TrainConfig.from_mapping(
-            dict(
+            toy_run(
                 model=str(self.work / "tiny-qwen2-vl"),
                 dataset=str(self.work / "dataset.json"),
-                corpora=("toy",),
                 data_dir=str(self.ctx.data_dir),
-                group_size=2,
-                prompts_per_step=2,
                 max_turns=2,
                 max_response_length=24,
                 max_model_len=2048,
                 max_steps=max_steps,
                 save_steps=save_steps,
-                learning_rate=5e-3,
-                warmup_steps=0,
-                judge={"kind": "exact"},
-                samples_per_step=2,
-                micro_batch_rows=2,
             )
         )
         w = self.window

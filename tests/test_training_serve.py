@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from toy_training import make_export
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, EndpointProfile, ProfileStore
 from vrag_desktop.core.runtime.settings import VLLMSettings
@@ -20,14 +20,6 @@ from vrag_desktop.core.training.serve import (
     serve_settings,
     served_name_for,
 )
-
-
-def make_export(root: Path) -> Path:
-    export = TrainRun(root).export_dir
-    export.mkdir(parents=True)
-    (export / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}), encoding="utf-8")
-    (export / "model.safetensors").write_bytes(b"\0" * 16)
-    return export
 
 
 def test_names_follow_the_run() -> None:

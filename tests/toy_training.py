@@ -3,6 +3,12 @@ and the VRAG tags as single tokens of the tiny tokenizer (so a tiny policy can l
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.training.rundir import TrainRun
+
 TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
 
 DOCS = {
@@ -27,3 +33,29 @@ EXAMPLES = [
         "meta_info": {"file_name": "beta.pdf", "reference_page": [2]},
     },
 ]
+
+
+def make_export(root: Path) -> Path:
+    """A run directory whose ``export/`` looks like a served model (config and weights file)."""
+    export = TrainRun(root).export_dir
+    export.mkdir(parents=True)
+    (export / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}), encoding="utf-8")
+    (export / "model.safetensors").write_bytes(b"\0" * 16)
+    return export
+
+
+def toy_run(**fields: Any) -> dict[str, Any]:
+    """A training config for the toy task: two prompts × two rollouts a step, a checkpoint every
+    step, exact-match judging; ``fields`` add the model, data and lengths (and override)."""
+    return {
+        "corpora": ("toy",),
+        "group_size": 2,
+        "prompts_per_step": 2,
+        "save_steps": 1,
+        "learning_rate": 5e-3,
+        "warmup_steps": 0,
+        "judge": {"kind": "exact"},
+        "samples_per_step": 2,
+        "micro_batch_rows": 2,
+        **fields,
+    }

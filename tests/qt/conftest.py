@@ -100,3 +100,16 @@ def reports(qtbot: Any) -> list[tuple[str, str, str]]:
     got: list[tuple[str, str, str]] = []
     error_sink().reported.connect(lambda *a: got.append(a))
     return got
+
+
+@pytest.fixture
+def graph_view(qtbot: Any) -> Any:
+    """A shown 800×600 reasoning-graph view (the graph tests' canvas)."""
+    from vrag_desktop.qt.graph.graph_view import GraphView
+
+    v = GraphView()
+    v.resize(800, 600)
+    qtbot.addWidget(v)
+    v.show()
+    qtbot.waitExposed(v)
+    return v

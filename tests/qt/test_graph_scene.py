@@ -34,13 +34,8 @@ from vrag_desktop.qt.graph.node_details import MISSING, UNREADABLE, NodeDetails,
 
 
 @pytest.fixture
-def view(qtbot: Any) -> GraphView:
-    v = GraphView()
-    v.resize(800, 600)
-    qtbot.addWidget(v)
-    v.show()
-    qtbot.waitExposed(v)
-    return v
+def view(graph_view: GraphView) -> GraphView:
+    return graph_view
 
 
 def visible(view: GraphView, node_id: str) -> bool:

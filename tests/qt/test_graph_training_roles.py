@@ -49,13 +49,8 @@ TRAINING = {
 
 
 @pytest.fixture
-def view(qtbot: Any) -> GraphView:
-    v = GraphView()
-    v.resize(800, 600)
-    qtbot.addWidget(v)
-    v.show()
-    qtbot.waitExposed(v)
-    return v
+def view(graph_view: GraphView) -> GraphView:
+    return graph_view
 
 
 def test_scene_marks_masked_nodes_and_the_legend_follows(qtbot: Any, view: GraphView) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from toy_training import DOCS, EXAMPLES, TAGS
+from toy_training import DOCS, EXAMPLES, TAGS, toy_run
 
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
@@ -63,23 +63,14 @@ def train_config(ctx: Any, minilm: Any, make_pdf: Any, tiny_model: Path, tmp_pat
     dataset = tmp_path / "dataset.json"
     dataset.write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
     return TrainConfig.from_mapping(
-        dict(
+        toy_run(
             model=str(tiny_model),
             dataset=str(dataset),
-            corpora=("toy",),
             data_dir=str(ctx.data_dir),
-            group_size=2,
-            prompts_per_step=2,
             max_turns=2,
             max_response_length=24,
             max_model_len=2048,
             max_steps=6,
-            save_steps=1,
-            learning_rate=5e-3,
-            warmup_steps=0,
-            judge={"kind": "exact"},
-            samples_per_step=2,
-            micro_batch_rows=2,
         )
     )
 

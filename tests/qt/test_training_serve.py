@@ -7,7 +7,6 @@ environment missing, vLLM crashing at start: the classified reason shown and no 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from toy_training import make_export
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV
@@ -46,14 +46,6 @@ def view(qtbot: Any, runtime: RuntimePanel) -> Iterator[RunView]:
     v.runtime_panel = runtime
     yield v
     v.shutdown()
-
-
-def make_export(root: Path) -> Path:
-    export = TrainRun(root).export_dir
-    export.mkdir(parents=True)
-    (export / "config.json").write_text(json.dumps({"model_type": "qwen2_vl"}), encoding="utf-8")
-    (export / "model.safetensors").write_bytes(b"\0" * 16)
-    return export
 
 
 def use_fake_vllm(runtime: RuntimePanel, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import ScriptedGenerator
+from toy_training import toy_run
 from vrag_trainer import runner
 
 from vrag_desktop.core.run.store import RunStore
@@ -71,27 +72,17 @@ def vimrag_script(processor: Any) -> ScriptedGenerator:
 def _config(
     tiny_model_dir: Path, dataset_file: Path, toy_data: Path, search_url: str, **over: Any
 ) -> TrainConfig:
-    base: dict[str, Any] = dict(
+    base = toy_run(
         model=str(tiny_model_dir),
         dataset=str(dataset_file),
-        corpora=("toy",),
         data_dir=str(toy_data),
         search_url=search_url,
-        group_size=2,
-        prompts_per_step=2,
         max_turns=3,
         max_response_length=256,
         max_model_len=8192,  # the tiny tokenizer spends ~5k tokens on VimRAG's tool prompt
         max_steps=2,
-        save_steps=1,
-        learning_rate=5e-3,
-        warmup_steps=0,
-        judge={"kind": "exact"},
-        samples_per_step=2,
-        micro_batch_rows=2,
     )
-    base.update(over)
-    return TrainConfig.from_mapping(base)
+    return TrainConfig.from_mapping(base | over)
 
 
 def _weights(path: Path) -> dict[str, Any]:
