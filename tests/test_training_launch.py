@@ -293,7 +293,7 @@ def test_an_unspawnable_trainer_is_reported(tmp_path: Path) -> None:
 def test_layered_env_commands(tmp_path: Path) -> None:
     env = tmp_path / "tenv"
     steps = trainer_env_steps(
-        env, layered=True, base="/usr/bin/python3", trainer_source="/repo/trainer", site_dirs=["/app/site"]
+        env, mode="layered", base="/usr/bin/python3", trainer_source="/repo/trainer", site_dirs=["/app/site"]
     )
     py = str(env / "bin" / "python")
     assert steps[0].argv == ("/usr/bin/python3", "-m", "venv", str(env))
@@ -304,7 +304,7 @@ def test_layered_env_commands(tmp_path: Path) -> None:
     assert steps[4].argv[0] == py and "import trl, accelerate, vrag_trainer" in steps[4].argv[2]
     assert len(steps) == 5
     with pytest.raises(EnvCreateError):
-        trainer_env_steps(env, layered=True, base="p", trainer_source="/t", site_dirs=[])
+        trainer_env_steps(env, mode="layered", base="p", trainer_source="/t", site_dirs=[])
 
 
 def test_full_env_commands_pin_what_trl_accepts(tmp_path: Path) -> None:
@@ -312,7 +312,7 @@ def test_full_env_commands_pin_what_trl_accepts(tmp_path: Path) -> None:
     repo.mkdir()
     steps = trainer_env_steps(
         tmp_path / "e",
-        layered=False,
+        mode="full",
         base="py",
         trainer_source=repo / "trainer",
         app_source=repo,
@@ -329,9 +329,9 @@ def test_full_env_commands_pin_what_trl_accepts(tmp_path: Path) -> None:
     assert steps[2].argv[-2:] == ("--no-deps", str(repo / "trainer"))
     assert "import torch, vllm" in steps[3].argv[2] and not any("pth" in a for s in steps for a in s.argv)
     with pytest.raises(EnvCreateError):
-        trainer_env_steps(tmp_path / "e", layered=False, base="py", trainer_source="t")
+        trainer_env_steps(tmp_path / "e", mode="full", base="py", trainer_source="t")
     named = trainer_env_steps(
-        tmp_path / "e", layered=False, base="py", trainer_source="t", app_source="vrag-desktop==0.1.0"
+        tmp_path / "e", mode="full", base="py", trainer_source="t", app_source="vrag-desktop==0.1.0"
     )
     assert named[1].argv[-1] == "vrag-desktop==0.1.0"
 
@@ -385,7 +385,7 @@ def test_a_ready_trainer_env_is_reused(tmp_path: Path) -> None:
     (env / "bin").mkdir(parents=True)
     (env / "bin" / "python").touch()
     (env / MARKER).write_text("{}")
-    gen = create_trainer_env(env, layered=True)
+    gen = create_trainer_env(env, mode="layered")
     assert "already present" in next(gen)
     with pytest.raises(StopIteration) as stop:
         next(gen)
@@ -394,7 +394,7 @@ def test_a_ready_trainer_env_is_reused(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not os.environ.get("VRAG_TEST_TRAINER_ENV"), reason="creates a real venv (~40 s, pip)")
 def test_real_layered_env(tmp_path: Path) -> None:  # pragma: no cover - opt-in
-    lines = list(create_trainer_env(tmp_path / "tenv", layered=True))
+    lines = list(create_trainer_env(tmp_path / "tenv", mode="layered"))
     assert "imports OK" in "\n".join(lines)
     info = trainer_env_info(tmp_path / "tenv")
     assert info is not None and info["versions"]["trl"] == "1.16.0" and info["mode"] == "layered"

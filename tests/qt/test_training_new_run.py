@@ -230,7 +230,7 @@ def test_start_is_off_while_the_trainer_env_is_missing_or_broken(
     # Re-create: forced (a ready marker must not make it a no-op); then Start follows
     seen: list[bool] = []
 
-    def fake_create(target: Path, *, layered: bool, cancel: Any, force: bool = False) -> Any:
+    def fake_create(target: Path, *, mode: str, cancel: Any, force: bool = False) -> Any:
         seen.append(force)
         yield "Re-creating"
         return _fake_env(indexed)

@@ -79,13 +79,14 @@ def add_parsers(sub: Any) -> None:
         "env",
         help="create the trainer's environment (TRL, accelerate; vLLM on a GPU)",
         description="Layered (the default without a GPU): a small venv on top of this one, adding TRL, "
-        "accelerate and TensorBoard. Full (the default with a GPU): its own CUDA torch, vLLM, TRL, "
-        "accelerate and this app.",
+        "accelerate and TensorBoard. Standalone (the default without a GPU in the double-click app, "
+        "which has nothing to layer on): its own CPU torch, this app, TRL, accelerate and TensorBoard. "
+        "Full (the default with a GPU): its own CUDA torch, vLLM, TRL, accelerate and this app.",
     )
     v.add_argument("--path", metavar="DIR", help="where (default: <data>/runtime/trainer-env)")
     mode = v.add_mutually_exclusive_group()
-    mode.add_argument("--layered", dest="layered", action="store_true", default=None)
-    mode.add_argument("--full", dest="layered", action="store_false")
+    for name in ("layered", "standalone", "full"):
+        mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name, default=None)
     v.add_argument("--deepspeed", action="store_true", help="also install DeepSpeed (full env)")
     v.add_argument("--force", action="store_true", help="recreate it even if it is ready")
 
@@ -315,17 +316,17 @@ def _stop(args: argparse.Namespace) -> int:
 
 def _env(args: argparse.Namespace) -> int:
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.runtime.trainer_env import create_trainer_env
+    from vrag_desktop.core.runtime.trainer_env import create_trainer_env, default_mode
 
     target = Path(args.path).expanduser() if args.path else DataLayout.resolve(args.data_dir).trainer_env
-    layered = args.layered
-    if layered is None:
+    mode = args.mode
+    if mode is None:
         from vrag_desktop.core.runtime.gpu import detect_gpus
 
         report = detect_gpus()
-        layered = not report.available
-        err(report.summary() if report.available else "No GPU: a layered environment on this one")
-    python = make_env(create_trainer_env(target, layered=layered, deepspeed=args.deepspeed, force=args.force))
+        mode = default_mode(report.available)
+        err(report.summary() if report.available else f"No GPU: a {mode} environment (CPU)")
+    python = make_env(create_trainer_env(target, mode=mode, deepspeed=args.deepspeed, force=args.force))
     if python is None:
         return EXIT_INTERRUPTED
     print(f"Trainer environment ready: {python}")

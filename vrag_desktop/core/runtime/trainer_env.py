@@ -2,14 +2,23 @@
 
 Why its own environment: TRL 1.16's vLLM support caps ``vllm<=0.31``, which pins a CUDA torch and
 ``transformers<5.18``, while the app runs newer ones; the trainer is therefore a child process with
-its own interpreter (see :mod:`vrag_desktop.core.training.launch`). Two shapes:
+its own interpreter (see :mod:`vrag_desktop.core.training.launch`). Three shapes
+(:func:`default_mode` picks one):
 
 - **layered** (CPU, development, tests): a small venv that sees the app's environment through a
   ``.pth`` file, so torch, transformers and ``vrag_desktop`` are the app's; only TRL, accelerate,
   TensorBoard and the trainer package are installed in it (about 20 s; pip does not touch the app's
   environment, whose packages it sees as already installed).
+- **standalone** (CPU, the frozen app: it has no site-packages to layer on): its own venv with the
+  CPU torch (from PyTorch's CPU index), the app package with its dependencies, TRL, accelerate,
+  TensorBoard and the trainer package.
 - **full** (GPU): everything in its own venv: CUDA torch, a vLLM TRL accepts, TRL, accelerate,
   optionally DeepSpeed, TensorBoard, the app package and the trainer package.
+
+Where the app and trainer packages come from (:func:`find_trainer_sources`): a checkout (``trainer/``
+and the checkout itself), else the frozen app's own wheels (``<bundle>/_internal/wheels``, made by
+scripts/build-app.sh), else, for an installed wheel, a trainer wheel placed in
+``vrag_desktop/_bundled/`` with ``vrag-desktop==<version>`` from the package index.
 
 The commands are a pure function of the inputs (:func:`trainer_env_steps`), tested without pip;
 running them is :mod:`.venv`'s. ``python -m vrag_desktop.core.runtime.trainer_env PATH`` makes one.
@@ -23,32 +32,41 @@ import os
 import sys
 import sysconfig
 from collections.abc import Generator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from vrag_desktop.core.progress import Cancelled, CancelToken
+from vrag_desktop.core.runtime.base_python import ensure_base_python
 from vrag_desktop.core.runtime.venv import (
     EnvCreateError,
     Step,
-    base_python,
     build_venv,
     marker_ready,
     venv_python,
 )
 
 __all__ = [
+    "CPU_TORCH",
+    "CPU_TORCH_INDEX",
     "FULL_PACKAGES",
     "LAYERED_PACKAGES",
     "MARKER",
+    "MODES",
     "PYTHON_ENV",
     "EnvCreateError",
+    "Mode",
+    "TrainerSources",
     "app_site_dirs",
     "create_trainer_env",
+    "default_mode",
     "find_trainer_python",
+    "find_trainer_sources",
     "repo_root",
     "trainer_env_info",
     "trainer_env_ready",
     "trainer_env_steps",
+    "trainer_sources",
 ]
 
 MARKER = ".vrag-trainer-env.json"
@@ -69,6 +87,15 @@ FULL_PACKAGES = (
     "tensorboard",
 )
 DEEPSPEED = "deepspeed>=0.18.6"
+#: A standalone (CPU) env's torch, from PyTorch's CPU index (as scripts/setup.sh does): the app's
+#: version without the multi-GB CUDA libraries. ``$VRAG_TORCH_INDEX_URL`` names another index.
+CPU_TORCH = "torch==2.13.0"
+CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_INDEX_ENV = "VRAG_TORCH_INDEX_URL"
+Mode = Literal["layered", "standalone", "full"]
+MODES: tuple[Mode, ...] = ("layered", "standalone", "full")
+APP_WHEEL = "vrag_desktop-"
+TRAINER_WHEEL = "vrag_desktop_trainer-"
 _VERSIONED = (
     "torch",
     "transformers",
@@ -109,6 +136,76 @@ def repo_root() -> Path | None:
     """The checkout this app runs from (None in an installed wheel or a frozen app)."""
     root = Path(__file__).resolve().parents[3]
     return root if (root / "pyproject.toml").is_file() and (root / "vrag_desktop").is_dir() else None
+
+
+def _frozen() -> bool:
+    return bool(getattr(sys, "frozen", False))
+
+
+def default_mode(gpu: bool, *, frozen: bool | None = None) -> Mode:
+    """``full`` with a GPU; without one ``layered`` (on the app's own packages), except in the
+    frozen app, which has no site-packages to layer on: ``standalone``."""
+    if gpu:
+        return "full"
+    return "standalone" if (_frozen() if frozen is None else frozen) else "layered"
+
+
+@dataclass(frozen=True)
+class TrainerSources:
+    """What a trainer env installs the two packages from. ``kind``: ``checkout`` (``trainer`` and
+    ``app`` are folders), ``bundle`` (the frozen app's wheels) or ``installed`` (a trainer wheel
+    shipped in the installed package; ``app`` is the requirement ``vrag-desktop==<version>``)."""
+
+    kind: Literal["checkout", "bundle", "installed"]
+    trainer: str
+    app: str
+    editable: bool = False
+
+
+def _one_wheel(folder: Path, prefix: str) -> Path | None:
+    found = sorted(folder.glob(f"{prefix}*.whl")) if folder.is_dir() else []
+    return found[-1] if found else None
+
+
+def find_trainer_sources(
+    *, root: Path | None, bundle_dir: Path | None, installed_dir: Path | None, version: str
+) -> TrainerSources:
+    """The sources to install (pure: the caller says where to look): ``root`` a checkout,
+    ``bundle_dir`` the frozen app's ``_MEIPASS`` (its ``wheels/``), ``installed_dir`` the installed
+    package's ``_bundled/``. Raises :class:`EnvCreateError` saying what is missing."""
+    if root is not None and (root / "trainer" / "pyproject.toml").is_file():
+        return TrainerSources("checkout", str(root / "trainer"), str(root), editable=(root / ".git").exists())
+    if bundle_dir is not None:
+        wheels = bundle_dir / "wheels"
+        app, trainer = _one_wheel(wheels, APP_WHEEL), _one_wheel(wheels, TRAINER_WHEEL)
+        if app is None or trainer is None:
+            raise EnvCreateError(
+                f"This app's bundle has no wheels of the app and the trainer in {wheels}: it was not "
+                "built by scripts/build-app.sh. Rebuild it, or point VRAG_TRAINER_PYTHON at an "
+                "existing trainer environment."
+            )
+        return TrainerSources("bundle", str(trainer), str(app))
+    trainer = _one_wheel(installed_dir, TRAINER_WHEEL) if installed_dir is not None else None
+    if trainer is None:
+        raise EnvCreateError(
+            "The trainer package is not here: this installed app ships no trainer wheel "
+            f"({installed_dir}/{TRAINER_WHEEL}*.whl). Create the trainer environment from a checkout "
+            "of VRAG Desktop or from the double-click app, or point VRAG_TRAINER_PYTHON at one."
+        )
+    return TrainerSources("installed", str(trainer), f"vrag-desktop=={version}")
+
+
+def trainer_sources() -> TrainerSources:
+    """:func:`find_trainer_sources` for this app: its checkout, its bundle, or its installed package."""
+    from vrag_desktop._version import __version__
+
+    meipass = getattr(sys, "_MEIPASS", None)
+    return find_trainer_sources(
+        root=repo_root(),
+        bundle_dir=Path(meipass) if _frozen() and meipass else None,
+        installed_dir=Path(__file__).resolve().parents[2] / "_bundled",
+        version=__version__,
+    )
 
 
 def app_site_dirs() -> list[str]:
@@ -154,10 +251,16 @@ def _source_arg(path: Path, editable: bool) -> tuple[str, ...]:
     return ("-e", str(path)) if editable else (str(path),)
 
 
+def _packages(mode: Mode, deepspeed: bool) -> tuple[str, ...]:
+    if mode == "full":
+        return FULL_PACKAGES + ((DEEPSPEED,) if deepspeed else ())
+    return (CPU_TORCH, *LAYERED_PACKAGES) if mode == "standalone" else LAYERED_PACKAGES
+
+
 def trainer_env_steps(
     path: str | os.PathLike[str],
     *,
-    layered: bool,
+    mode: Mode,
     base: str,
     trainer_source: str | os.PathLike[str],
     app_source: str | os.PathLike[str] | None = None,
@@ -166,16 +269,23 @@ def trainer_env_steps(
     deepspeed: bool = False,
     pip_args: Sequence[str] = (),
     step_timeout: float = 3600.0,
+    torch_index: str = CPU_TORCH_INDEX,
 ) -> list[Step]:
     """The commands that make a trainer env (pure). ``layered`` needs ``site_dirs`` (the app's
-    package directories); a full env installs ``app_source`` (the app's checkout, or a
-    requirement such as ``vrag-desktop==0.1.0``) with its dependencies."""
+    package directories); a standalone or full env installs ``app_source`` (the app's checkout,
+    its wheel, or a requirement such as ``vrag-desktop==0.1.0``) with its dependencies; a
+    standalone one first installs the CPU torch from ``torch_index``. ``trainer_source`` is the
+    trainer's folder or wheel (installed without dependencies)."""
+    if mode not in MODES:
+        raise EnvCreateError(f"Unknown trainer environment mode {mode!r} (one of {', '.join(MODES)}).")
     env = Path(path).expanduser()
     python = str(venv_python(env))
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
     trainer = Path(trainer_source)
+    editable_trainer = editable and trainer.suffix != ".whl"  # a folder (a checkout's trainer/)
     steps = [Step.new_venv(env, base)]
-    if layered:
+    extra = ""
+    if mode == "layered":
         if not site_dirs:
             raise EnvCreateError("A layered trainer environment needs the app's package directories.")
         packages: tuple[str, ...] = LAYERED_PACKAGES
@@ -188,26 +298,33 @@ def trainer_env_steps(
             ),
             Step(f"Installing {' '.join(packages)}", (*pip, *packages), "pip install failed", step_timeout),
         ]
-        extra = ""
     else:
-        packages = FULL_PACKAGES + ((DEEPSPEED,) if deepspeed else ())
+        packages = _packages(mode, deepspeed)
         if app_source is None:
-            raise EnvCreateError("A full trainer environment needs the app package (its checkout).")
-        app = Path(app_source)
-        app_arg = _source_arg(app, editable) if app.exists() else (str(app_source),)
-        steps.append(
-            Step(
-                f"Installing {' '.join(packages)} and the app (CUDA torch, vLLM: several GB; minutes)",
-                (*pip, *packages, *app_arg),
-                "pip install failed",
-                step_timeout,
+            raise EnvCreateError(
+                f"A {mode} trainer environment needs the app package (a checkout or a wheel)."
             )
-        )
-        extra = "import torch, vllm; print('CUDA available:', torch.cuda.is_available())"
+        app = Path(app_source)
+        app_arg = _source_arg(app, editable and app.suffix != ".whl") if app.exists() else (str(app_source),)
+        if mode == "standalone":
+            steps.append(
+                Step(
+                    f"Installing {CPU_TORCH} (CPU build, from {torch_index}; about 200 MB)",
+                    (*pip, CPU_TORCH, "--index-url", torch_index),
+                    "pip install of the CPU torch failed",
+                    step_timeout,
+                )
+            )
+            title = f"Installing the app with its dependencies and {' '.join(LAYERED_PACKAGES)} (minutes)"
+            extra = "import torch; print('torch', torch.__version__, 'CPU only')"
+        else:
+            title = f"Installing {' '.join(packages)} and the app (CUDA torch, vLLM: several GB; minutes)"
+            extra = "import torch, vllm; print('CUDA available:', torch.cuda.is_available())"
+        steps.append(Step(title, (*pip, *packages, *app_arg), "pip install failed", step_timeout))
     steps += [
         Step(
             "Installing the trainer package",
-            (*pip, "--no-deps", *_source_arg(trainer, editable)),
+            (*pip, "--no-deps", *_source_arg(trainer, editable_trainer)),
             "Could not install the trainer package",
             600.0,
         ),
@@ -221,7 +338,7 @@ def trainer_env_steps(
 def create_trainer_env(
     path: str | os.PathLike[str],
     *,
-    layered: bool,
+    mode: Mode,
     deepspeed: bool = False,
     pip_args: Sequence[str] = (),
     cancel: CancelToken | None = None,
@@ -229,31 +346,35 @@ def create_trainer_env(
     force: bool = False,
     base: str | None = None,
 ) -> Generator[str, None, Path]:
-    """Create the trainer's env at ``path`` (see the module docstring). Yields progress lines;
-    returns the interpreter. Cancel with ``cancel`` or by closing the generator (pip is killed).
-    Raises :class:`EnvCreateError`, ``Cancelled`` or ``TimeoutError``."""
+    """Create the trainer's env at ``path`` in ``mode`` (see the module docstring;
+    :func:`default_mode` picks one). Yields progress lines; returns the interpreter. Cancel with
+    ``cancel`` or by closing the generator (pip is killed). Raises :class:`EnvCreateError`,
+    ``Cancelled`` or ``TimeoutError``."""
     env = Path(path).expanduser().absolute()
     steps: list[Step] = []
-    mode = "layered" if layered else "full"
+    layered = mode == "layered"
+    sources: TrainerSources | None = None
     if force or not trainer_env_ready(env):
-        root = repo_root()
-        if root is None or not (root / "trainer" / "pyproject.toml").is_file():
+        if mode not in MODES:
+            raise EnvCreateError(f"Unknown trainer environment mode {mode!r} (one of {', '.join(MODES)}).")
+        if layered and _frozen():
             raise EnvCreateError(
-                "The trainer package is not here: create the trainer environment from a checkout of "
-                "VRAG Desktop (it installs trainer/ from it)."
+                "The double-click app cannot make a layered trainer environment (it has no Python "
+                "packages to layer on): make a standalone one (CPU) or a full one (GPU)."
             )
-        editable = (root / ".git").exists()
+        sources = trainer_sources()
         steps = trainer_env_steps(
             env,
-            layered=layered,
-            base=base or base_python("the trainer environment"),
-            trainer_source=root / "trainer",
-            app_source=root,
+            mode=mode,
+            base=base or (yield from ensure_base_python("the trainer environment", env, cancel=cancel)),
+            trainer_source=sources.trainer,
+            app_source=sources.app,
             site_dirs=app_site_dirs(),
-            editable=editable,
+            editable=sources.editable,
             deepspeed=deepspeed,
             pip_args=pip_args,
             step_timeout=step_timeout,
+            torch_index=os.environ.get(TORCH_INDEX_ENV, "").strip() or CPU_TORCH_INDEX,
         )
 
     def record() -> dict[str, Any]:
@@ -262,7 +383,9 @@ def create_trainer_env(
         except (OSError, ValueError):
             versions = {}
         out: dict[str, Any] = {"mode": mode, "versions": versions, "deepspeed": deepspeed}
-        out["packages"] = list(LAYERED_PACKAGES if layered else FULL_PACKAGES)
+        out["packages"] = list(_packages(mode, deepspeed))
+        if sources is not None:
+            out["sources"] = sources.kind
         if layered:
             out["layered_on"] = app_site_dirs()
         return out
@@ -281,16 +404,19 @@ def create_trainer_env(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m vrag_desktop.core.runtime.trainer_env [--layered|--full] PATH`` (scripts/setup.sh)."""
+    """``python -m vrag_desktop.core.runtime.trainer_env [--layered|--standalone|--full] PATH``
+    (scripts/setup.sh)."""
     p = argparse.ArgumentParser(prog="python -m vrag_desktop.core.runtime.trainer_env")
     p.add_argument("path")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--layered", dest="layered", action="store_true", default=True)
-    mode.add_argument("--full", dest="layered", action="store_false")
+    for name in MODES:
+        mode.add_argument(f"--{name}", dest="mode", action="store_const", const=name)
     p.add_argument("--deepspeed", action="store_true")
     p.add_argument("--force", action="store_true")
     args = p.parse_args(argv)
-    gen = create_trainer_env(args.path, layered=args.layered, deepspeed=args.deepspeed, force=args.force)
+    gen = create_trainer_env(
+        args.path, mode=args.mode or "layered", deepspeed=args.deepspeed, force=args.force
+    )
     try:
         for line in gen:
             print(line, flush=True)

@@ -21,15 +21,16 @@ from vrag_desktop.qt.runtime.style import if_alive
 
 
 def make_env(target: Path, cancel: CancelToken, force: bool = False) -> Generator[str, None, Path]:
-    """Create the trainer env at ``target``: layered on this env without a GPU, full with one;
+    """Create the trainer env at ``target``: without a GPU layered on this env (standalone in the
+    frozen app), full with one;
     ``force``: again, over a broken one (its marker says ready but it does not import)."""
     from vrag_desktop.core.runtime.gpu import detect_gpus
-    from vrag_desktop.core.runtime.trainer_env import create_trainer_env
+    from vrag_desktop.core.runtime.trainer_env import create_trainer_env, default_mode
 
     report = detect_gpus()
-    layered = not report.available
-    yield report.summary() if report.available else "No GPU: a layered environment on this one"
-    return (yield from create_trainer_env(target, layered=layered, cancel=cancel, force=force))
+    mode = default_mode(report.available)
+    yield report.summary() if report.available else f"No GPU: a {mode} environment (CPU)"
+    return (yield from create_trainer_env(target, mode=mode, cancel=cancel, force=force))
 
 
 class EnvBox(QWidget):

@@ -360,13 +360,14 @@ class NewRunDialog(QDialog):
     def create_env(self) -> None:
         """Create (a broken one: re-create) the trainer environment with the core generator; a
         second click cancels."""
-        from vrag_desktop.core.runtime.trainer_env import create_trainer_env
+        from vrag_desktop.core.runtime.trainer_env import create_trainer_env, default_mode
 
         if self._creating.running:
             self._creating.cancel()
             return
         target, report = self.ctx.layout.trainer_env, self.gpu_report
-        layered = not (report is not None and report.available)  # CPU: layered on the app's env
+        # CPU: layered on the app's env (standalone in the frozen app); GPU: full
+        mode = default_mode(report is not None and report.available)
         force = self.env is not None and self.env.state == "broken"
 
         def ended() -> None:
@@ -378,7 +379,7 @@ class NewRunDialog(QDialog):
         self.env_bar.setVisible(True)
         self._creating.start(
             run_generator,
-            lambda token: create_trainer_env(target, layered=layered, cancel=token, force=force),
+            lambda token: create_trainer_env(target, mode=mode, cancel=token, force=force),
             "Trainer environment",
             nice=10,
             on_progress=if_alive(self, lambda line: self.env_progress.setText(str(line))),
