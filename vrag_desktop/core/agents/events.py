@@ -70,19 +70,24 @@ class AgentEvent(Mapping[str, Any]):
 
 
 @dataclass(frozen=True)
-class ThinkDelta(AgentEvent):
-    """A piece of the model's reasoning (streamed ``reasoning_content`` or text inside <think>)."""
+class TextDelta(AgentEvent):
+    """A piece of streamed model text (the two kinds below)."""
 
-    event: ClassVar[str] = "think"
     content: str = ""
 
 
 @dataclass(frozen=True)
-class ContentDelta(AgentEvent):
+class ThinkDelta(TextDelta):
+    """A piece of the model's reasoning (streamed ``reasoning_content`` or text inside <think>)."""
+
+    event: ClassVar[str] = "think"
+
+
+@dataclass(frozen=True)
+class ContentDelta(TextDelta):
     """A piece of the model's visible output as it streams."""
 
     event: ClassVar[str] = "content"
-    content: str = ""
 
 
 #: A retrieved item as shown to the model and the person: the search engine's own hit type.

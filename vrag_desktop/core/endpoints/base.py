@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 
 class EndpointError(RuntimeError):
@@ -35,6 +35,21 @@ class ChatResult:
 
 
 DeltaCallback = Callable[[str, str], None]
+_C = TypeVar("_C", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """``async with client:`` closes it (its ``aclose``) however the block ends: one rule for the
+    HTTP client, the in-process model and the judge."""
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self: _C) -> _C:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class ChatModel(Protocol):

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.content import image_data_uri, image_part, redact
 from vrag_desktop.core.endpoints.failures import Cut, Failure, classify
 from vrag_desktop.core.endpoints.received import Received
@@ -112,7 +112,7 @@ class ConnectionCheck:
 # ---- the client --------------------------------------------------------------------------------
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(AsyncClosing):
     """An async :class:`~.base.ChatModel` over any OpenAI-compatible server.
 
     Timeouts: ``connect_timeout`` to open a connection, ``read_timeout`` for silence between bytes,
@@ -203,12 +203,6 @@ class OpenAIChatModel:
         self._sdk = self._sdk_loop = None
         if sdk is not None and loop_ref is not None and loop_ref() is asyncio.get_running_loop():
             await sdk.close()  # a pool of another (finished) loop cannot be closed from here
-
-    async def __aenter__(self) -> OpenAIChatModel:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # ---- chat -----------------------------------------------------------------------------------
     async def chat(

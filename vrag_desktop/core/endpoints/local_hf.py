@@ -52,7 +52,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.client import StreamInterrupted
 from vrag_desktop.core.endpoints.hf_generation import (
     Cancelled,
@@ -77,7 +77,7 @@ _CLOSED = "the generation was stopped (the local model was closed or the call ca
 # ---- the model ---------------------------------------------------------------------------------
 
 
-class TransformersChatModel:
+class TransformersChatModel(AsyncClosing):
     """A :class:`~.base.ChatModel` answering with a local Hugging Face vision-language model.
 
     ``model_dir``: a local checkpoint directory (``config.json``, safetensors, tokenizer, processor
@@ -291,12 +291,6 @@ class TransformersChatModel:
 
     async def aclose(self) -> None:
         self.close()
-
-    async def __aenter__(self) -> TransformersChatModel:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     # ---- chat -----------------------------------------------------------------------------------
     def _settings(self, params: Mapping[str, Any]) -> Settings:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from vrag_desktop.core.datasets import Dataset
     from vrag_desktop.core.endpoints.profiles import ProfileStore
     from vrag_desktop.core.eval.answers_eval import QuestionAgent
+    from vrag_desktop.core.eval.compare import EvalInfo
     from vrag_desktop.core.eval.matching import DatasetMatch
     from vrag_desktop.core.run.assemble import Endpoint
     from vrag_desktop.core.search.engine import SearchEngine
@@ -32,11 +33,11 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentSpec",
     "EvalJob",
-    "answers_job",
+    "EvalRequest",
     "dataset_digest",
     "default_folder",
     "evaluations_dir",
-    "retrieval_job",
+    "open_job",
 ]
 
 Summary = dict[str, Any]
@@ -75,6 +76,185 @@ class EvalJob:
     def close(self) -> None:
         while self._closers:
             self._closers.pop()()
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """What an evaluation is asked to do, in one shape whether it comes from the command line, the
+    app's New evaluation dialog or a resume; :func:`open_job` assembles it."""
+
+    kind: str  # retrieval | answers
+    dataset: str  # a file path
+    corpora: tuple[str, ...] = ()  # empty: all
+    agent: str = "vrag"
+    profile: str | None = None  # None: the active profile
+    model: str | None = None  # the served name, overriding the profile's
+    judge: str = "model"  # model | exact | anls
+    judge_profile: str | None = None
+    judge_model: str | None = None
+    max_steps: int | None = None
+    ks: tuple[int, ...] | None = None  # retrieval cut-offs (None: the defaults)
+    hybrid: bool = True
+    device: str | None = None
+    out: str | None = None  # None: the default folder under <data>/evaluations
+    restart: bool = False
+
+    @classmethod
+    def resume(cls, info: EvalInfo) -> EvalRequest:
+        """The request that reopens ``info``'s folder with its own settings (the job resumes it)."""
+        fp = info.fingerprint
+        profiles = info.header.get("profiles") or {}
+        judge = str(fp.get("judge") or "exact")
+        judge_profile = None
+        if judge.startswith("model:"):
+            judge_profile = profiles.get("judge") or judge.split(":")[1]
+            judge = "model"
+        return cls(
+            kind=info.kind,
+            dataset=str(info.header.get("dataset") or ""),
+            corpora=tuple(info.corpora),
+            agent=str(fp.get("agent") or "vrag"),
+            profile=profiles.get("agent"),
+            judge=judge,
+            judge_profile=judge_profile,
+            max_steps=fp.get("max_steps"),
+            hybrid=bool(fp.get("hybrid", True)),
+            ks=tuple(fp["ks"]) if fp.get("ks") else None,
+            out=str(info.folder),
+        )
+
+
+def open_job(
+    request: EvalRequest,
+    library: Library,
+    data_root: str | Path,
+    profiles: ProfileStore,
+    *,
+    make_agent: AgentFactory,
+    reuse: Any = None,
+    on_match: Callable[[DatasetMatch], None] | None = None,
+) -> EvalJob:
+    """Read the dataset, match it to the corpora (``on_match`` sees the match before anything is
+    scored) and open the job ``request`` asks for, started or resumed. ``reuse``: an embedder
+    already loaded (the app's). Raises ProfileError, DatasetError, SearchError or EvalError (nothing
+    to score, a folder of other settings) with what to do."""
+    from vrag_desktop.core.search.engine import SearchEngine
+
+    r = request
+    if r.kind not in ("retrieval", "answers"):
+        raise EvalError(f"unknown evaluation kind {r.kind!r} (retrieval or answers)")
+    if r.max_steps is not None and r.max_steps < 1:
+        raise EvalError("--max-steps must be at least 1")
+    cuts = _cuts(r.ks)
+    dataset = _read(r.dataset)
+    answers = r.kind == "answers"
+    endpoints = _endpoints(r, profiles) if answers else None
+    engine = SearchEngine(library, list(r.corpora) or None, hybrid=r.hybrid, device=r.device, reuse=reuse)
+    closers: list[Callable[[], None]] = [engine.close]
+    try:
+        match, names = _match(dataset, engine, on_match)
+        if endpoints is None:
+            job = _retrieval(r, data_root, dataset, engine, match, names, cuts)
+        else:
+            job = _answers(r, data_root, profiles, make_agent, dataset, engine, match, names, endpoints)
+    except BaseException:
+        for close in reversed(closers):
+            close()
+        raise
+    job._closers[:0] = closers
+    return job
+
+
+def _cuts(ks: Sequence[int] | None) -> list[int]:
+    from vrag_desktop.core.eval.retrieval import DEFAULT_KS
+
+    cuts = sorted(set(ks or DEFAULT_KS))
+    if cuts[0] < 1:
+        raise EvalError("-k must be at least 1")
+    return cuts
+
+
+def _endpoints(r: EvalRequest, profiles: ProfileStore) -> tuple[Endpoint, Endpoint | None]:
+    """The agent's endpoint and the judge's (None: a metric, no judge model)."""
+    from vrag_desktop.core.run.assemble import Endpoint
+
+    endpoint = Endpoint.from_profile(profiles, r.profile, r.model)
+    if r.judge != "model":
+        return endpoint, None
+    return endpoint, Endpoint.from_profile(profiles, r.judge_profile or r.profile, r.judge_model)
+
+
+def _retrieval(
+    r: EvalRequest,
+    data_root: str | Path,
+    dataset: Dataset,
+    engine: SearchEngine,
+    match: DatasetMatch,
+    names: list[str],
+    cuts: list[int],
+) -> EvalJob:
+    from vrag_desktop.core.eval.retrieval import evaluate_retrieval
+
+    if not match.matched:
+        raise EvalError("no item of the dataset can be scored against these corpora (see above)")
+    settings = {
+        "embedder": sorted({c.embedder_id or "" for c in engine.corpora}),
+        "hybrid": bool(r.hybrid),
+        "ks": cuts,
+    }
+    store = _open_store("retrieval", data_root, r.dataset, names, settings, out=r.out, restart=r.restart)
+
+    def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:
+        return evaluate_retrieval(match, engine.search_batch, store, ks=cuts, cancel=cancel)
+
+    return EvalJob("retrieval", store, match, run)
+
+
+def _answers(
+    r: EvalRequest,
+    data_root: str | Path,
+    profiles: ProfileStore,
+    make_agent: AgentFactory,
+    dataset: Dataset,
+    engine: SearchEngine,
+    match: DatasetMatch,
+    names: list[str],
+    endpoints: tuple[Endpoint, Endpoint | None],
+) -> EvalJob:
+    """An answers job: the agent asks, the scorer (a judge model or a metric) scores."""
+    from vrag_desktop.core.eval.answers_eval import JudgeScorer, Scorer, evaluate_answers, metric_scorer
+    from vrag_desktop.core.eval.judge import Judge
+
+    endpoint, judge_endpoint = endpoints
+    judge_name = r.judge_profile or r.profile
+    settings = {
+        "agent": r.agent,
+        "model": endpoint.model_name,
+        "judge": r.judge
+        if judge_endpoint is None
+        else f"model:{judge_name or profiles.active}:{judge_endpoint.model_name}",
+        "max_steps": r.max_steps,
+    }
+    store = _open_store(
+        "answers",
+        data_root,
+        r.dataset,
+        names,
+        settings,
+        agent=r.agent,
+        out=r.out,
+        restart=r.restart,
+        # not part of the fingerprint (a profile may be renamed), but what a resume starts from
+        profiles={"agent": r.profile or profiles.active, "judge": judge_name or profiles.active},
+    )
+    agent = make_agent(AgentSpec(r.agent, endpoint, engine, names, Path(data_root), r.max_steps))
+    scorer: Scorer = metric_scorer(r.judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
+
+    def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:
+        return evaluate_answers(dataset.items, match, agent, scorer, store, cancel=cancel)
+
+    closers = [scorer.close] if isinstance(scorer, JudgeScorer) else []
+    return EvalJob("answers", store, match, run, closers)
 
 
 def evaluations_dir(data_root: str | Path) -> Path:
@@ -137,122 +317,3 @@ def _open_store(
     folder = Path(out) if out else default_folder(data_root, kind, dataset_path, corpora, agent)
     head = {"fingerprint": fingerprint | settings, "dataset": str(Path(dataset_path).resolve()), **header}
     return EvalStore.open(folder, head, restart=restart)
-
-
-def retrieval_job(
-    library: Library,
-    data_root: str | Path,
-    dataset_path: str | Path,
-    corpora: Sequence[str] | None = None,
-    *,
-    ks: Sequence[int] | None = None,
-    device: str | None = None,
-    hybrid: bool = True,
-    out: str | Path | None = None,
-    restart: bool = False,
-    reuse: Any = None,
-    on_match: Callable[[DatasetMatch], None] | None = None,
-) -> EvalJob:
-    """Read, match and open a retrieval evaluation. Raises DatasetError / SearchError / EvalError
-    (nothing to score, a folder of other settings) with what to do."""
-    from vrag_desktop.core.eval.retrieval import DEFAULT_KS, evaluate_retrieval
-    from vrag_desktop.core.search.engine import SearchEngine
-
-    cuts = sorted(set(ks or DEFAULT_KS))
-    if cuts[0] < 1:
-        raise EvalError("-k must be at least 1")
-    dataset = _read(dataset_path)
-    engine = SearchEngine(library, corpora, hybrid=hybrid, device=device, reuse=reuse)
-    try:
-        match, names = _match(dataset, engine, on_match)
-        if not match.matched:
-            raise EvalError("no item of the dataset can be scored against these corpora (see above)")
-        settings = {
-            "embedder": sorted({c.embedder_id or "" for c in engine.corpora}),
-            "hybrid": bool(hybrid),
-            "ks": cuts,
-        }
-        store = _open_store("retrieval", data_root, dataset_path, names, settings, out=out, restart=restart)
-    except BaseException:
-        engine.close()
-        raise
-
-    def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:
-        return evaluate_retrieval(match, engine.search_batch, store, ks=cuts, cancel=cancel)
-
-    return EvalJob("retrieval", store, match, run, [engine.close])
-
-
-def answers_job(
-    library: Library,
-    data_root: str | Path,
-    profiles: ProfileStore,
-    dataset_path: str | Path,
-    corpora: Sequence[str] | None,
-    *,
-    agent: str,
-    profile: str | None,
-    make_agent: AgentFactory,
-    model: str | None = None,
-    judge: str = "model",
-    judge_profile: str | None = None,
-    judge_model: str | None = None,
-    max_steps: int | None = None,
-    device: str | None = None,
-    out: str | Path | None = None,
-    restart: bool = False,
-    reuse: Any = None,
-    on_match: Callable[[DatasetMatch], None] | None = None,
-) -> EvalJob:
-    """Read, match and open an answers evaluation with its agent and scorer. Raises ProfileError,
-    DatasetError, SearchError or EvalError with what to do."""
-    from vrag_desktop.core.eval.answers_eval import JudgeScorer, Scorer, evaluate_answers, metric_scorer
-    from vrag_desktop.core.eval.judge import Judge
-    from vrag_desktop.core.run.assemble import Endpoint
-    from vrag_desktop.core.search.engine import SearchEngine
-
-    if max_steps is not None and max_steps < 1:
-        raise EvalError("--max-steps must be at least 1")
-    dataset = _read(dataset_path)
-    endpoint = Endpoint.from_profile(profiles, profile, model)
-    judge_name = judge_profile or profile
-    judge_endpoint = Endpoint.from_profile(profiles, judge_name, judge_model) if judge == "model" else None
-    engine = SearchEngine(library, corpora, device=device, reuse=reuse)
-    closers: list[Callable[[], None]] = [engine.close]
-    try:
-        match, names = _match(dataset, engine, on_match)
-        settings = {
-            "agent": agent,
-            "model": endpoint.model_name,
-            "judge": judge
-            if judge_endpoint is None
-            else f"model:{judge_name or profiles.active}:{judge_endpoint.model_name}",
-            "max_steps": max_steps,
-        }
-        store = _open_store(
-            "answers",
-            data_root,
-            dataset_path,
-            names,
-            settings,
-            agent=agent,
-            out=out,
-            restart=restart,
-            # not part of the fingerprint (a profile may be renamed), but what a resume starts from
-            profiles={"agent": profile or profiles.active, "judge": judge_name or profiles.active},
-        )
-        the_agent = make_agent(AgentSpec(agent, endpoint, engine, names, Path(data_root), max_steps))
-        scorer: Scorer = (
-            metric_scorer(judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
-        )
-        if isinstance(scorer, JudgeScorer):
-            closers.append(scorer.close)
-    except BaseException:
-        for close in reversed(closers):
-            close()
-        raise
-
-    def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:
-        return evaluate_answers(dataset.items, match, the_agent, scorer, store, cancel=cancel)
-
-    return EvalJob("answers", store, match, run, closers)

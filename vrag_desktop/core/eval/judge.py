@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from vrag_desktop.core.endpoints.base import EndpointError
+from vrag_desktop.core.endpoints.base import AsyncClosing, EndpointError
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.base import ChatModel
@@ -98,7 +98,7 @@ def parse_judgement(reply: str) -> bool | None:
     return None if bare is None else bare.group(1).lower() == "true"
 
 
-class Judge:
+class Judge(AsyncClosing):
     """Judges answers with a chat model.
 
     ``client_or_endpoint``: a ready chat client (kept open; the caller closes it) or an
@@ -162,12 +162,6 @@ class Judge:
             from vrag_desktop.core.run.assemble import close_model
 
             await close_model(client)
-
-    async def __aenter__(self) -> Judge:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
     def _slot(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()

@@ -6,85 +6,32 @@ starting the same request again resumes the same folder."""
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from vrag_desktop.core.eval.jobs import EvalRequest, open_job
 from vrag_desktop.core.progress import CancelToken, Progress
 from vrag_desktop.qt.infra.controllers import SlotController
 from vrag_desktop.qt.infra.tasks import run_generator
 
 if TYPE_CHECKING:
-    from vrag_desktop.core.eval.compare import EvalInfo
     from vrag_desktop.qt.context import AppContext
 
-
-@dataclass(frozen=True)
-class EvalRequest:
-    """What the New evaluation dialog (or a resume) asks for."""
-
-    kind: str  # retrieval | answers
-    dataset: str  # a file path
-    corpora: tuple[str, ...] = ()  # empty: all
-    agent: str = "vrag"
-    profile: str | None = None
-    judge: str = "exact"  # model | exact | anls
-    judge_profile: str | None = None
-    max_steps: int | None = None
-    out: str | None = None  # None: the default folder under <data>/evaluations
-
-    @classmethod
-    def resume(cls, info: EvalInfo) -> EvalRequest:
-        """The request that reopens ``info``'s folder with its own settings (the core resumes it)."""
-        fp = info.fingerprint
-        profiles = info.header.get("profiles") or {}
-        judge = str(fp.get("judge") or "exact")
-        judge_profile = None
-        if judge.startswith("model:"):
-            judge_profile = profiles.get("judge") or judge.split(":")[1]
-            judge = "model"
-        return cls(
-            kind=info.kind,
-            dataset=str(info.header.get("dataset") or ""),
-            corpora=tuple(info.corpora),
-            agent=str(fp.get("agent") or "vrag"),
-            profile=profiles.get("agent"),
-            judge=judge,
-            judge_profile=judge_profile,
-            max_steps=fp.get("max_steps"),
-            out=str(info.folder),
-        )
+__all__ = ["EvalRequest", "EvalRunner", "evaluation_work"]
 
 
 def evaluation_work(
-    ctx: AppContext, r: EvalRequest, token: CancelToken
+    ctx: AppContext, request: EvalRequest, token: CancelToken
 ) -> Generator[object, None, dict[str, Any]]:
     """On the worker thread: assemble the job (a ``Path`` is yielded first: the folder it writes),
     then drive it to its summary."""
     from vrag_desktop.api import evaluation_agent
-    from vrag_desktop.core.eval.jobs import answers_job, retrieval_job
 
-    corpora = list(r.corpora) or None
-    if r.kind == "retrieval":
-        job = retrieval_job(ctx.library, ctx.data_dir, r.dataset, corpora, out=r.out, reuse=ctx.embedder())
-    else:
-        job = answers_job(
-            ctx.library,
-            ctx.data_dir,
-            ctx.profiles,
-            r.dataset,
-            corpora,
-            agent=r.agent,
-            profile=r.profile,
-            make_agent=evaluation_agent,
-            judge=r.judge,
-            judge_profile=r.judge_profile,
-            max_steps=r.max_steps,
-            out=r.out,
-            reuse=ctx.embedder(),
-        )
+    job = open_job(
+        request, ctx.library, ctx.data_dir, ctx.profiles, make_agent=evaluation_agent, reuse=ctx.embedder()
+    )
     try:
         yield job.folder
         return (yield from job.run(token))
