@@ -166,3 +166,42 @@ def test_the_sample_question_list_reads_as_a_dataset() -> None:
         1,
     )
     assert any(i.file_name.endswith(".mp4") and i.reference_page == () for i in ds)
+
+
+def test_a_cli_evaluation_with_its_own_settings_resumes_from_the_apps_request(
+    sample_index: Path, tmp_path: Path
+) -> None:
+    """The app resumes a folder with the request read back from it: other cut-offs and dense search
+    started on the command line must not make it a folder "of other settings"."""
+    from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.endpoints.profiles import ProfileStore
+    from vrag_desktop.core.eval.compare import read_evaluation
+    from vrag_desktop.core.eval.jobs import EvalRequest, open_job
+    from vrag_desktop.core.paths import DataLayout
+
+    out = tmp_path / "ev"
+    first = _eval(sample_index, SAMPLE / "questions.json", out, "-k", "2", "-k", "4", "--dense")
+    request = EvalRequest.resume(read_evaluation(out))
+    assert (request.kind, request.ks, request.hybrid, request.out) == ("retrieval", (2, 4), False, str(out))
+    layout = DataLayout.resolve(str(sample_index))
+    job = open_job(
+        request,
+        Library(sample_index),
+        layout.root,
+        ProfileStore(layout.config),
+        make_agent=lambda spec: None,  # type: ignore[arg-type,return-value]  # retrieval asks no agent
+    )
+    try:
+        assert job.folder == out
+        summary = _drain(job.run(None))
+    finally:
+        job.close()
+    assert summary["ks"] == [2, 4] and summary["overall"] == first["overall"]
+
+
+def _drain(gen: object) -> dict:
+    while True:
+        try:
+            next(gen)  # type: ignore[call-overload]
+        except StopIteration as stop:
+            return stop.value
