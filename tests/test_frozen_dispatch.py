@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -46,12 +47,18 @@ def test_vllm_needs_a_chosen_environment(frozen: str) -> None:
         vllm.resolve_python(None)
 
 
-def test_new_environments_need_a_python_on_the_machine(frozen: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(venv.shutil, "which", lambda name: None)
-    with pytest.raises(venv.EnvCreateError, match="No Python interpreter found"):
+def test_new_environments_need_a_python_on_the_machine(
+    frozen: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never the app's own executable: a Python on PATH (tests/test_base_python.py has the rest)."""
+    monkeypatch.delenv("VRAG_BASE_PYTHON", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(
+        venv.EnvCreateError, match=r"No Python 3\.10–3\.13 with venv was found to create the trainer"
+    ):
         venv.base_python("the trainer environment")
-    monkeypatch.setattr(venv.shutil, "which", lambda name: "/usr/bin/python3" if name == "python3" else None)
-    assert venv.base_python() == "/usr/bin/python3"
+    (tmp_path / "python3").symlink_to(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+    assert venv.base_python() == str(tmp_path / "python3")
 
 
 def test_children_get_the_machines_library_path(frozen: str, monkeypatch: pytest.MonkeyPatch) -> None:

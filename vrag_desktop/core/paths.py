@@ -54,6 +54,11 @@ class DataLayout:
         return self.runtime / "trainer-env"
 
     @property
+    def python(self) -> Path:
+        """A Python the app downloaded (uv) to create the environments above, when the machine had none."""
+        return self.runtime / "python"
+
+    @property
     def training(self) -> Path:
         """Training runs, one directory each (the default for a config without ``output_dir``)."""
         return self.root / "training"

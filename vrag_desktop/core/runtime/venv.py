@@ -13,9 +13,7 @@ import contextlib
 import json
 import os
 import queue
-import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -85,14 +83,13 @@ def marker_ready(path: str | os.PathLike[str], marker: str) -> bool:
     return (Path(path).expanduser() / marker).is_file() and venv_python(path).exists()
 
 
-def base_python(purpose: str = "the environment") -> str:
-    """The interpreter that creates a venv: this one, or (frozen app) a system Python."""
-    if not getattr(sys, "frozen", False):
-        return sys.executable
-    found = shutil.which("python3") or shutil.which("python")
-    if not found:
-        raise EnvCreateError(f"No Python interpreter found to create {purpose} with.")
-    return found
+def base_python(purpose: str = "the environment", provisioned: str | os.PathLike[str] | None = None) -> str:
+    """The interpreter that creates a venv, found but never downloaded (see
+    :mod:`.base_python`; builders use its ``ensure_base_python``, which can download one).
+    Raises its ``NoBasePython`` (an :class:`EnvCreateError`) listing what was tried."""
+    from vrag_desktop.core.runtime.base_python import find_base_python
+
+    return find_base_python(provisioned, purpose=purpose).path
 
 
 def pip_env() -> dict[str, str]:

@@ -15,10 +15,10 @@ from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from vrag_desktop.core.progress import CancelToken
+from vrag_desktop.core.runtime.base_python import ensure_base_python
 from vrag_desktop.core.runtime.venv import (
     EnvCreateError,
     Step,
-    base_python,
     build_venv,
     marker_ready,
     run_step,
@@ -99,7 +99,8 @@ def create_vllm_env(
     pkgs = list(packages or (CPU_PACKAGES if cpu else GPU_PACKAGES))
     steps: list[Step] = []
     if not (vllm_env_ready(path) and not force):
-        steps = vllm_env_steps(path, cpu, base_python or _base(), pkgs, pip_args, step_timeout)
+        base = base_python or (yield from ensure_base_python("the vLLM environment", path, cancel=cancel))
+        steps = vllm_env_steps(path, cpu, base, pkgs, pip_args, step_timeout)
     return (
         yield from build_venv(
             path,
@@ -111,7 +112,3 @@ def create_vllm_env(
             force=force,
         )
     )
-
-
-def _base() -> str:
-    return base_python("the vLLM environment")
