@@ -268,14 +268,74 @@ def make_turns(think_chars: int, seed: int = 1) -> list[dict[str, Any]]:
     return turns
 
 
-def scripted_server(turns: list[dict[str, Any]], chunk: int, delay: float) -> Any:
-    from scripted_openai import ScriptedOpenAI
-
+def _reply_for(turns: list[dict[str, Any]], chunk: int, delay: float) -> Any:
     def reply(body: dict[str, Any]) -> dict[str, Any]:  # the step is how many replies the run has
         step = sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
         return {**turns[min(step, len(turns) - 1)], "chunk": chunk, "delay": delay}
 
-    return ScriptedOpenAI([], default=reply).start()
+    return reply
+
+
+def scripted_server(turns: list[dict[str, Any]], chunk: int, delay: float, where: str = "process") -> Any:
+    """The scripted model server. ``process`` (the default since 2026-11-26): a child process, as a
+    real model server is (vLLM, a remote endpoint): its 500 chunks/s do not take the app's GIL.
+    ``thread``: inside the app's process, as the bench ran before (its Python competes for the app's
+    GIL: a harder workload than any real endpoint)."""
+    from scripted_openai import ScriptedOpenAI
+
+    if where == "thread":
+        return ScriptedOpenAI([], default=_reply_for(turns, chunk, delay)).start()
+    return _ServerProcess(turns, chunk, delay)
+
+
+_SERVER_CHILD = """
+import json, sys
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+from gui_stall import _reply_for
+from scripted_openai import ScriptedOpenAI
+turns = json.loads(open(sys.argv[1], encoding="utf-8").read())
+srv = ScriptedOpenAI([], default=_reply_for(turns, int(sys.argv[4]), float(sys.argv[5]))).start()
+print(srv.base_url, flush=True)
+sys.stdin.read()  # until the bench closes our stdin (or dies)
+srv.stop()
+"""
+
+
+class _ServerProcess:
+    """The scripted server in a child process; ``base_url`` and ``stop()`` as the in-process one."""
+
+    def __init__(self, turns: list[dict[str, Any]], chunk: int, delay: float) -> None:
+        fd, self._script = tempfile.mkstemp(prefix="gui-stall-turns-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(turns, fh)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _SERVER_CHILD,
+                self._script,
+                str(ROOT / "bench"),
+                str(ROOT / "tests"),
+                str(chunk),
+                str(delay),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http"):
+            raise RuntimeError("the scripted server's process did not start")
+
+    def stop(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        os.unlink(self._script)
 
 
 # ============================================================================ measuring
@@ -613,7 +673,7 @@ class Bench:
         error_sink().reported.connect(lambda lv, t, m: self.reports.append((time.perf_counter(), lv, t, m)))
 
         self.turns = make_turns(args.think_chars)
-        self.srv = scripted_server(self.turns, args.chunk, args.chunk_delay)
+        self.srv = scripted_server(self.turns, args.chunk, args.chunk_delay, args.server)
         profiles = self.ctx.profiles
         profiles.save(
             EndpointProfile(
@@ -1083,6 +1143,13 @@ def main() -> None:
         "--xcb", action="store_true", help="the X11 platform (needs a display) instead of offscreen"
     )
     ap.add_argument(
+        "--server",
+        choices=("process", "thread"),
+        default="process",
+        help="where the scripted model server runs: a child process, as a real endpoint (default), "
+        "or a thread of the app's process (as before 2026-11-26; it then competes for the app's GIL)",
+    )
+    ap.add_argument(
         "--renice-workers",
         type=int,
         default=None,
@@ -1211,6 +1278,7 @@ def main() -> None:
         "target_ms": TARGET_MS,
         "py_spy": spy_exe,
         "renice_workers": args.renice_workers,
+        "server": args.server,
         "native_dumps": args.native_dumps,
         "gc_freeze": args.gc_freeze,
         "stall_dumps_taken": len(dumps) if dumps is not None else None,
@@ -1235,7 +1303,7 @@ def main() -> None:
         f"\n{prepared['pages']} pages in {prepared['pdfs']} PDFs ({prepared['scanned_pages']} scanned, OCR'd); "
         f"runs of {len(bench.turns)} turns streamed in {args.chunk}-char chunks every "
         f"{args.chunk_delay * 1000:.0f} ms; heartbeat {BEAT_MS} ms; platform {os.environ['QT_QPA_PLATFORM']}; "
-        f"py-spy {'on' if spy_exe else 'off'}"
+        f"py-spy {'on' if spy_exe else 'off'}; scripted server in a {args.server}"
         + (
             f"; EXPERIMENT: other threads at nice {args.renice_workers}"
             if args.renice_workers is not None
