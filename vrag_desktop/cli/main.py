@@ -18,6 +18,7 @@ __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "CLIError", "main"]
 
 def _parser() -> argparse.ArgumentParser:
     from vrag_desktop.cli import ask as cli_ask
+    from vrag_desktop.cli import cache as cli_cache
     from vrag_desktop.cli import eval as cli_eval
     from vrag_desktop.cli import index as cli_index
     from vrag_desktop.cli import runtime as cli_runtime
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_runtime.add_parsers(sub)
     cli_eval.add_parsers(sub)
     cli_train.add_parsers(sub)
+    cli_cache.add_parsers(sub)
     gui = sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument(
         "paths",
@@ -55,7 +57,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 #: Every command name, so that ``vrag-desktop FILE…`` (a file manager's "Open with") means ``gui FILE…``.
-COMMANDS = ("index", "search", "serve-search", "corpus", "ask", "runs", "runtime", "eval", "train", "gui")
+COMMANDS = (
+    "index",
+    "search",
+    "serve-search",
+    "corpus",
+    "ask",
+    "runs",
+    "runtime",
+    "eval",
+    "train",
+    "cache",
+    "gui",
+)
 
 
 def _open_with(raw: list[str]) -> list[str]:
@@ -108,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     try:
         from vrag_desktop.cli import ask as cli_ask
+        from vrag_desktop.cli import cache as cli_cache
         from vrag_desktop.cli import eval as cli_eval
         from vrag_desktop.cli import index as cli_index
         from vrag_desktop.cli import runtime as cli_runtime
@@ -124,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "runtime": cli_runtime.cmd_runtime,
             "eval": cli_eval.cmd_eval,
             "train": cli_train.cmd_train,
+            "cache": cli_cache.cmd_cache,
         }[args.command]
         return int(handler(args))
     except KeyboardInterrupt:

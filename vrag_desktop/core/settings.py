@@ -24,6 +24,9 @@ SETTINGS_FILE = "settings.json"
 SCHEMA_VERSION = 1
 THEMES = ("system", "light", "dark")
 AGENTS = ("vrag", "vimrag")
+#: The page-view cache's cap (core/agents/page_views.py) by default, and at most: 1 TiB is a typo.
+VIEW_CACHE_MB_DEFAULT = 2048
+VIEW_CACHE_MB_MAX = 1024 * 1024
 
 
 class SettingsError(RuntimeError):
@@ -54,6 +57,7 @@ class AppSettings:
     thinking: bool = True
     corpora: list[str] | None = None  # corpora to search; None: all
     first_run_done: bool = False
+    view_cache_mb: int = VIEW_CACHE_MB_DEFAULT  # kept page views, at most; 0 keeps none
     schema_version: int = SCHEMA_VERSION
 
     def validate(self) -> list[str]:
@@ -69,7 +73,16 @@ class AppSettings:
             problems.append(f"max_steps must be a whole number from 1 to 100, not {self.max_steps!r}")
         if not isinstance(self.embedder, str) or not self.embedder.strip():
             problems.append("embedder must be a model name or directory")
+        if not _valid_cache_mb(self.view_cache_mb):
+            problems.append(
+                f"view_cache_mb must be a whole number of megabytes from 0 to {VIEW_CACHE_MB_MAX}, "
+                f"not {self.view_cache_mb!r}"
+            )
         return problems
+
+
+def _valid_cache_mb(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= VIEW_CACHE_MB_MAX
 
 
 _DEFAULTS = AppSettings()
@@ -86,7 +99,7 @@ def _coerce(data: dict[str, Any]) -> tuple[AppSettings, list[str]]:
     s = AppSettings(**kept)
     for problem in s.validate():
         notes.append(problem)
-    for f in ("theme", "agent", "top_k", "max_steps", "embedder"):
+    for f in ("theme", "agent", "top_k", "max_steps", "embedder", "view_cache_mb"):
         probe = AppSettings(**{**asdict(_DEFAULTS), f: getattr(s, f)})
         if probe.validate():
             setattr(s, f, getattr(_DEFAULTS, f))
@@ -142,3 +155,15 @@ def save_settings(settings: AppSettings, config_dir: Path | None = None) -> Path
     except OSError as exc:
         raise SettingsError(f"Could not save settings to {path}: {exc.strerror or exc}") from exc
     return path
+
+
+def saved_view_cache_mb(config_dir: Path | None = None) -> int:
+    """The saved page-view cache cap in MB, for processes other than the app (the command line keeps
+    views too, in the same cache). Read without :func:`load_settings`' side effect (moving a damaged
+    file aside is the app's to do and say); the default on any problem."""
+    try:
+        data = json.loads(((config_dir or default_config_dir()) / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return VIEW_CACHE_MB_DEFAULT
+    value = data.get("view_cache_mb") if isinstance(data, dict) else None
+    return value if isinstance(value, int) and _valid_cache_mb(value) else VIEW_CACHE_MB_DEFAULT

@@ -146,6 +146,9 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
         print(f"window-visible {time.perf_counter() - t0:.4f}", flush=True)
         window.close()
         return 0
+    from vrag_desktop.core.agents import page_views
+
+    page_views.configure(ctx.settings.view_cache_mb * page_views.MB)  # the kept page views' cap
     from vrag_desktop.core import warmup
 
     warmup.start()  # torch & co. load now, mostly without the GIL, rather than in the first indexing

@@ -10,6 +10,13 @@ resize and encoder), so the model sees the same thing either way.
 
 The cache is only a cache: ``VRAG_DESKTOP_VIEW_CACHE`` moves it (``off`` turns it off), a file
 that does not open as a JPEG is made again, and a full or read-only disk only costs the speed-up.
+
+It is bounded (views are 60-150 KB a page and a person's corpora keep growing): a hit refreshes the
+file's mtime, so the oldest mtime is the least recently used view, and the writer thread trims the
+folder to 90 % of the cap when it is passed, checked on a process's first write and then every
+64 MB written (a scan of the folder per write would cost more than the view). The cap is the app's
+``view_cache_mb`` setting (:func:`configure`; the command line reads the saved one), or
+``VRAG_DESKTOP_VIEW_CACHE_MB``; 0 keeps no views at all.
 """
 
 from __future__ import annotations
@@ -17,7 +24,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import logging
 import os
+import re
+import stat
 import threading
 import time
 from collections.abc import Generator, Iterable
@@ -31,10 +41,24 @@ from vrag_desktop.core.agents import imaging
 from vrag_desktop.core.agents import vrag_protocol as vp
 from vrag_desktop.core.images import upright_size
 from vrag_desktop.core.progress import CancelToken, Progress
+from vrag_desktop.core.settings import VIEW_CACHE_MB_MAX, saved_view_cache_mb
 
 CACHE_ENV = "VRAG_DESKTOP_VIEW_CACHE"
+LIMIT_ENV = "VRAG_DESKTOP_VIEW_CACHE_MB"
+MB = 1024 * 1024
 #: Bump when the way a view is made changes (decode, resize or encoder), so old views are not used.
 _FORMAT = 1
+#: How many bytes written between two checks of the folder's size.
+TRIM_EVERY = 64 * MB
+#: A trim goes down to this share of the cap, so the next few writes do not trim again.
+TRIM_TO = 0.9
+#: A temporary file this old was left by a crash mid-write (a live one lives for milliseconds).
+_STALE_TMP_NS = 3600 * 10**9
+# Only names the cache makes: ab/<32 hex>.jpg and ab/.<32 hex>.jpg.<pid>.tmp (see _file, store).
+_SUBDIR = re.compile(r"[0-9a-f]{2}")
+_VIEW = re.compile(r"[0-9a-f]{32}\.jpg")
+_TMP = re.compile(r"\.[0-9a-f]{32}\.jpg\.[0-9]+\.tmp")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,9 +100,73 @@ def make(source: str | Path | bytes, spec: ViewSpec) -> PageView:
     return PageView(vp.jpeg_bytes(shown, spec.quality), shown.size, raw_size)
 
 
+def parse_limit_mb(text: str) -> int:
+    """``VRAG_DESKTOP_VIEW_CACHE_MB``'s value in MB; ValueError saying what is allowed."""
+    try:
+        mb = int(text.strip())
+    except ValueError:
+        mb = -1
+    if not 0 <= mb <= VIEW_CACHE_MB_MAX:
+        raise ValueError(
+            f"{LIMIT_ENV} must be a whole number of megabytes from 0 to {VIEW_CACHE_MB_MAX}, not {text!r}"
+        )
+    return mb
+
+
+@dataclass
+class _Cap:
+    configured: int | None = None  # bytes, from configure() (the app's setting)
+    saved: int | None = None  # bytes, the saved setting, read once (the command line)
+    since_trim: int = -1  # bytes written since the last size check; -1: none yet in this process
+    warned: bool = False
+
+
+_cap = _Cap()
+
+
+def cap_bytes() -> int:
+    """The cap: ``VRAG_DESKTOP_VIEW_CACHE_MB``, else :func:`configure`'s, else the saved setting.
+    Raises ValueError for a bad environment value (:func:`limit` falls back instead)."""
+    env = os.environ.get(LIMIT_ENV, "")
+    return parse_limit_mb(env) * MB if env.strip() else _setting()
+
+
+def _setting() -> int:
+    if _cap.configured is not None:
+        return _cap.configured
+    if _cap.saved is None:
+        _cap.saved = saved_view_cache_mb() * MB
+    return _cap.saved
+
+
+def limit() -> int:
+    """:func:`cap_bytes`, ignoring (with one warning) a bad ``VRAG_DESKTOP_VIEW_CACHE_MB``: a typo in
+    a variable must not stop a search step."""
+    try:
+        return cap_bytes()
+    except ValueError as exc:
+        if not _cap.warned:
+            _cap.warned = True
+            log.warning("%s; using the app's setting", exc)
+        return _setting()
+
+
+def configure(limit_bytes: int | None) -> None:
+    """Set the cap from the app's settings (at start, and when they change; None: the saved setting
+    again). The next write checks the size; a lower cap than before is applied now, on the writer
+    thread, so choosing 0 in the app empties the cache."""
+    if limit_bytes is not None and limit_bytes < 0:
+        raise ValueError(f"the page-view cache cap cannot be negative ({limit_bytes} bytes)")
+    before, _cap.configured = _cap.configured, limit_bytes
+    with _writer_lock:
+        _cap.since_trim = -1
+        if before is not None and limit_bytes is not None and limit_bytes < before:
+            _writes.append(_writer().submit(_trim_here))
+
+
 def _file(path: str | Path, spec: ViewSpec) -> Path | None:
     root = cache_dir()
-    if root is None:
+    if root is None or limit() == 0:
         return None
     try:
         st = os.stat(path)
@@ -102,12 +190,14 @@ def cached(path: str | Path, spec: ViewSpec) -> PageView | None:
                 raise OSError("not a JPEG")
         with Image.open(path) as src:  # the header only
             raw = upright_size(src)
-    except FileNotFoundError:
+    except FileNotFoundError:  # never kept, or trimmed meanwhile
         return None
     except (OSError, ValueError, Image.DecompressionBombError):
         with contextlib.suppress(OSError):
             file.unlink()  # torn by a crash or damaged: made again
         return None
+    with contextlib.suppress(OSError):  # used now: the trim keeps it longest (read-only: it is kept anyway)
+        os.utime(file)
     return PageView(jpeg, shown, raw)
 
 
@@ -124,6 +214,18 @@ def store(path: str | Path, spec: ViewSpec, view: PageView) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        return
+    _wrote(len(view.jpeg))
+
+
+def _wrote(n: int) -> None:
+    """Count a write; on the first in this process and every :data:`TRIM_EVERY` bytes, hand a trim to
+    the writer thread (never the caller's: :func:`prepare` stores on its own)."""
+    with _writer_lock:
+        due = _cap.since_trim < 0 or _cap.since_trim + n >= TRIM_EVERY
+        _cap.since_trim = 0 if due else _cap.since_trim + n
+        if due:
+            _writes.append(_writer().submit(_trim_here))
 
 
 def view(path: str | Path, spec: ViewSpec) -> PageView:
@@ -138,11 +240,15 @@ def view(path: str | Path, spec: ViewSpec) -> PageView:
 
 
 def flush() -> None:
-    """Wait until every view :func:`view` handed to the writer is on disk (tests, benchmarks)."""
-    with _writer_lock:
-        pending, _writes[:] = list(_writes), []
-    for f in pending:
-        f.result()
+    """Wait until every view :func:`view` handed to the writer is on disk, and every trim it asked
+    for has run (tests, benchmarks)."""
+    while True:
+        with _writer_lock:
+            pending, _writes[:] = list(_writes), []
+        if not pending:
+            return
+        for f in pending:
+            f.result()
 
 
 _writer_lock = threading.Lock()
@@ -156,6 +262,110 @@ def _writer() -> ThreadPoolExecutor:
         _pool.append(ThreadPoolExecutor(1, thread_name_prefix="vrag-page-views"))
     _writes[:] = [f for f in _writes if not f.done()]
     return _pool[0]
+
+
+@dataclass(frozen=True)
+class _Entry:
+    mtime_ns: int
+    size: int
+    path: str
+    tmp: bool
+
+
+def _entries(root: Path) -> list[_Entry]:
+    """The files the cache made under ``root``; one that vanishes during the scan is left out."""
+    found: list[_Entry] = []
+    try:
+        subdirs = [d for d in os.scandir(root) if _SUBDIR.fullmatch(d.name)]
+    except OSError:
+        return found
+    for sub in subdirs:
+        try:
+            if not sub.is_dir(follow_symlinks=False):
+                continue
+            names = list(os.scandir(sub.path))
+        except OSError:
+            continue
+        for e in names:
+            tmp = _TMP.fullmatch(e.name) is not None
+            if not (tmp or _VIEW.fullmatch(e.name)) or e.name.lstrip(".")[:2] != sub.name:
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                found.append(_Entry(st.st_mtime_ns, st.st_size, e.path, tmp))
+    return found
+
+
+def _unlink(path: str) -> bool:
+    """Remove a file; True when it is gone (also when something else removed it first)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def trim(limit_bytes: int | None = None) -> int:
+    """Bring the cache under ``limit_bytes`` (default: :func:`limit`) when it is over, least recently
+    used first, down to :data:`TRIM_TO` of it; temp files left by a crash go whatever the size.
+    Returns the bytes freed. The module runs it on its writer thread only (a scan of a big cache
+    takes a while); files that cannot be removed are skipped."""
+    root = cache_dir()
+    if root is None:
+        return 0
+    cap = limit() if limit_bytes is None else limit_bytes
+    entries, freed, now = _entries(root), 0, time.time_ns()
+    stale = [e for e in entries if e.tmp and now - e.mtime_ns > _STALE_TMP_NS]
+    for e in stale:
+        if _unlink(e.path):
+            freed += e.size
+    total = sum(e.size for e in entries) - sum(e.size for e in stale)
+    if total <= cap:
+        return freed
+    target = int(cap * TRIM_TO)
+    for e in sorted((e for e in entries if not e.tmp), key=lambda e: e.mtime_ns):
+        if total <= target:
+            break
+        if _unlink(e.path):
+            freed += e.size
+            total -= e.size
+    return freed
+
+
+def _trim_here() -> None:
+    """The writer thread's trim (a module attribute looked up when it runs: tests watch it)."""
+    trim()
+
+
+def usage() -> tuple[int, int]:
+    """(files, bytes) the cache holds now; (0, 0) when it is off or empty. A scan: off the GUI thread."""
+    root = cache_dir()
+    entries = _entries(root) if root is not None else []
+    return len(entries), sum(e.size for e in entries)
+
+
+def clear() -> int:
+    """Remove every kept view; returns the bytes freed. Only files the cache made are removed (the
+    two-level ``ab/<hash>.jpg`` names and their temp files), never anything else in the folder:
+    ``VRAG_DESKTOP_VIEW_CACHE`` can point anywhere, and a person's own files there are theirs."""
+    root = cache_dir()
+    if root is None:
+        return 0
+    freed = 0
+    for e in _entries(root):
+        if _unlink(e.path):
+            freed += e.size
+    with contextlib.suppress(OSError):
+        for sub in os.scandir(root):
+            if _SUBDIR.fullmatch(sub.name):
+                with contextlib.suppress(OSError):
+                    os.rmdir(sub.path)  # only when empty
+    return freed
 
 
 def prepare(
@@ -183,13 +393,22 @@ def prepare(
 
 __all__ = [
     "CACHE_ENV",
+    "LIMIT_ENV",
+    "MB",
     "PageView",
     "ViewSpec",
     "cache_dir",
     "cached",
+    "cap_bytes",
+    "clear",
+    "configure",
     "flush",
+    "limit",
     "make",
+    "parse_limit_mb",
     "prepare",
     "store",
+    "trim",
+    "usage",
     "view",
 ]
