@@ -4,6 +4,7 @@ and cancellation arrive on the GUI thread as promised, and GUI-side handlers can
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import warnings
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 import shiboken6
 
+from vrag_desktop.core import priority
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra import tasks
 from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call, run_coroutine, run_generator, run_handler
@@ -343,3 +345,32 @@ def test_a_dropped_task_is_not_heard(qtbot: Any) -> None:
     assert not slot.running
     qtbot.waitUntil(_ended(t))
     assert got == ["end"]
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority") or os.name != "posix", reason="thread niceness is Linux's")
+def test_workers_run_below_the_gui_thread_and_the_gui_thread_keeps_its_priority(
+    qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A generator task with ``nice`` and the async loop thread (``VRAG_ASYNC_NICE``) lower their
+    own thread only; a bad value of the variable falls back to the default."""
+    gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: dict[str, int] = {}
+
+    def make(token: CancelToken) -> Generator[int, None, None]:
+        seen["generator"] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        yield 1
+
+    task = run_generator(make, "niced", nice=7)
+    qtbot.waitUntil(_ended(task), timeout=5000)
+
+    async def where() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    tasks.loop_thread().stop()
+    monkeypatch.setenv(priority.ASYNC_NICE_ENV, "4")
+    co = run_coroutine(where(), on_done=lambda v: seen.setdefault("loop", v))
+    qtbot.waitUntil(_ended(co), timeout=5000)
+    assert seen == {"generator": gui + 7, "loop": min(19, gui + 4)}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui
+    monkeypatch.setenv(priority.ASYNC_NICE_ENV, "fast")
+    assert priority.async_nice() == priority._ASYNC_NICE

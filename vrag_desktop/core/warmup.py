@@ -16,7 +16,6 @@ turns it off (a session that never indexes nor searches locally saves torch's me
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import importlib
 import importlib.util
@@ -26,6 +25,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from vrag_desktop.core.priority import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,7 @@ def start(delay: float = 0.5) -> threading.Thread | None:
             return None
 
         def run() -> None:
-            with contextlib.suppress(AttributeError, OSError):  # Linux: niceness is per thread
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+            lower_thread_priority(10)
             time.sleep(delay)
             t = time.perf_counter()
             timings = warm()

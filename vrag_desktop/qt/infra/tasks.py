@@ -26,7 +26,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import os
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
@@ -35,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 
+from vrag_desktop.core.priority import async_nice, lower_thread_priority
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra.errors import error_sink
 
@@ -96,6 +96,7 @@ class _LoopThread:
                 loop = asyncio.new_event_loop()
 
                 def main() -> None:
+                    lower_thread_priority(async_nice())
                     asyncio.set_event_loop(loop)
                     loop.call_soon(ready.set)
                     loop.run_forever()
@@ -355,11 +356,7 @@ def run_generator(
     task = Task(name, **options)
 
     def drive() -> Any:
-        if nice > 0 and hasattr(os, "setpriority"):
-            # Linux: a thread's nice value is its own; a CPU-bound build at the GUI's priority
-            # starves the window on a 2-core machine.
-            with contextlib.suppress(OSError):
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        lower_thread_priority(nice)
         if task.token.cancelled:
             return None
         gen = make(task.token)
