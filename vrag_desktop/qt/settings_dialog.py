@@ -1,4 +1,4 @@
-"""The settings dialog: data directory, default embedder, agent defaults and theme.
+"""The settings dialog: data directory, default embedder, agent defaults, theme, the page-view cache.
 
 OK checks before it changes anything: the data directory must be a folder the app can create and
 write in (a probe file is written and removed), and every value must pass the settings' own
@@ -38,9 +38,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.agents import page_views
 from vrag_desktop.core.paths import resolve_data_dir
-from vrag_desktop.core.settings import AppSettings, SettingsError
+from vrag_desktop.core.settings import VIEW_CACHE_MB_MAX, AppSettings, SettingsError
 from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.view_cache_row import ViewCacheRow
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -221,6 +223,30 @@ class SettingsDialog(QDialog):
         form = _form(look_box)
         form.addRow(self._label("Theme"), self.theme_combo)
 
+        # Cache
+        self.view_cache_spin = QSpinBox()
+        self.view_cache_spin.setRange(0, VIEW_CACHE_MB_MAX)
+        self.view_cache_spin.setSingleStep(256)
+        self.view_cache_spin.setSuffix(" MB")
+        self.view_cache_spin.setSpecialValueText("Keep none")
+        self.view_cache_spin.setGroupSeparatorShown(True)
+        self.view_cache_spin.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
+        self.view_cache_spin.setMinimumWidth(140)
+        self.view_cache_spin.setToolTip("The least recently used page views go first past this size")
+        self.view_cache_row = ViewCacheRow()
+        hint = (
+            "Pages as the model was shown them, kept so a page seen before\n"
+            "shows at once. Past this size the least recently used go first."
+        )
+        if page_views.LIMIT_ENV in os.environ:
+            hint += f"\n{page_views.LIMIT_ENV}={os.environ[page_views.LIMIT_ENV]} overrides this size."
+        cache_box = QGroupBox("Cache")
+        form = _form(cache_box)
+        form.addRow(self._label("Keep page views up to"), self.view_cache_spin)
+        form.addRow("", self.view_cache_row)
+        self.view_cache_hint = _hint(hint)
+        form.addRow("", self.view_cache_hint)
+
         self.error_label = QLabel()
         self.error_label.setProperty("role", "error")
         self.error_label.setWordWrap(True)
@@ -246,7 +272,7 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
         layout.addWidget(self.banner)
-        for box in (data_box, embed_box, agent_box, look_box):
+        for box in (data_box, embed_box, agent_box, look_box, cache_box):
             layout.addWidget(box)
         layout.addWidget(self.error_box)
         layout.addStretch(1)
@@ -267,6 +293,7 @@ class SettingsDialog(QDialog):
         self.max_steps_spin.setValue(settings.max_steps)
         self.thinking_check.setChecked(settings.thinking)
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(settings.theme)))
+        self.view_cache_spin.setValue(settings.view_cache_mb)
 
     def restore_defaults(self) -> None:
         """Put the defaults in the widgets (saved only on OK)."""
@@ -287,6 +314,7 @@ class SettingsDialog(QDialog):
             max_steps=self.max_steps_spin.value(),
             thinking=self.thinking_check.isChecked(),
             theme=str(self.theme_combo.currentData()),
+            view_cache_mb=self.view_cache_spin.value(),
         )
 
     # ---------------------------------------------------------------- OK
@@ -330,6 +358,8 @@ class SettingsDialog(QDialog):
                 app = QApplication.instance()
                 if isinstance(app, QApplication):
                     theme.apply_theme(app, new.theme)
+            if "view_cache_mb" in changed:  # a smaller cap trims now, on the cache's own thread
+                page_views.configure(new.view_cache_mb * page_views.MB)
         self._show_error(None)
         self.settingsApplied.emit(changed)
         self.accept()
