@@ -4,12 +4,12 @@ empties the cache, the cap is saved and applied, and an off cache says so."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from test_page_view_cache import _fill
 
 from vrag_desktop.core.agents import page_views
 from vrag_desktop.qt.context import AppContext
@@ -26,18 +26,6 @@ def views(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(page_views, "_cap", page_views._Cap())
     yield d
     page_views.flush()
-
-
-def _fill(root: Path, n: int, size: int) -> list[Path]:
-    made = []
-    for i in range(n):
-        name = f"{i:032x}"[::-1]
-        f = root / name[:2] / f"{name}.jpg"
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_bytes(b"\xff" * size)
-        os.utime(f, ns=(10**15 + i, 10**15 + i))
-        made.append(f)
-    return made
 
 
 def _dialog(ctx: AppContext, qtbot: Any) -> SettingsDialog:
