@@ -2,10 +2,13 @@
 # Build the double-click app: a one-folder bundle in "dist/VRAG Desktop/" (run "dist/VRAG Desktop/VRAG Desktop").
 #
 # From a fresh clone: sets up .venv (scripts/setup.sh: the CPU torch unless a GPU is present,
-# PyInstaller from the `build` extra), then runs PyInstaller on pyinstaller.spec. A bundle built
-# from the same inputs (the app's sources, resources, the spec, this script and the installed
-# packages) is kept: the stamp dist/VRAG Desktop/.vrag-build-stamp records them, and a re-run with
-# nothing changed ends at once. --force rebuilds anyway.
+# PyInstaller and uv from the `build` extra), builds the wheels of the app and of the trainer
+# (trainer/) into the work folder, then runs PyInstaller on pyinstaller.spec, which ships them in
+# the bundle's _internal/wheels/ (the trainer environment is installed from them) with the uv
+# binary in _internal/tools/. A bundle built from the same inputs (the app's and the trainer's
+# sources, resources, the spec, this script and the installed packages) is kept: the stamp
+# dist/VRAG Desktop/.vrag-build-stamp records them, and a re-run with nothing changed ends at once.
+# --force rebuilds anyway.
 #
 # Options:   --force      rebuild even if the bundle is up to date
 #            --check      exit 0 if the bundle is up to date, 1 if it would be rebuilt (builds nothing)
@@ -33,7 +36,7 @@ for arg in "$@"; do
     --force) force=1 ;;
     --check) check=1 ;;
     --no-setup) setup=0 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "build-app.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -52,13 +55,18 @@ if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
   echo "build-app.sh: PyInstaller is not installed in .venv (scripts/setup.sh installs the 'build' extra)." >&2
   exit 1
 fi
+if ! "$PY" -c 'import uv, os, sys; sys.exit(not os.access(uv.find_uv_bin(), os.X_OK))' 2>/dev/null; then
+  echo "build-app.sh: uv is not installed in .venv (scripts/setup.sh installs the 'build' extra); the bundle ships its binary." >&2
+  exit 1
+fi
 
 # The inputs' fingerprint: tracked and untracked source files (not ignored ones), the installed
 # distributions and their versions, and the build settings.
 inputs_key() {
   {
     git ls-files -z --cached --others --exclude-standard -- vrag_desktop resources pyinstaller.spec \
-        scripts/build-app.sh pyproject.toml setup.py 2>/dev/null \
+        scripts/build-app.sh pyproject.toml setup.py README.md LICENSE trainer/pyproject.toml \
+        trainer/vrag_trainer 2>/dev/null \
       | sort -z | xargs -0 sha256sum 2>/dev/null
     "$PY" -c 'import importlib.metadata as m; print(*sorted("%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()))'
     echo "cuda=${VRAG_BUNDLE_CUDA:-0} python=$("$PY" -V 2>&1)"
@@ -77,6 +85,35 @@ start=$(date +%s)
 rm -rf "$BUNDLE"
 mkdir -p "$WORK"
 log="$WORK/pyinstaller.log"
+
+# The wheels the bundle ships (pyinstaller.spec reads $VRAG_BUILD_WHEELS), each built from a copy
+# of its sources, so the build leaves no build/ or *.egg-info in the checkout.
+wheels="$WORK/wheels"
+src="$WORK/wheel-src"
+rm -rf "$wheels" "$src"
+mkdir -p "$wheels"
+"$PY" - "$src" <<'PYCOPY'
+import shutil, sys
+from pathlib import Path
+src = Path(sys.argv[1])
+skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "tests")
+for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+    (src / "app").mkdir(parents=True, exist_ok=True)
+    shutil.copy2(name, src / "app" / name)
+for name in ("vrag_desktop", "resources"):
+    shutil.copytree(name, src / "app" / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+shutil.copytree("trainer", src / "trainer", ignore=skip)
+PYCOPY
+for project in app trainer; do
+  if ! "$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$wheels" "$src/$project" > "$WORK/wheel-$project.log" 2>&1; then
+    tail -n 30 "$WORK/wheel-$project.log" >&2
+    echo "build-app.sh: could not build the $project wheel (log: $WORK/wheel-$project.log)." >&2
+    exit 1
+  fi
+done
+rm -rf "$src"
+export VRAG_BUILD_WHEELS="$wheels"
+
 if ! "$PY" -m PyInstaller --noconfirm --clean --log-level INFO \
     --distpath "$DIST" --workpath "$WORK" pyinstaller.spec > "$log" 2>&1; then
   grep -v "DeprecationWarning\|__import__" "$log" | tail -n 40 >&2

@@ -2,7 +2,11 @@
 the bundle — moved to a folder whose path has spaces and non-ASCII characters — opens its window
 (under Xvfb when available, else offscreen), indexes the sample corpus, takes a file from a second
 launch, answers a search from its own command line, refuses a data directory of a newer app and
-quits cleanly, writing nothing into its own folder.
+quits cleanly, writing nothing into its own folder. The engines' environments: the app's and the
+trainer's wheels it ships install and import; its command line starts the trainer's and vLLM's
+environments with the machine's Python and fails clearly when no package index answers (a
+complete install of torch, TRL or vLLM is minutes of downloads: not run here). The bundle, its
+move and the helpers are tests/frozen_bundle.py's (tests/test_frozen_readonly.py shares them).
 
 Minutes on a fresh clone (the build); about two more when the bundle is up to date. Marked
 ``frozen``: ``VRAG_SKIP_FROZEN=1`` skips it (CI runs it, through scripts/test.sh);
@@ -11,10 +15,8 @@ Minutes on a fresh clone (the build); about two more when the bundle is up to da
 
 from __future__ import annotations
 
-import faulthandler
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -22,10 +24,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from frozen_bundle import APP, BUILD_TIMEOUT_S, ROOT, moved_bundle
+from frozen_bundle import gui_prefix as _gui_prefix
+from frozen_bundle import listing as _listing
+from frozen_bundle import run as _run
+from frozen_bundle import run_env as _env
 
-ROOT = Path(__file__).resolve().parents[1]
-APP = "VRAG Desktop"
-BUILD_TIMEOUT_S = 1500
 #: Start-up to a visible window, process start included: the cold-start target (docs/benchmarks.md
 #: §5.1: 1.5 s on the app's own clock) plus the interpreter's start — or, on a loaded machine, no
 #: slower than 1.5x the same start from source measured alongside.
@@ -47,89 +51,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:
-    """The built bundle, moved to ``…/Apps (test)/VRAG Désktop ünïcode/`` (links to the build's
-    files, so nothing is copied): the app must not depend on where it was built."""
-    built = ROOT / "dist" / APP
-    # A build takes minutes: no "stuck test" stack dump meanwhile (re-armed for the app's part).
-    faulthandler.cancel_dump_traceback_later()
-    if not (os.environ.get("VRAG_FROZEN_REUSE") == "1" and (built / APP).is_file()):
-        proc = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "build-app.sh")],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=BUILD_TIMEOUT_S,
-        )
-        assert proc.returncode == 0, f"build-app.sh failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    assert (built / APP).is_file(), f"no executable in {built}"
-    try:
-        dump_after = float(request.config.getini("faulthandler_timeout") or 0)
-    except ValueError:  # -p no:faulthandler
-        dump_after = 0.0
-    if dump_after > 0:
-        faulthandler.dump_traceback_later(dump_after, exit=False)
-    moved = tmp_path_factory.mktemp("frozen") / "Apps (test)" / "VRAG Désktop ünïcode"
-    moved.parent.mkdir(parents=True)
-    try:
-        shutil.copytree(built, moved, copy_function=os.link, symlinks=True)
-    except OSError:  # another file system: a real copy
-        shutil.rmtree(moved, ignore_errors=True)
-        shutil.copytree(built, moved, symlinks=True)
-    yield moved
-    shutil.rmtree(moved, ignore_errors=True)
-
-
-def _listing(folder: Path) -> dict[str, tuple[int, int]]:
-    return {
-        str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-        for p in folder.rglob("*")
-        if p.is_file() and not p.is_symlink()
-    }
-
-
-def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-        and not k.startswith("VRAG_DESKTOP_")
-    }
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local" / "share"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_RUNTIME_DIR=str(home / "run"),
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-    )
-    (home / "run").mkdir(parents=True, exist_ok=True)
-    os.chmod(home / "run", 0o700)
-    env.update(extra)
-    return env
-
-
-#: What Qt's xcb platform plugin loads besides the bundle (scripts/display-deps.sh installs them).
-XCB_LIBS = ("libxcb-icccm.so.4", "libxcb-keysyms.so.1", "libxkbcommon-x11.so.0", "libxcb-cursor.so.0")
-
-
-def _gui_prefix() -> tuple[list[str], dict[str, str]]:
-    """Under Xvfb (a real X11 window) when xvfb-run and the xcb libraries are here
-    (scripts/display-deps.sh), else Qt's offscreen platform."""
-    if shutil.which("xvfb-run") and os.environ.get("VRAG_FROZEN_QPA") != "offscreen":
-        ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
-        try:
-            known = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, timeout=30).stdout
-        except OSError:
-            known = ""
-        if all(lib in known for lib in XCB_LIBS):
-            return ["xvfb-run", "-a", "-s", "-screen 0 1280x800x24"], {}
-    return [], {"QT_QPA_PLATFORM": "offscreen"}
-
-
-def _run(argv: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd="/")
+    """The built bundle, moved to ``…/Apps (test)/VRAG Désktop ünïcode/`` (tests/frozen_bundle.py)."""
+    yield from moved_bundle(tmp_path_factory, request)
 
 
 def _start_seconds(argv: list[str], home: Path, data: Path) -> float:
@@ -253,3 +176,106 @@ def test_frozen_app_end_to_end(bundle: Path, tmp_path: Path) -> None:
 
     # -- a read-only install location works: the app never wrote into its own folder
     assert _listing(bundle) == before
+
+
+#: pip pointed at a closed loopback port: a step that needs the network fails at once, with pip's message.
+OFFLINE_PIP = {
+    "PIP_CONFIG_FILE": os.devnull,  # no pip.conf (a local wheelhouse or mirror would answer)
+    "PIP_INDEX_URL": "http://127.0.0.1:9/simple",
+    "VRAG_TORCH_INDEX_URL": "http://127.0.0.1:9/whl/cpu",
+    "PIP_EXTRA_INDEX_URL": "",
+    "PIP_FIND_LINKS": "",
+    "PIP_NO_CACHE_DIR": "1",
+    "PIP_RETRIES": "0",
+    "PIP_TIMEOUT": "5",
+}
+
+
+def _made_by_the_machines_python(env: Path, bundle: Path) -> str:
+    """The venv's interpreter runs, and it is the machine's Python, not the bundle's executable."""
+    cfg = (env / "pyvenv.cfg").read_text(encoding="utf-8")
+    home = next(line.split("=", 1)[1].strip() for line in cfg.splitlines() if line.startswith("home"))
+    assert not Path(home).resolve().is_relative_to(bundle.resolve()), cfg
+    out = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import sys; print(sys.base_prefix)"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr
+    assert not Path(out.stdout.strip()).resolve().is_relative_to(bundle.resolve()), out.stdout
+    return home
+
+
+def test_frozen_engine_environments(bundle: Path, tmp_path: Path) -> None:
+    """The engines' environments from the bundle: the wheels it ships install and import; its own
+    command line starts the trainer's and vLLM's environments with the machine's Python and the
+    bundled wheels, and with no package index reachable fails with pip's message, no marker written."""
+    internal = bundle / "_internal"
+    wheels = sorted((internal / "wheels").glob("*.whl"))
+    assert [w.name.split("-", 1)[0] for w in wheels] == ["vrag_desktop", "vrag_desktop_trainer"], wheels
+    uv = internal / "tools" / "uv"
+    out = _run([str(uv), "--version"], {"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("uv "), (out.stdout, out.stderr)
+
+    # -- both wheels install (no dependencies: this Python has them) and import from where they went
+    target = tmp_path / "site"
+    out = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-index",
+            "--target",
+            str(target),
+            *map(str, wheels),
+        ],
+        {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    code = "import vrag_trainer, vrag_desktop.core.training as t; print(vrag_trainer.__file__); print(t.__file__)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert all(Path(f).is_relative_to(target) for f in out.stdout.split()), out.stdout
+
+    home, data = tmp_path / "home", tmp_path / "data"
+    exe = str(bundle / APP)
+
+    # -- the trainer environment: the bundled wheels, the machine's Python; the index is unreachable
+    tenv = tmp_path / "trainer env"
+    out = _run([exe, "--data-dir", str(data), "train", "env", "--path", str(tenv)], _env(home, **OFFLINE_PIP))
+    assert out.returncode == 1, (out.returncode, out.stderr[-4000:])
+    err = out.stderr
+    assert "[1/5] Creating virtualenv" in err, err[-4000:]
+    if "No GPU: a standalone environment" in err:  # the frozen app on CPU: its own CPU torch first
+        assert "[2/5] Installing torch==2.13.0 (CPU build, from http://127.0.0.1:9/whl/cpu" in err, err[
+            -4000:
+        ]
+        assert "pip install of the CPU torch failed" in err, err[-4000:]
+    else:  # a GPU: the full environment
+        assert "[2/4] Installing torch==2.13.0" in err and "pip install failed" in err, err[-4000:]
+    assert "ERROR:" in err.split("failed (exit code", 1)[1], err[-4000:]  # pip's own reason follows
+    assert not (tenv / ".vrag-trainer-env.json").exists()
+    _made_by_the_machines_python(tenv, bundle)
+
+    # -- the vLLM environment, the same way
+    venv = tmp_path / "vllm env"
+    out = _run(
+        [exe, "--data-dir", str(data), "runtime", "setup", "--cpu", "--venv", str(venv)],
+        _env(home, **OFFLINE_PIP),
+    )
+    assert out.returncode == 1 and "pip install failed" in out.stderr, (out.returncode, out.stderr[-4000:])
+    assert "ERROR:" in out.stderr.split("pip install failed", 1)[1], out.stderr[-4000:]
+    assert not (venv / ".vrag-vllm-env.json").exists()
+    _made_by_the_machines_python(venv, bundle)
