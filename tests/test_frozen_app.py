@@ -5,7 +5,7 @@ launch, answers a search from its own command line, refuses a data directory of 
 quits cleanly, writing nothing into its own folder. The engines' environments: the app's and the
 trainer's wheels it ships install and import; its command line starts the trainer's and vLLM's
 environments with the machine's Python and fails clearly when no package index answers (a
-complete install of torch, TRL or vLLM is minutes of downloads: not run here). The bundle, its
+complete trainer environment is minutes of downloads: opt-in, VRAG_TEST_FROZEN_TRAINER_ENV=1). The bundle, its
 move and the helpers are tests/frozen_bundle.py's (tests/test_frozen_readonly.py shares them).
 
 Minutes on a fresh clone (the build); about two more when the bundle is up to date. Marked
@@ -279,3 +279,23 @@ def test_frozen_engine_environments(bundle: Path, tmp_path: Path) -> None:
     assert "ERROR:" in out.stderr.split("pip install failed", 1)[1], out.stderr[-4000:]
     assert not (venv / ".vrag-vllm-env.json").exists()
     _made_by_the_machines_python(venv, bundle)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("VRAG_TEST_FROZEN_TRAINER_ENV"),
+    reason="a complete trainer environment downloads torch, TRL and the app's dependencies "
+    "(about 1.5 GB, minutes): VRAG_TEST_FROZEN_TRAINER_ENV=1 runs it (pip's own settings apply; "
+    "VRAG_TORCH_INDEX_URL names a mirror of PyTorch's CPU index)",
+)
+def test_frozen_real_trainer_env(bundle: Path, tmp_path: Path) -> None:  # pragma: no cover - opt-in
+    tenv = tmp_path / "trainer env"
+    out = _run(
+        [str(bundle / APP), "--data-dir", str(tmp_path / "data"), "train", "env", "--path", str(tenv)],
+        _env(tmp_path / "home"),
+        timeout=3600,
+    )
+    assert out.returncode == 0 and "imports OK" in out.stderr, out.stderr[-4000:]
+    info = json.loads((tenv / ".vrag-trainer-env.json").read_text(encoding="utf-8"))
+    assert info["sources"] == "bundle" and info["mode"] in ("standalone", "full"), info
+    assert info["versions"]["vrag-desktop-trainer"] and info["versions"]["trl"] == "1.16.0", info
+    _made_by_the_machines_python(tenv, bundle)
