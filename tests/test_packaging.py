@@ -125,6 +125,9 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(PACKAGE, src / "vrag_desktop", ignore=ignore)
     shutil.copytree(ROOT / "resources", src / "resources", ignore=ignore)
+    (src / "trainer").mkdir()
+    shutil.copy2(ROOT / "trainer" / "pyproject.toml", src / "trainer" / "pyproject.toml")
+    shutil.copytree(ROOT / "trainer" / "vrag_trainer", src / "trainer" / "vrag_trainer", ignore=ignore)
     out = tmp_path_factory.mktemp("wheel")
     proc = subprocess.run(
         [
@@ -166,6 +169,38 @@ def test_wheel_carries_resources_types_license_and_one_version(wheel: Path) -> N
     assert wheel.name.startswith(f"vrag_desktop-{vrag_desktop.__version__}-")
     tops = {n.split("/", 1)[0] for n in names}
     assert not {"trainer", "vrag_trainer", "tests", "resources", "bench"} & tops, tops
+
+
+def test_wheel_bundles_the_trainer_wheel_an_installed_app_creates_its_env_from(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """``pip install vrag-desktop`` can make the trainer's environment without a checkout: the
+    trainer's own wheel (its package only, no tests) rides in ``vrag_desktop/_bundled/``."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    (inner,) = (site / "vrag_desktop" / "_bundled").glob("vrag_desktop_trainer-*.whl")
+    with zipfile.ZipFile(inner) as z:
+        names = z.namelist()
+    assert "vrag_trainer/__init__.py" in names and "vrag_trainer/rollout.py" in names
+    assert not [n for n in names if "tests/" in n or n.endswith(".pyc")]
+    code = (
+        "from vrag_desktop.core.runtime.trainer_env import find_trainer_sources as f; import sys, pathlib; "
+        "s = f(root=None, bundle_dir=None, installed_dir=pathlib.Path(sys.argv[1]), version='9.9'); "
+        "print(s.kind, s.trainer, s.app)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(site / "vrag_desktop" / "_bundled")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["installed", str(inner), "vrag-desktop==9.9"]
+    assert not list((ROOT / "trainer").glob("build")) and not list((ROOT / "trainer").glob("*.whl"))
 
 
 def test_installed_wheel_finds_its_sample_corpus(wheel: Path, tmp_path: Path) -> None:
