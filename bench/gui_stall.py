@@ -308,6 +308,8 @@ class _ServerProcess:
         fd, self._script = tempfile.mkstemp(prefix="gui-stall-turns-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(turns, fh)
+        # its stderr (connection resets when the app closes a pooled connection) goes to a log
+        self._log = tempfile.NamedTemporaryFile(prefix="gui-stall-server-", suffix=".log", delete=False)  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             [
                 sys.executable,
@@ -321,12 +323,16 @@ class _ServerProcess:
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=self._log,
             text=True,
         )
         assert self.proc.stdout is not None
         self.base_url = self.proc.stdout.readline().strip()
         if not self.base_url.startswith("http"):
-            raise RuntimeError("the scripted server's process did not start")
+            self.proc.wait(10)
+            raise RuntimeError(
+                "the scripted server's process did not start:\n" + Path(self._log.name).read_text()[-3000:]
+            )
 
     def stop(self) -> None:
         if self.proc.stdin is not None:
@@ -336,6 +342,8 @@ class _ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         os.unlink(self._script)
+        self._log.close()
+        os.unlink(self._log.name)
 
 
 # ============================================================================ measuring
