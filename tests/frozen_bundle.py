@@ -8,6 +8,7 @@ import faulthandler
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,23 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 APP = "VRAG Desktop"
 BUILD_TIMEOUT_S = 1500
+
+
+def frozen_marks(run_timeout_s: int) -> list[pytest.MarkDecorator]:
+    """The marks of a test module that runs the bundle: ``frozen`` (``VRAG_SKIP_FROZEN=1`` skips
+    it locally; CI runs it), Linux only, and a timeout covering a build plus ``run_timeout_s``."""
+    return [
+        pytest.mark.frozen,
+        pytest.mark.slow,
+        pytest.mark.timeout(BUILD_TIMEOUT_S + run_timeout_s),
+        pytest.mark.skipif(
+            os.environ.get("VRAG_SKIP_FROZEN") == "1",
+            reason="VRAG_SKIP_FROZEN=1: the frozen-app build and smoke test are skipped (CI runs them)",
+        ),
+        pytest.mark.skipif(
+            not sys.platform.startswith("linux"), reason="the bundle is built and tested on Linux"
+        ),
+    ]
 
 
 def moved_bundle(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Path]:

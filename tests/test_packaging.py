@@ -171,6 +171,21 @@ def test_wheel_carries_resources_types_license_and_one_version(wheel: Path) -> N
     assert not {"trainer", "vrag_trainer", "tests", "resources", "bench"} & tops, tops
 
 
+def _run_installed(site: Path, code: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` with only the extracted wheel at ``site`` importable (not the checkout)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *argv],
+        capture_output=True,
+        text=True,
+        cwd=site.parent,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
 def test_wheel_bundles_the_trainer_wheel_an_installed_app_creates_its_env_from(
     wheel: Path, tmp_path: Path
 ) -> None:
@@ -189,16 +204,7 @@ def test_wheel_bundles_the_trainer_wheel_an_installed_app_creates_its_env_from(
         "s = f(root=None, bundle_dir=None, installed_dir=pathlib.Path(sys.argv[1]), version='9.9'); "
         "print(s.kind, s.trainer, s.app)"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code, str(site / "vrag_desktop" / "_bundled")],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
+    proc = _run_installed(site, code, str(site / "vrag_desktop" / "_bundled"))
     assert proc.stdout.split() == ["installed", str(inner), "vrag-desktop==9.9"]
     assert not list((ROOT / "trainer").glob("build")) and not list((ROOT / "trainer").glob("*.whl"))
 
@@ -211,15 +217,7 @@ def test_installed_wheel_finds_its_sample_corpus(wheel: Path, tmp_path: Path) ->
         "import vrag_desktop, vrag_desktop.core.paths as p; "
         "print(vrag_desktop.__file__); print(p.resources_dir()); print(p.sample_corpus_dir())"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-        check=True,
-    )
+    proc = _run_installed(site, code)
     package, resources, sample = proc.stdout.splitlines()
     assert Path(package).is_relative_to(site), package  # the wheel's copy, not the checkout's
     assert Path(resources) == site / "vrag_desktop" / "resources"
