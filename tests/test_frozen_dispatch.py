@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from vrag_desktop.core.corpus import derive_process
-from vrag_desktop.core.runtime import venv, vllm
+from vrag_desktop.core.runtime import base_python, venv, vllm
 
 cli_main = importlib.import_module("vrag_desktop.cli.main")  # the package's `main` is the function
 
@@ -56,9 +56,9 @@ def test_new_environments_need_a_python_on_the_machine(
     with pytest.raises(
         venv.EnvCreateError, match=r"No Python 3\.10–3\.13 with venv was found to create the trainer"
     ):
-        venv.base_python("the trainer environment")
+        base_python.find_base_python(purpose="the trainer environment")
     (tmp_path / "python3").symlink_to(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
-    assert venv.base_python() == str(tmp_path / "python3")
+    assert base_python.find_base_python().path == str(tmp_path / "python3")
 
 
 def test_children_get_the_machines_library_path(frozen: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ def cmd_cache(args: argparse.Namespace) -> int:
             return EXIT_OK
         freed = pv.clear()
         left, _ = pv.usage()
-        print(f"Removed {_mb(freed)} of page views from {root}.")
+        print(f"Removed {pv.size_text(freed)} of page views from {root}.")
         if left:
             raise CLIError(f"{left} kept page views in {root} could not be removed (permissions?)")
         return EXIT_OK
@@ -48,10 +48,6 @@ def cmd_cache(args: argparse.Namespace) -> int:
     elif root is None:
         print(f"Page views are not kept ({pv.CACHE_ENV}=off).")
     else:
-        print(f"Page views: {root}\nKept: {files} page{'s' if files != 1 else ''}, {_mb(size)}")
+        print(f"Page views: {root}\nKept: {files} page{'s' if files != 1 else ''}, {pv.size_text(size)}")
         print(f"Cap: {cap // pv.MB} MB ({source})" + ("; no views are kept" if cap == 0 else ""))
     return EXIT_OK
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1024:.0f} KB" if n < 1024 * 1024 else f"{n / (1024 * 1024):.1f} MB"

@@ -19,8 +19,7 @@ def describe(files: int, size: int) -> str:
     """``Page views kept: 1,234 pages, 98.2 MB``."""
     if files == 0:
         return "Page views kept: none"
-    amount = f"{size / 1024:.0f} KB" if size < page_views.MB else f"{size / page_views.MB:,.1f} MB"
-    return f"Page views kept: {files:,} page{'s' if files != 1 else ''}, {amount}"
+    return f"Page views kept: {files:,} page{'s' if files != 1 else ''}, {page_views.size_text(size)}"
 
 
 class ViewCacheRow(QWidget):

@@ -349,6 +349,11 @@ def usage() -> tuple[int, int]:
     return len(entries), sum(e.size for e in entries)
 
 
+def size_text(n: int) -> str:
+    """``512 KB`` or ``1,234.5 MB``: how the app and the command line say what the views take."""
+    return f"{n / 1024:.0f} KB" if n < MB else f"{n / MB:,.1f} MB"
+
+
 def clear() -> int:
     """Remove every kept view; returns the bytes freed. Only files the cache made are removed (the
     two-level ``ab/<hash>.jpg`` names and their temp files), never anything else in the folder:
@@ -407,6 +412,7 @@ __all__ = [
     "make",
     "parse_limit_mb",
     "prepare",
+    "size_text",
     "store",
     "trim",
     "usage",

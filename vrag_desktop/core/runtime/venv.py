@@ -27,7 +27,6 @@ from vrag_desktop.core.runtime.proctree import sanitized_env
 __all__ = [
     "EnvCreateError",
     "Step",
-    "base_python",
     "build_venv",
     "marker_ready",
     "pip_env",
@@ -81,15 +80,6 @@ def venv_python(path: str | os.PathLike[str]) -> Path:
 def marker_ready(path: str | os.PathLike[str], marker: str) -> bool:
     """True if a build finished at ``path`` (its marker is written last) and the interpreter is there."""
     return (Path(path).expanduser() / marker).is_file() and venv_python(path).exists()
-
-
-def base_python(purpose: str = "the environment", provisioned: str | os.PathLike[str] | None = None) -> str:
-    """The interpreter that creates a venv, found but never downloaded (see
-    :mod:`.base_python`; builders use its ``ensure_base_python``, which can download one).
-    Raises its ``NoBasePython`` (an :class:`EnvCreateError`) listing what was tried."""
-    from vrag_desktop.core.runtime.base_python import find_base_python
-
-    return find_base_python(provisioned, purpose=purpose).path
 
 
 def pip_env() -> dict[str, str]:
