@@ -2,8 +2,8 @@
 # Build the double-click app: a one-folder bundle in "dist/VRAG Desktop/" (run "dist/VRAG Desktop/VRAG Desktop").
 #
 # From a fresh clone: sets up .venv (scripts/setup.sh: the CPU torch unless a GPU is present,
-# PyInstaller and uv from the `build` extra), builds the wheels of the app and of the trainer
-# (trainer/) into the work folder, then runs PyInstaller on pyinstaller.spec, which ships them in
+# PyInstaller from the `build` extra), builds the app's wheel (which carries the trainer's, see
+# setup.py) into the work folder, then runs PyInstaller on pyinstaller.spec, which ships them in
 # the bundle's _internal/wheels/ (the trainer environment is installed from them) with the uv
 # binary in _internal/tools/. A bundle built from the same inputs (the app's and the trainer's
 # sources, resources, the spec, this script and the installed packages) is kept: the stamp
@@ -56,7 +56,7 @@ if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
   exit 1
 fi
 if ! "$PY" -c 'import uv, os, sys; sys.exit(not os.access(uv.find_uv_bin(), os.X_OK))' 2>/dev/null; then
-  echo "build-app.sh: uv is not installed in .venv (scripts/setup.sh installs the 'build' extra); the bundle ships its binary." >&2
+  echo "build-app.sh: uv is not installed in .venv (a dependency of the app: run scripts/setup.sh); the bundle ships its binary." >&2
   exit 1
 fi
 
@@ -65,7 +65,7 @@ fi
 inputs_key() {
   {
     git ls-files -z --cached --others --exclude-standard -- vrag_desktop resources pyinstaller.spec \
-        scripts/build-app.sh pyproject.toml setup.py README.md LICENSE trainer/pyproject.toml \
+        scripts/build-app.sh pyproject.toml setup.py MANIFEST.in README.md LICENSE trainer/pyproject.toml \
         trainer/vrag_trainer 2>/dev/null \
       | sort -z | xargs -0 sha256sum 2>/dev/null
     "$PY" -c 'import importlib.metadata as m; print(*sorted("%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()))'
@@ -86,8 +86,10 @@ rm -rf "$BUNDLE"
 mkdir -p "$WORK"
 log="$WORK/pyinstaller.log"
 
-# The wheels the bundle ships (pyinstaller.spec reads $VRAG_BUILD_WHEELS), each built from a copy
-# of its sources, so the build leaves no build/ or *.egg-info in the checkout.
+# The wheels the bundle ships (pyinstaller.spec reads $VRAG_BUILD_WHEELS): the app's, built from a
+# copy of its sources (so the build leaves no build/ or *.egg-info in the checkout), and the
+# trainer's, which setup.py builds into the app's wheel (vrag_desktop/_bundled/): taken from there,
+# so one place builds it.
 wheels="$WORK/wheels"
 src="$WORK/wheel-src"
 rm -rf "$wheels" "$src"
@@ -95,23 +97,36 @@ mkdir -p "$wheels"
 "$PY" - "$src" <<'PYCOPY'
 import shutil, sys
 from pathlib import Path
-src = Path(sys.argv[1])
-skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "tests")
-for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
-    (src / "app").mkdir(parents=True, exist_ok=True)
-    shutil.copy2(name, src / "app" / name)
+app = Path(sys.argv[1])
+skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+app.mkdir(parents=True)
+for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
+    shutil.copy2(name, app / name)
 for name in ("vrag_desktop", "resources"):
-    shutil.copytree(name, src / "app" / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-shutil.copytree("trainer", src / "trainer", ignore=skip)
+    shutil.copytree(name, app / name, ignore=skip)
+(app / "trainer").mkdir()
+shutil.copy2("trainer/pyproject.toml", app / "trainer" / "pyproject.toml")
+shutil.copytree("trainer/vrag_trainer", app / "trainer" / "vrag_trainer", ignore=skip)
 PYCOPY
-for project in app trainer; do
-  if ! "$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$wheels" "$src/$project" > "$WORK/wheel-$project.log" 2>&1; then
-    tail -n 30 "$WORK/wheel-$project.log" >&2
-    echo "build-app.sh: could not build the $project wheel (log: $WORK/wheel-$project.log)." >&2
-    exit 1
-  fi
-done
+if ! "$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$wheels" "$src" > "$WORK/wheel-app.log" 2>&1; then
+  tail -n 30 "$WORK/wheel-app.log" >&2
+  echo "build-app.sh: could not build the app's wheel (log: $WORK/wheel-app.log)." >&2
+  exit 1
+fi
 rm -rf "$src"
+if ! "$PY" - "$wheels" <<'PYTRAINER'
+import sys, zipfile
+from pathlib import Path
+wheels = Path(sys.argv[1])
+(app,) = wheels.glob("vrag_desktop-*.whl")
+with zipfile.ZipFile(app) as z:
+    (inner,) = [n for n in z.namelist() if n.startswith("vrag_desktop/_bundled/vrag_desktop_trainer-")]
+    (wheels / Path(inner).name).write_bytes(z.read(inner))
+PYTRAINER
+then
+  echo "build-app.sh: the app's wheel carries no trainer wheel (setup.py builds it from trainer/)." >&2
+  exit 1
+fi
 export VRAG_BUILD_WHEELS="$wheels"
 
 if ! "$PY" -m PyInstaller --noconfirm --clean --log-level INFO \
