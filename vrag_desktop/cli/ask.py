@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from vrag_desktop.cli.common import EXIT_ERROR, EXIT_OK, command_group
+
 if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.run.assemble import Endpoint
     from vrag_desktop.core.run.store import RunStore
-
-EXIT_OK, EXIT_ERROR = 0, 1
 
 
 def add_parsers(sub: Any) -> None:
@@ -48,8 +48,7 @@ def add_parsers(sub: Any) -> None:
     ask.add_argument("--json", action="store_true", help="print every event as a JSON line")
     ask.add_argument("--no-save", action="store_true", help="do not keep this run")
 
-    runs = sub.add_parser("runs", help="saved runs: list, show, export")
-    rs = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    rs = command_group(sub, "runs", help="saved runs: list, show, export")
     rl = rs.add_parser("list", help="saved runs, newest first")
     rl.add_argument("--json", action="store_true")
     rsh = rs.add_parser("show", help="replay a run's events (id prefix, or 'last')")

@@ -11,12 +11,11 @@ import json
 import os
 from typing import Any
 
-from vrag_desktop.cli.common import EXIT_OK, CLIError
+from vrag_desktop.cli.common import EXIT_OK, CLIError, command_group
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("cache", help="the kept page views: where, how many, the cap; clear them")
-    actions = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
+    actions = command_group(sub, "cache", help="the kept page views: where, how many, the cap; clear them")
     show = actions.add_parser("show", help="where page views are kept, their number and size, the cap")
     show.add_argument("--json", action="store_true", help="print it as JSON")
     actions.add_parser("clear", help="remove every kept page view (made again when a page is shown)")

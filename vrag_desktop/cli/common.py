@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.library import Library
@@ -16,6 +16,12 @@ EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 130
 
 class CLIError(Exception):
     """An error to print as one line and exit 1 (no traceback for the user)."""
+
+
+def command_group(sub: Any, name: str, *, metavar: str = "ACTION", **kw: Any) -> Any:
+    """A command whose actions are subcommands (``vrag-desktop NAME ACTION``): one action is
+    required, its name lands in ``args.NAME_command``. Returns the actions' subparsers."""
+    return sub.add_parser(name, **kw).add_subparsers(dest=f"{name}_command", metavar=metavar, required=True)
 
 
 def library(args: argparse.Namespace) -> Library:

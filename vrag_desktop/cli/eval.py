@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, err, library
+from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, command_group, err, library
 from vrag_desktop.cli.search import add_mode_options
 
 if TYPE_CHECKING:
@@ -22,8 +22,12 @@ if TYPE_CHECKING:
 
 
 def add_parsers(sub: Any) -> None:
-    ev = sub.add_parser("eval", help="evaluate retrieval or answers on a labelled dataset")
-    es = ev.add_subparsers(dest="eval_command", metavar="KIND", required=True)
+    es = command_group(
+        sub,
+        "eval",
+        metavar="KIND",
+        help="evaluate retrieval or answers on a labelled dataset",
+    )
     r = es.add_parser(
         "retrieval", help="search each question; recall@k, hit@k, MRR and NDCG per item and overall"
     )

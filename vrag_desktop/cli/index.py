@@ -13,7 +13,7 @@ import sys
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, err, library
+from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, command_group, err, library
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.job import IndexRequest, JobResult
@@ -40,10 +40,11 @@ def add_index_parser(sub: Any) -> None:
 
 
 def add_corpus_parser(sub: Any) -> None:
-    co = sub.add_parser(
-        "corpus", help="list, remove, rescan corpora; import or export an original VRAG index"
+    cs = command_group(
+        sub,
+        "corpus",
+        help="list, remove, rescan corpora; import or export an original VRAG index",
     )
-    cs = co.add_subparsers(dest="corpus_command", metavar="ACTION", required=True)
     cl = cs.add_parser("list", help="corpora with their counts")
     cl.add_argument("--json", action="store_true")
     cr = cs.add_parser("remove", help="delete a corpus (its index and derived images; never your files)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import CLIError
+from vrag_desktop.cli.common import CLIError, command_group
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.state import RecordedProcess
@@ -41,14 +41,14 @@ class RuntimeCLIError(CLIError):
 
 
 def add_parsers(sub: Any) -> None:
-    rt = sub.add_parser(
+    rs = command_group(
+        sub,
         "runtime",
         help="start, inspect and stop a local vLLM server (runs in the background between commands)",
         description="Run a local vLLM OpenAI-compatible server. 'runtime start' leaves it running in "
         "the background and records it in the 'Local vLLM' endpoint profile; 'status', 'logs' and "
         "'stop' find it again.",
     )
-    rs = rt.add_subparsers(dest="runtime_command", metavar="ACTION", required=True)
 
     st = rs.add_parser(
         "start",

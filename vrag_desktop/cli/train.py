@@ -19,7 +19,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, CLIError, err, make_env
+from vrag_desktop.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CLIError,
+    command_group,
+    err,
+    make_env,
+)
 
 if TYPE_CHECKING:
     from vrag_desktop.core.training.rundir import TrainRun
@@ -32,7 +40,8 @@ class BadInput(Exception):
 
 
 def add_parsers(sub: Any) -> None:
-    tr = sub.add_parser(
+    ts = command_group(
+        sub,
         "train",
         help="train an agent with GRPO or GGPO (runs in the trainer's own environment)",
         description="Reinforcement learning of the VRAG / VimRAG agents. The trainer runs in its own "
@@ -40,7 +49,6 @@ def add_parsers(sub: Any) -> None:
         "state, metrics.jsonl, train.log, checkpoints, samples, export.",
         epilog="Exit codes: 0 finished, 3 stopped on request, 2 bad config or input, 1 failure.",
     )
-    ts = tr.add_subparsers(dest="train_command", metavar="ACTION", required=True)
     for algo, what in (("grpo", "GRPO (as VRAG-RL)"), ("ggpo", "GGPO (as VimRAG: graph-masked)")):
         a = ts.add_parser(
             algo,
