@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from PySide6.QtWidgets import QComboBox, QStyle
+from PySide6.QtWidgets import QComboBox, QStyle, QTextBrowser
 
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.evidence.evidence_view import EMPTY_MESSAGE
@@ -66,7 +66,7 @@ def test_the_welcome_dialog_is_as_tall_as_its_text(
     qtbot.waitUntil(lambda: getattr(w, "help_dialog", None) is not None, timeout=5000)
     dlg = w.help_dialog
     qtbot.waitExposed(dlg)
-    view = dlg.findChild(type(w.ask.view))
+    view = dlg.findChild(QTextBrowser)
     text_height = view.document().size().height()
     assert view.verticalScrollBar().maximum() == 0  # all of it shows without scrolling
     assert view.viewport().height() - text_height < 40  # and no empty half below it

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from conftest import ROOT
 from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QTextBrowser
 from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import EndpointProfile
@@ -97,7 +98,7 @@ def test_first_run_indexes_the_sample_and_explains(
     qtbot.waitUntil(lambda: "sample" in done, timeout=60_000)
     assert (
         w.help_dialog.isVisible()
-        and "Connect a model" in w.help_dialog.findChild(type(w.ask.view)).toPlainText()
+        and "Connect a model" in w.help_dialog.findChild(QTextBrowser).toPlainText()
     )
     assert AppContext.for_dirs(ctx.data_dir, ctx.config_dir).settings.first_run_done
     assert ctx.library.open("sample").stats()["indexed_files"] == 1

@@ -1,13 +1,13 @@
 """The ask panel: choose agent, endpoint, corpora and limits; ask; watch the reasoning stream in.
 
-The transcript is a :class:`~vrag_desktop.core.run.transcript.Transcript` (core) drawn as HTML at most
-ten times a second, so a fast token stream never floods the GUI thread. Thinking blocks fold; the
-answer lists its evidence as links that open in the evidence view.
+The transcript is a :class:`~vrag_desktop.core.run.transcript.Transcript` (core), drawn by a
+:class:`.transcript_view.TranscriptView` at most ten times a second, so a fast token stream never floods
+the GUI thread. Thinking blocks fold; the answer lists its evidence as links that open in the evidence
+view.
 """
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable
 
 from PySide6.QtCore import QSignalBlocker, QTimer, QUrl, Signal
@@ -22,39 +22,21 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
-    QTextBrowser,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
-from vrag_desktop.core.run.transcript import (
-    ANSWER,
-    CROP,
-    ERROR,
-    IMAGE,
-    MEMORY,
-    OUTPUT,
-    REGION,
-    RESULTS,
-    SEARCH,
-    STEP,
-    THINK,
-    Block,
-    Transcript,
-    evidence_label,
-    hit_where,
-)
+from vrag_desktop.core.run.transcript import Transcript
 from vrag_desktop.qt.ask.run_controller import RunRequest
+from vrag_desktop.qt.ask.transcript_view import TranscriptView
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.infra.widgets import column, row
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
 RENDER_INTERVAL_MS = 100
-PREVIEW_CHARS = 160
 
 
 class AskPanel(QWidget):
@@ -65,10 +47,8 @@ class AskPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self.transcript = Transcript()
-        self.question = ""
-        self._expanded: set[int] = set()  # thinking/output blocks the person opened
-        self._collapsed: set[int] = set()  # ... or closed (the live one starts open)
+        self.view = TranscriptView()
+        self.view.anchorClicked.connect(self._on_link)
         self._running = False
         self._status = ""
         self._dirty = False
@@ -136,10 +116,6 @@ class AskPanel(QWidget):
         )
 
         # ---- transcript + find bar
-        self.view = QTextBrowser()
-        self.view.setOpenLinks(False)
-        self.view.anchorClicked.connect(self._on_link)
-        self.view.setPlaceholderText("")
         self.status_label = QLabel()
         self.status_label.setObjectName("muted")
         self.find_edit = QLineEdit(placeholderText="Find in the reasoning…")
@@ -276,11 +252,16 @@ class AskPanel(QWidget):
         self.status_label.setText(text)
 
     # ------------------------------------------------------------------ transcript
+    @property
+    def transcript(self) -> Transcript:
+        return self.view.transcript
+
+    @property
+    def question(self) -> str:
+        return self.view.question
+
     def clear(self, question: str = "") -> None:
-        self.transcript = Transcript()
-        self.question = question
-        self._expanded.clear()
-        self._collapsed.clear()
+        self.view.reset(question)
         self.set_status("")
         self.render_transcript()
 
@@ -303,145 +284,22 @@ class AskPanel(QWidget):
             self.transcript.apply(ev)
         self.render_transcript()
 
-    def _open(self, b: Block) -> bool:
-        if b.id in self._expanded:
-            return True
-        if b.id in self._collapsed:
-            return False
-        # The block being streamed right now stays open; finished ones fold.
-        live = self._running and self.transcript.blocks and self.transcript.blocks[-1].id == b.id
-        return bool(live)
-
     def render_transcript(self) -> None:
-        at_bottom = self.view.verticalScrollBar().value() >= self.view.verticalScrollBar().maximum() - 4
-        scroll = self.view.verticalScrollBar().value()
-        self.view.setHtml(self.to_html())
-        bar = self.view.verticalScrollBar()
-        bar.setValue(bar.maximum() if (at_bottom and self._running) else scroll)
+        self.view.running = self._running
+        self.view.draw()
 
     def scroll_to_end(self) -> None:
         bar = self.view.verticalScrollBar()
         bar.setValue(bar.maximum())
 
     def to_html(self) -> str:
-        pal = self.palette()
-        dark = is_dark(pal)
-        muted = "#9aa3ad" if dark else "#6b7280"
-        accent = "#7cb7ff" if dark else "#1f6feb"
-        ok = "#5fd38d" if dark else "#1a7f37"
-        warn = "#f0b95a" if dark else "#9a6700"
-        err = "#ff7b72" if dark else "#cf222e"
-        card = "#23272e" if dark else "#f3f5f8"
-        out = [
-            "<html><body style='font-size:10.5pt'>",
-        ]
-        if not self.transcript.blocks and not self.question:
-            out.append(
-                f"<p style='color:{muted}'>Ask a question about your corpora. The agent's reasoning appears "
-                "here as it happens: its thinking, each search with the items it found and their scores, "
-                "the regions it zooms into, what it memorizes, and the answer with the pages it rests on."
-                "</p>"
-            )
-        if self.question:
-            out.append(f"<p style='font-size:12pt'><b>{_esc(self.question)}</b></p>")
-        for b in self.transcript.blocks:
-            out.append(self._block_html(b, muted, accent, ok, warn, err, card))
-        out.append("</body></html>")
-        return "".join(out)
-
-    def _block_html(self, b: Block, muted: str, accent: str, ok: str, warn: str, err: str, card: str) -> str:
-        if b.kind == STEP:
-            secs = f" · {b.seconds:.1f} s" if b.seconds else ""
-            return f"<p style='color:{muted}; margin-top:10px'>── {_esc(b.text)}{secs} ──</p>"
-        if b.kind == OUTPUT:
-            # The raw text with its tags: the actions are drawn below, so it stays one quiet line.
-            if self._open(b) and b.id in self._expanded:
-                return (
-                    f"<p style='color:{muted}; font-size:9pt'><a href='toggle:{b.id}' style='color:{muted}'>"
-                    f"▾ raw model output</a></p><pre style='color:{muted}; margin-left:14px'>{_esc(b.text)}</pre>"
-                )
-            return (
-                f"<p style='color:{muted}; font-size:9pt'><a href='toggle:{b.id}' style='color:{muted}'>"
-                f"▸ raw model output</a> ({len(b.text)} chars)</p>"
-            )
-        if b.kind == THINK:
-            n = len(b.text)
-            if self._open(b):
-                return (
-                    f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▾ Thinking</a>"
-                    f" ({n} chars)</p><p style='color:{muted}; white-space:pre-wrap; margin-left:14px'>"
-                    f"{_esc(b.text)}</p>"
-                )
-            preview = _esc(" ".join(b.text.split())[:PREVIEW_CHARS]) + ("…" if n > PREVIEW_CHARS else "")
-            return (
-                f"<p style='color:{muted}'><a href='toggle:{b.id}' style='color:{muted}'>▸ Thinking</a> "
-                f"<i>{preview}</i></p>"
-            )
-        if b.kind == SEARCH:
-            node = f" <span style='color:{muted}'>(node {_esc(b.data)})</span>" if b.data else ""
-            return f"<p style='color:{accent}'><b>Search</b> · {_esc(b.text)}{node}</p>"
-        if b.kind == RESULTS:
-            hits, shown = b.data
-            if not hits:
-                return f"<p style='color:{warn}; margin-left:14px'>no results</p>"
-            rows = []
-            for i, h in enumerate(hits):
-                mark = "→" if i in shown else "&nbsp;"
-                label = f" <span style='color:{muted}'>{_esc(h.label)}</span>" if h.label else ""
-                rows.append(
-                    f"<tr><td>{mark}</td><td style='font-family:monospace'>{h.similarity:.3f}</td>"
-                    f"<td>{_esc(hit_where(h))}{label}</td></tr>"
-                )
-            return f"<table style='margin-left:14px' cellspacing='2' cellpadding='1'>{''.join(rows)}</table>"
-        if b.kind == IMAGE:
-            return f"<p style='margin-left:14px; color:{muted}'>shown to the model: {_esc(b.text)}</p>"
-        if b.kind == REGION:
-            return f"<p><b>Zoom into</b> <span style='font-family:monospace'>{_esc(b.text)}</span></p>"
-        if b.kind == CROP:
-            return f"<p style='margin-left:14px'>✂ crop {_esc(b.text)}</p>"
-        if b.kind == MEMORY:
-            items = getattr(b.data, "items", ())
-            lines = "".join(
-                f"<li>{_esc(it.information_id)} · priority {it.priority}"
-                + (f" · energy {it.energy:.2f}" if it.energy else "")
-                + ("" if it.useful else " · <i>not useful</i>")
-                + "</li>"
-                for it in items
-            )
-            return f"<p style='color:{warn}'><b>Memorized</b> · {_esc(b.text)}</p>" + (
-                f"<ul style='margin-top:0'>{lines}</ul>" if lines else ""
-            )
-        if b.kind == ERROR:
-            return f"<p style='color:{err}'>⚠ {_esc(b.text)}</p>"
-        if b.kind == ANSWER:
-            ans = b.data
-            ev_links = "".join(
-                f"<li><a href='evidence:{i}' style='color:{accent}'>{_esc(evidence_label(e))}</a></li>"
-                for i, e in enumerate(ans.evidence)
-            )
-            head = "Answer (forced at the step limit)" if ans.forced else "Answer"
-            body = (
-                f"<table width='100%' cellpadding='8' style='background:{card}; margin-top:8px'><tr><td>"
-                f"<p style='color:{ok}'><b>✓ {head}</b></p><p style='font-size:12pt'>{_esc(b.text)}</p>"
-            )
-            if ev_links:
-                body += f"<p style='color:{muted}'>Evidence (click to open):</p><ul>{ev_links}</ul>"
-            return body + "</td></tr></table>"
-        return ""
+        return self.view.to_html()
 
     def _on_link(self, url: QUrl) -> None:
         text = url.toString()
         kind, _, arg = text.partition(":")
-        if kind == "toggle" and arg.isdigit():
-            bid = int(arg)
-            block = self.transcript.blocks[bid]
-            if self._open(block):
-                self._expanded.discard(bid)
-                self._collapsed.add(bid)
-            else:
-                self._collapsed.discard(bid)
-                self._expanded.add(bid)
-            self.render_transcript()
+        if kind == "toggle" and arg.isdigit() and int(arg) < len(self.transcript.blocks):
+            self.view.toggle(int(arg))
         elif kind == "evidence" and arg.isdigit() and self.transcript.answer is not None:
             evidence = self.transcript.answer.evidence
             i = int(arg)
@@ -470,10 +328,6 @@ class AskPanel(QWidget):
             found = self.view.find(text, flags)
         self.find_result.setText("" if found else "not found")
         return found
-
-
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
 
 
 __all__ = ["AskPanel"]

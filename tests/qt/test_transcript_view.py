@@ -1,0 +1,107 @@
+"""The transcript view appends streamed text instead of drawing the whole document again, and what it
+draws that way is exactly what a whole render draws (Qt's own HTML of both documents is compared)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from vrag_desktop.core.agents.events import ContentDelta, Crop, SearchStarted, ThinkDelta
+from vrag_desktop.core.run.transcript import Transcript
+from vrag_desktop.qt.ask.transcript_view import TranscriptView, shown_text
+
+PIECES = ["word ", "two words ", "\n", "\n\n", "  indented", "<tag> & 'quote'", "tab\there", "é ✓ 中文", "x"]
+
+
+def _view(qtbot: Any) -> TranscriptView:
+    view = TranscriptView()
+    qtbot.addWidget(view)
+    view.resize(500, 300)
+    view.show()
+    return view
+
+
+def _whole(qtbot: Any, view: TranscriptView) -> str:
+    """The document a whole render of ``view``'s state gives."""
+    fresh = _view(qtbot)
+    fresh.transcript = Transcript.from_events(view.events)  # type: ignore[attr-defined]
+    fresh.question, fresh.running = view.question, view.running
+    fresh.expanded, fresh.collapsed = set(view.expanded), set(view.collapsed)
+    fresh.draw()
+    assert fresh.appends == 0
+    return fresh.document().toHtml()
+
+
+def _feed(view: TranscriptView, ev: Any) -> None:
+    view.events.append(ev)  # type: ignore[attr-defined]
+    view.transcript.apply(ev)
+
+
+@pytest.mark.parametrize("kind", ["think", "output"])
+def test_streamed_text_is_appended_and_matches_a_whole_render(qtbot: Any, kind: str) -> None:
+    rng = random.Random(7)
+    view = _view(qtbot)
+    view.events = []  # type: ignore[attr-defined]
+    view.reset("What does the table say?")
+    view.running = True
+    make = ThinkDelta if kind == "think" else ContentDelta
+    _feed(view, make(step=1, content="First piece"))
+    view.draw()
+    if kind == "output":  # raw output streams folded; the person opens it to watch
+        view.toggle(len(view.transcript.blocks) - 1)
+    for i in range(60):
+        _feed(view, make(step=1, content="".join(rng.choice(PIECES) for _ in range(rng.randint(1, 4)))))
+        view.draw()
+        if i % 7 == 0:
+            assert view.document().toHtml() == _whole(qtbot, view), f"after piece {i}"
+    assert view.document().toHtml() == _whole(qtbot, view)
+    assert view.toPlainText().endswith(shown_text(view.transcript.blocks[-1].text))
+    assert view.appends >= 40  # the fallback (a whole render) only where a piece starts the text
+
+
+def test_folded_stream_draws_nothing_and_actions_draw_the_whole_document(qtbot: Any) -> None:
+    view = _view(qtbot)
+    view.events = []  # type: ignore[attr-defined]
+    view.reset("q")
+    view.running = True
+    _feed(view, ContentDelta(step=1, content="<search>atlas"))
+    view.draw()
+    html = view.document().toHtml()
+    _feed(view, ContentDelta(step=1, content=" payload</search>"))
+    view.draw()  # folded raw output: nothing visible changed
+    assert view.document().toHtml() == html and view.appends == 0
+    _feed(view, SearchStarted(step=1, content="atlas payload"))
+    _feed(view, Crop(step=1, region=(1, 2, 30, 40), source="/a/b.pdf", page=2))
+    view.draw()
+    assert "Search · atlas payload" in view.toPlainText() and "✂ crop 29×38 px" in view.toPlainText()
+    assert view.document().toHtml() == _whole(qtbot, view)
+    view.running = False  # the run ends: the last block loses its live form
+    view.draw()
+    assert view.document().toHtml() == _whole(qtbot, view)
+
+
+def test_appending_keeps_the_bottom_while_running_and_a_selection(qtbot: Any) -> None:
+    view = _view(qtbot)
+    view.events = []  # type: ignore[attr-defined]
+    view.reset("q")
+    view.running = True
+    _feed(view, ThinkDelta(step=1, content="line\n" * 80))
+    view.draw()
+    bar = view.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    cursor = view.textCursor()
+    cursor.setPosition(0)
+    cursor.setPosition(1, cursor.MoveMode.KeepAnchor)
+    view.setTextCursor(cursor)
+    bar.setValue(bar.maximum())  # the person reads the end again
+    _feed(view, ThinkDelta(step=1, content="more\n" * 20 + "end"))
+    view.draw()
+    assert view.appends == 1
+    assert bar.value() == bar.maximum()  # still following the stream
+    assert view.textCursor().selectedText() == "q"  # a whole render would have dropped it
+    bar.setValue(0)  # the person scrolls up to read: the stream no longer pulls the view down
+    _feed(view, ThinkDelta(step=1, content=" and more"))
+    view.draw()
+    assert view.appends == 2 and bar.value() == 0
