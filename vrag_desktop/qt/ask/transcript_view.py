@@ -222,15 +222,17 @@ def _action_html(b: Block, text: str, c: _Colors) -> str:
         hits, shown = b.data
         if not hits:
             return f"<p style='color:{c.warn}; margin-left:14px'>no results</p>"
+        # One line a hit, its mark and score in a monospace column: a table would double the
+        # document's layout time, and every render lays the whole document out.
         rows = []
         for i, h in enumerate(hits):
             mark = "→" if i in shown else "&nbsp;"
             label = f" <span style='color:{c.muted}'>{_esc(h.label)}</span>" if h.label else ""
             rows.append(
-                f"<tr><td>{mark}</td><td style='font-family:monospace'>{h.similarity:.3f}</td>"
-                f"<td>{_esc(hit_where(h))}{label}</td></tr>"
+                f"<p style='margin:0 0 0 14px'><span style='font-family:monospace'>{mark} {h.similarity:.3f}</span>"
+                f"&nbsp; {_esc(hit_where(h))}{label}</p>"
             )
-        return f"<table style='margin-left:14px' cellspacing='2' cellpadding='1'>{''.join(rows)}</table>"
+        return "".join(rows)
     if b.kind == IMAGE:
         return f"<p style='margin-left:14px; color:{c.muted}'>shown to the model: {_esc(text)}</p>"
     if b.kind == REGION:
