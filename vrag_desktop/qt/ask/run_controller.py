@@ -104,14 +104,22 @@ class RunController(SlotController):
         return VRAG(base_url="", **common)
 
     async def _pump(self, question: str) -> None:
+        """The run's events to the window, streamed text joined (:mod:`core.run.coalesce`): a reply
+        streamed at hundreds of pieces a second is not hundreds of calls on the GUI thread."""
+        from vrag_desktop.core.run.coalesce import DeltaCoalescer
+
         agent = self._agent
         announced = False
-        async for ev in agent.arun(question):
-            if not announced and agent.run_id:
-                announced = True
-                self.started.emit(agent.run_id)
-            self._note(ev)
-            self.agentEvent.emit(ev)
+        out = DeltaCoalescer(self.agentEvent.emit)
+        try:
+            async for ev in agent.arun(question):
+                if not announced and agent.run_id:
+                    announced = True
+                    self.started.emit(agent.run_id)
+                self._note(ev)
+                out.push(ev)
+        finally:
+            out.flush()  # what was streamed before a stop or a failure still shows
 
     def _note(self, ev: AgentEvent) -> None:
         if isinstance(ev, Answer) and not ev.forced:
