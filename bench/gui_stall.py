@@ -1170,6 +1170,12 @@ def main() -> None:
         help="experiment, not the product: no garbage collection until the embedder has loaded, then gc.freeze()",
     )
     ap.add_argument(
+        "--switch-interval",
+        type=float,
+        help="experiment: sys.setswitchinterval(S) before the app starts (how soon a thread waiting for "
+        "the GIL asks its holder to let go; Python's default is 0.005)",
+    )
+    ap.add_argument(
         "--native-dumps",
         action="store_true",
         help="diagnosis only: dumps with C/C++ frames (py-spy pauses the app ~0.2 s per dump, so the "
@@ -1180,6 +1186,8 @@ def main() -> None:
     ap.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--prepare-training", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.switch_interval:
+        sys.setswitchinterval(args.switch_interval)
     if args.prepare:
         prepare(args.prepare, args.pdfs, args.pages, args.ocr_every, seed=7)
         return

@@ -23,11 +23,12 @@ def _run(events: list[AgentEvent], window_s: float) -> list[AgentEvent]:
     return out
 
 
-def test_joins_consecutive_pieces_of_one_kind_and_step_only() -> None:
+def test_joins_a_steps_pieces_per_kind_in_the_order_kinds_first_came() -> None:
     events: list[AgentEvent] = [
+        ContentDelta(step=1, content="<think>a"),  # raw text, then the thinking inside it
         ThinkDelta(step=1, content="a"),
+        ContentDelta(step=1, content="b</think><search>"),
         ThinkDelta(step=1, content="b"),
-        ContentDelta(step=1, content="<search>"),
         ContentDelta(step=1, content="q</search>"),
         SearchStarted(step=1, content="q"),
         ThinkDelta(step=2, content="c"),
@@ -35,8 +36,8 @@ def test_joins_consecutive_pieces_of_one_kind_and_step_only() -> None:
     ]
     out = _run(events, 10.0)
     assert [(type(e).__name__, e.step, getattr(e, "content", "")) for e in out] == [
+        ("ContentDelta", 1, "<think>ab</think><search>q</search>"),
         ("ThinkDelta", 1, "ab"),
-        ("ContentDelta", 1, "<search>q</search>"),
         ("SearchStarted", 1, "q"),
         ("ThinkDelta", 2, "c"),
         ("ThinkDelta", 3, "d"),
@@ -72,7 +73,7 @@ def test_a_transcript_from_joined_events_equals_one_from_every_piece() -> None:
             events.append(kind(step=step, content=rng.choice(["a", "bc ", "\n", "<b>", "é"])))
         events.append(SearchStarted(step=step, content=f"query {step}"))
     joined = _run(events, 10.0)
-    assert len(joined) < len(events) / 2
+    assert len(joined) == 9  # per step: one event per kind and the search
     whole, parts = Transcript.from_events(events), Transcript.from_events(joined)
     assert [(b.kind, b.step, b.text) for b in whole.blocks] == [
         (b.kind, b.step, b.text) for b in parts.blocks

@@ -2,9 +2,11 @@
 
 Why: a model streams hundreds of pieces a second, and each event handed to the window is a call on
 the GUI thread (transcript, graph, evidence view). A person cannot read faster than the window
-repaints, so consecutive pieces of the same kind and step are joined into one event and handed on
-when the window has passed or any other event arrives, so the order of events never changes and
-nothing is lost. The run's saved events are not touched: they are written by the agent.
+repaints, so the pieces of one step are joined, one event per kind (raw text and thinking come
+interleaved: each raw piece is followed by the thinking inside it), and handed on in the order each
+kind first came when the window has passed or any other event arrives. Every view keeps a block per
+kind, so it draws the same; nothing is lost. The run's saved events are not touched: the agent
+writes them.
 """
 
 from __future__ import annotations
@@ -20,40 +22,36 @@ WINDOW_S = 0.04
 
 
 class DeltaCoalescer:
-    """Hands events to ``emit`` in order, joining consecutive text deltas; use on one event loop.
+    """Hands events to ``emit`` in order, joining a step's text deltas per kind; use on one loop.
 
     Call :meth:`push` for every event and :meth:`flush` when the stream ends (or is cancelled)."""
 
     def __init__(self, emit: Callable[[AgentEvent], None], window_s: float = WINDOW_S) -> None:
         self._emit = emit
         self.window_s = window_s
-        self._pending: TextDelta | None = None
+        self._pending: dict[type, TextDelta] = {}  # per kind, in the order the kinds first came
         self._timer: asyncio.TimerHandle | None = None
 
     def push(self, ev: AgentEvent) -> None:
-        pending = self._pending
-        if isinstance(ev, TextDelta):
-            if pending is not None and type(pending) is type(ev) and pending.step == ev.step:
-                self._pending = replace(pending, content=pending.content + ev.content)
-                return
+        if not isinstance(ev, TextDelta) or self.window_s <= 0:
             self.flush()
-            self._pending = ev
-            if self.window_s > 0:
-                self._timer = asyncio.get_running_loop().call_later(self.window_s, self.flush)
-            else:
-                self.flush()
+            self._emit(ev)
             return
-        self.flush()
-        self._emit(ev)
+        if self._pending and next(iter(self._pending.values())).step != ev.step:
+            self.flush()
+        held = self._pending.get(type(ev))
+        self._pending[type(ev)] = ev if held is None else replace(held, content=held.content + ev.content)
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.window_s, self.flush)
 
     def flush(self) -> None:
         """Hand on the joined text now (the window passed, another event came, the stream ended)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            self._emit(pending)
+        pending, self._pending = self._pending, {}
+        for ev in pending.values():
+            self._emit(ev)
 
 
 __all__ = ["WINDOW_S", "DeltaCoalescer"]
