@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from PIL import Image, ImageDraw
-from PySide6.QtCore import QPoint, QPointF, QRectF, Qt
+from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QGraphicsItem
 
@@ -344,3 +344,36 @@ def test_load_saved_run_and_clear(qtbot: Any, run: dict[str, Any], ctx: Any) -> 
     view.clear()
     assert view.strip.count() == 0 and view.current is None and not view.cards
     assert not view.open_button.isEnabled()
+
+
+class _Counter(QObject):
+    """Counts the events of the given types each watched object receives."""
+
+    def __init__(self, *types: QEvent.Type) -> None:
+        super().__init__()
+        self.types, self.seen = types, 0
+
+    def eventFilter(self, obj: Any, ev: Any) -> bool:
+        if ev.type() in self.types:
+            self.seen += 1
+        return False
+
+
+def test_an_event_that_changes_nothing_on_the_page_repaints_nothing(qtbot: Any, run: dict[str, Any]) -> None:
+    """A live run restyles the current page at every event: unchanged regions, badges and cards must
+    not be set again (each set repainted the smooth-scaled page or restyled the crop panel)."""
+    view = _view(qtbot)
+    for ev in run["events"][:3]:  # page 1 with its two crops, live
+        view.apply(ev)
+    qtbot.waitUntil(lambda: view.loaded == run["a"] and len(view.cards) == 2, timeout=5000)
+    qtbot.wait(100)
+    paints, styles = _Counter(QEvent.Type.Paint), _Counter(QEvent.Type.StyleChange)
+    view.page_view.viewport().installEventFilter(paints)
+    for card in view.cards.values():
+        card.badge.installEventFilter(styles)
+    for _ in range(3):
+        view._refresh_current()  # what every further event of the run does to the page shown
+        qtbot.wait(30)
+    assert (paints.seen, styles.seen) == (0, 0)
+    view.page_view.select(1)  # a real change still repaints
+    qtbot.waitUntil(lambda: paints.seen > 0, timeout=2000)

@@ -109,17 +109,24 @@ class CropCard(QFrame):
         self.update_region(region, False)
 
     def update_region(self, region: Region, selected: bool) -> None:
+        """Show ``region`` (selected or not). Called for every card at each event of a live run, so
+        only what changed is set: a style sheet or a wrapped label's text costs a relayout."""
         colour = region_colour(region)
-        self.badge.setStyleSheet(
+        sheet = (
             f"QToolButton {{ background: {colour.name()}; color: white; font-weight: bold;"
             f" border-radius: 11px; min-width: 22px; min-height: 22px; padding: 0 4px; }}"
         )
+        if self.badge.styleSheet() != sheet:
+            self.badge.setStyleSheet(sheet)
         nested = f" · inside {region.parent}" if region.parent else ""
         cited = f"  <b style='color:{CITED_COLOUR.name()}'>cited in the answer</b>" if region.cited else ""
-        self.title.setText(f"Region {region.number} · step {region.step}{nested}{cited}")
-        self.selected = selected
-        self.colour = colour
-        self.update()
+        title = f"Region {region.number} · step {region.step}{nested}{cited}"
+        if self.title.text() != title:
+            self.title.setText(title)
+        if (selected, colour) != (self.selected, self.colour):
+            self.selected = selected
+            self.colour = colour
+            self.update()
 
     def paintEvent(self, event: Any) -> None:
         # drawn here rather than by a stylesheet so the border follows palette (theme) changes

@@ -56,9 +56,15 @@ class RegionItem(QGraphicsRectItem):
         self.number = region.number
         self.cited = region.cited
         self.setZValue(1)
+        self._style: tuple[bool, bool] | None = None
         self.set_style(region.cited, False)
 
     def set_style(self, cited: bool, selected: bool) -> None:
+        """Style the region; a no-op when nothing changed (each event of a live run restyles every
+        region, and a changed item repaints the page under it)."""
+        if self._style == (cited, selected):
+            return
+        self._style = (cited, selected)
         self.cited = cited
         colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
         pen = QPen(colour, 3.0 if selected else 2.0)
@@ -103,8 +109,9 @@ class BadgeItem(QGraphicsItem):
         self._w = float(max(self._h, fm.horizontalAdvance(str(self.number)) + 10))
 
     def set_colour(self, colour: QColor) -> None:
-        self.colour = QColor(colour)
-        self.update()
+        if colour != self.colour:
+            self.colour = QColor(colour)
+            self.update()
 
     def boundingRect(self) -> QRectF:
         return QRectF(-self._w / 2 - 1, -self._h / 2 - 1, self._w + 2, self._h + 2)
