@@ -97,8 +97,7 @@ def test_first_run_indexes_the_sample_and_explains(
     w.corpora.indexed.connect(done.append)
     qtbot.waitUntil(lambda: "sample" in done, timeout=60_000)
     assert (
-        w.help_dialog.isVisible()
-        and "Connect a model" in w.help_dialog.findChild(QTextBrowser).toPlainText()
+        w.help_dialog.isVisible() and "Connect a model" in w.help_dialog.findChild(QTextBrowser).toPlainText()
     )
     assert AppContext.for_dirs(ctx.data_dir, ctx.config_dir).settings.first_run_done
     assert ctx.library.open("sample").stats()["indexed_files"] == 1
