@@ -256,10 +256,6 @@ class AskPanel(QWidget):
     def transcript(self) -> Transcript:
         return self.view.transcript
 
-    @property
-    def question(self) -> str:
-        return self.view.question
-
     def clear(self, question: str = "") -> None:
         self.view.reset(question)
         self.set_status("")
