@@ -175,6 +175,37 @@ def test_the_cli_entry_runs_the_child_when_asked(tmp_path: Path) -> None:
     assert proc.wait(timeout=30) == 0
 
 
+def test_the_child_ends_quietly_when_the_app_is_gone_mid_file(tmp_path: Path) -> None:
+    """The app closed or was killed while its child derived a file: the child's next message finds
+    no reader; it ends with exit 0 and writes no traceback into the app's terminal or log."""
+    import socket
+    import subprocess
+    import sys
+    from multiprocessing.connection import Connection
+
+    from vrag_desktop.core.corpus.derive_process import CHILD_FLAG, _Job
+
+    pdf = _pdf(tmp_path / "doc.pdf", 8)
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrag_desktop", CHILD_FLAG, str(child.fileno()), "0"],
+        pass_fds=(child.fileno(),),
+        stderr=subprocess.PIPE,
+    )
+    child.close()
+    conn = Connection(parent.detach())
+    conn.send(
+        _Job(
+            str(pdf), kinds.PDF, str(tmp_path / "o"), DeriveOptions(render_pixels=100_000), frozenset(), False
+        )
+    )
+    assert conn.recv()[0] == "item"  # it is working on the file
+    conn.close()  # the app is gone
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+
+
 def test_an_idle_child_serves_the_next_build_and_ends_when_idle_too_long(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
