@@ -218,10 +218,8 @@ def _child_env() -> dict[str, str]:
 def child_entry(argv: list[str]) -> None:
     """The child's entry: ``argv`` is ``[socket fd, nice]``. It ends quietly when the app is gone
     (closed or killed while a file was being derived): nobody is left to report to."""
-    try:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
         _child_main(Connection(int(argv[0])), int(argv[1]))
-    except (BrokenPipeError, ConnectionResetError):
-        pass
 
 
 def _crash_message(exitcode: int | None) -> str:
