@@ -327,7 +327,7 @@ class MainWindow(QMainWindow):
 
     def _restart_views(self) -> None:
         self._clear_views()
-        self.ask.clear(self.ask.view.question)
+        self.ask.clear(self.ask.question)
 
     def _clear_views(self) -> None:
         self.graph_scene.clear_graph()

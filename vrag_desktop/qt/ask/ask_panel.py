@@ -256,6 +256,11 @@ class AskPanel(QWidget):
     def transcript(self) -> Transcript:
         return self.view.transcript
 
+    @property
+    def question(self) -> str:
+        """The question of the transcript shown (a live run's, or a saved run's)."""
+        return self.view.question
+
     def clear(self, question: str = "") -> None:
         self.view.reset(question)
         self.set_status("")
