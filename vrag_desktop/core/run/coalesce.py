@@ -29,7 +29,8 @@ class DeltaCoalescer:
     def __init__(self, emit: Callable[[AgentEvent], None], window_s: float = WINDOW_S) -> None:
         self._emit = emit
         self.window_s = window_s
-        self._pending: dict[type, TextDelta] = {}  # per kind, in the order the kinds first came
+        # per kind, in the order the kinds first came: the first piece and every piece's text
+        self._pending: dict[type, tuple[TextDelta, list[str]]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     def push(self, ev: AgentEvent) -> None:
@@ -37,10 +38,9 @@ class DeltaCoalescer:
             self.flush()
             self._emit(ev)
             return
-        if self._pending and next(iter(self._pending.values())).step != ev.step:
+        if self._pending and next(iter(self._pending.values()))[0].step != ev.step:
             self.flush()
-        held = self._pending.get(type(ev))
-        self._pending[type(ev)] = ev if held is None else replace(held, content=held.content + ev.content)
+        self._pending.setdefault(type(ev), (ev, []))[1].append(ev.content)
         if self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.window_s, self.flush)
 
@@ -50,8 +50,8 @@ class DeltaCoalescer:
             self._timer.cancel()
             self._timer = None
         pending, self._pending = self._pending, {}
-        for ev in pending.values():
-            self._emit(ev)
+        for first, parts in pending.values():
+            self._emit(first if len(parts) == 1 else replace(first, content="".join(parts)))
 
 
 __all__ = ["WINDOW_S", "DeltaCoalescer"]

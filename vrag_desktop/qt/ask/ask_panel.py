@@ -50,8 +50,6 @@ class AskPanel(QWidget):
         self.view = TranscriptView()
         self.view.anchorClicked.connect(self._on_link)
         self._running = False
-        self._status = ""
-        self._dirty = False
         self._render_timer = QTimer(self, singleShot=True, interval=RENDER_INTERVAL_MS)
         self._render_timer.timeout.connect(self.render_transcript)
 
@@ -248,7 +246,6 @@ class AskPanel(QWidget):
         self.question_edit.setReadOnly(running)
 
     def set_status(self, text: str) -> None:
-        self._status = text
         self.status_label.setText(text)
 
     # ------------------------------------------------------------------ transcript

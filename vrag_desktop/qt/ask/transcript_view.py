@@ -113,15 +113,14 @@ class TranscriptView(QTextBrowser):
     def draw(self) -> None:
         """Draw the transcript: append the streamed text when that is all that changed, else the
         whole document (keeping the scroll position, or the bottom while running)."""
-        colors = _Colors.of(is_dark(self.palette()))
-        pieces = [self._head(colors)] + [self._block_html(b, colors) for b in self.transcript.blocks]
+        colors, pieces = self._pieces()
         if pieces == self._drawn:
             return
         bar = self.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
         scroll = bar.value()
         if not self._append(pieces, colors):
-            self.setHtml("<html><body style='font-size:10.5pt'>" + "".join(pieces) + "</body></html>")
+            self.setHtml(_document(pieces))
         self._drawn = pieces
         self._live = self._live_text()
         bar.setValue(bar.maximum() if (at_bottom and self.running) else scroll)
@@ -167,9 +166,12 @@ class TranscriptView(QTextBrowser):
 
     def to_html(self) -> str:
         """The whole transcript as HTML (what a full render draws)."""
+        return _document(self._pieces()[1])
+
+    def _pieces(self) -> tuple[_Colors, list[str]]:
+        """The theme's colours, and the HTML of the head then of each block."""
         colors = _Colors.of(is_dark(self.palette()))
-        pieces = [self._head(colors)] + [self._block_html(b, colors) for b in self.transcript.blocks]
-        return "<html><body style='font-size:10.5pt'>" + "".join(pieces) + "</body></html>"
+        return colors, [self._head(colors)] + [self._block_html(b, colors) for b in self.transcript.blocks]
 
     def _head(self, c: _Colors) -> str:
         if self.question:
@@ -268,6 +270,10 @@ def _action_html(b: Block, text: str, c: _Colors) -> str:
             body += f"<p style='color:{c.muted}'>Evidence (click to open):</p><ul>{ev_links}</ul>"
         return body + "</td></tr></table>"
     return ""
+
+
+def _document(pieces: list[str]) -> str:
+    return "<html><body style='font-size:10.5pt'>" + "".join(pieces) + "</body></html>"
 
 
 def _esc(text: object) -> str:
