@@ -61,6 +61,29 @@ def test_streamed_text_is_appended_and_matches_a_whole_render(qtbot: Any, kind: 
     assert view.appends >= 40  # the fallback (a whole render) only where a piece starts the text
 
 
+def test_raw_text_and_thinking_streamed_together_append(qtbot: Any) -> None:
+    """What the VRAG agent streams: each raw piece (folded) is followed by the thinking inside it
+    (open, last): the folded block's line must not change, so the thinking is appended."""
+    rng = random.Random(11)
+    view = _view(qtbot)
+    view.events = []  # type: ignore[attr-defined]
+    view.reset("q")
+    view.running = True
+    _feed(view, ContentDelta(step=1, content="<think>"))
+    for i in range(40):
+        piece = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3)))
+        _feed(view, ContentDelta(step=1, content=piece))
+        _feed(view, ThinkDelta(step=1, content=piece))
+        view.draw()
+        if i % 9 == 0:
+            assert view.document().toHtml() == _whole(qtbot, view), f"after piece {i}"
+    assert view.appends >= 30
+    _feed(view, SearchStarted(step=1, content="q"))  # the reply is over: the raw line gets its count
+    view.draw()
+    assert f"raw model output ({len(view.transcript.blocks[1].text)} chars)" in view.toPlainText()
+    assert view.document().toHtml() == _whole(qtbot, view)
+
+
 def test_folded_stream_draws_nothing_and_actions_draw_the_whole_document(qtbot: Any) -> None:
     view = _view(qtbot)
     view.events = []  # type: ignore[attr-defined]

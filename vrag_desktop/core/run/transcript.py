@@ -116,6 +116,10 @@ class Transcript:
                     return [*changed, b.id]
         return [*changed, block.id] if block else changed
 
+    def streaming(self, block_id: int) -> bool:
+        """Whether the block still receives streamed text (its step's model reply is not over)."""
+        return any(b.id == block_id for b in self._open.values())
+
     @classmethod
     def from_events(cls, events: Any) -> Transcript:
         t = cls()

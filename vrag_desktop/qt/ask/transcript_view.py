@@ -187,9 +187,10 @@ class TranscriptView(QTextBrowser):
 
     def _block_html(self, b: Block, c: _Colors, text: str | None = None) -> str:
         """One block's HTML; ``text`` stands in for the block's text (to compare with what was drawn).
-        A live block shows no character count: it would change with every piece streamed."""
+        A block still streaming shows no character count: it would change with every piece (raw
+        output streams folded next to the thinking being appended)."""
         text = b.text if text is None else text
-        count = "" if self._is_live(b) else f" ({len(text)} chars)"
+        count = "" if self.running and self.transcript.streaming(b.id) else f" ({len(text)} chars)"
         if b.kind == STEP:
             secs = f" · {b.seconds:.1f} s" if b.seconds else ""
             return f"<p style='color:{c.muted}; margin-top:10px'>── {_esc(text)}{secs} ──</p>"
