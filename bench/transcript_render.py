@@ -2,8 +2,9 @@
 """What the ask panel's transcript costs the GUI thread per redraw, as a run grows.
 
 A VRAG-shaped run is fed to a real ask panel (offscreen; its transcript view since the view appends
-streamed text): per step ~2,400 characters of thinking streamed in pieces and drawn every 50 pieces (the
-panel draws at most every 100 ms), then a search with five hits, a region, a crop and the step's
+streamed text): per step ~2,400 characters of thinking streamed in pieces, each raw piece followed
+by the thinking inside it as the VRAG agent streams them, drawn every 50 pieces (the panel draws at
+most every 100 ms), then a search with five hits, a region, a crop and the step's
 timing. Each draw is timed in two parts: ``draw`` (building the HTML and handing it to Qt) and
 ``events`` (the layout and painting Qt then does in the event loop). Draws that only appended the
 streamed text are reported apart from whole-document draws. ``--tree`` measures another source tree
@@ -34,7 +35,15 @@ SENTENCE = "the robot carries payloads across the warehouse floor and the table 
 def run(steps: int, data: Path) -> dict[str, Any]:
     from PySide6.QtWidgets import QApplication
 
-    from vrag_desktop.core.agents.events import BBox, Crop, SearchResults, SearchStarted, ThinkDelta, Timing
+    from vrag_desktop.core.agents.events import (
+        BBox,
+        ContentDelta,
+        Crop,
+        SearchResults,
+        SearchStarted,
+        ThinkDelta,
+        Timing,
+    )
     from vrag_desktop.core.search.hit import Hit
     from vrag_desktop.qt.ask.ask_panel import AskPanel
     from vrag_desktop.qt.context import AppContext
@@ -60,7 +69,10 @@ def run(steps: int, data: Path) -> dict[str, Any]:
     for step in range(1, steps + 1):
         for i in range(400):
             piece = words[i % len(words)] + ("\n" if i % 60 == 59 else " ")
-            panel.transcript.apply(ThinkDelta(step=step, content=piece))
+            if i == 0:
+                panel.transcript.apply(ContentDelta(step=step, content="<think>"))
+            panel.transcript.apply(ContentDelta(step=step, content=piece))  # as the agent streams:
+            panel.transcript.apply(ThinkDelta(step=step, content=piece))  # raw text, then the thinking
             if i % 50 == 0:
                 draw()
         panel.transcript.apply(SearchStarted(step=step, content="atlas payload"))
