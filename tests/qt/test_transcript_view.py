@@ -23,6 +23,15 @@ def _view(qtbot: Any) -> TranscriptView:
     return view
 
 
+def _live(qtbot: Any, question: str) -> TranscriptView:
+    """A view of a live run of ``question``, recording the events it is fed (see :func:`_feed`)."""
+    view = _view(qtbot)
+    view.events = []  # type: ignore[attr-defined]
+    view.reset(question)
+    view.running = True
+    return view
+
+
 def _whole(qtbot: Any, view: TranscriptView) -> str:
     """The document a whole render of ``view``'s state gives."""
     fresh = _view(qtbot)
@@ -42,10 +51,7 @@ def _feed(view: TranscriptView, ev: Any) -> None:
 @pytest.mark.parametrize("kind", ["think", "output"])
 def test_streamed_text_is_appended_and_matches_a_whole_render(qtbot: Any, kind: str) -> None:
     rng = random.Random(7)
-    view = _view(qtbot)
-    view.events = []  # type: ignore[attr-defined]
-    view.reset("What does the table say?")
-    view.running = True
+    view = _live(qtbot, "What does the table say?")
     make = ThinkDelta if kind == "think" else ContentDelta
     _feed(view, make(step=1, content="First piece"))
     view.draw()
@@ -65,10 +71,7 @@ def test_raw_text_and_thinking_streamed_together_append(qtbot: Any) -> None:
     """What the VRAG agent streams: each raw piece (folded) is followed by the thinking inside it
     (open, last): the folded block's line must not change, so the thinking is appended."""
     rng = random.Random(11)
-    view = _view(qtbot)
-    view.events = []  # type: ignore[attr-defined]
-    view.reset("q")
-    view.running = True
+    view = _live(qtbot, "q")
     _feed(view, ContentDelta(step=1, content="<think>"))
     for i in range(40):
         piece = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 3)))
@@ -85,10 +88,7 @@ def test_raw_text_and_thinking_streamed_together_append(qtbot: Any) -> None:
 
 
 def test_folded_stream_draws_nothing_and_actions_draw_the_whole_document(qtbot: Any) -> None:
-    view = _view(qtbot)
-    view.events = []  # type: ignore[attr-defined]
-    view.reset("q")
-    view.running = True
+    view = _live(qtbot, "q")
     _feed(view, ContentDelta(step=1, content="<search>atlas"))
     view.draw()
     html = view.document().toHtml()
@@ -106,10 +106,7 @@ def test_folded_stream_draws_nothing_and_actions_draw_the_whole_document(qtbot: 
 
 
 def test_appending_keeps_the_bottom_while_running_and_a_selection(qtbot: Any) -> None:
-    view = _view(qtbot)
-    view.events = []  # type: ignore[attr-defined]
-    view.reset("q")
-    view.running = True
+    view = _live(qtbot, "q")
     _feed(view, ThinkDelta(step=1, content="line\n" * 80))
     view.draw()
     bar = view.verticalScrollBar()
