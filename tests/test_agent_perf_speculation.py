@@ -94,6 +94,46 @@ def test_rebuilds_find_their_encodings_made_and_send_the_same_bytes(
     assert ahead == plain and len(set(ahead)) == len(judgements)
 
 
+def test_a_prefetch_that_starts_after_its_rebuild_encodes_nothing(pages: list[Path], tmp_path: Path) -> None:
+    """The encoder threads are busy while a rebuild runs, so it makes its pictures itself; the jobs
+    it prefetched, started afterwards, must not encode them again (they did, and a CI run counted
+    them in the next rebuild)."""
+    agent = VimRAGAgent(None, PageSearcher(pages), image_dir=tmp_path, encode_ahead=False)  # type: ignore[arg-type]
+    run = VimRun(agent, "What was the revenue?")
+    run.graph.add_search("s", ["root"], "revenue")
+    pending = _Pending("s", run.prepare(agent.searcher.search("s", 3)).items)
+    judged = [
+        {"information_id": f"Picture {j + 1}", "is_useful": True, "priority_score": 3, "key_timestamp": []}
+        for j in range(3)
+    ]
+    entries, _, problems = run.judge(pending, judged)
+    assert problems == [] and len(entries) == 3
+    run.graph.memorize("s", "found", entries)
+
+    pool = memory_energy._encoders()
+    n = pool._max_workers
+    gate = threading.Event()
+    busy = [pool.submit(gate.wait, 30) for _ in range(n)]
+    calls: list[str] = []
+    original = memory_energy.MemoryPictures._run_job
+
+    def counting(self: Any, job: Any, kept: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        return original(self, job, kept)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(memory_energy.MemoryPictures, "_run_job", counting)
+        run.build_context()
+        assert calls == ["MainThread"] * 3  # the rebuild made its three pictures itself
+        gate.set()
+        for f in busy:
+            f.result(5)
+        everyone = threading.Barrier(n)
+        for f in [pool.submit(everyone.wait, 5) for _ in range(n)]:
+            f.result(10)  # every thread got here: all the prefetched jobs before have run
+    assert calls == ["MainThread"] * 3
+
+
 def test_a_model_replying_at_once_gets_the_same_bytes(pages: list[Path], tmp_path: Path) -> None:
     """The encoding ahead races the rebuild (a scripted model answers instantly): same requests."""
 

@@ -278,11 +278,13 @@ class MemoryPictures:
         self._sizes: dict[tuple[str, int], tuple[tuple[int, int], tuple[int, int]]] = {}
         self._speculation: Future[None] | None = None
         self._speculating = 0  # the search whose outcomes are being encoded; 0: none
+        self._rebuilds = 0  # rebuilds finished: a prefetch queued for an earlier one is void
 
     def forget_spare_encodings(self) -> None:
         """After a rebuild: drop the speculative encodings it did not take (they hold decodes)."""
         with self._jobs_lock:
             self._jobs = {j: f for j, f in self._jobs.items() if not f.done()}
+            self._rebuilds += 1
 
     def memory_uri(self, frame: Frame, pixels: int) -> str | None:
         """Data URI of a kept frame at ``pixels``, from its full-size file, or from the JPEG first
@@ -409,15 +411,19 @@ class MemoryPictures:
         rebuild, walking the items in order, then collects them (a cold rebuild of five items
         runs on every core)."""
         plan = self._plan(groups, list(self._decodes.items()), set(self._memory_cache))
+        with self._jobs_lock:
+            plan = [(job, kept) for job, kept in plan if job not in self._jobs]  # made ahead
+            rebuild = self._rebuilds
         if len(plan) > 1:
             for job, kept in plan:
-                _encoders().submit(self._make, job, kept)
+                _encoders().submit(self._make, job, kept, rebuild)
 
-    def _make(self, job: _Job, kept: _Decode | None) -> None:
-        """Make ``job``'s encoding unless it is made or being made (the rebuild meets any error
-        again and reports it)."""
+    def _make(self, job: _Job, kept: _Decode | None, rebuild: int | None = None) -> None:
+        """Make ``job``'s encoding unless it is made or being made, or it was prefetched for
+        ``rebuild`` and that rebuild has finished — it made the encoding itself, and forgot it as
+        spare (the rebuild meets any error again and reports it)."""
         with self._jobs_lock:
-            if job in self._jobs:
+            if job in self._jobs or (rebuild is not None and rebuild != self._rebuilds):
                 return
             made = self._jobs[job] = Future()
         try:
