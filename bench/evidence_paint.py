@@ -44,7 +44,10 @@ def run(regions: int, repaints: int) -> dict[str, Any]:
     page.fill(QColor("white"))
     view.set_page((1140, 1612), page)
     view.set_regions(
-        [Region(i + 1, 1 + i // 2, (20 + 37 * i, 30 + 61 * i, 420 + 23 * i, 330 + 59 * i), "") for i in range(regions)]
+        [
+            Region(i + 1, 1 + i // 2, (20 + 37 * i, 30 + 61 * i, 420 + 23 * i, 330 + 59 * i), "")
+            for i in range(regions)
+        ]
     )
     view.select(regions)  # the latest region selected, as a live run leaves it
     for _ in range(5):
