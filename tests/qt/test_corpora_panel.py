@@ -129,7 +129,7 @@ class FirstBatchGate:
         worker._post = post_then_hold  # type: ignore[method-assign]
 
     def _on_progress(self, p: Any) -> None:  # on the indexing thread
-        if getattr(p, "phase", "") == "index" and not self.reached.is_set():
+        if getattr(p, "phase", "") == "index" and p.done and not self.reached.is_set():
             self.reached.set()
             self.release.wait(20)
 
@@ -301,8 +301,10 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     panel.add_and_index("big", [big])
     gate = FirstBatchGate(panel)
     gate.wait(qtbot)
-    qtbot.waitUntil(lambda: any(p.phase == "index" for p in progress), timeout=5000)
-    done = next(p.done for p in progress if p.phase == "index")
+    qtbot.waitUntil(lambda: any(p.phase == "index" and p.done for p in progress), timeout=5000)
+    # once the embedder is loaded the panel says so, before the first batch is derived and embedded
+    assert next(p for p in progress if p.phase == "index").done == 0
+    done = next(p.done for p in progress if p.phase == "index" and p.done)
     assert panel.progress_box.isVisible() and panel.progress_bar.value() == done
     text = panel.progress_label.text()
     assert text.startswith(f"<b>Indexing big: {done} / {BIG} items</b><br>") and "items/s · ETA" in text

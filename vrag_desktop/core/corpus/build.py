@@ -89,6 +89,7 @@ def build_corpus(
     total = corpus.pending_work()
     done = 0
     meter = RateMeter()
+    yield Progress("index", 0, total)  # the embedder is ready: the first batch takes a while to derive
     attempts: dict[int, int] = {}
     while True:
         sources = [s for s in corpus.manifest.sources(S_PENDING) if attempts.get(s.id, 0) < 2]
