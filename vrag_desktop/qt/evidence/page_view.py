@@ -49,13 +49,20 @@ def _rect(region: Region) -> QRectF:
 
 # ---------------------------------------------------------------------- graphics items
 class RegionItem(QGraphicsRectItem):
-    """A crop region at its exact raw-pixel rect; cosmetic pens keep it a crisp line at any zoom."""
+    """A crop region at its exact raw-pixel rect; cosmetic pens keep it a crisp line at any zoom, over
+    a white halo (a child item behind it) that shows on dark photos and white pages alike.
+
+    Both are drawn by Qt alone, opaque and snapped to pixels (the view does not antialias): a Python
+    ``paint`` had to win the GIL back for every region at every repaint of a live run, and an
+    antialiased translucent halo cost ~1 ms a region to draw."""
 
     def __init__(self, region: Region) -> None:
         super().__init__(_rect(region))
         self.number = region.number
         self.cited = region.cited
         self.setZValue(1)
+        self.halo = QGraphicsRectItem(self.rect(), self)
+        self.halo.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent, True)
         self._style: tuple[bool, bool] | None = None
         self.set_style(region.cited, False)
 
@@ -67,30 +74,19 @@ class RegionItem(QGraphicsRectItem):
         self._style = (cited, selected)
         self.cited = cited
         colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
-        pen = QPen(colour, 3.0 if selected else 2.0)
-        pen.setCosmetic(True)
-        pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
-        self.setPen(pen)
+        width = 3.0 if selected else 2.0
+        self.setPen(_cosmetic_pen(colour, width))
+        self.halo.setPen(_cosmetic_pen(QColor(255, 255, 255), width + 2.0))
         fill = QColor(colour)
         fill.setAlpha(46 if selected else 18 if cited else 0)
         self.setBrush(QBrush(fill) if fill.alpha() else Qt.BrushStyle.NoBrush)
-        # a white halo under the coloured line: visible on dark photos and white pages alike
-        self._halo = QPen(QColor(255, 255, 255), pen.widthF() + 2.0)
-        self._halo.setCosmetic(True)
-        self._halo.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
 
-    def paint(
-        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
-    ) -> None:
-        # Axis-aligned lines snapped to pixels, opaque: crisp, and ten times cheaper to draw than an
-        # antialiased translucent halo (~1 ms a region), which every repaint of a live run paid.
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing, False)
-        painter.setPen(self._halo)
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawRect(self.rect())
-        painter.setPen(self.pen())
-        painter.setBrush(self.brush())
-        painter.drawRect(self.rect())
+
+def _cosmetic_pen(colour: QColor, width: float) -> QPen:
+    pen = QPen(colour, width)
+    pen.setCosmetic(True)
+    pen.setJoinStyle(Qt.PenJoinStyle.MiterJoin)
+    return pen
 
 
 class BadgeItem(QGraphicsItem):
@@ -147,7 +143,9 @@ class PageView(QGraphicsView):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setScene(QGraphicsScene(self))
-        self.setRenderHints(QPainter.RenderHint.Antialiasing | QPainter.RenderHint.SmoothPixmapTransform)
+        # No antialiasing: the regions are axis-aligned lines, crisper and far cheaper snapped to
+        # pixels; the badges antialias themselves (once, cached).
+        self.setRenderHints(QPainter.RenderHint.SmoothPixmapTransform)
         self.setDragMode(QGraphicsView.DragMode.ScrollHandDrag)
         self.setTransformationAnchor(QGraphicsView.ViewportAnchor.NoAnchor)
         self.setResizeAnchor(QGraphicsView.ViewportAnchor.AnchorViewCenter)
