@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPalette, QPen, QPixmap
+from PySide6.QtCore import QRect, QRectF, Qt, Signal
+from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPalette, QPen, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.run.evidence import Region
@@ -16,22 +16,27 @@ from vrag_desktop.qt.infra.theme import color as theme_colour
 
 # ---------------------------------------------------------------------- the crops
 class CropImage(QWidget):
-    """A crop's full-resolution pixmap, drawn to the panel's width (up to 2× for tiny crops)."""
+    """A crop's full-resolution pixmap, drawn to the panel's width (up to 2× for tiny crops).
+
+    Its height follows its width, set when either changes, rather than answered to the layout's
+    ``heightForWidth`` questions: a layout pass asked each card about a hundred times per new crop,
+    each a Python call that had to win the GIL back while a run or an indexing job held it."""
 
     MAX_UPSCALE = 2.0
+    EMPTY_HEIGHT = 48
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.pixmap: QPixmap | None = None
         self.text = "loading…"
-        sp = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
-        sp.setHeightForWidth(True)
-        self.setSizePolicy(sp)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self.setMinimumWidth(64)
+        self._fit_height()
 
     def set_pixmap(self, pixmap: QPixmap | None, text: str = "") -> None:
         self.pixmap = pixmap
         self.text = text
-        self.updateGeometry()
+        self._fit_height()
         self.update()
 
     def _scale(self, width: int) -> float:
@@ -39,21 +44,20 @@ class CropImage(QWidget):
             return 0.0
         return min(width / self.pixmap.width(), self.MAX_UPSCALE)
 
-    def hasHeightForWidth(self) -> bool:
-        return True
-
-    def heightForWidth(self, width: int) -> int:
+    def height_for(self, width: int) -> int:
         if self.pixmap is None or self.pixmap.isNull():
-            return 48
+            return self.EMPTY_HEIGHT
         return max(1, round(self.pixmap.height() * self._scale(width)))
 
-    def sizeHint(self) -> QSize:
-        if self.pixmap is None or self.pixmap.isNull():
-            return QSize(200, 48)
-        return QSize(min(self.pixmap.width(), 480), self.heightForWidth(min(self.pixmap.width(), 480)))
+    def _fit_height(self) -> None:
+        height = self.height_for(self.width())
+        if height != self.height() or self.minimumHeight() != height:
+            self.setFixedHeight(height)
 
-    def minimumSizeHint(self) -> QSize:
-        return QSize(64, 32)
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        if event.size().width() != event.oldSize().width():
+            self._fit_height()
+        super().resizeEvent(event)
 
     def paintEvent(self, event: Any) -> None:
         with QPainter(self) as painter:  # ended on every path, whatever holds this frame
