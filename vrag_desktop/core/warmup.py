@@ -6,7 +6,9 @@ held, so whichever thread does it â€” the indexing worker, or a run's searcher â
 thread, the window's included, once per app start. Here the same libraries are first mapped with
 the C library's ``dlopen`` called through ctypes, which releases the GIL for the duration of a
 foreign call; the later ``import`` then finds them loaded and only runs the modules' Python-level
-set-up, in short slices other threads interleave with. The imports run with the collector paused
+set-up, in short slices other threads interleave with. The modules a model's first load imports come
+too: ``transformers`` defers ~1,400 of them (torch._dynamo, sympy, scipy: ~3 s on two cores) until a
+model class is first touched, which was the first indexing's embedder load. The imports run with the collector paused
 and the survivors frozen afterwards (:func:`~vrag_desktop.core.long_lived.long_lived`), so no full
 collection walks torch's objects in the middle.
 
@@ -39,13 +41,24 @@ NATIVE = (
     ("safetensors", "_safetensors_rust*.so"),
     ("onnxruntime", "capi/onnxruntime_pybind11_state*.so"),
     ("cv2", "cv2*.so"),
+    ("faiss", "_swigfaiss*.so"),
 )
-#: Python modules imported after the native ones: what loading the embedder and the OCR engine import,
-#: then what a person's first question imports (the run's assembly on the GUI thread, the model's
-#: HTTP client on the run's thread).
+#: Python modules imported after the native ones: what loading the embedder, the index and the OCR
+#: engine import, then what a person's first question imports (the run's assembly on the GUI thread,
+#: the model's HTTP client on the run's thread).
 MODULES = (
     "torch",
     "transformers",
+    # what loading any model imports on top (~3 s of imports: torch._dynamo, sympy, scipy); the
+    # package itself defers them until a model class is first touched
+    "transformers.modeling_utils",
+    "transformers.activations",
+    "transformers.masking_utils",
+    "transformers.modeling_layers",
+    "transformers.models.auto.auto_factory",
+    "transformers.tokenization_utils_tokenizers",
+    "vrag_desktop.core.embedders.minilm",
+    "faiss",
     "onnxruntime",
     "cv2",
     "vrag_desktop.api",
