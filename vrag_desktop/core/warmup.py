@@ -6,11 +6,12 @@ held, so whichever thread does it â€” the indexing worker, or a run's searcher â
 thread, the window's included, once per app start. Here the same libraries are first mapped with
 the C library's ``dlopen`` called through ctypes, which releases the GIL for the duration of a
 foreign call; the later ``import`` then finds them loaded and only runs the modules' Python-level
-set-up, in short slices other threads interleave with. The modules a model's first load imports come
-too: ``transformers`` defers ~1,400 of them (torch._dynamo, sympy, scipy: ~3 s on two cores) until a
-model class is first touched, which was the first indexing's embedder load. The imports run with the collector paused
-and the survivors frozen afterwards (:func:`~vrag_desktop.core.long_lived.long_lived`), so no full
-collection walks torch's objects in the middle.
+set-up, in short slices other threads interleave with. The modules a model's first load imports
+come too: ``transformers`` defers ~1,400 of them (torch._dynamo, sympy, scipy: ~3 s on two cores)
+until a model class is first touched, which was the first indexing's embedder load. The imports run
+with the collector paused and the survivors frozen afterwards
+(:func:`~vrag_desktop.core.long_lived.long_lived`), so no full collection walks torch's objects in
+the middle.
 
 Core code, no Qt: the app calls :func:`start` once its window shows. ``VRAG_DESKTOP_NO_WARMUP=1``
 turns it off (a session that never indexes nor searches locally saves torch's memory).
