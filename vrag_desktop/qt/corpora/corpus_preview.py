@@ -14,7 +14,7 @@ from vrag_desktop.core.corpus.status import read_items
 from vrag_desktop.qt.corpora.corpora_tree import PreviewTarget
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import set_role
-from vrag_desktop.qt.infra.thumbnails import ThumbnailStrip
+from vrag_desktop.qt.infra.thumbnails import ThumbnailStrip, item_keys
 
 NOTHING_SELECTED = "Select a corpus or a file to see its pages."
 
@@ -65,9 +65,9 @@ class CorpusPreview(QWidget):
         if corpora_dir is None:
             return
 
-        def show(result: tuple[list[Any], int]) -> None:
-            items, total = result
-            self.strip.show_items(items)
+        def show(result: tuple[list[Any], int, list[Any]]) -> None:
+            items, total, keys = result
+            self.strip.show_items(items, keys)
             if total == 0:
                 self.label.setText(f"{label}: nothing indexed yet")
             elif len(items) < total:
@@ -77,10 +77,16 @@ class CorpusPreview(QWidget):
 
         self._reading.start(
             run_call,
-            read_items,
+            _read_with_keys,
             corpora_dir / name,
             sid,
             self.LIMIT,
             on_done=self._guard(show),
             on_error=self._guard(lambda _exc: None),  # removed meanwhile: the refresh will say so
         )
+
+
+def _read_with_keys(corpus_dir: Path, sid: int | None, limit: int) -> tuple[list[Any], int, list[Any]]:
+    """(Pool.) The items to show, their total, and their thumbnail cache keys."""
+    items, total = read_items(corpus_dir, sid, limit)
+    return items, total, item_keys(items)

@@ -108,6 +108,11 @@ def placeholder(kind: str, size: int = ICON_PX) -> QPixmap:
     return pm
 
 
+def item_keys(items: Sequence[PreviewItem]) -> list[tuple[str, int] | None]:
+    """(Any thread.) The thumbnail cache keys of ``items``; None for text and for a missing file."""
+    return [ThumbnailCache.key(it.image_path) if it.image_path else None for it in items]
+
+
 class ThumbnailStrip(QListWidget):
     """Horizontal icon strip; ``show_items`` replaces its content, images arrive as they decode."""
 
@@ -134,19 +139,32 @@ class ThumbnailStrip(QListWidget):
         self._generation = 0
         self._waiting = 0
         self._placeholders: dict[str, QIcon] = {}
+        self._shown: list[tuple[PreviewItem, tuple[str, int] | None]] = []  # what the rows show
 
     def _placeholder(self, kind: str) -> QIcon:
         if kind not in self._placeholders:
             self._placeholders[kind] = QIcon(placeholder(kind))
         return self._placeholders[kind]
 
-    def show_items(self, items: Sequence[PreviewItem]) -> None:
-        """Show ``items``: cached thumbnails at once, the rest as they are decoded on the pool."""
-        self._generation += 1
+    def show_items(
+        self, items: Sequence[PreviewItem], keys: Sequence[tuple[str, int] | None] | None = None
+    ) -> None:
+        """Show ``items``: cached thumbnails at once, the rest as they are decoded on the pool.
+
+        ``keys``: the items' cache keys from :func:`item_keys`, read off the GUI thread (a file stat
+        each, which also hands the GIL away each time). A list that only grew since the last call (a
+        corpus being indexed, refreshed every half second) keeps the rows shown and adds the rest."""
+        shown = list(zip(items, item_keys(items) if keys is None else keys, strict=True))
+        if self._shown and shown[: len(self._shown)] == self._shown:
+            new = shown[len(self._shown) :]
+        else:
+            self._generation += 1
+            self.clear()
+            self._waiting = 0
+            new = shown
+        self._shown = shown
         gen = self._generation
-        self.clear()
-        self._waiting = 0
-        for it in items:
+        for it, key in new:
             row = QListWidgetItem(it.caption)
             row.setTextAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
             row.setData(PATH_ROLE, it.image_path)
@@ -156,14 +174,11 @@ class ThumbnailStrip(QListWidget):
             elif not it.image_path:
                 snippet = it.text[:240] + ("…" if len(it.text) > 240 else "")
                 self._set(row, "text", self._placeholder("text"), snippet or f"{it.name} (no text)")
+            elif key is None:
+                self._set(row, "missing", self._placeholder("missing"), f"image not found: {it.image_path}")
             else:
-                key = self.cache.key(it.image_path)
-                cached = self.cache.get(key) if key else None
-                if key is None:
-                    self._set(
-                        row, "missing", self._placeholder("missing"), f"image not found: {it.image_path}"
-                    )
-                elif cached is not None:
+                cached = self.cache.get(key)
+                if cached is not None:
                     self._set(row, "ok", QIcon(QPixmap.fromImage(cached)), it.name)
                 else:
                     self._set(row, "loading", self._placeholder("loading"), it.name)
