@@ -1,0 +1,153 @@
+#!/usr/bin/env python
+"""GUI-thread time per live-run event in a real main window, with the GIL free and with it contended.
+
+A run's events reach the window as queued calls on the GUI thread: the handler runs (``route``),
+then Qt lays out and paints what it changed (``Qt work``, the event loop after it). Each time Qt calls
+back into Python (a ``paint``, a ``heightForWidth``, a ``boundingRect``) or a handler makes a call
+that releases the GIL, the GUI thread must win the GIL back; while another thread runs Python (a
+streaming run's loop, an indexing worker) each such return can wait up to the interpreter's switch
+interval (5 ms). So the same event costs far more under load, in proportion to those crossings.
+
+A :class:`MainWindow` (offscreen, 1600×1000) is fed the events of a 10-step VRAG-shaped run (30
+thinking pieces, a search with five hits, the page shown, a region and its crop, the step's timing;
+pages alternate between three documents) once with no other thread running, then once in a fresh
+process while a pure-Python thread spins. ``--tree`` measures another source tree (a baseline
+checkout), so before and after run on one machine in one go:
+
+    git worktree add /tmp/work/baseline 68efbc8
+    .venv/bin/python bench/window_events.py --tree /tmp/work/baseline
+    .venv/bin/python bench/window_events.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+KINDS = ("ThinkDelta", "SearchStarted", "SearchResults", "ImageShown", "BBox", "Crop", "Timing")
+
+
+def feed_run(contended: bool, steps: int) -> dict[str, Any]:
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PIL import Image
+    from PySide6.QtWidgets import QApplication
+
+    from vrag_desktop.core.agents.events import (
+        BBox,
+        Crop,
+        ImageShown,
+        SearchResults,
+        SearchStarted,
+        ThinkDelta,
+        Timing,
+    )
+    from vrag_desktop.core.search.hit import Hit
+    from vrag_desktop.core.settings import AppSettings, save_settings
+    from vrag_desktop.qt.context import AppContext
+    from vrag_desktop.qt.main_window import MainWindow
+
+    app = QApplication.instance() or QApplication([])
+    tmp = Path(tempfile.mkdtemp())
+    save_settings(AppSettings(first_run_done=True), tmp / "c")
+    ctx = AppContext.for_dirs(data_dir=tmp / "d", config_dir=tmp / "c")
+    window = MainWindow(ctx, first_run=False)
+    window.resize(1600, 1000)
+    window.show()
+    for _ in range(20):
+        app.processEvents()
+    img = tmp / "page.jpg"
+    Image.new("RGB", (1140, 1612), "white").save(img)
+    window.ask.begin("How heavy is the payload?")
+    stop = threading.Event()
+    if contended:
+
+        def spin() -> None:
+            while not stop.is_set():
+                sum(range(200))
+
+        threading.Thread(target=spin, daemon=True).start()
+    cost: dict[str, list[tuple[float, float]]] = {}
+
+    def feed(ev: Any) -> None:
+        t = time.perf_counter()
+        window._route_event(ev)
+        t1 = time.perf_counter()
+        app.processEvents()
+        t2 = time.perf_counter()
+        cost.setdefault(type(ev).__name__, []).append(((t1 - t) * 1000, (t2 - t1) * 1000))
+
+    for step in range(1, steps + 1):
+        doc = f"/x/doc{step % 3}.pdf"
+        for _ in range(30):
+            feed(ThinkDelta(step=step, content="word " * 20))
+        feed(SearchStarted(step=step, content="payload weight"))
+        hits = tuple(
+            Hit(0.5 + k / 100, f"doc{k}_{step}", f"/x/doc{k}.pdf", "page", page=k + 1, image=str(img))
+            for k in range(5)
+        )
+        feed(SearchResults(step=step, content="payload weight", hits=hits, shown=(0,)))
+        feed(ImageShown(step=step, image=str(img), raw=str(img), width=1140, height=1612, source=doc, page=1))
+        feed(BBox(step=step, content="[1, 2, 300, 400]", box=(1, 2, 300, 400)))
+        region = (10 + 20 * step, 20, 300, 400 + 30 * step)
+        pic = str(img)
+        feed(Crop(step=step, region=region, raw=pic, image=pic, width=290, height=380, source=doc, page=1))
+        feed(Timing(step=step, model_seconds=1.0, tool_seconds=0.2))
+        time.sleep(0.11)  # the transcript's 100 ms timer
+        app.processEvents()
+    stop.set()
+    return {
+        kind: {
+            "n": len(xs),
+            "route_ms_p50": round(statistics.median(a for a, _ in xs), 2),
+            "qt_ms_p50": round(statistics.median(b for _, b in xs), 2),
+            "total_ms_max": round(max(a + b for a, b in xs), 2),
+        }
+        for kind, xs in cost.items()
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--tree", type=Path, default=ROOT, help="the source tree to measure (default: this one)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--one", choices=("quiet", "contended"), help=argparse.SUPPRESS)  # a child's mode
+    args = ap.parse_args()
+    tree = args.tree.resolve()
+    sys.path.insert(0, str(tree))
+    if args.one:
+        print(json.dumps(feed_run(args.one == "contended", args.steps)))
+        return
+    out: dict[str, Any] = {"tree": str(tree)}
+    for mode in ("quiet", "contended"):  # a fresh process each: the spinning thread cannot be undone
+        cmd = [sys.executable, __file__, "--tree", str(tree), "--steps", str(args.steps), "--one", mode]
+        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+        out[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"tree {tree}: {args.steps} steps")
+    print("| event | quiet: handler p50 ms | quiet: Qt work p50 ms | contended: handler p50 ms | "
+          "contended: Qt work p50 ms | contended: max ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
+    for kind in KINDS:
+        q, c = out["quiet"].get(kind), out["contended"].get(kind)
+        if q and c:
+            print(
+                f"| {kind} | {q['route_ms_p50']} | {q['qt_ms_p50']} | {c['route_ms_p50']} | "
+                f"{c['qt_ms_p50']} | {c['total_ms_max']} |"
+            )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
