@@ -16,7 +16,6 @@ measures another source tree (a baseline checkout), so before and after run on o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -24,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from _report import row, save_json  # bench/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -100,10 +101,8 @@ def main() -> None:
     print("| GIL | repaint p50 ms | repaint max ms |")
     print("|---|---|---|")
     for label in ("quiet", "contended"):
-        print(f"| {label} | {r[f'{label}_ms_p50']} | {r[f'{label}_ms_max']} |")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(r, indent=1))
+        print(row(label, r[f"{label}_ms_p50"], r[f"{label}_ms_max"]))
+    save_json(args.json, r)
 
 
 if __name__ == "__main__":

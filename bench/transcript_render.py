@@ -18,7 +18,6 @@ streamed text are reported apart from whole-document draws. ``--tree`` measures 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -26,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _report import row, save_json  # bench/ is the script's folder, first on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -112,16 +113,12 @@ def main() -> None:
     print(f"tree {args.tree}: {r['steps']} steps, {r['blocks']} blocks")
     print("| draws | n | draw p50 ms | Qt layout + paint p50 ms | total p50 ms | total max ms |")
     print("|---|---|---|---|---|---|")
-    for label in ("whole", "append"):
-        if label in r:
-            x = r[label]
-            print(
-                f"| {label} | {x['draws']} | {x['draw_ms_p50']} | {x['events_ms_p50']} | "
-                f"{x['total_ms_p50']} | {x['total_ms_max']} |"
-            )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(r, indent=1))
+    for label in (k for k in ("whole", "append") if k in r):
+        x = r[label]
+        print(
+            row(label, x["draws"], x["draw_ms_p50"], x["events_ms_p50"], x["total_ms_p50"], x["total_ms_max"])
+        )
+    save_json(args.json, r)
 
 
 if __name__ == "__main__":

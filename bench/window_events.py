@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _report import row, save_json  # bench/ is the script's folder, first on sys.path
+
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("ThinkDelta", "SearchStarted", "SearchResults", "ImageShown", "BBox", "Crop", "Timing")
 
@@ -137,16 +139,12 @@ def main() -> None:
     print("| event | quiet: handler p50 ms | quiet: Qt work p50 ms | contended: handler p50 ms | "
           "contended: Qt work p50 ms | contended: max ms |")  # fmt: skip
     print("|---|---|---|---|---|---|")
-    for kind in KINDS:
-        q, c = out["quiet"].get(kind), out["contended"].get(kind)
-        if q and c:
-            print(
-                f"| {kind} | {q['route_ms_p50']} | {q['qt_ms_p50']} | {c['route_ms_p50']} | "
-                f"{c['qt_ms_p50']} | {c['total_ms_max']} |"
-            )
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+    for kind in (k for k in KINDS if k in out["quiet"] and k in out["contended"]):
+        q, c = out["quiet"][kind], out["contended"][kind]
+        print(
+            row(kind, q["route_ms_p50"], q["qt_ms_p50"], c["route_ms_p50"], c["qt_ms_p50"], c["total_ms_max"])
+        )
+    save_json(args.json, out)
 
 
 if __name__ == "__main__":

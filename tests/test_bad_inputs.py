@@ -404,8 +404,9 @@ def test_file_deleted_while_indexing(library, make_pdf, tmp_path, minilm, monkey
     corpus.add_paths([folder])
     drain(corpus.scan())
     gen = corpus.build(minilm)
+    assert next(gen).done == 0  # the embedder is ready; the first batch comes next
     first = next(gen)
-    assert first.done < BIG_PAGES
+    assert 0 < first.done < BIG_PAGES  # mid-build
     big.unlink()
     report = drain(gen)
     assert report is not None and not report.cancelled
@@ -440,8 +441,9 @@ def test_file_changed_while_indexing(library, make_pdf, tmp_path, minilm, monkey
     corpus.add_paths([folder])
     drain(corpus.scan())
     gen = corpus.build(minilm)
+    assert next(gen).done == 0  # the embedder is ready; the first batch comes next
     first = next(gen)
-    assert first.done < BIG_PAGES
+    assert 0 < first.done < BIG_PAGES  # mid-build
     new = make_pdf("big.pdf", new_pages, folder=tmp_path / "staging")
     if how == "in-place":  # same inode, overwritten under the reader's feet
         with open(big, "r+b") as f:

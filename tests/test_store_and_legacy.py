@@ -371,6 +371,8 @@ def test_cancel_keeps_work_and_resume_completes(
     drain(corpus.scan())
     token = CancelToken()
     gen = corpus.build(minilm, token)
+    start = next(gen)  # said before the first batch is derived: the embedder is ready
+    assert (start.phase, start.done, start.total) == ("index", 0, 30)
     first = next(gen)
     assert first.phase == "index" and first.total == 30 and 0 < first.done < 30 and first.rate > 0
     if how == "token":
