@@ -51,7 +51,7 @@ class CropImage(QWidget):
 
     def _fit_height(self) -> None:
         height = self.height_for(self.width())
-        if height != self.height() or self.minimumHeight() != height:
+        if self.maximumHeight() != height:  # fixed heights only come from here
             self.setFixedHeight(height)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
