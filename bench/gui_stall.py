@@ -695,7 +695,8 @@ class Bench:
         try:  # what qt/app.main does right after the window shows (trees that have it)
             from vrag_desktop.core import warmup
 
-            self.warmup = warmup.start()
+            start = getattr(self.ctx, "start_warmup", warmup.start)  # + the embedder's preload
+            self.warmup = start()
         except ImportError:
             self.warmup = None
         self.hb = Heartbeat()

@@ -13,6 +13,10 @@ with the collector paused and the survivors frozen afterwards
 (:func:`~vrag_desktop.core.long_lived.long_lived`), so no full collection walks torch's objects in
 the middle.
 
+Then, when the app asks (``then``), the embedder itself: its load is another ~0.3 s of Python and
+C calls that hold the GIL (two parses of the tokenizer's JSON, ~20 ms each, are single C calls), which
+the first indexing or question would otherwise spend next to the window's busiest moment.
+
 Core code, no Qt: the app calls :func:`start` once its window shows. ``VRAG_DESKTOP_NO_WARMUP=1``
 turns it off (a session that never indexes nor searches locally saves torch's memory).
 """
@@ -27,6 +31,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from vrag_desktop.core.priority import lower_thread_priority
@@ -111,8 +116,9 @@ def preload_native(native: tuple[tuple[str, str], ...] = NATIVE) -> list[str]:
     return done
 
 
-def warm(modules: tuple[str, ...] = MODULES) -> dict[str, float]:
-    """Preload, then import ``modules`` (those installed); seconds per step, for the log."""
+def warm(modules: tuple[str, ...] = MODULES, then: Callable[[], object] | None = None) -> dict[str, float]:
+    """Preload, import ``modules`` (those installed), then call ``then`` (a failure is logged: whoever
+    needs that work later does it again and reports it); seconds per step, for the log."""
     from vrag_desktop.core.long_lived import long_lived
 
     timings: dict[str, float] = {}
@@ -129,12 +135,19 @@ def warm(modules: tuple[str, ...] = MODULES) -> dict[str, float]:
             except Exception as exc:  # a broken optional package is reported where it is used
                 log.info("warm-up: importing %s failed: %s", name, exc)
             timings[name] = time.perf_counter() - t
+    if then is not None:
+        t = time.perf_counter()
+        try:
+            then()
+        except Exception as exc:
+            log.info("warm-up: %s failed: %s", getattr(then, "__name__", "the last step"), exc)
+        timings[getattr(then, "__name__", "then")] = time.perf_counter() - t
     return timings
 
 
-def start(delay: float = 0.5) -> threading.Thread | None:
-    """Warm up once per process in a daemon thread at low CPU priority, after ``delay`` seconds (the
-    window paints first). Returns the thread, or None when turned off or already started."""
+def start(delay: float = 0.5, then: Callable[[], object] | None = None) -> threading.Thread | None:
+    """:func:`warm` once per process in a daemon thread at low CPU priority, after ``delay`` seconds
+    (the window paints first). Returns the thread, or None when turned off or already started."""
     global _started
     if os.environ.get("VRAG_DESKTOP_NO_WARMUP"):
         return None
@@ -146,7 +159,7 @@ def start(delay: float = 0.5) -> threading.Thread | None:
             lower_thread_priority(10)
             time.sleep(delay)
             t = time.perf_counter()
-            timings = warm()
+            timings = warm(then=then)
             log.info(
                 "warm-up done in %.2f s (%s)",
                 time.perf_counter() - t,

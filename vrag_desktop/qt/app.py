@@ -149,9 +149,7 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
     from vrag_desktop.core.agents import page_views
 
     page_views.configure(ctx.settings.view_cache_mb * page_views.MB)  # the kept page views' cap
-    from vrag_desktop.core import warmup
-
-    warmup.start()  # torch & co. load now, mostly without the GIL, rather than in the first indexing
+    ctx.start_warmup()  # torch & co., then a small embedder, load now rather than in the first indexing
 
     import asyncio
 

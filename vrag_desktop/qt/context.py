@@ -100,6 +100,22 @@ class AppContext:
                     self._cache["embedder"] = (spec, create_embedder(spec))
             return self._cache["embedder"][1]
 
+    def start_warmup(self) -> threading.Thread | None:
+        """Import torch & co. in the background (:mod:`~vrag_desktop.core.warmup`), then load the
+        embedder when it is the small default, so the first indexing or question does not load it
+        next to the window's work."""
+        from vrag_desktop.core import warmup
+
+        return warmup.start(then=self.preload_embedder)
+
+    def preload_embedder(self) -> None:
+        """Load the settings' embedder now if it loads quickly (see ``loads_quickly``); a large one
+        waits until a job or a search needs it."""
+        from vrag_desktop.core.embedders import loads_quickly
+
+        if loads_quickly(self.settings.embedder):
+            self.embedder()
+
     @property
     def log_dir(self) -> Path:
         return self.layout.logs

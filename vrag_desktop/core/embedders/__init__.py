@@ -24,7 +24,15 @@ __all__ = [
     "EmbedderError",
     "EmbedderInfo",
     "create_embedder",
+    "loads_quickly",
 ]
+
+
+def loads_quickly(spec: str | None) -> bool:
+    """Whether ``spec`` names the small text model (MiniLM: ~90 MB on the CPU, loaded in well under a
+    second), which the app loads before anyone asks for it; a vision-language embedder takes
+    gigabytes and is loaded only when a job or a search needs it."""
+    return (spec or DEFAULT_EMBEDDER).strip().lower() in _MINILM_ALIASES
 
 
 def create_embedder(spec: str | None = None, *, device: str | None = None) -> Embedder:

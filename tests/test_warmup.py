@@ -1,0 +1,72 @@
+"""The start-up warm-up: imports, then the app's own last step (loading a small embedder).
+
+Why it matters: the first indexing used to load the embedder next to the window's busiest moment;
+its tokenizer's JSON is parsed in C calls that hold the GIL. The app now loads the small default in
+the warm-up thread, and only that one: a vision-language embedder takes gigabytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+from vrag_desktop.core import warmup
+from vrag_desktop.core.embedders import DEFAULT_EMBEDDER, loads_quickly
+from vrag_desktop.qt.context import AppContext
+
+
+@pytest.mark.parametrize(
+    ("spec", "quick"),
+    [
+        (None, True),
+        ("", True),
+        (DEFAULT_EMBEDDER, True),
+        (" All-MiniLM-L6-v2 ", True),
+        ("sentence-transformers/all-MiniLM-L6-v2", True),
+        ("Qwen/Qwen3-VL-Embedding-2B", False),
+        ("Alibaba-NLP/GVE-3B", False),
+        ("/models/my-gve", False),
+    ],
+)
+def test_only_the_small_text_model_loads_quickly(spec: str | None, quick: bool) -> None:
+    assert loads_quickly(spec) is quick
+
+
+def test_then_runs_after_the_imports_and_is_timed() -> None:
+    seen: list[bool] = []
+
+    def load_model() -> None:
+        seen.append("colorsys" in sys.modules)
+
+    sys.modules.pop("colorsys", None)
+    timings = warmup.warm(modules=("colorsys",), then=load_model)
+    assert seen == [True]  # called once, after the module was imported
+    assert set(timings) >= {"native", "colorsys", "load_model"}
+
+
+def test_a_failing_last_step_is_logged_not_raised(caplog: pytest.LogCaptureFixture) -> None:
+    def load_model() -> None:
+        raise OSError("no weights here")
+
+    with caplog.at_level(logging.INFO, logger="vrag_desktop.core.warmup"):
+        timings = warmup.warm(modules=(), then=load_model)
+    assert "load_model" in timings
+    assert "warm-up: load_model failed: no weights here" in caplog.text
+
+
+def test_the_app_preloads_the_default_embedder_once(tmp_path) -> None:
+    ctx = AppContext.for_dirs(data_dir=tmp_path / "data", config_dir=tmp_path / "cfg")
+    assert loads_quickly(ctx.settings.embedder)
+    ctx.preload_embedder()
+    loaded = ctx._cache.get("embedder")
+    assert loaded is not None and loaded[0] == ctx.settings.embedder
+    assert ctx.embedder() is loaded[1]  # the first job or search finds it loaded
+
+
+def test_a_large_embedder_is_not_preloaded(tmp_path) -> None:
+    ctx = AppContext.for_dirs(data_dir=tmp_path / "data", config_dir=tmp_path / "cfg")
+    ctx.settings.embedder = "Qwen/Qwen3-VL-Embedding-2B"
+    ctx.preload_embedder()  # would fail offline, and take gigabytes online
+    assert "embedder" not in ctx._cache
