@@ -377,3 +377,35 @@ def test_an_event_that_changes_nothing_on_the_page_repaints_nothing(qtbot: Any, 
     assert (paints.seen, styles.seen) == (0, 0)
     view.page_view.select(1)  # a real change still repaints
     qtbot.waitUntil(lambda: paints.seen > 0, timeout=2000)
+
+
+def test_cards_of_a_page_left_are_reused_for_the_next_and_show_only_their_region(
+    qtbot: Any, run: dict[str, Any]
+) -> None:
+    """A page change hands the cards it no longer shows to the next page's regions (a widget made
+    from Python costs GIL round-trips on its first calls); a reused card shows nothing of before."""
+    from vrag_desktop.qt.evidence.crop_cards import CropCard
+
+    view = _view(qtbot)
+    _load(qtbot, view, run["events"])  # page 1 shown: cards 1, 2, 4
+    qtbot.mouseClick(view.cards[4].badge, Qt.MouseButton.LeftButton)
+    made = set(view.crop_panel.findChildren(CropCard))
+    assert len(made) == 3 and view.cards[4].selected
+    for _ in range(3):  # page 2, page 1, ... : no card is made past the first three
+        with qtbot.waitSignal(view.pageLoaded, timeout=5000):
+            assert view.focus(run["src"], 2)
+        with qtbot.waitSignal(view.pageLoaded, timeout=5000):
+            assert view.focus(run["src"], 1)
+    assert set(view.crop_panel.findChildren(CropCard)) == made
+    with qtbot.waitSignal(view.pageLoaded, timeout=5000):
+        assert view.focus(run["src"], 2)
+    card = view.cards[3]
+    assert card in made and card.number == 3 and not card.selected
+    assert card.where.text().startswith("(300, 600) – (700, 850)") and "cited" in card.title.text()
+    assert "Region 3 · step 5" in card.title.text()
+    qtbot.waitUntil(lambda: card.image.pixmap is not None, timeout=5000)
+    pm = card.image.pixmap
+    assert pm is not None and (pm.width(), pm.height()) == (P2[2] - P2[0], P2[3] - P2[1])
+    assert card.isVisibleTo(view) and sum(c.isVisibleTo(view) for c in made) == 1
+    qtbot.mouseClick(card.badge, Qt.MouseButton.LeftButton)  # its click names its new region
+    assert view.page_view.selected == 3 and card.selected

@@ -55,6 +55,7 @@ class EvidenceView(QWidget):
     # Pick mode (labelling): a click asks to toggle (page key, region number, or None for the page).
     pickToggled = Signal(str, object)
     page_view: PageView  # built in _build, after the buttons that act on it
+    SPARE_CARDS = 12  # hidden crop cards kept for the next pages' regions
 
     def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -69,6 +70,7 @@ class EvidenceView(QWidget):
         self._pending: int | None = None  # region to centre on once the page is loaded
         self._follow = True  # live: show each new page/crop until the person picks a page
         self.cards: dict[int, CropCard] = {}
+        self._spare_cards: list[CropCard] = []
         self.picking = False
         self.picked: set[tuple[str, int | None]] = set()
         self._build()
@@ -387,22 +389,34 @@ class EvidenceView(QWidget):
             self._follow = False
 
     def _set_cards(self, regions: list[Region]) -> None:
-        """Make the crop cards match ``regions`` (kept cards keep their pixels)."""
+        """Make the crop cards match ``regions`` (kept cards keep their pixels). Cards no longer
+        wanted are kept hidden and reused (see :class:`CropCard`), up to ``SPARE_CARDS``."""
         wanted = {r.number for r in regions}
         for number in [n for n in self.cards if n not in wanted]:
             card = self.cards.pop(number)
             self.crop_layout.removeWidget(card)
-            card.hide()  # at once: deletion waits for the event loop
-            card.deleteLater()
-        for r in regions:
-            found = self.cards.get(r.number)
-            if found is None:
-                card = self.cards[r.number] = CropCard(r, self.crop_panel)
-                card.clicked.connect(self._card_clicked)
-                self.crop_layout.insertWidget(self.crop_layout.count() - 1, card)
+            card.hide()
+            if len(self._spare_cards) < self.SPARE_CARDS:
+                card.set_crop(None, missing=" ")  # its pixels go now
+                self._spare_cards.append(card)
             else:
-                card = found
+                card.deleteLater()
+        for r in regions:
+            card = self.cards.get(r.number)
+            if card is None:
+                card = self.cards[r.number] = self._new_card(r)
+                self.crop_layout.insertWidget(self.crop_layout.count() - 1, card)
+                card.show()
             card.update_region(r, r.number == self.page_view.selected)
+
+    def _new_card(self, region: Region) -> CropCard:
+        if self._spare_cards:
+            card = self._spare_cards.pop()
+            card.reset(region)
+            return card
+        card = CropCard(region, self.crop_panel)
+        card.clicked.connect(self._card_clicked)
+        return card
 
     def _card_clicked(self, number: int) -> None:
         if self.loaded == self.current:
