@@ -402,9 +402,10 @@ class EvidenceView(QWidget):
             else:
                 card.deleteLater()
         for r in regions:
-            card = self.cards.get(r.number)
-            if card is None:
-                card = self.cards[r.number] = self._new_card(r)
+            kept = self.cards.get(r.number)
+            card = kept if kept is not None else self._new_card(r)
+            if kept is None:
+                self.cards[r.number] = card
                 self.crop_layout.insertWidget(self.crop_layout.count() - 1, card)
                 card.show()
             card.update_region(r, r.number == self.page_view.selected)
