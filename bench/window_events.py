@@ -10,7 +10,7 @@ interval (5 ms). So the same event costs far more under load, in proportion to t
 
 A :class:`MainWindow` (offscreen, 1600×1000) is fed the events of a 10-step VRAG-shaped run (30
 thinking pieces, a search with five hits, the page shown, a region and its crop, the step's timing;
-pages alternate between three documents) once with no other thread running, then once in a fresh
+pages alternate between three documents and their images) once with no other thread running, then once in a fresh
 process while a pure-Python thread spins. ``--tree`` measures another source tree (a baseline
 checkout), so before and after run on one machine in one go:
 
@@ -67,8 +67,9 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
     window.show()
     for _ in range(20):
         app.processEvents()
-    img = tmp / "page.jpg"
-    Image.new("RGB", (1140, 1612), "white").save(img)
+    pages = [tmp / f"page{i}.jpg" for i in range(3)]  # the evidence view keys pages by image path
+    for page in pages:
+        Image.new("RGB", (1140, 1612), "white").save(page)
     window.ask.begin("How heavy is the payload?")
     stop = threading.Event()
     if contended:
@@ -89,7 +90,7 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
         cost.setdefault(type(ev).__name__, []).append(((t1 - t) * 1000, (t2 - t1) * 1000))
 
     for step in range(1, steps + 1):
-        doc = f"/x/doc{step % 3}.pdf"
+        doc, img = f"/x/doc{step % 3}.pdf", pages[step % 3]
         for _ in range(30):
             feed(ThinkDelta(step=step, content="word " * 20))
         feed(SearchStarted(step=step, content="payload weight"))
