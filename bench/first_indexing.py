@@ -31,30 +31,20 @@ from pathlib import Path
 from typing import Any
 
 from _report import row, save_json  # bench/ is the script's folder, first on sys.path
+from _window import open_window
 
 ROOT = Path(__file__).resolve().parents[1]
 WINDOW_S = 1.3
 
 
 def one_trial(docs: Path, loaded: bool) -> dict[str, Any]:
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from PySide6.QtCore import Qt, QTimer
-    from PySide6.QtWidgets import QApplication
 
     from vrag_desktop.core import warmup
-    from vrag_desktop.core.settings import AppSettings, save_settings
-    from vrag_desktop.qt.context import AppContext
-    from vrag_desktop.qt.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication([])
+    app, ctx, window, _tmp = open_window()
     warmup.warm()
-    work = Path(tempfile.mkdtemp())
-    save_settings(AppSettings(first_run_done=True), work / "cfg")
-    ctx = AppContext.for_dirs(data_dir=work / "data", config_dir=work / "cfg")
-    window = MainWindow(ctx, first_run=False)
-    window.resize(1600, 1000)
-    window.show()
     if loaded:
         ctx.embedder()
     end = time.perf_counter() + 2

@@ -23,26 +23,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from _report import row, save_json  # bench/ is the script's folder, first on sys.path
+from _window import open_window
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("ThinkDelta", "SearchStarted", "SearchResults", "ImageShown", "BBox", "Crop", "Timing")
 
 
 def feed_run(contended: bool, steps: int) -> dict[str, Any]:
-    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PIL import Image
-    from PySide6.QtWidgets import QApplication
 
     from vrag_desktop.core.agents.events import (
         BBox,
@@ -54,17 +51,8 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
         Timing,
     )
     from vrag_desktop.core.search.hit import Hit
-    from vrag_desktop.core.settings import AppSettings, save_settings
-    from vrag_desktop.qt.context import AppContext
-    from vrag_desktop.qt.main_window import MainWindow
 
-    app = QApplication.instance() or QApplication([])
-    tmp = Path(tempfile.mkdtemp())
-    save_settings(AppSettings(first_run_done=True), tmp / "c")
-    ctx = AppContext.for_dirs(data_dir=tmp / "d", config_dir=tmp / "c")
-    window = MainWindow(ctx, first_run=False)
-    window.resize(1600, 1000)
-    window.show()
+    app, _ctx, window, tmp = open_window()
     for _ in range(20):
         app.processEvents()
     pages = [tmp / f"page{i}.jpg" for i in range(3)]  # the evidence view keys pages by image path
