@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from PySide6.QtCore import QEvent, QRectF, Qt, Signal
-from PySide6.QtGui import QTransform
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QPalette, QTransform
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent
 
 from vrag_desktop.core.agents.events import AgentEvent
@@ -211,8 +211,10 @@ class GraphScene(QGraphicsScene):
                 break
 
     # ------------------------------------------------------------------ palette
-    def event(self, ev: QEvent) -> bool:
-        if ev.type() == QEvent.Type.PaletteChange:
-            for item in self.items():
-                item.update()
-        return super().event(ev)
+    def set_palette(self, palette: QPalette) -> None:
+        """Take the view's palette and redraw the items, which paint from it. (Not an ``event``
+        override: that made every event the scene gets, its own update calls included, a Python
+        call that had to win the GIL back while a run streamed.)"""
+        self.setPalette(palette)
+        for item in self.items():
+            item.update()

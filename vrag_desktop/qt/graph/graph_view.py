@@ -91,7 +91,7 @@ class GraphView(QGraphicsView):
                     sig.disconnect(slot)
         super().setScene(scene)
         if isinstance(scene, GraphScene):
-            scene.setPalette(self.palette())
+            scene.set_palette(self.palette())
             scene.nodesAdded.connect(self._on_nodes_added)
             scene.nodeClicked.connect(self.nodeClicked.emit)
             scene.trainingChanged.connect(self._update_legend)
@@ -320,7 +320,7 @@ class GraphView(QGraphicsView):
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange and isinstance(self.scene(), GraphScene):
-            self.graph_scene().setPalette(self.palette())
+            self.graph_scene().set_palette(self.palette())
             self.resetCachedContent()
             self._update_legend()
         super().changeEvent(event)
