@@ -400,7 +400,7 @@ def test_cards_of_a_page_left_are_reused_for_the_next_and_show_only_their_region
     with qtbot.waitSignal(view.pageLoaded, timeout=5000):
         assert view.focus(run["src"], 2)
     card = view.cards[3]
-    assert card in made and card.number == 3 and not card.selected
+    assert card in made and card.number == 3 and card.badge.text() == "3" and not card.selected
     assert card.where.text().startswith("(300, 600) – (700, 850)") and "cited" in card.title.text()
     assert "Region 3 · step 5" in card.title.text()
     qtbot.waitUntil(lambda: card.image.pixmap is not None, timeout=5000)

@@ -122,6 +122,7 @@ class CropCard(QFrame):
         self.number = region.number
         self.selected = False
         self.colour = region_colour(region)
+        self.badge.setText(str(region.number))
         self.where.setText(region.text)
         self.image.set_pixmap(None, "loading…")
         self.image.setToolTip("")
