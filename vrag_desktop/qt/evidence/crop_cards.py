@@ -86,9 +86,6 @@ class CropCard(QFrame):
 
     def __init__(self, region: Region, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.number = region.number
-        self.selected = False
-        self.colour = region_colour(region)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 8)
@@ -96,7 +93,6 @@ class CropCard(QFrame):
         head = QHBoxLayout()
         head.setSpacing(6)
         self.badge = QToolButton(self)
-        self.badge.setText(str(region.number))
         self.badge.setToolTip("Show this region on the page")
         self.badge.setAutoRaise(True)
         self.badge.clicked.connect(lambda: self.clicked.emit(self.number))
@@ -105,7 +101,7 @@ class CropCard(QFrame):
         head.addWidget(self.badge)
         head.addWidget(self.title, 1)
         lay.addLayout(head)
-        self.where = QLabel(region.text, self)
+        self.where = QLabel(self)
         self.where.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.where.setWordWrap(True)
         small = self.where.font()
@@ -115,10 +111,11 @@ class CropCard(QFrame):
         lay.addWidget(self.where)
         self.image = CropImage(self)
         lay.addWidget(self.image)
-        self.update_region(region, False)
+        self.reset(region)
 
     def reset(self, region: Region) -> None:
-        """Show another region, as a new card would: its box, no pixels yet, not selected."""
+        """Show ``region``: its number and box, no pixels yet, not selected (a new card, or one the
+        evidence view reuses)."""
         self.number = region.number
         self.selected = False
         self.colour = region_colour(region)

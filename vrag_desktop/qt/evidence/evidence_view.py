@@ -397,7 +397,7 @@ class EvidenceView(QWidget):
             self.crop_layout.removeWidget(card)
             card.hide()
             if len(self._spare_cards) < self.SPARE_CARDS:
-                card.set_crop(None, missing=" ")  # its pixels go now
+                card.image.set_pixmap(None)  # its pixels go now
                 self._spare_cards.append(card)
             else:
                 card.deleteLater()
