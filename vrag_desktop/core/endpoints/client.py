@@ -13,21 +13,20 @@ Every error message goes through :func:`redact` so API keys never reach the UI o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError
 from vrag_desktop.core.endpoints.content import image_data_uri, image_part, redact
 from vrag_desktop.core.endpoints.failures import Cut, Failure, classify
 from vrag_desktop.core.endpoints.received import Received
-
-if TYPE_CHECKING:
-    pass
+from vrag_desktop.core.endpoints.sse import PACE_S, sse_data
 
 __all__ = [
     "ConnectionCheck",
@@ -140,6 +139,7 @@ class OpenAIChatModel(AsyncClosing):
         default_headers: Mapping[str, str] | None = None,
         include_usage: bool = True,
         on_retry: Callable[[int, float, EndpointError], None] | None = None,
+        stream_pace_s: float = PACE_S,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
@@ -157,6 +157,7 @@ class OpenAIChatModel(AsyncClosing):
         self.default_headers = dict(default_headers or {})
         self.include_usage = include_usage
         self.on_retry = on_retry
+        self.stream_pace_s = stream_pace_s  # the shortest time between two reads of a stream (sse.py)
         self._api_key = api_key
         self._sdk: Any = None
         self._sdk_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
@@ -273,11 +274,11 @@ class OpenAIChatModel(AsyncClosing):
         self, kwargs: dict[str, Any], on_delta: DeltaCallback | None, acc: Received
     ) -> None:
         client = self._client()
-        async with client.chat.completions.with_streaming_response.create(**kwargs) as resp:
-            async for line in resp.iter_lines():
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
+        async with (
+            client.chat.completions.with_streaming_response.create(**kwargs) as resp,
+            contextlib.aclosing(sse_data(resp.iter_text(), self.stream_pace_s)) as events,
+        ):
+            async for data in events:
                 if data == "[DONE]":
                     acc.done = True
                     break
