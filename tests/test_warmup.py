@@ -70,3 +70,47 @@ def test_a_large_embedder_is_not_preloaded(tmp_path) -> None:
     ctx.settings.embedder = "Qwen/Qwen3-VL-Embedding-2B"
     ctx.preload_embedder()  # would fail offline, and take gigabytes online
     assert "embedder" not in ctx._cache
+
+
+FIRST_INDEXING = r"""
+import importlib.machinery, json, sys
+from vrag_desktop.core import warmup
+from vrag_desktop.core.corpus.job import IndexRequest, index_job
+from vrag_desktop.core.corpus.library import Library
+from vrag_desktop.core.embedders import create_embedder
+from vrag_desktop.core.progress import CancelToken
+
+loaded = []
+warmup.warm(then=lambda: loaded.append(create_embedder(None)))  # what the app's warm-up does
+before = set(sys.modules)
+gen = index_job(Library(sys.argv[1]), IndexRequest("first", paths=[sys.argv[2]], create=True),
+                lambda _: loaded[0], CancelToken())
+try:
+    while True:
+        next(gen)
+except StopIteration as stop:
+    indexed = stop.value.stats["indexed_files"]
+native = sorted(
+    name for name in set(sys.modules) - before
+    if str(getattr(sys.modules[name], "__file__", "") or "").endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))
+)
+print(json.dumps({"indexed": indexed, "native": native}))
+"""
+
+
+def test_after_the_warm_up_a_first_indexing_imports_no_native_module(tmp_path, make_pdf) -> None:  # type: ignore[no-untyped-def]
+    """An extension module is imported with the GIL held from its first byte to its last (pymupdf's:
+    ~0.16 s, at the first indexing's scan): the window froze. The warm-up imports them all first."""
+    import json
+    import subprocess
+
+    make_pdf("a.pdf", ["The lighthouse keeper logs the storm.", "Page two: the harbour."])
+    proc = subprocess.run(
+        [sys.executable, "-c", FIRST_INDEXING, str(tmp_path / "data"), str(tmp_path / "docs")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"indexed": 1, "native": []}

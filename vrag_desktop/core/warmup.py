@@ -48,10 +48,12 @@ NATIVE = (
     ("onnxruntime", "capi/onnxruntime_pybind11_state*.so"),
     ("cv2", "cv2*.so"),
     ("faiss", "_swigfaiss*.so"),
+    ("pymupdf", "_*.so"),  # _mupdf and _extra; libmupdf (36 MB) by RPATH
 )
 #: Python modules imported after the native ones: what loading the embedder, the index and the OCR
-#: engine import, then what a person's first question imports (the run's assembly on the GUI thread,
-#: the model's HTTP client on the run's thread).
+#: engine import, and reading a PDF (the first indexing's scan, a crop from a PDF source), then what
+#: a person's first question imports (the run's assembly on the GUI thread, the model's HTTP client
+#: on the run's thread).
 MODULES = (
     "torch",
     "transformers",
@@ -67,6 +69,7 @@ MODULES = (
     "faiss",
     "onnxruntime",
     "cv2",
+    "pymupdf",  # ~0.16 s with the GIL held: unmarshalling its 2 MB SWIG module, making its classes
     "vrag_desktop.api",
     "vrag_desktop.core.run.assemble",
     "vrag_desktop.core.agents.vrag",
