@@ -409,3 +409,30 @@ def test_cards_of_a_page_left_are_reused_for_the_next_and_show_only_their_region
     assert card.isVisibleTo(view) and sum(c.isVisibleTo(view) for c in made) == 1
     qtbot.mouseClick(card.badge, Qt.MouseButton.LeftButton)  # its click names its new region
     assert view.page_view.selected == 3 and card.selected
+
+
+def test_a_crop_is_drawn_by_a_label_scaled_once_to_the_column(qtbot: Any) -> None:
+    """No Python paintEvent (each was a GIL round-trip per card at every repaint of a live run): the
+    crop is scaled when it or the width changes, smoothly when shrunk, at most 2× when enlarged."""
+    from PySide6.QtGui import QColor, QPixmap
+    from PySide6.QtWidgets import QLabel, QWidget
+
+    from vrag_desktop.qt.evidence.crop_cards import CropImage
+
+    assert CropImage.paintEvent is QWidget.paintEvent
+    image = CropImage()
+    qtbot.addWidget(image)
+    label = image.findChild(QLabel)
+    image.resize(300, 10)
+    image.show()
+    assert label.text() == "loading…" and image.height() == CropImage.EMPTY_HEIGHT
+    pm = QPixmap(100, 50)
+    pm.fill(QColor("#c03030"))
+    image.set_pixmap(pm)
+    assert label.pixmap().size().toTuple() == (200, 100) and image.height() == 100  # capped at 2×
+    image.resize(80, image.height())
+    qtbot.waitUntil(lambda: label.pixmap().width() == 80)
+    assert label.pixmap().size().toTuple() == (80, 40) and image.height() == 40
+    assert label.pixmap().toImage().pixelColor(40, 20) == QColor("#c03030")
+    image.set_pixmap(None, "crop unavailable")
+    assert label.text() == "crop unavailable" and label.pixmap().isNull()

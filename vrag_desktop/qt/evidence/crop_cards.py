@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPalette, QPen, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
@@ -20,7 +20,9 @@ class CropImage(QWidget):
 
     Its height follows its width, set when either changes, rather than answered to the layout's
     ``heightForWidth`` questions: a layout pass asked each card about a hundred times per new crop,
-    each a Python call that had to win the GIL back while a run or an indexing job held it."""
+    each a Python call that had to win the GIL back while a run or an indexing job held it. For the
+    same reason a label paints it, scaled once per width: a Python ``paintEvent`` was such a call at
+    every repaint of the column."""
 
     MAX_UPSCALE = 2.0
     EMPTY_HEIGHT = 48
@@ -31,13 +33,21 @@ class CropImage(QWidget):
         self.text = "loading…"
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.setMinimumWidth(64)
+        self._label = QLabel(self)
+        self._label.setWordWrap(True)
+        self._label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self._label)
+        self._drawn: tuple[QPixmap | None, str, int] | None = None  # what the label shows, at which width
         self._fit_height()
+        self._show()
 
     def set_pixmap(self, pixmap: QPixmap | None, text: str = "") -> None:
         self.pixmap = pixmap
         self.text = text
         self._fit_height()
-        self.update()
+        self._show()
 
     def _scale(self, width: int) -> float:
         if self.pixmap is None or self.pixmap.isNull():
@@ -54,24 +64,35 @@ class CropImage(QWidget):
         if self.maximumHeight() != height:  # fixed heights only come from here
             self.setFixedHeight(height)
 
+    def _show(self) -> None:
+        """The pixmap scaled to the width (smoothly when shrunk, square pixels when enlarged, at the
+        screen's density), else the text."""
+        state = (self.pixmap, self.text, self.width())
+        if state == self._drawn:
+            return
+        self._drawn = state
+        if self.pixmap is None or self.pixmap.isNull():
+            self._label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+            self._label.setText(self.text)
+            return
+        k = self._scale(self.width())
+        dpr = self.devicePixelRatioF()
+        w, h = max(1, round(self.pixmap.width() * k * dpr)), max(1, round(self.pixmap.height() * k * dpr))
+        mode = (
+            Qt.TransformationMode.SmoothTransformation
+            if k < 1.0
+            else Qt.TransformationMode.FastTransformation
+        )
+        shown = self.pixmap.scaled(w, h, Qt.AspectRatioMode.IgnoreAspectRatio, mode)
+        shown.setDevicePixelRatio(dpr)
+        self._label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self._label.setPixmap(shown)
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         if event.size().width() != event.oldSize().width():
             self._fit_height()
+            self._show()
         super().resizeEvent(event)
-
-    def paintEvent(self, event: Any) -> None:
-        with QPainter(self) as painter:  # ended on every path, whatever holds this frame
-            self._paint(painter)
-
-    def _paint(self, painter: QPainter) -> None:
-        if self.pixmap is None or self.pixmap.isNull():
-            painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
-            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.text)
-            return
-        k = self._scale(self.width())
-        w, h = round(self.pixmap.width() * k), round(self.pixmap.height() * k)
-        painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, k < 1.0)
-        painter.drawPixmap(QRect(0, 0, w, h), self.pixmap)
 
 
 class CropCard(QFrame):
