@@ -47,38 +47,12 @@ def _rect(region: Region) -> QRectF:
 
 
 # ---------------------------------------------------------------------- graphics items
-class RegionItem(QGraphicsRectItem):
-    """A crop region at its exact raw-pixel rect; cosmetic pens keep it a crisp line at any zoom, over
-    a white halo (a child item behind it) that shows on dark photos and white pages alike.
-
-    Both are drawn by Qt alone, opaque and snapped to pixels (the view does not antialias): a Python
-    ``paint`` had to win the GIL back for every region at every repaint of a live run, and an
-    antialiased translucent halo cost ~1 ms a region to draw."""
-
-    def __init__(self, region: Region) -> None:
-        super().__init__(_rect(region))
-        self.number = region.number
-        self.cited = region.cited
-        self.setZValue(1)
-        self.halo = QGraphicsRectItem(self.rect(), self)
-        self.halo.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent, True)
-        self._style: tuple[bool, bool] | None = None
-        self.set_style(region.cited, False)
-
-    def set_style(self, cited: bool, selected: bool) -> None:
-        """Style the region; a no-op when nothing changed (each event of a live run restyles every
-        region, and a changed item repaints the page under it)."""
-        if self._style == (cited, selected):
-            return
-        self._style = (cited, selected)
-        self.cited = cited
-        colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
-        width = 3.0 if selected else 2.0
-        self.setPen(_cosmetic_pen(colour, width))
-        self.halo.setPen(_cosmetic_pen(QColor(255, 255, 255), width + 2.0))
-        fill = QColor(colour)
-        fill.setAlpha(46 if selected else 18 if cited else 0)
-        self.setBrush(QBrush(fill) if fill.alpha() else Qt.BrushStyle.NoBrush)
+# The page, its regions and their badges are items the scene makes (``addRect``, ``addPixmap``), not
+# Python subclasses. Qt draws them alone: opaque lines snapped to pixels (the view does not
+# antialias), a badge a picture drawn once per number and colour. A Python ``paint`` had to win the
+# GIL back for every region at every repaint of a live run, and so does every virtual method of an
+# item *made* from Python the first time Qt calls it (PySide looks for an override): about ten a
+# item, each up to 5 ms while a run or an indexing job runs Python.
 
 
 def _cosmetic_pen(colour: QColor, width: float) -> QPen:
@@ -88,48 +62,81 @@ def _cosmetic_pen(colour: QColor, width: float) -> QPen:
     return pen
 
 
-class BadgeItem(QGraphicsPixmapItem):
+def add_region(scene: QGraphicsScene, region: Region) -> tuple[QGraphicsRectItem, QGraphicsRectItem]:
+    """A crop region at its exact raw-pixel rect, and its halo: a cosmetic pen keeps it a crisp line
+    at any zoom, over a white halo (a child item behind it) that shows on dark photos and white
+    pages alike."""
+    item = scene.addRect(_rect(region))
+    item.setZValue(1)
+    halo = scene.addRect(item.rect())
+    halo.setParentItem(item)
+    halo.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent, True)
+    style_region(item, halo, region.cited, False)
+    return item, halo
+
+
+def style_region(item: QGraphicsRectItem, halo: QGraphicsRectItem, cited: bool, selected: bool) -> None:
+    """Colour a region (cited or not) and thicken it when selected."""
+    colour = QColor(CITED_COLOUR if cited else REGION_COLOUR)
+    width = 3.0 if selected else 2.0
+    item.setPen(_cosmetic_pen(colour, width))
+    halo.setPen(_cosmetic_pen(QColor(255, 255, 255), width + 2.0))
+    fill = QColor(colour)
+    fill.setAlpha(46 if selected else 18 if cited else 0)
+    item.setBrush(QBrush(fill) if fill.alpha() else Qt.BrushStyle.NoBrush)
+
+
+#: Badge pictures by (number, colour): drawn once, then shared by every badge that shows them.
+_BADGES: dict[tuple[int, int], tuple[QPixmap, QPointF]] = {}
+BADGE_SCALE = 2  # drawn at twice its size: sharp on a high-density screen too
+
+
+def _badge_picture(number: int, colour: QColor) -> tuple[QPixmap, QPointF]:
+    key = (number, colour.rgba())
+    found = _BADGES.get(key)
+    if found is not None:
+        return found
+    font = QFont()
+    font.setBold(True)
+    font.setPointSizeF(max(9.0, font.pointSizeF()))
+    fm = QFontMetrics(font)
+    h = float(fm.height() + 4)
+    w = float(max(h, fm.horizontalAdvance(str(number)) + 10))
+    k = BADGE_SCALE
+    image = QImage(round((w + 2) * k), round((h + 2) * k), QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(k)
+    image.fill(Qt.GlobalColor.transparent)
+    with QPainter(image) as painter:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        r = QRectF(1, 1, w, h)
+        painter.setPen(QPen(QColor(255, 255, 255), 1.5))
+        painter.setBrush(colour)
+        painter.drawRoundedRect(r, h / 2, h / 2)
+        painter.setPen(QColor(255, 255, 255))
+        painter.setFont(font)
+        painter.drawText(r, Qt.AlignmentFlag.AlignCenter, str(number))
+    found = _BADGES[key] = (QPixmap.fromImage(image), QPointF(-(w + 2) / 2, -(h + 2) / 2))
+    return found
+
+
+def add_badge(scene: QGraphicsScene, region: Region) -> QGraphicsPixmapItem:
     """The region's number, centred on its top-left corner at a constant on-screen size (half outside
-    the box, so it hides little of what was cropped). A picture drawn once per colour, so the scene
-    draws it without calling back into Python (see :class:`RegionItem`)."""
+    the box, so it hides little of what was cropped)."""
+    badge = scene.addPixmap(QPixmap())
+    badge.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
+    badge.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
+    badge.setZValue(3)
+    badge.setPos(region.region[0], region.region[1])
+    badge.setToolTip(f"Region {region.number}")
+    colour_badge(badge, region.number, region_colour(region))
+    return badge
 
-    SCALE = 2  # drawn at twice its size: sharp on a high-density screen too
 
-    def __init__(self, region: Region) -> None:
-        super().__init__()
-        self.number = region.number
-        self.colour = QColor()
-        self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIgnoresTransformations, True)
-        self.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
-        self.setZValue(3)
-        self.setPos(region.region[0], region.region[1])
-        self.set_colour(region_colour(region))
-
-    def set_colour(self, colour: QColor) -> None:
-        if colour == self.colour:
-            return
-        self.colour = QColor(colour)
-        font = QFont()
-        font.setBold(True)
-        font.setPointSizeF(max(9.0, font.pointSizeF()))
-        fm = QFontMetrics(font)
-        h = float(fm.height() + 4)
-        w = float(max(h, fm.horizontalAdvance(str(self.number)) + 10))
-        k = self.SCALE
-        image = QImage(round((w + 2) * k), round((h + 2) * k), QImage.Format.Format_ARGB32_Premultiplied)
-        image.setDevicePixelRatio(k)
-        image.fill(Qt.GlobalColor.transparent)
-        with QPainter(image) as painter:
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            r = QRectF(1, 1, w, h)
-            painter.setPen(QPen(QColor(255, 255, 255), 1.5))
-            painter.setBrush(self.colour)
-            painter.drawRoundedRect(r, h / 2, h / 2)
-            painter.setPen(QColor(255, 255, 255))
-            painter.setFont(font)
-            painter.drawText(r, Qt.AlignmentFlag.AlignCenter, str(self.number))
-        self.setPixmap(QPixmap.fromImage(image))
-        self.setOffset(-(w + 2) / 2, -(h + 2) / 2)
+def colour_badge(badge: QGraphicsPixmapItem, number: int, colour: QColor) -> None:
+    pixmap, offset = _badge_picture(number, colour)
+    if badge.pixmap().cacheKey() != pixmap.cacheKey():
+        badge.setPixmap(pixmap)
+        badge.setOffset(offset)
 
 
 # ---------------------------------------------------------------------- the page
@@ -157,8 +164,10 @@ class PageView(QGraphicsView):
         self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
         self.message = ""
         self.pixmap_item: QGraphicsPixmapItem | None = None
-        self.region_items: dict[int, RegionItem] = {}
-        self.badges: dict[int, BadgeItem] = {}
+        self.region_items: dict[int, QGraphicsRectItem] = {}
+        self.badges: dict[int, QGraphicsPixmapItem] = {}
+        self._halos: dict[int, QGraphicsRectItem] = {}
+        self._styles: dict[int, tuple[bool, bool]] = {}  # region -> (cited, selected) as drawn
         self.selected: int | None = None
         self._flash_item: QGraphicsRectItem | None = None
         self._fit_mode = True
@@ -172,6 +181,8 @@ class PageView(QGraphicsView):
         self.pixmap_item = None
         self.region_items.clear()
         self.badges.clear()
+        self._halos.clear()
+        self._styles.clear()
         self.selected = None
         self.message = message
         self.scene().setSceneRect(QRectF())
@@ -182,7 +193,7 @@ class PageView(QGraphicsView):
         self.clear_page()
         w, h = size
         self.scene().setSceneRect(QRectF(0, 0, w, h))
-        item = QGraphicsPixmapItem(QPixmap.fromImage(image))
+        item = self.scene().addPixmap(QPixmap.fromImage(image))
         item.setTransformationMode(Qt.TransformationMode.SmoothTransformation)
         # Scaled once per zoom, then blitted: a region or badge added in a live run repaints the whole
         # viewport, and smooth-scaling the page each time cost ~5 ms of the GUI thread per event.
@@ -190,7 +201,6 @@ class PageView(QGraphicsView):
         if image.width() != w:
             item.setScale(w / image.width())
         item.setZValue(0)
-        self.scene().addItem(item)
         self.pixmap_item = item
         self._fit_mode = True
         self.fit()
@@ -198,19 +208,24 @@ class PageView(QGraphicsView):
     def set_regions(self, regions: Iterable[Region]) -> None:
         """Add the regions not drawn yet; restyle the rest (cited marks arrive with the answer)."""
         for r in regions:
-            item = self.region_items.get(r.number)
-            if item is None:
-                item = self.region_items[r.number] = RegionItem(r)
-                self.scene().addItem(item)
-                badge = self.badges[r.number] = BadgeItem(r)
-                self.scene().addItem(badge)
-            item.set_style(r.cited, r.number == self.selected)
-            self.badges[r.number].set_colour(region_colour(r))
+            if r.number not in self.region_items:
+                self.region_items[r.number], self._halos[r.number] = add_region(self.scene(), r)
+                self.badges[r.number] = add_badge(self.scene(), r)
+                self._styles[r.number] = (r.cited, False)
+            self._style(r.number, r.cited, r.number == self.selected)
+            colour_badge(self.badges[r.number], r.number, region_colour(r))
+
+    def _style(self, number: int, cited: bool, selected: bool) -> None:
+        """Restyle a region; a no-op when nothing changed (each event of a live run restyles every
+        region, and a changed item repaints the page under it)."""
+        if self._styles.get(number) != (cited, selected):
+            self._styles[number] = (cited, selected)
+            style_region(self.region_items[number], self._halos[number], cited, selected)
 
     def select(self, number: int | None) -> None:
         self.selected = number
-        for n, item in self.region_items.items():
-            item.set_style(item.cited, n == number)
+        for n, (cited, _selected) in list(self._styles.items()):
+            self._style(n, cited, n == number)
 
     # ---- zoom and pan
     def scale_factor(self) -> float:
@@ -281,12 +296,10 @@ class PageView(QGraphicsView):
 
     def _flash_rect(self, rect: QRectF) -> None:
         self._stop_flash()
-        mark = QGraphicsRectItem(rect)
         pen = QPen(QColor("#fab005"), 6.0)
         pen.setCosmetic(True)
-        mark.setPen(pen)
+        mark = self.scene().addRect(rect, pen)
         mark.setZValue(2)
-        self.scene().addItem(mark)
         anim = QVariantAnimation(self)
         anim.setStartValue(1.0)
         anim.setEndValue(0.0)
