@@ -2,12 +2,13 @@
 
 Why paced: a model server streams one small chunk per token or two, hundreds a second. Read as they
 come, every chunk wakes the app's event-loop thread for a full turn of the HTTP stack's Python
-(~170 calls), run cold after each idle gap: ~0.5 ms of CPU *holding the GIL* per chunk on the 2-core
-development machine, a quarter of a core at 500 chunks a second, and the GUI thread waits for that
-GIL before each of its own Python calls. Reading at most once per ``pace_s`` lets the chunks that
-came meanwhile arrive in one read: the same text, one wake-up instead of five. The delay (10 ms)
-is far below what a person sees; the transcript redraws every 100 ms. Nothing is sent later: the
-request goes at once, and a chunk that comes after a quiet ``pace_s`` is read as it comes.
+(~170 calls), run cold after each idle gap: 0.3–0.5 ms of CPU *holding the GIL* per chunk on the
+2-core development machine, up to a quarter of a core at 500 chunks a second, and the GUI thread
+waits for that GIL before each of its own Python calls. Waiting up to ``pace_s`` after a read that
+waited on the network lets the chunks that come meanwhile arrive in one read: the same text, one
+wake-up instead of five. The delay (10 ms) is far below what a person sees; the transcript redraws
+every 100 ms. Nothing is sent later: the request goes at once, and a chunk that comes after a quiet
+``pace_s`` is read as it comes.
 
 Why our own line split: the SDK's stream hides whether ``data: [DONE]`` arrived (see client.py),
 and httpx's line iterator reads the network again whenever its buffer is empty, which leaves no
