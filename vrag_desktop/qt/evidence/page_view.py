@@ -51,7 +51,7 @@ def _rect(region: Region) -> QRectF:
 # Python subclasses. Qt draws them alone: opaque lines snapped to pixels (the view does not
 # antialias), a badge a picture drawn once per number and colour. A Python ``paint`` had to win the
 # GIL back for every region at every repaint of a live run, and so does every virtual method of an
-# item *made* from Python the first time Qt calls it (PySide looks for an override): about ten a
+# item *made* from Python the first time Qt calls it (PySide looks for an override): about ten an
 # item, each up to 5 ms while a run or an indexing job runs Python.
 
 
@@ -71,8 +71,7 @@ def add_region(scene: QGraphicsScene, region: Region) -> tuple[QGraphicsRectItem
     halo = scene.addRect(item.rect())
     halo.setParentItem(item)
     halo.setFlag(QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent, True)
-    style_region(item, halo, region.cited, False)
-    return item, halo
+    return item, halo  # unstyled: see style_region
 
 
 def style_region(item: QGraphicsRectItem, halo: QGraphicsRectItem, cited: bool, selected: bool) -> None:
@@ -211,7 +210,6 @@ class PageView(QGraphicsView):
             if r.number not in self.region_items:
                 self.region_items[r.number], self._halos[r.number] = add_region(self.scene(), r)
                 self.badges[r.number] = add_badge(self.scene(), r)
-                self._styles[r.number] = (r.cited, False)
             self._style(r.number, r.cited, r.number == self.selected)
             colour_badge(self.badges[r.number], r.number, region_colour(r))
 
@@ -224,7 +222,7 @@ class PageView(QGraphicsView):
 
     def select(self, number: int | None) -> None:
         self.selected = number
-        for n, (cited, _selected) in list(self._styles.items()):
+        for n, (cited, _selected) in self._styles.items():
             self._style(n, cited, n == number)
 
     # ---- zoom and pan
