@@ -12,7 +12,7 @@ import pytest
 from PIL import Image, ImageDraw
 from PySide6.QtCore import QEvent, QObject, QPoint, QPointF, QRectF, Qt
 from PySide6.QtGui import QWheelEvent
-from PySide6.QtWidgets import QApplication, QGraphicsItem
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QLabel
 
 from vrag_desktop.core.agents.events import Answer, Crop, Evidence, ImageShown, SearchResults
 from vrag_desktop.qt.evidence import page_images as ev_mod
@@ -412,30 +412,64 @@ def test_cards_of_a_page_left_are_reused_for_the_next_and_show_only_their_region
 
 
 def test_a_crop_is_drawn_by_a_label_scaled_once_to_the_column(qtbot: Any) -> None:
-    """No Python paintEvent (each was a GIL round-trip per card at every repaint of a live run): the
-    crop is scaled when it or the width changes, smoothly when shrunk, at most 2× when enlarged."""
+    """No Python paintEvent or resizeEvent (each was a GIL round-trip per card at every repaint or
+    resize of a live run): the crop is scaled when it or the width it is given changes, smoothly
+    when shrunk, at most 2× when enlarged."""
     from PySide6.QtGui import QColor, QPixmap
     from PySide6.QtWidgets import QLabel, QWidget
 
     from vrag_desktop.qt.evidence.crop_cards import CropImage
 
-    assert CropImage.paintEvent is QWidget.paintEvent
+    assert CropImage.paintEvent is QWidget.paintEvent and CropImage.resizeEvent is QWidget.resizeEvent
     image = CropImage()
     qtbot.addWidget(image)
     label = image.findChild(QLabel)
-    image.resize(300, 10)
+    image.fit(300)
     image.show()
     assert label.text() == "loading…" and image.height() == CropImage.EMPTY_HEIGHT
     pm = QPixmap(100, 50)
     pm.fill(QColor("#c03030"))
     image.set_pixmap(pm)
     assert label.pixmap().size().toTuple() == (200, 100) and image.height() == 100  # capped at 2×
-    image.resize(80, image.height())
-    qtbot.waitUntil(lambda: label.pixmap().width() == 80)
+    image.fit(80)
     assert label.pixmap().size().toTuple() == (80, 40) and image.height() == 40
     assert label.pixmap().toImage().pixelColor(40, 20) == QColor("#c03030")
     image.set_pixmap(None, "crop unavailable")
     assert label.text() == "crop unavailable" and label.pixmap().isNull()
+
+
+def test_the_column_fits_its_cards_pictures_to_its_width_and_the_stylesheet_draws_their_borders(
+    qtbot: Any, run: dict[str, Any]
+) -> None:
+    """One Python call per resize of the column fits every picture to the width the layout gives
+    it; a card has no Python paintEvent: its border, and the selected card's colour, come from
+    the app stylesheet (``QFrame[card="crop"]``), so theme changes reach it as well."""
+    from PySide6.QtWidgets import QApplication, QFrame, QLabel
+
+    from vrag_desktop.qt.evidence.crop_cards import CropCard
+    from vrag_desktop.qt.infra.theme import MARKS, apply_theme
+
+    apply_theme(QApplication.instance(), "system")  # as test_theme leaves it: the app stylesheet set
+    assert CropCard.paintEvent is QFrame.paintEvent
+    view = _view(qtbot)
+    _load(qtbot, view, run["events"])  # page 1: cards 1, 2, 4
+    cards = [view.cards[n] for n in (1, 2, 4)]
+    qtbot.waitUntil(lambda: all(c.image.pixmap is not None for c in cards), timeout=5000)
+
+    def fitted() -> bool:
+        return all(c.image.findChild(QLabel).pixmap().width() == c.image.width() for c in cards)
+
+    qtbot.waitUntil(fitted, timeout=5000)
+    before = cards[0].image.width()
+    view.crop_scroll.setFixedWidth(view.crop_scroll.width() - 60)
+    qtbot.waitUntil(lambda: cards[0].image.width() < before and fitted(), timeout=5000)
+    qtbot.mouseClick(view.cards[4].badge, Qt.MouseButton.LeftButton)
+    assert view.cards[4].mark == "cited" and view.cards[1].mark is None  # the answer cites region 4
+    qtbot.mouseClick(view.cards[1].badge, Qt.MouseButton.LeftButton)
+    assert view.cards[1].mark == "region" and view.cards[4].mark is None
+    shot = view.cards[1].grab().toImage()
+    assert shot.pixelColor(shot.width() // 2, 0).name() == MARKS["region"]  # the top edge of its border
+    assert fitted()  # a thicker border, same picture width
 
 
 def test_the_page_and_its_marks_are_items_the_scene_made(qtbot: Any, run: dict[str, Any]) -> None:
@@ -452,3 +486,9 @@ def test_the_page_and_its_marks_are_items_the_scene_made(qtbot: Any, run: dict[s
     assert not any(shiboken6.createdByPython(i) for i in items)
     pv.centre_on(2)  # the flash over the region pointed at
     assert pv._flash_item is not None and not shiboken6.createdByPython(pv._flash_item)
+    assert type(pv).drawForeground is QGraphicsView.drawForeground  # the message is a label
+    pv.clear_page("image no longer on disk")
+    note = pv.viewport().findChild(QLabel)
+    assert note.isVisible() and note.text() == pv.message == "image no longer on disk"
+    pv.clear_page()
+    assert not note.isVisible()

@@ -58,6 +58,31 @@ def test_title_docks_and_shortcuts(qtbot: Any, ctx: AppContext) -> None:
     assert w.ask.find_bar.isVisible()
 
 
+def test_zoom_shortcuts_act_on_the_view_last_touched_and_no_filter_watches_the_views(
+    qtbot: Any, ctx: AppContext
+) -> None:
+    """The views tell the window when the person presses, wheels or focuses them; the window does
+    not filter their events (Python at each of their events, every repaint of a live run included)."""
+    from PySide6.QtCore import QObject, QRectF, Qt
+
+    w = _window(qtbot, ctx)
+    graph, page = w.graph_view, w.evidence.page_view
+    assert type(w).eventFilter is QObject.eventFilter
+    page.scene().setSceneRect(QRectF(0, 0, 2000, 3000))  # something to zoom
+    page.fit()
+    g0, p0 = graph.zoom(), page.scale_factor()
+    qtbot.mouseClick(page.viewport(), Qt.MouseButton.LeftButton)
+    w.zoom("in")
+    assert page.scale_factor() > p0 and graph.zoom() == g0
+    p1 = page.scale_factor()
+    qtbot.mouseClick(graph.viewport(), Qt.MouseButton.LeftButton)
+    w.zoom("in")
+    assert graph.zoom() > g0 and page.scale_factor() == p1
+    page.setFocus()
+    w.zoom("out")
+    assert page.scale_factor() < p1
+
+
 def test_layout_is_restored(qtbot: Any, ctx: AppContext) -> None:
     w = _window(qtbot, ctx)
     w.evidence_dock.hide()

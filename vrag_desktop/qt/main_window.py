@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -207,9 +207,10 @@ class MainWindow(QMainWindow):
         self.runtime.leftoversFound.connect(lambda _n: self._open_runtime())  # servers of a killed session
         ask.profile_combo.currentIndexChanged.connect(self._ask_profile_changed)
         # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
-        for view in (self.graph_view, self.evidence.page_view):
-            view.installEventFilter(self)
-            view.viewport().installEventFilter(self)
+        # The views say so (``touched``): an event filter on them ran Python at each of their events,
+        # every repaint of a live run included.
+        self.graph_view.touched.connect(lambda: setattr(self, "_zoom_target", "graph"))
+        self.evidence.page_view.touched.connect(lambda: setattr(self, "_zoom_target", "evidence"))
         self.notifications.more.clicked.connect(self.show_messages)
 
     # ------------------------------------------------------------------ state
@@ -412,14 +413,6 @@ class MainWindow(QMainWindow):
         self.evidence.focus(evidence.source, evidence.page, evidence.region)
 
     # ------------------------------------------------------------------ view
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.Type.MouseButtonPress, QEvent.Type.Wheel, QEvent.Type.FocusIn):
-            if watched in (self.graph_view, self.graph_view.viewport()):
-                self._zoom_target = "graph"
-            elif watched in (self.evidence.page_view, self.evidence.page_view.viewport()):
-                self._zoom_target = "evidence"
-        return super().eventFilter(watched, event)
-
     def zoom(self, how: str) -> None:
         target: Any = self.evidence.page_view if self._zoom_target == "evidence" else self.graph_view
         {"in": target.zoom_in, "out": target.zoom_out, "fit": target.fit}[how]()

@@ -3,26 +3,24 @@ width (small crops upscaled at most 2×), its number, box and whether the answer
 
 from __future__ import annotations
 
-from typing import Any
-
-from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QImage, QMouseEvent, QPainter, QPalette, QPen, QPixmap, QResizeEvent
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QImage, QMouseEvent, QPalette, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.run.evidence import Region
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, region_colour
-from vrag_desktop.qt.infra.theme import color as theme_colour
+from vrag_desktop.qt.infra.theme import set_role
 
 
 # ---------------------------------------------------------------------- the crops
+# Nothing here is Python that Qt calls while it lays out or paints a live run's column: each such
+# call (a paintEvent, a resizeEvent, a heightForWidth) had to win the GIL back, up to 5 ms a time
+# while a run or an indexing job ran Python, and a new crop brought dozens. The column alone
+# follows its width (:class:`CropColumn`, one call per resize of the column) and tells the cards;
+# a label paints each crop, scaled once per width; the app stylesheet draws the cards' borders.
 class CropImage(QWidget):
-    """A crop's full-resolution pixmap, drawn to the panel's width (up to 2× for tiny crops).
-
-    Its height follows its width, set when either changes, rather than answered to the layout's
-    ``heightForWidth`` questions: a layout pass asked each card about a hundred times per new crop,
-    each a Python call that had to win the GIL back while a run or an indexing job held it. For the
-    same reason a label paints it, scaled once per width: a Python ``paintEvent`` was such a call at
-    every repaint of the column."""
+    """A crop's full-resolution pixmap at the width it is given (:meth:`fit`), up to 2× for tiny
+    crops; its height follows from that width."""
 
     MAX_UPSCALE = 2.0
     EMPTY_HEIGHT = 48
@@ -39,6 +37,7 @@ class CropImage(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self._label)
+        self._width = 0  # until fitted: a pixmap is drawn at its own size
         self._drawn: tuple[QPixmap | None, str, int] | None = None  # what the label shows, at which width
         self._fit_height()
         self._show()
@@ -49,25 +48,32 @@ class CropImage(QWidget):
         self._fit_height()
         self._show()
 
-    def _scale(self, width: int) -> float:
+    def fit(self, width: int) -> None:
+        """Draw to ``width`` pixels (the column's, less the card's margins)."""
+        if width != self._width:
+            self._width = width
+            self._fit_height()
+            self._show()
+
+    def _scale(self) -> float:
         if self.pixmap is None or self.pixmap.isNull():
             return 0.0
-        return min(width / self.pixmap.width(), self.MAX_UPSCALE)
-
-    def height_for(self, width: int) -> int:
-        if self.pixmap is None or self.pixmap.isNull():
-            return self.EMPTY_HEIGHT
-        return max(1, round(self.pixmap.height() * self._scale(width)))
+        if self._width <= 0:
+            return 1.0
+        return min(self._width / self.pixmap.width(), self.MAX_UPSCALE)
 
     def _fit_height(self) -> None:
-        height = self.height_for(self.width())
+        if self.pixmap is None or self.pixmap.isNull():
+            height = self.EMPTY_HEIGHT
+        else:
+            height = max(1, round(self.pixmap.height() * self._scale()))
         if self.maximumHeight() != height:  # fixed heights only come from here
             self.setFixedHeight(height)
 
     def _show(self) -> None:
         """The pixmap scaled to the width (smoothly when shrunk, square pixels when enlarged, at the
         screen's density), else the text."""
-        state = (self.pixmap, self.text, self.width())
+        state = (self.pixmap, self.text, self._width)
         if state == self._drawn:
             return
         self._drawn = state
@@ -75,7 +81,7 @@ class CropImage(QWidget):
             self._label.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self._label.setText(self.text)
             return
-        k = self._scale(self.width())
+        k = self._scale()
         dpr = self.devicePixelRatioF()
         w, h = max(1, round(self.pixmap.width() * k * dpr)), max(1, round(self.pixmap.height() * k * dpr))
         mode = (
@@ -88,11 +94,26 @@ class CropImage(QWidget):
         self._label.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
         self._label.setPixmap(shown)
 
+
+class CropColumn(QWidget):
+    """The column the cards stand in, top to bottom. When its width changes it refits every card's
+    picture: one Python call per resize of the column (the layout has placed the cards by then)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.cards_layout = QVBoxLayout(self)
+        self.cards_layout.setContentsMargins(6, 6, 6, 6)
+        self.cards_layout.setSpacing(8)
+
+    def card_width(self) -> int:
+        m = self.cards_layout.contentsMargins()
+        return self.width() - m.left() - m.right()
+
     def resizeEvent(self, event: QResizeEvent) -> None:
         if event.size().width() != event.oldSize().width():
-            self._fit_height()
-            self._show()
-        super().resizeEvent(event)
+            width = self.card_width()
+            for card in self.findChildren(CropCard):
+                card.fit(width)
 
 
 class CropCard(QFrame):
@@ -108,7 +129,9 @@ class CropCard(QFrame):
     def __init__(self, region: Region, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
-        lay = QVBoxLayout(self)
+        self.setProperty("card", "crop")  # its border: the app stylesheet's QFrame[card="crop"]
+        self.mark: str | None = None  # the stylesheet's mark: None, "region" or "cited" (selected)
+        self.box = lay = QVBoxLayout(self)
         lay.setContentsMargins(8, 6, 8, 8)
         lay.setSpacing(4)
         head = QHBoxLayout()
@@ -139,12 +162,17 @@ class CropCard(QFrame):
         evidence view reuses)."""
         self.number = region.number
         self.selected = False
-        self.colour = region_colour(region)
         self.badge.setText(str(region.number))
         self.where.setText(region.text)
         self.image.set_pixmap(None, "loading…")
         self.image.setToolTip("")
         self.update_region(region, False)
+
+    def fit(self, width: int) -> None:
+        """Fit the card's picture to a card ``width`` pixels wide."""
+        self.ensurePolished()  # the stylesheet's border counts in frameWidth once polished
+        m = self.box.contentsMargins()
+        self.image.fit(width - m.left() - m.right() - 2 * self.frameWidth())
 
     def update_region(self, region: Region, selected: bool) -> None:
         """Show ``region`` (selected or not). Called for every card at each event of a live run, so
@@ -161,21 +189,11 @@ class CropCard(QFrame):
         title = f"Region {region.number} · step {region.step}{nested}{cited}"
         if self.title.text() != title:
             self.title.setText(title)
-        if (selected, colour) != (self.selected, self.colour):
-            self.selected = selected
-            self.colour = colour
-            self.update()
-
-    def paintEvent(self, event: Any) -> None:
-        # drawn here rather than by a stylesheet so the border follows palette (theme) changes
-        with QPainter(self) as painter:
-            painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-            width = 2.0 if self.selected else 1.0
-            colour = self.colour if self.selected else theme_colour("border")
-            painter.setPen(QPen(colour, width))
-            painter.setBrush(Qt.BrushStyle.NoBrush)
-            r = QRectF(self.rect()).adjusted(width / 2, width / 2, -width / 2, -width / 2)
-            painter.drawRoundedRect(r, 6, 6)
+        self.selected = selected
+        mark = ("cited" if region.cited else "region") if selected else None
+        if mark != self.mark:
+            self.mark = mark
+            set_role(self, "mark", mark)
 
     def set_crop(self, image: QImage | None, stand_in: bool = False, missing: str = "") -> None:
         if image is None or image.isNull():

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region
-from vrag_desktop.qt.evidence.crop_cards import CropCard
+from vrag_desktop.qt.evidence.crop_cards import CropCard, CropColumn
 from vrag_desktop.qt.evidence.page_images import PageRead, cut_crops, read_page
 from vrag_desktop.qt.evidence.page_strip import PageStrip
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
@@ -112,10 +112,8 @@ class EvidenceView(QWidget):
         self.crop_scroll.setWidgetResizable(True)
         self.crop_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.crop_scroll.setMinimumWidth(140)
-        self.crop_panel = QWidget()
-        self.crop_layout = QVBoxLayout(self.crop_panel)
-        self.crop_layout.setContentsMargins(6, 6, 6, 6)
-        self.crop_layout.setSpacing(8)
+        self.crop_panel = CropColumn()
+        self.crop_layout = self.crop_panel.cards_layout
         self.crop_note = QLabel("", self.crop_panel)
         self.crop_note.setWordWrap(True)
         self.crop_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
@@ -414,9 +412,10 @@ class EvidenceView(QWidget):
         if self._spare_cards:
             card = self._spare_cards.pop()
             card.reset(region)
-            return card
-        card = CropCard(region, self.crop_panel)
-        card.clicked.connect(self._card_clicked)
+        else:
+            card = CropCard(region, self.crop_panel)
+            card.clicked.connect(self._card_clicked)
+        card.fit(self.crop_panel.card_width())
         return card
 
     def _card_clicked(self, number: int) -> None:

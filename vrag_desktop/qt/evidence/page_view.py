@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, Qt, QVariantAnimation, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, QVariantAnimation, Signal
 from PySide6.QtGui import (
     QBrush,
     QColor,
+    QFocusEvent,
     QFont,
     QFontMetrics,
     QImage,
@@ -28,13 +29,16 @@ from PySide6.QtWidgets import (
     QGraphicsRectItem,
     QGraphicsScene,
     QGraphicsView,
+    QLabel,
+    QVBoxLayout,
     QWidget,
 )
 
 from vrag_desktop.core.run.evidence import Region
+from vrag_desktop.qt.infra.theme import MARKS
 
-REGION_COLOUR = QColor("#1971c2")
-CITED_COLOUR = QColor("#e8590c")
+REGION_COLOUR = QColor(MARKS["region"])
+CITED_COLOUR = QColor(MARKS["cited"])
 
 
 def region_colour(region: Region) -> QColor:
@@ -145,6 +149,7 @@ class PageView(QGraphicsView):
 
     regionClicked = Signal(int)
     zoomChanged = Signal(float)
+    touched = Signal()  # pressed, wheeled or focused: the view the zoom shortcuts act on
 
     ZOOM_STEP = 1.25
     MAX_SCALE = 16.0
@@ -162,6 +167,16 @@ class PageView(QGraphicsView):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
         self.message = ""
+        # The message is a label over the viewport (a Python drawForeground was a GIL round-trip at
+        # every repaint of the page, a live run's included).
+        self._note = QLabel(self.viewport())
+        self._note.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._note.setWordWrap(True)
+        self._note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
+        self._note.hide()
+        over = QVBoxLayout(self.viewport())
+        over.setContentsMargins(24, 24, 24, 24)
+        over.addWidget(self._note)
         self.pixmap_item: QGraphicsPixmapItem | None = None
         self.region_items: dict[int, QGraphicsRectItem] = {}
         self.badges: dict[int, QGraphicsPixmapItem] = {}
@@ -184,6 +199,8 @@ class PageView(QGraphicsView):
         self._styles.clear()
         self.selected = None
         self.message = message
+        self._note.setText(message)
+        self._note.setVisible(bool(message))
         self.scene().setSceneRect(QRectF())
         self.viewport().update()
 
@@ -323,7 +340,12 @@ class PageView(QGraphicsView):
             self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
         super().changeEvent(event)
 
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        self.touched.emit()
+        super().focusInEvent(event)
+
     def wheelEvent(self, event: QWheelEvent) -> None:
+        self.touched.emit()
         steps = event.angleDelta().y() / 120.0
         if steps:
             self.zoom_at(self.ZOOM_STEP**steps, event.position())
@@ -335,6 +357,7 @@ class PageView(QGraphicsView):
             self.fit()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
+        self.touched.emit()
         self._press = event.position()
         super().mousePressEvent(event)
 
@@ -357,13 +380,3 @@ class PageView(QGraphicsView):
             if i.rect().contains(p)
         ]
         return min(hits)[1] if hits else None
-
-    def drawForeground(self, painter: QPainter, rect: QRectF | QRect) -> None:
-        if not self.message:
-            return
-        painter.save()
-        painter.resetTransform()
-        painter.setPen(self.palette().color(QPalette.ColorRole.WindowText))
-        area = self.viewport().rect().adjusted(24, 24, -24, -24)
-        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.message)
-        painter.restore()

@@ -8,6 +8,7 @@ import contextlib
 
 from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
+    QFocusEvent,
     QKeyEvent,
     QMouseEvent,
     QPainter,
@@ -42,6 +43,7 @@ class GraphView(QGraphicsView):
 
     zoomChanged = Signal(float)
     nodeClicked = Signal(str)
+    touched = Signal()  # pressed, wheeled or focused: the view the zoom shortcuts act on
 
     MIN_ZOOM = 0.05
     MAX_ZOOM = 3.0
@@ -270,7 +272,12 @@ class GraphView(QGraphicsView):
             self._programmatic -= 1
 
     # ------------------------------------------------------------------ input
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        self.touched.emit()
+        super().focusInEvent(event)
+
     def wheelEvent(self, event: QWheelEvent) -> None:
+        self.touched.emit()
         delta = event.angleDelta().y() or event.angleDelta().x()
         if not delta:
             event.ignore()
@@ -280,6 +287,7 @@ class GraphView(QGraphicsView):
         event.accept()
 
     def mousePressEvent(self, event: QMouseEvent) -> None:
+        self.touched.emit()
         self._press = event.position()
         super().mousePressEvent(event)
 

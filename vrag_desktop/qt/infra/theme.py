@@ -12,7 +12,9 @@ A small app stylesheet styles a few dynamic properties, so widgets need no colou
 * ``QLabel[role="error|warn|ok|muted|hint"]`` — coloured text (``hint``: small and muted);
 * ``QLabel[verdict="supported|partial|unsupported"]`` — a verdict badge;
 * ``QFrame[role="banner-warn|banner-error|banner-info"]`` — a tinted message strip;
-* ``QGraphicsView[role="graph"]`` — the reasoning-graph background.
+* ``QGraphicsView[role="graph"]`` — the reasoning-graph background;
+* ``QFrame[card="crop"]`` — a crop card's rounded border, in the mark's colour when ``mark`` is
+  ``region`` or ``cited`` (a selected card).
 
 Set a property before the widget is shown, or later with :func:`set_role` (it re-polishes).
 """
@@ -54,6 +56,10 @@ _NAMED: dict[str, dict[str, str]] = {
         "text": "#e6e8eb",
     },
 }
+
+#: The evidence marks' colours (a region the model cut, one the answer cites), the same in both
+#: themes: saturated enough to show on white pages and dark photos alike.
+MARKS = {"region": "#1971c2", "cited": "#e8590c"}
 
 # Palette roles for the two themes we define (active colours; disabled ones are derived).
 _PALETTE: dict[str, dict[QPalette.ColorRole, str]] = {
@@ -214,6 +220,9 @@ QLabel[role="hint"] {{ color: {c["muted"]}; font-size: 9pt; }}
 {banners}
 {verdicts}
 QGraphicsView[role="graph"] {{ background: {c["graph_bg"]}; border: 1px solid {c["border"]}; }}
+QFrame[card="crop"] {{ border: 1px solid {c["border"]}; border-radius: 6px; margin: 1px; }}
+QFrame[card="crop"][mark="region"] {{ border: 2px solid {MARKS["region"]}; margin: 0px; }}
+QFrame[card="crop"][mark="cited"] {{ border: 2px solid {MARKS["cited"]}; margin: 0px; }}
 """
 
 
@@ -281,7 +290,7 @@ def _follow_platform(app: QApplication) -> None:
 
 
 def set_role(widget: QWidget, name: str, value: str | None) -> None:
-    """Set a styling property (``chip``, ``role``, ``verdict``) and re-polish so it shows now."""
+    """Set a styling property (``chip``, ``role``, ``verdict``, ``mark``) and re-polish so it shows now."""
     widget.setProperty(name, value)
     style = widget.style()
     style.unpolish(widget)
