@@ -441,6 +441,40 @@ def test_log_view_is_bounded_and_fed_from_any_thread(qtbot: Any, make_panel: Any
     assert log.line_count() == 0
 
 
+def test_an_idle_log_view_wakes_nobody_and_a_line_arms_one_flush(qtbot: Any) -> None:
+    """No timer runs while nothing is pending (each wake-up is a GIL round-trip a busy thread can
+    delay); the first line arms one flush, from any thread, and a line that comes during a flush
+    is shown by the next one."""
+    log = LogView()
+    qtbot.addWidget(log)
+    assert not log._flush_timer.isActive()
+    assert log.flush() == 0 and not log._flush_timer.isActive()
+    t = threading.Thread(target=lambda: log.append_lines(["from a thread", "and another"]))
+    t.start()
+    t.join()
+    qtbot.waitUntil(lambda: "and another" in log.text(), timeout=3000)  # no flush() by hand
+    qtbot.waitUntil(lambda: not log._flush_timer.isActive(), timeout=1000)
+    assert log.line_count() == 2
+    batches: list[int] = []
+    log.linesAppended.connect(batches.append)
+    log.append_lines([f"burst {i}" for i in range(50)])
+    assert log._flush_timer.isActive()
+    qtbot.waitUntil(lambda: "burst 49" in log.text(), timeout=3000)
+    assert batches == [50]  # one batch, not one flush per line
+    once: list[int] = []
+
+    def during_flush(n: int) -> None:
+        if not once:
+            once.append(n)
+            log.append_line("came during a flush")
+
+    log.linesAppended.connect(during_flush)
+    log.append_line("first")
+    qtbot.waitUntil(lambda: "came during a flush" in log.text(), timeout=3000)
+    qtbot.waitUntil(lambda: not log._flush_timer.isActive(), timeout=1000)
+    assert batches == [50, 1, 1]
+
+
 def test_a_server_that_crashes_at_start_gets_a_clear_verdict(
     qtbot: Any, make_panel: Any, monkeypatch: pytest.MonkeyPatch, reports: list[Any]
 ) -> None:

@@ -81,6 +81,7 @@ def _panel(qtbot: Any, ctx: Any) -> Any:
     panel = TrainingPanel(ctx)
     qtbot.addWidget(panel)
     panel.resize(1000, 800)
+    panel.show()  # as a person sees it: hidden, neither the list nor the run view polls
     return panel
 
 
@@ -400,6 +401,117 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     assert box.viewRange()[0][1] == 40  # it ended: its steps end to end
     plots.set_live(True)
     assert box.viewRange()[0][1] == 60
+
+
+def test_plots_redraw_only_when_rows_come(qtbot: Any) -> None:
+    """No timer runs while nothing new is there to draw (each wake-up is a GIL round-trip a training
+    thread can delay); rows arm one redraw, and rows that came while the tab was hidden are drawn
+    once it is shown."""
+    from PySide6.QtWidgets import QLabel, QTabWidget
+
+    from vrag_desktop.qt.training.plots import REDRAW_MS, MetricPlots
+
+    tabs = QTabWidget()
+    qtbot.addWidget(tabs)
+    plots = MetricPlots()
+    tabs.addTab(plots, "Plots")
+    tabs.addTab(QLabel("log"), "Log")
+    tabs.resize(900, 700)
+    tabs.show()
+    qtbot.wait(REDRAW_MS + 50)
+    assert not plots._timer.isActive()  # shown, no rows: nothing to wake for
+    plots.add_rows([{"step": 1, "reward": 0.1}])
+    assert plots._timer.isActive()
+    qtbot.waitUntil(lambda: plots.built and plots.point_count("reward") == 1, timeout=5_000)  # no redraw()
+    qtbot.waitUntil(lambda: not plots._timer.isActive(), timeout=2_000)
+    plots.add_rows([{"step": 2, "reward": 0.2}])
+    qtbot.waitUntil(lambda: plots.point_count("reward") == 2, timeout=2_000)
+    qtbot.waitUntil(lambda: not plots._timer.isActive(), timeout=2_000)
+    tabs.setCurrentIndex(1)
+    plots.add_rows([{"step": 3, "reward": 0.3}])
+    qtbot.waitUntil(lambda: not plots._timer.isActive(), timeout=2_000)
+    assert plots.point_count("reward") == 2  # hidden: not drawn, and no timer waits for the tab
+    tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: plots.point_count("reward") == 3, timeout=2_000)
+
+
+def test_the_run_list_and_the_run_are_polled_only_while_shown(qtbot: Any, ctx: Any) -> None:
+    """The Training dock behind another dock tab wakes nobody: no list timer, no run poll timer (Qt
+    moves such a tab out of the window without hiding it). The first reading, and the selection of a
+    run, still happen; raising the tab reads both at once and then on their timers."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow
+
+    from vrag_desktop.qt.training.training_panel import TrainingPanel
+
+    run = _fake_run(ctx.layout.training / "old", 2)
+    win = QMainWindow()
+    qtbot.addWidget(win)
+    win.setCentralWidget(QLabel("the Ask panel"))
+    panel = TrainingPanel(ctx)
+    docks = []
+    for title, widget in (("History", QLabel("history")), ("Training", panel)):
+        dock = QDockWidget(title, win)
+        dock.setWidget(widget)
+        win.addDockWidget(Qt.DockWidgetArea.LeftDockWidgetArea, dock)
+        docks.append(dock)
+    history, training = docks
+    win.tabifyDockWidget(history, training)
+    history.raise_()
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitUntil(lambda: panel.view.root == run.root and panel.view.rows_seen == 2, timeout=10_000)
+    qtbot.wait(50)
+    assert panel.isVisible()  # to Qt: it is only moved out of the window
+    assert not panel._list_timer.isActive() and not panel.view._timer.isActive()
+    new = _fake_run(ctx.layout.training / "new", 1)
+    training.raise_()
+    qtbot.waitUntil(lambda: panel._list_timer.isActive() and panel.view._timer.isActive(), timeout=2_000)
+    qtbot.waitUntil(lambda: panel.row(new.root) is not None, timeout=2_000)  # read again on showing
+    run.append_metrics({"step": 3, "reward": 0.3})
+    qtbot.waitUntil(lambda: panel.view.rows_seen == 3, timeout=5_000)  # the view polls while shown
+    history.raise_()
+    qtbot.waitUntil(lambda: not panel._list_timer.isActive(), timeout=2_000)
+    assert not panel.view._timer.isActive()
+    training.raise_()
+    qtbot.waitUntil(panel._list_timer.isActive, timeout=2_000)
+    training.hide()  # its dock closed
+    assert not panel._list_timer.isActive() and not panel.view._timer.isActive()
+    panel.shutdown()
+
+
+def test_a_hidden_panel_still_reads_when_asked_and_before_closing(
+    qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No timer catches up for a hidden panel: a refresh asked while a reading is under way reads
+    again after it (a launched run gets selected), and closing reads the list first (a run that
+    ended meanwhile is not asked about)."""
+    import threading
+
+    from vrag_desktop.qt.training import training_panel
+    from vrag_desktop.qt.training.run_files import RunRow
+
+    first_read, scan = threading.Event(), training_panel.scan_runs
+
+    def slow_first(*a: Any) -> Any:
+        rows = scan(*a)
+        first_read.wait(10)  # the first reading ends after the run below is made
+        return rows
+
+    monkeypatch.setattr(training_panel, "scan_runs", slow_first)
+    panel = training_panel.TrainingPanel(ctx)  # never shown
+    qtbot.addWidget(panel)
+    run = _fake_run(ctx.layout.training / "late", 1)  # after the first reading began
+    panel.select(run.root)
+    first_read.set()
+    qtbot.waitUntil(lambda: panel.view.root == run.root, timeout=2_000)  # sooner than a 3 s timer
+    monkeypatch.setattr(training_panel, "scan_runs", scan)
+    panel.rows = [RunRow(run.root, run.root.name, "running", 1, None, None, pid=2**22 + 1)]  # stale
+    asked: list[list[str]] = []
+    monkeypatch.setattr(training_panel, "ask_on_close", lambda _p, names: asked.append(names) or "stop")
+    assert panel.ask_close() == "none" and not asked
+    assert panel.row(run.root) is not None and panel.row(run.root).pid is None  # type: ignore[union-attr]
+    panel.shutdown()
 
 
 def test_main_window_has_the_training_dock_and_opens_a_sample(qtbot: Any, ctx: Any) -> None:

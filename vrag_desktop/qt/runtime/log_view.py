@@ -1,16 +1,20 @@
 """A bounded, searchable tail of a process's output (the vLLM server's log).
 
 Why this shape: vLLM prints thousands of lines while loading (progress bars, warnings) from a
-thread that is not the GUI's. Lines go into a locked buffer from any thread; a timer moves them
-into the view in batches at most 10 times a second, and the view keeps only the last ``max_lines``
-blocks, so neither memory nor repaint cost grows with the log (napari's per-message re-render is
-the counter-example). The full log stays in its file, which "Open log file" shows.
+thread that is not the GUI's. Lines go into a locked buffer from any thread; the first line into
+an empty buffer arms a single-shot timer (through a queued signal: a timer starts only from its own
+thread) that moves the batch into the view ``FLUSH_MS`` later, so at most 10 batches a second and no
+wake-up at all while the log is quiet (each one is a GIL round-trip that a training or indexing
+thread can delay). The view keeps only the last ``max_lines`` blocks, so neither memory nor repaint
+cost grows with the log (napari's per-message re-render is the counter-example). The full log stays
+in its file, which "Open log file" shows.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
+import contextlib
 import threading
 from pathlib import Path
 
@@ -53,19 +57,26 @@ class LineBuffer:
         self._lines: collections.deque[str] = collections.deque(maxlen=maxlen)
         self._lock = threading.Lock()
         self._dropped = 0
+        self._armed = False  # a take is on its way for the lines put since the last one
 
-    def put(self, line: str) -> None:
+    def put(self, line: str) -> bool:
+        """Add ``line``; True when it is the first since the last :meth:`take` (the caller arranges
+        one), decided under the lock so two threads never both, or neither, arrange it."""
         with self._lock:
             if len(self._lines) == self._lines.maxlen:
                 self._dropped += 1
             self._lines.append(line)
+            first, self._armed = not self._armed, True
+        return first
 
     def take(self) -> tuple[list[str], int]:
-        """(pending lines, how many were dropped since the last take)."""
+        """(pending lines, how many were dropped since the last take). A line put after this arms
+        again, even one put while the caller is still showing these."""
         with self._lock:
             lines, dropped = list(self._lines), self._dropped
             self._lines.clear()
             self._dropped = 0
+            self._armed = False
         return lines, dropped
 
     def __len__(self) -> int:
@@ -78,6 +89,7 @@ class LogView(QWidget):
     :meth:`append_line` may be called from any thread."""
 
     linesAppended = Signal(int)  # how many lines the last batch added
+    _arm = Signal()  # a line came into an empty buffer: start the flush timer (queued from other threads)
 
     def __init__(
         self,
@@ -144,9 +156,9 @@ class LogView(QWidget):
         find_key = QShortcut(QKeySequence(QKeySequence.StandardKey.Find), self)
         find_key.activated.connect(self._focus_search)
 
-        self._flush_timer = QTimer(self, interval=FLUSH_MS)
+        self._flush_timer = QTimer(self, singleShot=True, interval=FLUSH_MS)
         self._flush_timer.timeout.connect(self.flush)
-        self._flush_timer.start()
+        self._arm.connect(self._flush_timer.start)
         self.view.verticalScrollBar().valueChanged.connect(self._repaint_visible)
 
     def _repaint_visible(self, *_args: object) -> None:
@@ -172,15 +184,18 @@ class LogView(QWidget):
 
     def append_line(self, line: str) -> None:
         """Queue one line (thread-safe); it appears within ``FLUSH_MS``."""
-        self._buffer.put(line.rstrip("\r\n"))
+        if self._buffer.put(line.rstrip("\r\n")):
+            # a reader thread may outlive the widget: its line then goes nowhere, as before
+            with contextlib.suppress(RuntimeError):
+                self._arm.emit()
 
     def append_lines(self, lines: list[str]) -> None:
         for line in lines:
             self.append_line(line)
 
     def flush(self) -> int:
-        """Move pending lines into the view (the timer does this; tests may call it). Returns how
-        many were added."""
+        """Move pending lines into the view (the timer armed by the first pending line does this;
+        tests may call it). Returns how many were added."""
         lines, dropped = self._buffer.take()
         if not lines:
             return 0

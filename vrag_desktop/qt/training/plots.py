@@ -2,8 +2,10 @@
 
 Why this shape: a run writes one row per step and may reach 10,000 steps; the panel polls once a
 second. Values are appended to growing numpy arrays (capacity doubling, no per-point items) and
-curves are redrawn by a timer at most 4 times a second, with ``clipToView`` and peak downsampling
-so only what is visible, at screen resolution, is drawn.
+curves are redrawn at most 4 times a second, with ``clipToView`` and peak downsampling so only what
+is visible, at screen resolution, is drawn. The redraw timer is single-shot, armed by rows arriving
+(or by the tab being shown with rows not drawn yet): a plot with nothing new wakes nobody (each
+wake-up is a GIL round-trip that a training or indexing thread can delay).
 
 Built lazily, in small steps: making a pyqtgraph plot takes 10-60 ms on the GUI thread and the first
 paint of the whole grid took 160-330 ms (docs/benchmarks.md §5.7), so nothing is made until the
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QPalette, QShowEvent
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 REDRAW_MS = 250  # at most 4 redraws a second
@@ -95,9 +97,19 @@ class MetricPlots(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
-        self._timer = QTimer(self, interval=REDRAW_MS)
+        self._timer = QTimer(self, singleShot=True, interval=REDRAW_MS)
         self._timer.timeout.connect(self.redraw)
-        self._timer.start()
+
+    def _schedule(self) -> None:
+        """One redraw ``REDRAW_MS`` from now when there is something to draw (and none is due)."""
+        if self._dirty and not self._timer.isActive():
+            self._timer.start()
+
+    def showEvent(self, e: QShowEvent) -> None:
+        # shown again (this tab, or the window): draw what came while hidden (an ``event`` override
+        # would run Python at every event of the plots, their repaints included)
+        super().showEvent(e)
+        self._schedule()
 
     # ---- the lazy build ---------------------------------------------------------------------------
     @property
@@ -113,16 +125,17 @@ class MetricPlots(QWidget):
         for i in range(len(PLOTS)):  # a plot's frame, then its curves: no turn makes more than one
             steps += [functools.partial(self._make_plot, i), functools.partial(self._make_curves, i)]
         self._steps = [*steps, *(functools.partial(self._reveal, i) for i in range(len(PLOTS)))]
-        QTimer.singleShot(0, self._next_step)
+        QTimer.singleShot(0, self, self._next_step)  # with self: none once it is deleted
 
     def _next_step(self) -> None:
         if not self._steps:
             return
         self._steps.pop(0)()
         if self._steps:
-            QTimer.singleShot(0, self._next_step)  # one step per event-loop turn
+            QTimer.singleShot(0, self, self._next_step)  # one step per event-loop turn
         else:
             self._built = True
+            self._schedule()  # rows that came during the build, into plots already revealed
 
     def _make_cells(self) -> None:
         """The grid's cells first, empty and hidden: the grid's geometry is final from here, so filling
@@ -229,12 +242,14 @@ class MetricPlots(QWidget):
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     self.series[key].append(float(step), float(value))
                     self._dirty.add(key)
+        self._schedule()
         return n
 
     def redraw(self) -> None:
-        """Push changed series to their curves (called by the timer; tests call it directly).
-        While hidden (another tab shown) nothing is pushed; the series keep growing. The first time
-        there is something to plot while shown, the plots are made (in steps; see the module)."""
+        """Push changed series to their curves (called by the timer new rows arm; tests call it
+        directly). While hidden (another tab shown) nothing is pushed; the series keep growing and are
+        drawn once shown. The first time there is something to plot while shown, the plots are made
+        (in steps; see the module)."""
         if self.isHidden():  # another tab of the run view is shown
             return
         if not self._built:

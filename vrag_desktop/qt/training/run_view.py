@@ -3,7 +3,9 @@
 Why polling: the trainer is another process (maybe started by an earlier session or a terminal)
 and its run directory is the interface, so the view reads what was appended to ``metrics.jsonl``
 and ``train.log`` about once a second, off the GUI thread (``tasks.run_call``), one poll in
-flight at a time. Plots redraw on their own timer (see :mod:`.plots`), the log view batches lines.
+flight at a time; on a timer only while on screen (or a Serve waits for its export): hidden, its
+wake-ups would serve nobody and each is a GIL round-trip other threads delay. Showing it polls at
+once (the offsets catch up). Plots redraw when rows come (:mod:`.plots`), the log batches lines.
 
 "Serve…" hands the run's exported model to the Runtime dock's one vLLM supervisor
 (:meth:`VLLMSection.serve_model`) and, once the server is ready, keeps a ``local-vllm`` endpoint
@@ -19,8 +21,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -53,6 +55,7 @@ from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.run_files import Poll, SampleRow, list_samples, poll
+from vrag_desktop.qt.training.screen_timer import ScreenTimer
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
@@ -181,8 +184,7 @@ class RunView(QWidget):
         lay.addWidget(self.detail)
         lay.addWidget(self.tabs, 1)
 
-        self._timer = QTimer(self, interval=POLL_MS)
-        self._timer.timeout.connect(self.poll_now)
+        self._timer = ScreenTimer(self, POLL_MS, self.poll_now, self._wants_polls)
         self.set_run(None)
 
     # ---------------------------------------------------------------- which run
@@ -205,7 +207,7 @@ class RunView(QWidget):
         if root is None:
             self._timer.stop()
             return
-        self._timer.start()
+        self._timer.follow()
         self.poll_now()
 
     def set_busy(self, busy: bool, ours: bool = False) -> None:
@@ -226,6 +228,18 @@ class RunView(QWidget):
         return self.pid is not None or self._ours
 
     # ---------------------------------------------------------------- polling
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._timer.follow()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._timer.follow()
+
+    def _wants_polls(self, on_screen: bool) -> bool:
+        """On screen, or a Serve waits for the export that the polls find."""
+        return self.root is not None and (on_screen or self._serve_after_export == self.root)
+
     def poll_now(self) -> None:
         """Read what the run appended (ignored while a poll is in flight)."""
         root = self.root
@@ -356,6 +370,7 @@ class RunView(QWidget):
                 self.show_message(str(exc), "warning")
                 return False
             self._serve_after_export, self._export_seen_live = root, False
+            self._timer.follow()  # polled until the export is there, shown or not
             self.exportRequested.emit(root)
             if self.running or self._busy:
                 self.show_message(

@@ -7,6 +7,10 @@ thread, and work the same for a run this session started, one an earlier session
 (found again through its ``process.json``) or one started from a terminal. Launching goes through
 the supervisor in the trainer's own environment (:mod:`.launcher`); without that environment the
 panel says so and offers to create it (:mod:`.env_box`).
+
+The list is re-read every ``LIST_EVERY_MS`` only while the panel is on screen (its dock tab behind
+another is not), and once when it comes on screen: it is what the person sees, and a hidden panel's
+timer would wake the GUI thread for nobody (:mod:`.screen_timer`). Closing the app re-reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ import contextlib
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -39,6 +44,7 @@ from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses
 from vrag_desktop.qt.training.run_files import RunRow, remove_run, scan_runs
 from vrag_desktop.qt.training.run_view import RunView
+from vrag_desktop.qt.training.screen_timer import ScreenTimer
 
 COLUMNS = ("Run", "Status", "Step", "Reward", "Started")
 ROOT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -80,6 +86,7 @@ class TrainingPanel(QWidget):
         self.rows: list[RunRow] = []
         self.extra_roots: set[Path] = set()  # runs launched here outside <data>/training
         self._listing = TaskSlot()  # one reading of the run list at a time
+        self._list_again = False  # a refresh asked for while one was reading: read once more after it
         self._want: Path | None = None  # select this run once the list has it
         self.messages: dict[Path, tuple[str, str]] = {}  # a run's last outcome or launch line, shown again
         self.processes = TrainerProcesses(self)
@@ -126,21 +133,30 @@ class TrainingPanel(QWidget):
         lay.addWidget(self.env_box)
         lay.addLayout(bar)
         lay.addWidget(split, 1)
-        self._list_timer = QTimer(self, interval=LIST_EVERY_MS)
-        self._list_timer.timeout.connect(self.refresh)
-        self._list_timer.start()
+        self._list_timer = ScreenTimer(self, LIST_EVERY_MS, self.refresh)  # runs while on screen
         self.check_env()
         self.refresh()
 
     # ---------------------------------------------------------------- the list
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self._list_timer.follow()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self._list_timer.follow()
+
     @property
     def training_root(self) -> Path:
         return self.ctx.layout.training
 
     def refresh(self) -> None:
-        """Re-read the run list (off the GUI thread); a run still alive shows as running."""
+        """Re-read the run list (off the GUI thread); a run still alive shows as running. Asked while
+        a reading is under way, it reads again after it (no timer may come to catch up)."""
         if self._listing.running:
+            self._list_again = True
             return
+        self._list_again = False
         self._listing.start(
             run_call,
             scan_runs,
@@ -148,8 +164,13 @@ class TrainingPanel(QWidget):
             tuple(self.extra_roots),
             name="Read training runs",
             on_done=self._show_rows,
+            on_end=self._listed,
             error_title="Could not read the training runs",
         )
+
+    def _listed(self) -> None:
+        if self._list_again:
+            self.refresh()
 
     def _show_rows(self, rows: list[RunRow]) -> None:
         self.rows = rows
@@ -392,7 +413,11 @@ class TrainingPanel(QWidget):
         return sorted(alive | set(self.processes.running()))
 
     def ask_close(self) -> str:
-        """Before the window closes: ``stop``, ``leave`` (or ``cancel``); ``none`` when nothing runs."""
+        """Before the window closes: ``stop``, ``leave`` (or ``cancel``); ``none`` when nothing runs.
+        A hidden panel's list may be old (it is read only while shown): read it now."""
+        if not self._list_timer.isActive():
+            with contextlib.suppress(OSError):
+                self.rows = scan_runs(self.training_root, tuple(self.extra_roots))
         roots = self.running_roots()
         if not roots:
             return "none"
@@ -401,6 +426,7 @@ class TrainingPanel(QWidget):
     def shutdown(self, choice: str = "leave", timeout_s: float = 30.0) -> None:
         """Stop polling; then stop the running trainings, or let them outlive the app."""
         self._list_timer.stop()
+        self._list_again = False
         self.view.shutdown()
         self.env_box.shutdown()
         if choice == "stop":
