@@ -74,14 +74,19 @@ def test_the_welcome_dialog_is_as_tall_as_its_text(
 
 
 def test_the_graph_says_what_will_appear_until_a_run_draws_nodes(window: MainWindow) -> None:
+    from PySide6.QtWidgets import QGraphicsView, QLabel
+
     from vrag_desktop.core.agents.events import GraphChanged, GraphNode
+    from vrag_desktop.qt.graph.graph_view import PLACEHOLDER
 
     view = window.graph_view
-    assert view.showing_placeholder()  # not a bare dotted grid
+    note = next(w for w in view.viewport().findChildren(QLabel) if w.text() == PLACEHOLDER)
+    assert type(view).drawForeground is QGraphicsView.drawForeground  # a label, not Python painting
+    assert view.showing_placeholder() and note.isVisible()  # not a bare dotted grid
     window.graph_scene.apply(GraphChanged(nodes=(GraphNode(id="root", kind="root", label="q"),)))
-    assert not view.showing_placeholder()
+    assert not view.showing_placeholder() and not note.isVisible()
     window.graph_scene.clear_graph()
-    assert view.showing_placeholder()
+    assert view.showing_placeholder() and note.isVisible()
 
 
 def test_the_page_is_the_evidence_views_widest_column(window: MainWindow) -> None:

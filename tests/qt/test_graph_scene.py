@@ -173,6 +173,40 @@ def test_edges_pass_between_nodes(view: GraphView, qtbot: Any) -> None:
     assert long >= 5
 
 
+def test_edges_are_drawn_by_qt_restyled_on_selection_and_palette_and_lose_arrows_zoomed_out(
+    view: GraphView, qtbot: Any
+) -> None:
+    """No Python paint or boundingRect for an edge (each was a GIL round-trip per edge at every
+    repaint of a live run's graph): the scene colours edges when the selection or the palette
+    changes, and the view hides their arrows below LOD_ARROW."""
+    from PySide6.QtWidgets import QGraphicsPathItem
+
+    from vrag_desktop.qt.graph.graph_items import LOD_ARROW
+
+    assert EdgeItem.paint is QGraphicsPathItem.paint
+    assert EdgeItem.boundingRect is QGraphicsPathItem.boundingRect
+    scene = view.graph_scene()
+    for ev in vrag_run():
+        scene.apply(ev)
+    edges = scene.edge_items()
+    pal = scene.palette()
+    text = QColor(pal.color(QPalette.ColorRole.Text))
+    assert all(e.pen().color().rgb() == text.rgb() and e.pen().color().alpha() == 125 for e in edges)
+    assert all(e.arrow_item.brush().color() == e.pen().color() for e in edges)
+    scene.select_node("s1-search")
+    lit = [e for e in edges if "s1-search" in (e.parent_id, e.child_id)]
+    assert lit and all(e.pen().color() == pal.color(QPalette.ColorRole.Highlight) for e in lit)
+    assert all(e.pen().color().alpha() == 125 for e in edges if e not in lit)
+    dark = QPalette(pal)
+    dark.setColor(QPalette.ColorRole.Text, QColor("#e6e8eb"))
+    scene.set_palette(dark)
+    assert all(e.pen().color().rgb() == QColor("#e6e8eb").rgb() for e in edges if e not in lit)
+    view.set_zoom(LOD_ARROW / 2)
+    assert not any(e.arrow_item.isVisible() for e in edges)
+    view.set_zoom(1.0)
+    assert all(e.arrow_item.isVisible() for e in edges)
+
+
 # ====================================================================== clicking and details
 
 

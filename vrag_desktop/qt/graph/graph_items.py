@@ -1,5 +1,5 @@
 """The graph's items: a node card (kind-coloured header, text, badge; a plain box when zoomed out)
-and an edge curve with its arrow, painted from what :class:`ReasoningGraph` placed."""
+and an edge curve with its arrow, drawn from what :class:`ReasoningGraph` placed."""
 
 from __future__ import annotations
 
@@ -19,7 +19,14 @@ from PySide6.QtGui import (
     QPen,
     QPolygonF,
 )
-from PySide6.QtWidgets import QApplication, QGraphicsItem, QStyleOptionGraphicsItem, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QGraphicsItem,
+    QGraphicsPathItem,
+    QGraphicsPolygonItem,
+    QStyleOptionGraphicsItem,
+    QWidget,
+)
 
 from vrag_desktop.core.run.reasoning_graph import Layout, NodeInfo
 from vrag_desktop.qt.infra.theme import color as theme_color
@@ -324,8 +331,14 @@ class NodeItem(QGraphicsItem):
         painter.drawPath(self.shape())
 
 
-class EdgeItem(QGraphicsItem):
-    """Parent → child: a curve leaving the parent's far side and arriving at the child with an arrow."""
+class EdgeItem(QGraphicsPathItem):
+    """Parent → child: a curve leaving the parent's far side and arriving at the child with an arrow.
+
+    Qt draws it alone: a path item, its arrow a polygon item (a child). A Python ``paint`` and
+    ``boundingRect`` had to win the GIL back for every edge at each repaint of a live run's graph, up
+    to 5 ms each while the run's thread ran Python. So the scene restyles an edge when the palette
+    or the selection changes (:meth:`restyle`), and the view hides the arrows when zoomed out
+    (:meth:`show_arrow`)."""
 
     ARROW_LEN = 9.0
     ARROW_HALF = 4.5
@@ -341,10 +354,13 @@ class EdgeItem(QGraphicsItem):
         self.parent_id, self.child_id = parent.id, child.id
         self.setZValue(Z_EDGE)
         self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        self.setBrush(Qt.BrushStyle.NoBrush)
         self.emphasis = False
-        self.path, self.arrow = self._geometry(parent, child, layout, route or [])
-        self._bounds = self.path.boundingRect().united(self.arrow.boundingRect()).adjusted(-3, -3, 3, 3)
+        curve, self.arrow = self._geometry(parent, child, layout, route or [])
+        self.setPath(curve)
+        self.arrow_item = QGraphicsPolygonItem(self.arrow, self)
         self._shape: QPainterPath | None = None
+        self.restyle()
 
     def _geometry(
         self, p: NodeInfo, c: NodeInfo, lay: Layout, route: list[tuple[float, float]]
@@ -377,39 +393,42 @@ class EdgeItem(QGraphicsItem):
         if on != self.emphasis:
             self.emphasis = on
             self.setZValue(Z_EDGE_EMPHASIS if on else Z_EDGE)
-            self.update()
+            self.restyle()
 
-    def boundingRect(self) -> QRectF:
-        return self._bounds
-
-    def shape(self) -> QPainterPath:
-        """The line itself (not its bounding box), so the empty space around a curve stays empty."""
-        if self._shape is None:
-            stroker = QPainterPathStroker()
-            stroker.setWidth(6.0)
-            self._shape = stroker.createStroke(self.path)
-            self._shape.addPolygon(self.arrow)
-        return self._shape
-
-    def paint(
-        self, painter: QPainter, option: QStyleOptionGraphicsItem, widget: QWidget | None = None
-    ) -> None:
-        s = self.scene()
-        pal = s.palette() if s is not None else QApplication.palette()
+    def restyle(self, palette: QPalette | None = None) -> None:
+        """Colour the line and its arrow from ``palette`` (default: the scene's): the highlight when
+        emphasised (its node is selected), else the text colour, half transparent."""
+        if palette is None:
+            s = self.scene()
+            palette = s.palette() if s is not None else QApplication.palette()
         if self.emphasis:
-            color = pal.color(QPalette.ColorRole.Highlight)
+            color = palette.color(QPalette.ColorRole.Highlight)
         else:
-            color = QColor(pal.color(QPalette.ColorRole.Text))
+            color = QColor(palette.color(QPalette.ColorRole.Text))
             color.setAlpha(125)
         pen = QPen(color, 2.2 if self.emphasis else 1.3)
         pen.setCosmetic(True)
-        painter.setRenderHint(QPainter.RenderHint.Antialiasing, True)
-        painter.setPen(pen)
-        painter.setBrush(Qt.BrushStyle.NoBrush)
-        painter.drawPath(self.path)
-        if option.levelOfDetailFromTransform(painter.worldTransform()) >= LOD_ARROW:  # type: ignore[attr-defined]
-            painter.setBrush(color)
-            painter.drawPolygon(self.arrow)
+        self.setPen(pen)
+        self.arrow_item.setPen(pen)
+        self.arrow_item.setBrush(color)
+
+    def show_arrow(self, on: bool) -> None:
+        """The arrow is drawn from zoom LOD_ARROW up (below, a speck)."""
+        if self.arrow_item.isVisible() != on:
+            self.arrow_item.setVisible(on)
+
+    def shape(self) -> QPainterPath:
+        """The line itself (not its bounding box), so the empty space around a curve stays empty.
+        Asked for hit tests (clicks, collisions) and, once per path, by Qt's ``boundingRect``."""
+        if self._shape is None:  # the line and its arrow, 6 px wide: Qt's boundingRect is this too
+            outline = QPainterPath(self.path())
+            outline.addPolygon(self.arrow)
+            stroker = QPainterPathStroker()
+            stroker.setWidth(6.0)
+            self._shape = stroker.createStroke(outline)
+            self._shape.setFillRule(Qt.FillRule.WindingFill)
+            self._shape.addPolygon(self.arrow)
+        return self._shape
 
 
 def _html(text: str) -> str:

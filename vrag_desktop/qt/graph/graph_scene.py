@@ -25,7 +25,8 @@ class GraphScene(QGraphicsScene):
     Signals: ``nodeClicked(id)`` on a click on a node; ``nodeSelected(id)`` when the selection
     changes ("" for none); ``nodesAdded(list)`` after new nodes are drawn; ``detailsChanged(id)``
     when what a details panel shows for a node changed (results, memory, thinking…);
-    ``trainingChanged`` when a training sample's node roles were set or cleared (:meth:`set_training`).
+    ``trainingChanged`` when a training sample's node roles were set or cleared (:meth:`set_training`);
+    ``emptied`` when no node is left (cleared, or the last one removed).
     """
 
     nodeClicked = Signal(str)
@@ -33,6 +34,7 @@ class GraphScene(QGraphicsScene):
     nodesAdded = Signal(list)
     detailsChanged = Signal(str)
     trainingChanged = Signal()
+    emptied = Signal()  # no node left (cleared, or the last one removed)
 
     def __init__(self, parent: Any = None, layout: Layout | None = None) -> None:
         super().__init__(parent)
@@ -40,6 +42,7 @@ class GraphScene(QGraphicsScene):
         self._nodes: dict[str, NodeItem] = {}
         self._edges: dict[tuple[str, str], EdgeItem] = {}
         self._selected: str | None = None
+        self._arrows = True  # edges show their arrows (the view says when zoomed out: show_arrows)
         self._training: SampleTraining | None = None
         self.selectionChanged.connect(self._on_selection)
 
@@ -86,6 +89,7 @@ class GraphScene(QGraphicsScene):
             self._selected = None
             self.nodeSelected.emit("")
         self.setSceneRect(QRectF())
+        self.emptied.emit()
 
     def _sync(self, d: GraphDelta) -> None:
         for e in d.removed_edges:
@@ -106,6 +110,8 @@ class GraphScene(QGraphicsScene):
             self._add_edge(e)
         if d.added or d.removed:
             self._fit_rect()
+        if d.removed and not self._nodes:
+            self.emptied.emit()
         if d.added:
             self.nodesAdded.emit(list(d.added))
         for nid in d.details:
@@ -125,9 +131,11 @@ class GraphScene(QGraphicsScene):
         if e in self._edges:
             return
         item = EdgeItem(self.graph.node(e[0]), self.graph.node(e[1]), self.graph.layout, self.graph.route(e))
-        item.set_emphasis(self._selected in e)
+        item.show_arrow(self._arrows)
         self._edges[e] = item
         self.addItem(item)
+        item.set_emphasis(self._selected in e)
+        item.restyle(self.palette())
 
     def _fit_rect(self) -> None:
         """Scene rect = the graph with a margin (views widen it as needed for zoom and pan)."""
@@ -212,9 +220,18 @@ class GraphScene(QGraphicsScene):
 
     # ------------------------------------------------------------------ palette
     def set_palette(self, palette: QPalette) -> None:
-        """Take the view's palette and redraw the items, which paint from it. (Not an ``event``
+        """Take the view's palette and redraw the items, which draw from it. (Not an ``event``
         override: that made every event the scene gets, its own update calls included, a Python
         call that had to win the GIL back while a run streamed.)"""
         self.setPalette(palette)
         for item in self.items():
             item.update()
+        for edge in self._edges.values():
+            edge.restyle(palette)
+
+    def show_arrows(self, on: bool) -> None:
+        """Show the edges' arrows (the view hides them when zoomed out, where they are specks)."""
+        if on != self._arrows:
+            self._arrows = on
+            for edge in self._edges.values():
+                edge.show_arrow(on)

@@ -18,10 +18,18 @@ from PySide6.QtGui import (
     QTransform,
     QWheelEvent,
 )
-from PySide6.QtWidgets import QAbstractSlider, QApplication, QGraphicsScene, QGraphicsView, QLabel, QWidget
+from PySide6.QtWidgets import (
+    QAbstractSlider,
+    QApplication,
+    QGraphicsScene,
+    QGraphicsView,
+    QLabel,
+    QVBoxLayout,
+    QWidget,
+)
 
 from vrag_desktop.core.run.training_roles import OFF_PATH, VALUABLE
-from vrag_desktop.qt.graph.graph_items import ROLE_COLORS, mix
+from vrag_desktop.qt.graph.graph_items import LOD_ARROW, ROLE_COLORS, mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
@@ -76,9 +84,20 @@ class GraphView(QGraphicsView):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
         self.legend.hide()
+        # What will appear, until a run draws nodes: a label over the viewport (a Python
+        # drawForeground was a GIL round-trip at every repaint of a live run's graph).
+        self._placeholder = QLabel(PLACEHOLDER, self.viewport())
+        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setWordWrap(True)
+        self._placeholder.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self._placeholder.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
+        over = QVBoxLayout(self.viewport())
+        over.setContentsMargins(24, 24, 24, 24)
+        over.addWidget(self._placeholder)
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.actionTriggered.connect(self._user_scrolled)
         self.setScene(scene if scene is not None else GraphScene(self))
+        self.zoomChanged.connect(self._zoomed)
 
     # ------------------------------------------------------------------ scene
     def setScene(self, scene: QGraphicsScene | None) -> None:
@@ -88,6 +107,7 @@ class GraphView(QGraphicsView):
                 (old.nodesAdded, self._on_nodes_added),
                 (old.nodeClicked, self.nodeClicked.emit),
                 (old.trainingChanged, self._update_legend),
+                (old.emptied, self._sync_placeholder),
             ):
                 with contextlib.suppress(RuntimeError, TypeError):
                     sig.disconnect(slot)
@@ -97,7 +117,15 @@ class GraphView(QGraphicsView):
             scene.nodesAdded.connect(self._on_nodes_added)
             scene.nodeClicked.connect(self.nodeClicked.emit)
             scene.trainingChanged.connect(self._update_legend)
+            scene.show_arrows(self.zoom() >= LOD_ARROW)
+            scene.emptied.connect(self._sync_placeholder)
         self._update_legend()
+        self._sync_placeholder()
+
+    def _zoomed(self, zoom: float) -> None:
+        scene = self.scene()
+        if isinstance(scene, GraphScene):
+            scene.show_arrows(zoom >= LOD_ARROW)
 
     # ------------------------------------------------------------------ training legend
     def _update_legend(self) -> None:
@@ -252,6 +280,7 @@ class GraphView(QGraphicsView):
             self._user_moved()
 
     def _on_nodes_added(self, ids: list[str]) -> None:
+        self._sync_placeholder()
         s = self.graph_scene()
         if self._follow == "fit":
             self._fit()
@@ -363,15 +392,8 @@ class GraphView(QGraphicsView):
         scene = self.scene()
         return isinstance(scene, GraphScene) and not scene.node_items()
 
-    def drawForeground(self, painter: QPainter, rect: QRectF | QRect) -> None:
-        if not self.showing_placeholder():
-            return
-        painter.save()
-        painter.resetTransform()
-        painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
-        area = self.viewport().rect().adjusted(24, 24, -24, -24)
-        painter.drawText(area, Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, PLACEHOLDER)
-        painter.restore()
+    def _sync_placeholder(self) -> None:
+        self._placeholder.setVisible(self.showing_placeholder())
 
     def sizeHint(self) -> QSize:
         return QSize(520, 480)
