@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("ThinkDelta", "SearchStarted", "SearchResults", "ImageShown", "BBox", "Crop", "Timing")
 
 
-def feed_run(contended: bool, steps: int) -> dict[str, Any]:
-    from PIL import Image
-
+def step_events(step: int, pages: list[Path]) -> list[Any]:
+    """The events of one step of the VRAG-shaped run: thinking, a search, the page, a region, its
+    crop, the step's timing. Pages alternate between three documents and their images."""
     from vrag_desktop.core.agents.events import (
         BBox,
         Crop,
@@ -52,6 +52,28 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
     )
     from vrag_desktop.core.search.hit import Hit
 
+    doc, img = f"/x/doc{step % 3}.pdf", pages[step % 3]
+    hits = tuple(
+        Hit(0.5 + k / 100, f"doc{k}_{step}", f"/x/doc{k}.pdf", "page", page=k + 1, image=str(img))
+        for k in range(5)
+    )
+    region = (10 + 20 * step, 20, 300, 400 + 30 * step)
+    pic = str(img)
+    return [
+        *(ThinkDelta(step=step, content="word " * 20) for _ in range(30)),
+        SearchStarted(step=step, content="payload weight"),
+        SearchResults(step=step, content="payload weight", hits=hits, shown=(0,)),
+        ImageShown(step=step, image=pic, raw=pic, width=1140, height=1612, source=doc, page=1),
+        BBox(step=step, content="[1, 2, 300, 400]", box=(1, 2, 300, 400)),
+        Crop(step=step, region=region, raw=pic, image=pic, width=290, height=380, source=doc, page=1),
+        Timing(step=step, model_seconds=1.0, tool_seconds=0.2),
+    ]
+
+
+def open_run_window() -> tuple[Any, Any, list[Path]]:
+    """(QApplication, a shown MainWindow with a run begun, the three page images)."""
+    from PIL import Image
+
     app, _ctx, window, tmp = open_window()
     for _ in range(20):
         app.processEvents()
@@ -59,14 +81,24 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
     for page in pages:
         Image.new("RGB", (1140, 1612), "white").save(page)
     window.ask.begin("How heavy is the payload?")
+    return app, window, pages
+
+
+def spin(stop: threading.Event) -> None:
+    """A pure-Python thread: it never lets the GIL go before the 5 ms switch interval."""
+
+    def run() -> None:
+        while not stop.is_set():
+            sum(range(200))
+
+    threading.Thread(target=run, daemon=True).start()
+
+
+def feed_run(contended: bool, steps: int) -> dict[str, Any]:
+    app, window, pages = open_run_window()
     stop = threading.Event()
     if contended:
-
-        def spin() -> None:
-            while not stop.is_set():
-                sum(range(200))
-
-        threading.Thread(target=spin, daemon=True).start()
+        spin(stop)
     cost: dict[str, list[tuple[float, float]]] = {}
 
     def feed(ev: Any) -> None:
@@ -78,21 +110,8 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
         cost.setdefault(type(ev).__name__, []).append(((t1 - t) * 1000, (t2 - t1) * 1000))
 
     for step in range(1, steps + 1):
-        doc, img = f"/x/doc{step % 3}.pdf", pages[step % 3]
-        for _ in range(30):
-            feed(ThinkDelta(step=step, content="word " * 20))
-        feed(SearchStarted(step=step, content="payload weight"))
-        hits = tuple(
-            Hit(0.5 + k / 100, f"doc{k}_{step}", f"/x/doc{k}.pdf", "page", page=k + 1, image=str(img))
-            for k in range(5)
-        )
-        feed(SearchResults(step=step, content="payload weight", hits=hits, shown=(0,)))
-        feed(ImageShown(step=step, image=str(img), raw=str(img), width=1140, height=1612, source=doc, page=1))
-        feed(BBox(step=step, content="[1, 2, 300, 400]", box=(1, 2, 300, 400)))
-        region = (10 + 20 * step, 20, 300, 400 + 30 * step)
-        pic = str(img)
-        feed(Crop(step=step, region=region, raw=pic, image=pic, width=290, height=380, source=doc, page=1))
-        feed(Timing(step=step, model_seconds=1.0, tool_seconds=0.2))
+        for ev in step_events(step, pages):
+            feed(ev)
         time.sleep(0.11)  # the transcript's 100 ms timer
         app.processEvents()
     stop.set()

@@ -463,20 +463,20 @@ def test_the_run_list_and_the_run_are_polled_only_while_shown(qtbot: Any, ctx: A
     qtbot.waitUntil(lambda: panel.view.root == run.root and panel.view.rows_seen == 2, timeout=10_000)
     qtbot.wait(50)
     assert panel.isVisible()  # to Qt: it is only moved out of the window
-    assert not panel._list_timer.isActive() and not panel.view._timer.isActive()
+    assert not panel.poll_timer.isActive() and not panel.view.poll_timer.isActive()
     new = _fake_run(ctx.layout.training / "new", 1)
     training.raise_()
-    qtbot.waitUntil(lambda: panel._list_timer.isActive() and panel.view._timer.isActive(), timeout=2_000)
+    qtbot.waitUntil(lambda: panel.poll_timer.isActive() and panel.view.poll_timer.isActive(), timeout=2_000)
     qtbot.waitUntil(lambda: panel.row(new.root) is not None, timeout=2_000)  # read again on showing
     run.append_metrics({"step": 3, "reward": 0.3})
     qtbot.waitUntil(lambda: panel.view.rows_seen == 3, timeout=5_000)  # the view polls while shown
     history.raise_()
-    qtbot.waitUntil(lambda: not panel._list_timer.isActive(), timeout=2_000)
-    assert not panel.view._timer.isActive()
+    qtbot.waitUntil(lambda: not panel.poll_timer.isActive(), timeout=2_000)
+    assert not panel.view.poll_timer.isActive()
     training.raise_()
-    qtbot.waitUntil(panel._list_timer.isActive, timeout=2_000)
+    qtbot.waitUntil(panel.poll_timer.isActive, timeout=2_000)
     training.hide()  # its dock closed
-    assert not panel._list_timer.isActive() and not panel.view._timer.isActive()
+    assert not panel.poll_timer.isActive() and not panel.view.poll_timer.isActive()
     panel.shutdown()
 
 

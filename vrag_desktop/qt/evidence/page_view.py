@@ -10,7 +10,6 @@ from PySide6.QtCore import QEvent, QPointF, QRectF, Qt, QVariantAnimation, Signa
 from PySide6.QtGui import (
     QBrush,
     QColor,
-    QFocusEvent,
     QFont,
     QFontMetrics,
     QImage,
@@ -36,6 +35,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.run.evidence import Region
 from vrag_desktop.qt.infra.theme import MARKS
+from vrag_desktop.qt.infra.zoom_view import ZoomView
 
 REGION_COLOUR = QColor(MARKS["region"])
 CITED_COLOUR = QColor(MARKS["cited"])
@@ -143,13 +143,12 @@ def colour_badge(badge: QGraphicsPixmapItem, number: int, colour: QColor) -> Non
 
 
 # ---------------------------------------------------------------------- the page
-class PageView(QGraphicsView):
+class PageView(ZoomView):
     """A page image in raw-pixel scene coordinates with its regions; wheel zooms under the mouse,
     dragging pans. A message (loading, missing file) replaces the page when there is none."""
 
     regionClicked = Signal(int)
     zoomChanged = Signal(float)
-    touched = Signal()  # pressed, wheeled or focused: the view the zoom shortcuts act on
 
     ZOOM_STEP = 1.25
     MAX_SCALE = 16.0
@@ -185,7 +184,6 @@ class PageView(QGraphicsView):
         self.selected: int | None = None
         self._flash_item: QGraphicsRectItem | None = None
         self._fit_mode = True
-        self._press: QPointF | None = None
         self._flash: QVariantAnimation | None = None
 
     # ---- content
@@ -340,12 +338,7 @@ class PageView(QGraphicsView):
             self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
         super().changeEvent(event)
 
-    def focusInEvent(self, event: QFocusEvent) -> None:
-        self.touched.emit()
-        super().focusInEvent(event)
-
-    def wheelEvent(self, event: QWheelEvent) -> None:
-        self.touched.emit()
+    def wheel(self, event: QWheelEvent) -> None:
         steps = event.angleDelta().y() / 120.0
         if steps:
             self.zoom_at(self.ZOOM_STEP**steps, event.position())
@@ -355,11 +348,6 @@ class PageView(QGraphicsView):
         super().resizeEvent(event)
         if self._fit_mode:
             self.fit()
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        self.touched.emit()
-        self._press = event.position()
-        super().mousePressEvent(event)
 
     def mouseReleaseEvent(self, event: QMouseEvent) -> None:
         super().mouseReleaseEvent(event)

@@ -8,7 +8,6 @@ import contextlib
 
 from PySide6.QtCore import QEvent, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
-    QFocusEvent,
     QKeyEvent,
     QMouseEvent,
     QPainter,
@@ -33,6 +32,7 @@ from vrag_desktop.qt.graph.graph_items import LOD_ARROW, ROLE_COLORS, mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
+from vrag_desktop.qt.infra.zoom_view import ZoomView
 
 # What each node role of a training sample means (graph_items.ROLE_COLORS gives the colours).
 LEGEND_TEXT = {
@@ -44,14 +44,13 @@ LEGEND_TEXT = {
 PLACEHOLDER = "No run yet. Each step of the agent's reasoning appears here as a node while it works."
 
 
-class GraphView(QGraphicsView):
+class GraphView(ZoomView):
     """Reads a :class:`GraphScene`: the wheel zooms under the mouse (clamped), drag pans, ``fit``
     shows everything. While a run is live (``set_live(True)``) the view follows the newest node —
     or keeps everything in view after ``fit()`` — until the person zooms or pans."""
 
     zoomChanged = Signal(float)
     nodeClicked = Signal(str)
-    touched = Signal()  # pressed, wheeled or focused: the view the zoom shortcuts act on
 
     MIN_ZOOM = 0.05
     MAX_ZOOM = 3.0
@@ -77,7 +76,6 @@ class GraphView(QGraphicsView):
         self.setMinimumSize(QSize(120, 90))
         self._live = False
         self._follow: str | None = None  # "newest" | "fit" | None
-        self._press: QPointF | None = None
         self._programmatic = 0
         self.legend = QLabel(self)  # a training sample's legend, top left; hidden for normal runs
         self.legend.setObjectName("trainingLegend")
@@ -301,12 +299,7 @@ class GraphView(QGraphicsView):
             self._programmatic -= 1
 
     # ------------------------------------------------------------------ input
-    def focusInEvent(self, event: QFocusEvent) -> None:
-        self.touched.emit()
-        super().focusInEvent(event)
-
-    def wheelEvent(self, event: QWheelEvent) -> None:
-        self.touched.emit()
+    def wheel(self, event: QWheelEvent) -> None:
         delta = event.angleDelta().y() or event.angleDelta().x()
         if not delta:
             event.ignore()
@@ -314,11 +307,6 @@ class GraphView(QGraphicsView):
         self._user_moved()
         self.set_zoom(self.zoom() * self.STEP ** (delta / 120.0), event.position())
         event.accept()
-
-    def mousePressEvent(self, event: QMouseEvent) -> None:
-        self.touched.emit()
-        self._press = event.position()
-        super().mousePressEvent(event)
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:
         if self._press is not None and event.buttons() & Qt.MouseButton.LeftButton:

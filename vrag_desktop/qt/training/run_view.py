@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QHideEvent, QShowEvent
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -55,7 +55,7 @@ from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.run_files import Poll, SampleRow, list_samples, poll
-from vrag_desktop.qt.training.screen_timer import ScreenTimer
+from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
@@ -95,7 +95,7 @@ TIPS = {
 }
 
 
-class RunView(QWidget):
+class RunView(PolledWidget):
     """See the module docstring. Buttons emit requests; the panel acts on them."""
 
     stopRequested = Signal(object)  # run root (Path)
@@ -184,7 +184,7 @@ class RunView(QWidget):
         lay.addWidget(self.detail)
         lay.addWidget(self.tabs, 1)
 
-        self._timer = ScreenTimer(self, POLL_MS, self.poll_now, self._wants_polls)
+        self.poll_timer = ScreenTimer(self, POLL_MS, self.poll_now, self._wants_polls)
         self.set_run(None)
 
     # ---------------------------------------------------------------- which run
@@ -205,9 +205,9 @@ class RunView(QWidget):
         self.title.setText(root.name if root else "No run selected")
         self._render()
         if root is None:
-            self._timer.stop()
+            self.poll_timer.stop()
             return
-        self._timer.follow()
+        self.poll_timer.follow()
         self.poll_now()
 
     def set_busy(self, busy: bool, ours: bool = False) -> None:
@@ -228,14 +228,6 @@ class RunView(QWidget):
         return self.pid is not None or self._ours
 
     # ---------------------------------------------------------------- polling
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        self._timer.follow()
-
-    def hideEvent(self, event: QHideEvent) -> None:
-        super().hideEvent(event)
-        self._timer.follow()
-
     def _wants_polls(self, on_screen: bool) -> bool:
         """On screen, or a Serve waits for the export that the polls find."""
         return self.root is not None and (on_screen or self._serve_after_export == self.root)
@@ -370,7 +362,7 @@ class RunView(QWidget):
                 self.show_message(str(exc), "warning")
                 return False
             self._serve_after_export, self._export_seen_live = root, False
-            self._timer.follow()  # polled until the export is there, shown or not
+            self.poll_timer.follow()  # polled until the export is there, shown or not
             self.exportRequested.emit(root)
             if self.running or self._busy:
                 self.show_message(
@@ -511,5 +503,5 @@ class RunView(QWidget):
             w.raise_()
 
     def shutdown(self) -> None:
-        self._timer.stop()
+        self.poll_timer.stop()
         self._polling.cancel()

@@ -4,8 +4,8 @@ Why: each tick is a C++→Python entry on the GUI thread that must win the GIL, 
 an indexing thread can hold for up to the interpreter's switch interval; a panel nobody sees has
 nothing to show for it. Qt does not hide a dock tab behind another: it moves it out of the window,
 so it stays ``isVisible()`` and gets no hide event; its dock's ``visibilityChanged`` says so.
-The widget calls :meth:`ScreenTimer.follow` from its own ``showEvent`` and ``hideEvent``: an event
-filter would run Python at every event the widget gets, its repaints included.
+A :class:`PolledWidget` calls :meth:`ScreenTimer.follow` from its own ``showEvent`` and ``hideEvent``:
+an event filter would run Python at every event the widget gets, its repaints included.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QTimer
+from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import QDockWidget, QWidget
 
 
@@ -67,3 +68,18 @@ class ScreenTimer(QTimer):
 
     def _dock_moved(self, _visible: bool) -> None:
         QTimer.singleShot(0, self, self.follow)  # a turn later: the dock has moved in or out by then
+
+
+class PolledWidget(QWidget):
+    """A widget that polls with a :class:`ScreenTimer`, ``poll_timer`` (made by the subclass): its
+    show and hide events tell the timer."""
+
+    poll_timer: ScreenTimer
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        self.poll_timer.follow()
+
+    def hideEvent(self, event: QHideEvent) -> None:
+        super().hideEvent(event)
+        self.poll_timer.follow()

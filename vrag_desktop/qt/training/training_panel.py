@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QHideEvent, QShowEvent
 from PySide6.QtWidgets import (
     QDialog,
     QFileDialog,
@@ -44,7 +43,7 @@ from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses
 from vrag_desktop.qt.training.run_files import RunRow, remove_run, scan_runs
 from vrag_desktop.qt.training.run_view import RunView
-from vrag_desktop.qt.training.screen_timer import ScreenTimer
+from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
 COLUMNS = ("Run", "Status", "Step", "Reward", "Started")
 ROOT_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -74,7 +73,7 @@ def ask_on_close(parent: QWidget, names: list[str]) -> str:
     return "leave" if clicked is leave else "stop" if clicked is stop else "cancel"
 
 
-class TrainingPanel(QWidget):
+class TrainingPanel(PolledWidget):
     """See the module docstring."""
 
     openSampleRequested = Signal(object, str)  # samples root (a RunStore root), sample run id
@@ -133,19 +132,11 @@ class TrainingPanel(QWidget):
         lay.addWidget(self.env_box)
         lay.addLayout(bar)
         lay.addWidget(split, 1)
-        self._list_timer = ScreenTimer(self, LIST_EVERY_MS, self.refresh)  # runs while on screen
+        self.poll_timer = ScreenTimer(self, LIST_EVERY_MS, self.refresh)  # runs while on screen
         self.check_env()
         self.refresh()
 
     # ---------------------------------------------------------------- the list
-    def showEvent(self, event: QShowEvent) -> None:
-        super().showEvent(event)
-        self._list_timer.follow()
-
-    def hideEvent(self, event: QHideEvent) -> None:
-        super().hideEvent(event)
-        self._list_timer.follow()
-
     @property
     def training_root(self) -> Path:
         return self.ctx.layout.training
@@ -415,7 +406,7 @@ class TrainingPanel(QWidget):
     def ask_close(self) -> str:
         """Before the window closes: ``stop``, ``leave`` (or ``cancel``); ``none`` when nothing runs.
         A hidden panel's list may be old (it is read only while shown): read it now."""
-        if not self._list_timer.isActive():
+        if not self.poll_timer.isActive():
             with contextlib.suppress(OSError):
                 self.rows = scan_runs(self.training_root, tuple(self.extra_roots))
         roots = self.running_roots()
@@ -425,7 +416,7 @@ class TrainingPanel(QWidget):
 
     def shutdown(self, choice: str = "leave", timeout_s: float = 30.0) -> None:
         """Stop polling; then stop the running trainings, or let them outlive the app."""
-        self._list_timer.stop()
+        self.poll_timer.stop()
         self._list_again = False
         self.view.shutdown()
         self.env_box.shutdown()
