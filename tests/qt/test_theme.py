@@ -99,3 +99,26 @@ def test_chip_styles_render_in_theme_colours(app: QApplication, qtbot: Any) -> N
     theme.set_role(label, "chip", "ok")  # changing the property later takes effect at once
     img = label.grab().toImage()
     assert _has_colour_near(img, theme.color("ok")) and not _has_colour_near(img, theme.color("error"))
+
+
+def test_a_crop_cards_border_follows_the_theme_and_its_selection(app: QApplication, qtbot: Any) -> None:
+    """Drawn by the app stylesheet, not by Python at each repaint: the theme's border colour, 1 px
+    inside a 1 px margin; selected, 2 px in the region's colour, the contents where they were."""
+    from vrag_desktop.core.run.evidence import Region
+    from vrag_desktop.qt.evidence.crop_cards import CropCard
+
+    region = Region(1, 1, (0, 0, 10, 10), "")
+    for name in ("light", "dark"):
+        theme.apply_theme(app, name)
+        card = CropCard(region)
+        qtbot.addWidget(card)
+        card.resize(200, 150)
+        card.show()
+        inner = card.contentsRect()
+        img = card.grab().toImage()
+        assert img.pixelColor(100, 1) == QColor(theme.color("border"))
+        assert img.pixelColor(100, 0) != img.pixelColor(100, 1)  # the margin
+        card.update_region(region, True)
+        img = card.grab().toImage()
+        assert img.pixelColor(100, 0) == img.pixelColor(100, 1) == QColor(theme.MARKS["region"])
+        assert card.contentsRect() == inner
