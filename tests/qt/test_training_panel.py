@@ -359,12 +359,11 @@ def test_an_empty_plot_says_why(qtbot: Any) -> None:
     assert plots.titles["Loss"].text == "Loss"
 
 
-def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> None:
-    """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
-    §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""
+def _plots_in_tabs(qtbot: Any) -> tuple[Any, Any]:
+    """Plots on the first tab of a shown tab widget, a log on the second (as in the run view)."""
     from PySide6.QtWidgets import QLabel, QTabWidget
 
-    from vrag_desktop.qt.training.plots import PLOTS, MetricPlots
+    from vrag_desktop.qt.training.plots import MetricPlots
 
     tabs = QTabWidget()
     qtbot.addWidget(tabs)
@@ -373,6 +372,16 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     tabs.addTab(QLabel("log"), "Log")
     tabs.resize(900, 700)
     tabs.show()
+    return tabs, plots
+
+
+def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> None:
+    """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
+    §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""
+
+    from vrag_desktop.qt.training.plots import PLOTS
+
+    tabs, plots = _plots_in_tabs(qtbot)
     plots.redraw()
     qtbot.wait(50)
     assert not plots.plots  # shown, but no rows yet
@@ -407,17 +416,10 @@ def test_plots_redraw_only_when_rows_come(qtbot: Any) -> None:
     """No timer runs while nothing new is there to draw (each wake-up is a GIL round-trip a training
     thread can delay); rows arm one redraw, and rows that came while the tab was hidden are drawn
     once it is shown."""
-    from PySide6.QtWidgets import QLabel, QTabWidget
 
-    from vrag_desktop.qt.training.plots import REDRAW_MS, MetricPlots
+    from vrag_desktop.qt.training.plots import REDRAW_MS
 
-    tabs = QTabWidget()
-    qtbot.addWidget(tabs)
-    plots = MetricPlots()
-    tabs.addTab(plots, "Plots")
-    tabs.addTab(QLabel("log"), "Log")
-    tabs.resize(900, 700)
-    tabs.show()
+    tabs, plots = _plots_in_tabs(qtbot)
     qtbot.wait(REDRAW_MS + 50)
     assert not plots._timer.isActive()  # shown, no rows: nothing to wake for
     plots.add_rows([{"step": 1, "reward": 0.1}])
