@@ -28,8 +28,6 @@ from PySide6.QtWidgets import (
     QGraphicsRectItem,
     QGraphicsScene,
     QGraphicsView,
-    QLabel,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -166,16 +164,7 @@ class PageView(ZoomView):
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setBackgroundBrush(self.palette().color(QPalette.ColorRole.Mid))
         self.message = ""
-        # The message is a label over the viewport (a Python drawForeground was a GIL round-trip at
-        # every repaint of the page, a live run's included).
-        self._note = QLabel(self.viewport())
-        self._note.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._note.setWordWrap(True)
-        self._note.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents)
-        self._note.hide()
-        over = QVBoxLayout(self.viewport())
-        over.setContentsMargins(24, 24, 24, 24)
-        over.addWidget(self._note)
+        self._note = self.viewport_note("", QPalette.ColorRole.WindowText)
         self.pixmap_item: QGraphicsPixmapItem | None = None
         self.region_items: dict[int, QGraphicsRectItem] = {}
         self.badges: dict[int, QGraphicsPixmapItem] = {}

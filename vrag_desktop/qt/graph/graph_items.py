@@ -359,8 +359,7 @@ class EdgeItem(QGraphicsPathItem):
         curve, self.arrow = self._geometry(parent, child, layout, route or [])
         self.setPath(curve)
         self.arrow_item = QGraphicsPolygonItem(self.arrow, self)
-        self._shape: QPainterPath | None = None
-        self.restyle()
+        self._shape: QPainterPath | None = None  # styled once in a scene (its palette): restyle
 
     def _geometry(
         self, p: NodeInfo, c: NodeInfo, lay: Layout, route: list[tuple[float, float]]

@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QGraphicsScene,
     QGraphicsView,
     QLabel,
-    QVBoxLayout,
     QWidget,
 )
 
@@ -82,16 +81,8 @@ class GraphView(ZoomView):
         self.legend.setTextFormat(Qt.TextFormat.RichText)
         self.legend.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
         self.legend.hide()
-        # What will appear, until a run draws nodes: a label over the viewport (a Python
-        # drawForeground was a GIL round-trip at every repaint of a live run's graph).
-        self._placeholder = QLabel(PLACEHOLDER, self.viewport())
-        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        self._placeholder.setWordWrap(True)
-        self._placeholder.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self._placeholder.setAttribute(Qt.WidgetAttribute.WA_TransparentForMouseEvents, True)
-        over = QVBoxLayout(self.viewport())
-        over.setContentsMargins(24, 24, 24, 24)
-        over.addWidget(self._placeholder)
+        # what will appear, until a run draws nodes
+        self._placeholder = self.viewport_note(PLACEHOLDER, QPalette.ColorRole.PlaceholderText)
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.actionTriggered.connect(self._user_scrolled)
         self.setScene(scene if scene is not None else GraphScene(self))
