@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from shiboken6 import isValid
 
 from qt.test_history_panel import record, vrag_events
 from vrag_desktop.core.agents.events import AgentEvent, Answer, SearchResults
@@ -42,13 +44,27 @@ def run_id(ctx: Any) -> str:
     return record(ctx.runs, QUESTION, page_events)
 
 
+_OPENED: list[ItemDialog] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_dialogs() -> Iterator[None]:
+    """Close the dialogs a test left open. Not ``qtbot.addWidget``: the dialog deletes itself when
+    saved, and pytest-qt's teardown closes a widget whose Python wrapper outlived it (a reference
+    cycle not yet collected), which raises on the deleted C++ object."""
+    yield
+    while _OPENED:
+        dialog = _OPENED.pop()
+        if isValid(dialog):
+            dialog.close()
+
+
 def _open(qtbot: Any, ctx: Any, run_id: str, view: EvidenceView | None = None, **kw: Any) -> ItemDialog:
     got: list[ItemDialog] = []
     add_run_to_dataset(ctx, run_id, view=view, opened=got.append, **kw)
     qtbot.waitUntil(lambda: bool(got), timeout=5000)
-    dialog = got[0]
-    qtbot.addWidget(dialog)
-    return dialog
+    _OPENED.append(got[0])
+    return got[0]
 
 
 def _view(qtbot: Any, ctx: Any, run_id: str) -> EvidenceView:
