@@ -556,6 +556,45 @@ with open(out, "a") as log:
 """
 
 
+CLOCK = r"""
+import sys, time
+out, period = sys.argv[1], float(sys.argv[2])
+expected = time.perf_counter() + period
+with open(out, "w") as log:
+    while True:
+        time.sleep(max(0.0, expected - time.perf_counter()))
+        now = time.perf_counter()
+        if now - expected > 0.004:
+            log.write(f"{now:.6f} {(now - expected) * 1000:.1f}\n")
+            log.flush()
+        expected = now + period
+"""
+
+
+class Clock:
+    """A process of its own at the app's priority that wakes every 2 ms and logs how late it woke.
+    It shares no GIL with the app, so when it too wakes late during a stall, the machine's CPUs were
+    taken (by every runnable thread and process, the app's own at lower priority included); when it
+    wakes on time, the stall was the app's (its GIL or its GUI thread's work). ``perf_counter`` is
+    ``CLOCK_MONOTONIC`` on Linux, the same clock in both processes."""
+
+    def __init__(self, work: Path) -> None:
+        self.log = work / "clock.txt"
+        self.proc = subprocess.Popen([sys.executable, "-c", CLOCK, str(self.log), "0.002"])
+
+    def stop(self) -> list[tuple[float, float]]:
+        self.proc.terminate()
+        self.proc.wait(10)
+        if not self.log.exists():
+            return []
+        return [
+            (float(t), float(late))
+            for t, late in (
+                line.split() for line in self.log.read_text().splitlines() if line.count(" ") == 1
+            )
+        ]
+
+
 class Monitor:
     """The stall monitor process (see the module docstring) and the shared page it watches."""
 
@@ -702,6 +741,7 @@ class Bench:
         self.hb = Heartbeat()
         self.gc = GcWatch()
         self.sampler = Sampler(self.hb)
+        self.clock_samples: list[tuple[float, float]] = []  # (t, ms late) of the Clock process
         self._QEventLoop, self._QTimer = QEventLoop, QTimer
 
         # workload state, shared by the slots below
@@ -1031,6 +1071,8 @@ class Bench:
                 tally.setdefault(cat, []).append(s["gap_ms"])
             late = [late for (t, late) in self.sampler.samples if t0 <= t <= t1 + 0.011]
             s["watchdog_max_late_ms"] = max(late, default=None)
+            other = [late for (t, late) in self.clock_samples if t0 <= t <= t1 + 0.003]
+            s["clock_max_late_ms"] = max(other, default=0.0)
         if dumps is not None:
             res["causes_over_50ms"] = sorted(
                 (
@@ -1238,6 +1280,7 @@ def main() -> None:
         bench.renice_workers(args.renice_workers)
     if args.gc_freeze:
         bench.freeze_gc_after_model_load()
+    clock = Clock(work)
     bench.hb.start()
     bench.sampler.start()
     phases: list[dict[str, Any]] = []
@@ -1284,6 +1327,7 @@ def main() -> None:
         bench.hb.stop()
         bench.close()
     dumps = monitor.stop() if monitor is not None else None
+    bench.clock_samples = clock.stop()
     for p in phases:
         bench.explain(p, dumps)
 
@@ -1355,10 +1399,16 @@ def main() -> None:
         if not top:
             continue
         print(f"\n### {p['label']}: stalls > {TARGET_MS:.0f} ms\n")
-        print("| gap ms | at s | during | cause (py-spy dump during the stall) |")
-        print("|---|---|---|---|")
+        print(
+            "| gap ms | at s | during | cause (py-spy dump during the stall) | watchdog thread / "
+            "other process woke late, ms |"
+        )
+        print("|---|---|---|---|---|")
         for s in top:
-            print(f"| {s['gap_ms']:.0f} | {s['end_s']:.1f} | {s['during']} | {stall_cause(s)} |")
+            print(
+                f"| {s['gap_ms']:.0f} | {s['end_s']:.1f} | {s['during']} | {stall_cause(s)} | "
+                f"{s.get('watchdog_max_late_ms')} / {s.get('clock_max_late_ms')} |"
+            )
     for p in phases:
         if p.get("causes_over_50ms") and p["label"].startswith(("index + stream", "training")):
             print(
