@@ -78,8 +78,7 @@ class EvalRunner(SlotController):
         self.slot.start(
             run_generator,
             lambda token: evaluation_work(self.ctx, request, token),
-            "evaluation",
-            nice=5,
+            "evaluation",  # at the window's priority: it runs Python (see core.priority)
             on_progress=news,
             on_done=done,
             on_cancelled=cancelled,
