@@ -14,7 +14,6 @@ import html
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -334,38 +333,6 @@ def test_cancel_mid_build_keeps_work_and_resume_finishes(
     settle(qtbot, panel)
     assert panel.summary("big").items == BIG and chip(panel.corpus_item("big")) == "indexed"
     assert assert_consistent(ctx, "big")["vectors"] == BIG
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
-def test_indexing_runs_python_at_the_windows_priority_and_decoding_below_it(
-    qtbot: Any, panel: CorporaPanel, make_pdf: Any
-) -> None:
-    """The indexing thread holds the GIL whenever it runs Python: below the window's priority it
-    would be slow to let go while other work takes the cores, and the window would wait for it
-    (docs/benchmarks.md §5.16). Decoding and OCR, in the derive child (no GIL shared), run lower."""
-    import psutil
-
-    from vrag_desktop.core.corpus.derive_process import __name__ as derive_module
-
-    panel.add_and_index("big", [make_pdf("big.pdf", page_texts(BIG))])
-    gate = FirstBatchGate(panel)
-    gate.wait(qtbot)
-    try:
-        window = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        (indexing,) = [t for t in threading.enumerate() if t.name == "vrag-index-big"]
-        assert indexing.native_id is not None
-        assert os.getpriority(os.PRIO_PROCESS, indexing.native_id) == window
-        children = [
-            c
-            for c in psutil.Process().children()
-            if derive_module in " ".join(c.cmdline()) and c.is_running()
-        ]
-        assert children, "no derive child while a PDF is indexed"
-        assert all(c.nice() == min(19, window + 10) for c in children), [c.nice() for c in children]
-    finally:
-        gate.release.set()
-    with qtbot.waitSignal(panel.indexed, timeout=30000, check_params_cb=lambda n: n == "big"):
-        pass
 
 
 def test_rename_then_remove_while_indexing(

@@ -1,16 +1,10 @@
-"""CPU priority of the app's own threads and children: what shares no GIL with the window runs lower.
+"""CPU priority of the app's own threads: every worker runs below the GUI thread.
 
-Why: on a 2-core workstation CPU-bound work at the GUI thread's priority takes the core the window
-needs to repaint. But a *thread* of the app also holds the GIL whenever it runs Python, and a thread
-waiting for the GIL (the GUI thread, for every Python slot) waits until the holder gets a core back
-to let go. A low-priority holder gets one late while work at normal priority takes the cores (a
-model server streaming, say): a priority inversion that stalled the window longer than the CPU it
-saved (``bench/gil_inversion.py``; docs/benchmarks.md §5.16). So the indexing worker and the
-start-up warm-up keep the window's priority, and lower priority goes to child processes, which
-share no GIL: the derive child (decoding, OCR), the trainer, pip. On Linux a thread's nice value is
-its own (threads are tasks) and what it starts inherits it, threads and child processes alike;
-:func:`lower_thread_priority` is for threads that mostly wait on such children. Elsewhere
-``setpriority`` with a thread id would name a process, so nothing is done there.
+Why: on a 2-core workstation an embedder, a warm-up import or a model reply streamed at hundreds of
+chunks a second, at the GUI thread's priority, takes the core the window needs to repaint. On Linux
+a thread's nice value is its own (threads are tasks), and threads it starts inherit it (torch's and
+onnxruntime's pools), so lowering a worker thread never slows the GUI thread. Elsewhere ``setpriority``
+with a thread id would name a process, so nothing is done there.
 """
 
 from __future__ import annotations

@@ -34,6 +34,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from vrag_desktop.core.priority import lower_thread_priority
+
 log = logging.getLogger(__name__)
 
 #: (package, extension modules inside it, relative globs) that indexing and local search load: their
@@ -147,10 +149,8 @@ def warm(modules: tuple[str, ...] = MODULES, then: Callable[[], object] | None =
 
 
 def start(delay: float = 0.5, then: Callable[[], object] | None = None) -> threading.Thread | None:
-    """:func:`warm` once per process in a daemon thread, after ``delay`` seconds (the window paints
-    first). Returns the thread, or None when turned off or already started. The thread keeps the
-    window's CPU priority: its imports hold the GIL, which a lower-priority holder is slow to give
-    back while other work takes the cores (see :mod:`vrag_desktop.core.priority`)."""
+    """:func:`warm` once per process in a daemon thread at low CPU priority, after ``delay`` seconds
+    (the window paints first). Returns the thread, or None when turned off or already started."""
     global _started
     if os.environ.get("VRAG_DESKTOP_NO_WARMUP"):
         return None
@@ -159,6 +159,7 @@ def start(delay: float = 0.5, then: Callable[[], object] | None = None) -> threa
             return None
 
         def run() -> None:
+            lower_thread_priority(10)
             time.sleep(delay)
             t = time.perf_counter()
             timings = warm(then=then)

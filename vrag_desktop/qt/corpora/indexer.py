@@ -200,12 +200,10 @@ class Indexer(Controller):
         ctx = self.ctx
         self._set_busy(f"Indexing {job.name}…")
         self.jobStarted.emit(job.name)
-        # At the window's priority, not below it: this thread holds the GIL between its native
-        # calls, and a low-priority holder is slow to let go while other work takes the cores (a
-        # priority inversion; docs/benchmarks.md §5.16). Decoding and OCR run lower, in the child.
         self._worker = run_generator(
             lambda token: run_job(ctx, job, token),
             f"index-{job.name}",
+            nice=10,
             on_progress=self._on_progress,
             on_done=self._on_finished,
             on_error=self._on_failed,

@@ -78,7 +78,8 @@ class EvalRunner(SlotController):
         self.slot.start(
             run_generator,
             lambda token: evaluation_work(self.ctx, request, token),
-            "evaluation",  # at the window's priority: it runs Python (see core.priority)
+            "evaluation",
+            nice=5,
             on_progress=news,
             on_done=done,
             on_cancelled=cancelled,
