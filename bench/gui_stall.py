@@ -1226,6 +1226,11 @@ def main() -> None:
         help="diagnosis only: dumps with C/C++ frames (py-spy pauses the app ~0.2 s per dump, so the "
         "figures of such a run are distorted)",
     )
+    ap.add_argument(
+        "--no-clock",
+        action="store_true",
+        help="without the clock process (it wakes every 2 ms; does its keeping a core awake change the figures?)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gui_stall.json")
     ap.add_argument("--prepare", type=Path, help=argparse.SUPPRESS)
@@ -1280,7 +1285,7 @@ def main() -> None:
         bench.renice_workers(args.renice_workers)
     if args.gc_freeze:
         bench.freeze_gc_after_model_load()
-    clock = Clock(work)
+    clock = None if args.no_clock else Clock(work)
     bench.hb.start()
     bench.sampler.start()
     phases: list[dict[str, Any]] = []
@@ -1327,7 +1332,7 @@ def main() -> None:
         bench.hb.stop()
         bench.close()
     dumps = monitor.stop() if monitor is not None else None
-    bench.clock_samples = clock.stop()
+    bench.clock_samples = clock.stop() if clock is not None else []
     for p in phases:
         bench.explain(p, dumps)
 
