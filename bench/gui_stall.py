@@ -455,11 +455,16 @@ class Sampler(threading.Thread):
         self.hb = hb
         self.samples: list[tuple[float, float]] = []  # (t, woke late ms)
         self.names: dict[int, str] = {}
+        self.native_names: dict[int, str] = {}  # Python thread names by OS thread id (for the clock)
         self._stop_evt = threading.Event()
 
     def run(self) -> None:
         expected = time.perf_counter() + 0.010
+        n = 0
         while not self._stop_evt.wait(max(0.0, expected - time.perf_counter())):
+            n += 1
+            if n % 50 == 1:
+                self.native_names.update({t.native_id: t.name for t in threading.enumerate() if t.native_id})
             now = time.perf_counter()
             late = (now - expected) * 1000
             expected = now + 0.010
@@ -557,15 +562,80 @@ with open(out, "a") as log:
 
 
 CLOCK = r"""
-import sys, time
-out, period = sys.argv[1], float(sys.argv[2])
+import os, sys, time
+out, period, pid = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 expected = time.perf_counter() + period
+sched = open(f"/proc/{pid}/task/{pid}/schedstat", "rb", buffering=0)
+stat = open("/proc/stat", "rb", buffering=0)
+tasks = {}  # (pid, tid) -> open schedstat of every thread of the app and of its child processes
+
+
+def sample():
+    sched.seek(0)
+    cpu, wait, _ = sched.read(200).split()
+    stat.seek(0)
+    steal = stat.read(200).split(b"\n", 1)[0].split()[8]
+    return f"{int(cpu)} {int(wait)} {int(steal)}"
+
+
+def discover(log):
+    pids, i = [pid], 0
+    while i < len(pids):  # the app and its descendants (children of any of their threads)
+        for tid in os.listdir(f"/proc/{pids[i]}/task") if os.path.isdir(f"/proc/{pids[i]}") else ():
+            try:
+                pids += open(f"/proc/{pids[i]}/task/{tid}/children").read().split()
+            except OSError:
+                pass
+        i += 1
+    seen = set()
+    for p in pids:
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            key = (p, tid)
+            seen.add(key)
+            if key not in tasks:
+                try:
+                    comm = open(f"/proc/{p}/task/{tid}/comm").read().strip().replace(" ", "_")
+                    if p != pid:  # a child process: say which
+                        cmd = open(f"/proc/{p}/cmdline", "rb").read()
+                        role = [r for k, r in ((b"derive", "derive"), (b"gui-stall-turns", "server"),
+                                               (b"schedstat", "clock"), (b"py-spy", "py-spy")) if k in cmd]
+                        comm = f"{role[0] if role else 'child'}:{comm}" + ("" if tid == p else "-thread")
+                    tasks[key] = open(f"/proc/{p}/task/{tid}/schedstat", "rb", buffering=0)
+                except OSError:
+                    continue
+                log.write(f"N {p} {tid} {comm}\n")
+    for key in set(tasks) - seen:
+        tasks.pop(key).close()
+
+
+def threads():
+    parts = []
+    for (p, tid), f in list(tasks.items()):
+        try:
+            f.seek(0)
+            cpu, wait, _ = f.read(200).split()
+        except (OSError, ValueError):
+            continue
+        parts.append(f"{tid}:{int(cpu) // 1000}:{int(wait) // 1000}")
+    return " ".join(parts)
+
+
 with open(out, "w") as log:
+    n = 0
     while True:
         time.sleep(max(0.0, expected - time.perf_counter()))
         now = time.perf_counter()
-        if now - expected > 0.004:
-            log.write(f"{now:.6f} {(now - expected) * 1000:.1f}\n")
+        log.write(f"{now:.6f} {(now - expected) * 1000:.1f} {sample()}\n")
+        n += 1
+        if n % 100 == 1:
+            discover(log)
+        if n % 5 == 0:  # every thread's CPU and run-queue wait, every 10 ms (µs)
+            log.write(f"T {now:.6f} {threads()}\n")
+        if n % 50 == 0:
             log.flush()
         expected = now + period
 """
@@ -576,23 +646,80 @@ class Clock:
     It shares no GIL with the app, so when it too wakes late during a stall, the machine's CPUs were
     taken (by every runnable thread and process, the app's own at lower priority included); when it
     wakes on time, the stall was the app's (its GIL or its GUI thread's work). ``perf_counter`` is
-    ``CLOCK_MONOTONIC`` on Linux, the same clock in both processes."""
+    ``CLOCK_MONOTONIC`` on Linux, the same clock in both processes.
 
-    def __init__(self, work: Path) -> None:
+    Each wake-up also reads the GUI thread's ``schedstat`` (ns on a CPU, ns runnable but waiting for
+    one) and the machine's stolen time (``/proc/stat``, ticks a hypervisor gave the cores to another
+    guest), so a stall splits into: the GUI thread working, waiting for a core, stolen from the whole
+    machine, and asleep (waiting for the GIL, or for a lock)."""
+
+    def __init__(self, work: Path, pid: int) -> None:
         self.log = work / "clock.txt"
-        self.proc = subprocess.Popen([sys.executable, "-c", CLOCK, str(self.log), "0.002"])
+        self.proc = subprocess.Popen([sys.executable, "-c", CLOCK, str(self.log), "0.002", str(pid)])
 
-    def stop(self) -> list[tuple[float, float]]:
+    def stop(self) -> list[tuple[float, ...]]:
+        """(t, ms late, GUI thread's CPU ns, its run-queue wait ns, machine steal ticks) per wake-up;
+        every thread's samples go to :attr:`threads` (see :meth:`busiest`)."""
         self.proc.terminate()
         self.proc.wait(10)
         if not self.log.exists():
             return []
-        return [
-            (float(t), float(late))
-            for t, late in (
-                line.split() for line in self.log.read_text().splitlines() if line.count(" ") == 1
-            )
-        ]
+        out: list[tuple[float, ...]] = []
+        self.names: dict[str, str] = {}
+        self.threads: list[tuple[float, dict[str, tuple[int, int]]]] = []
+        for line in self.log.read_text().splitlines():
+            fields = line.split()
+            if len(fields) == 5:
+                out.append(tuple(float(v) for v in fields))
+            elif fields and fields[0] == "N" and len(fields) == 4:
+                self.names[fields[2]] = f"{fields[3]}@{fields[1]}"
+            elif fields and fields[0] == "T" and len(fields) >= 2:
+                cur = {}
+                for part in fields[2:]:
+                    tid, cpu, wait = part.split(":")
+                    cur[tid] = (int(cpu), int(wait))
+                self.threads.append((float(fields[1]), cur))
+        return out
+
+    def busiest(self, t0: float, t1: float, names: dict[int, str]) -> list[tuple[str, float, float]]:
+        """(thread, ms on a CPU, ms waiting for one) of every thread that ran during [t0, t1], most
+        CPU first; ``names`` are the app's Python thread names by native id."""
+        import bisect
+
+        times = [t for t, _ in self.threads]
+        i, j = bisect.bisect_right(times, t0) - 1, bisect.bisect_left(times, t1)
+        if i < 0 or j >= len(self.threads):
+            return []
+        a, b = self.threads[i][1], self.threads[j][1]
+        rows = []
+        for tid, (cpu, wait) in b.items():
+            c0, w0 = a.get(tid, (cpu, wait))
+            if cpu - c0 >= 1000 or wait - w0 >= 1000:
+                name = names.get(int(tid)) or self.names.get(tid, tid)
+                rows.append((name, (cpu - c0) / 1000, (wait - w0) / 1000))
+        return sorted(rows, key=lambda r: -r[1])
+
+
+def split_stall(samples: list[tuple[float, ...]], t0: float, t1: float) -> dict[str, float] | None:
+    """How the GUI thread spent a stall [t0, t1], from the clock's samples around it: ms on a CPU,
+    ms runnable waiting for one, ms stolen from the machine (both cores, /proc/stat), ms asleep."""
+    import bisect
+
+    times = [s[0] for s in samples]
+    i, j = bisect.bisect_right(times, t0) - 1, bisect.bisect_left(times, t1)
+    if i < 0 or j >= len(samples):
+        return None
+    a, b = samples[i], samples[j]
+    span = (b[0] - a[0]) * 1000
+    cpu, wait = (b[2] - a[2]) / 1e6, (b[3] - a[3]) / 1e6
+    steal = (b[4] - a[4]) * 10.0 / 2  # USER_HZ ticks summed over the 2 cores
+    return {
+        "window_ms": round(span, 1),
+        "on_cpu_ms": round(cpu, 1),
+        "runnable_ms": round(wait, 1),
+        "stolen_ms": round(steal, 1),
+        "asleep_ms": round(max(0.0, span - cpu - wait), 1),
+    }
 
 
 class Monitor:
@@ -741,7 +868,8 @@ class Bench:
         self.hb = Heartbeat()
         self.gc = GcWatch()
         self.sampler = Sampler(self.hb)
-        self.clock_samples: list[tuple[float, float]] = []  # (t, ms late) of the Clock process
+        self.clock_samples: list[tuple[float, ...]] = []  # Clock.stop's samples
+        self.clock: Clock | None = None
         self._QEventLoop, self._QTimer = QEventLoop, QTimer
 
         # workload state, shared by the slots below
@@ -1071,8 +1199,14 @@ class Bench:
                 tally.setdefault(cat, []).append(s["gap_ms"])
             late = [late for (t, late) in self.sampler.samples if t0 <= t <= t1 + 0.011]
             s["watchdog_max_late_ms"] = max(late, default=None)
-            other = [late for (t, late) in self.clock_samples if t0 <= t <= t1 + 0.003]
+            other = [c[1] for c in self.clock_samples if t0 <= c[0] <= t1 + 0.003 and c[1] > 4.0]
             s["clock_max_late_ms"] = max(other, default=0.0)
+            s["gui_thread"] = split_stall(self.clock_samples, t0, t1)
+            if self.clock is not None:
+                s["threads"] = [
+                    {"thread": n, "cpu_ms": round(c, 1), "runnable_ms": round(w, 1)}
+                    for n, c, w in self.clock.busiest(t0, t1, self.sampler.native_names)
+                ]
         if dumps is not None:
             res["causes_over_50ms"] = sorted(
                 (
@@ -1285,7 +1419,7 @@ def main() -> None:
         bench.renice_workers(args.renice_workers)
     if args.gc_freeze:
         bench.freeze_gc_after_model_load()
-    clock = None if args.no_clock else Clock(work)
+    clock = None if args.no_clock else Clock(work, os.getpid())
     bench.hb.start()
     bench.sampler.start()
     phases: list[dict[str, Any]] = []
@@ -1333,6 +1467,7 @@ def main() -> None:
         bench.close()
     dumps = monitor.stop() if monitor is not None else None
     bench.clock_samples = clock.stop() if clock is not None else []
+    bench.clock = clock
     for p in phases:
         bench.explain(p, dumps)
 
@@ -1414,6 +1549,29 @@ def main() -> None:
                 f"| {s['gap_ms']:.0f} | {s['end_s']:.1f} | {s['during']} | {stall_cause(s)} | "
                 f"{s.get('watchdog_max_late_ms')} / {s.get('clock_max_late_ms')} |"
             )
+    for p in phases:
+        split = [s for s in p["stalls"][: args.top] if s.get("gui_thread")][:5]
+        if split and p["label"].startswith(("index + stream", "training")):
+            print(
+                f"\n{p['label']}: the {len(split)} longest stalls, how the GUI thread spent them "
+                "(its schedstat; stolen: the machine's cores taken by the hypervisor)\n"
+            )
+            print(
+                "| gap ms | during | on a CPU | waiting for a CPU | stolen | asleep (GIL, locks) "
+                "| other threads on a CPU, ms |"
+            )
+            print("|---|---|---|---|---|---|---|")
+            for s in split:
+                g = s["gui_thread"]
+                others = ", ".join(
+                    f"{t['thread']} {t['cpu_ms']:.0f}"
+                    for t in s.get("threads", [])
+                    if t["thread"] != "MainThread"
+                )
+                print(
+                    f"| {s['gap_ms']:.0f} | {s['during']} | {g['on_cpu_ms']} | {g['runnable_ms']} | "
+                    f"{g['stolen_ms']} | {g['asleep_ms']} | {others[:160]} |"
+                )
     for p in phases:
         if p.get("causes_over_50ms") and p["label"].startswith(("index + stream", "training")):
             print(
