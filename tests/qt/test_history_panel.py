@@ -194,6 +194,24 @@ def test_refresh_picks_up_a_new_run_and_reports_unreadable_folders(
     assert "1 unreadable run folder skipped" in panel.status_label.text()
 
 
+def test_a_finished_run_is_added_in_place_keeping_the_selection(
+    panel: HistoryPanel, runs: dict[str, str], ctx: Any, qtbot: Any
+) -> None:
+    """After each run the list is read again: the new run is inserted (no reset of the table, which
+    re-sorted every row through Python), and the run a person had selected stays selected."""
+    flags = QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+    panel.table.selectionModel().select(panel.proxy.index(_row_of(panel, runs["cancelled"]), 0), flags)
+    resets: list[bool] = []
+    panel.model.modelReset.connect(lambda: resets.append(True))
+    newest = record(ctx.runs, "A brand new question", vrag_events)
+    with qtbot.waitSignal(panel.refreshed, timeout=5000):
+        panel.refresh()
+    assert resets == []
+    assert panel.proxy.index(0, 0).data(Qt.ItemDataRole.UserRole) == newest
+    assert panel.selected_run_ids() == [runs["cancelled"]]
+    assert panel.status_label.text() == "5 runs"
+
+
 def test_empty_history_says_how_to_get_runs(ctx: Any, qtbot: Any) -> None:
     p = HistoryPanel(ctx)
     qtbot.addWidget(p)

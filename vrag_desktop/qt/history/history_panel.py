@@ -240,7 +240,7 @@ class HistoryPanel(QWidget):
         return False
 
     def _restore_selection(self, ids: set[str]) -> None:
-        if not ids:
+        if not ids or ids <= set(self.selected_run_ids()):  # an update (not a reset) keeps the selection
             return
         sel = self.table.selectionModel()
         from PySide6.QtCore import QItemSelectionModel

@@ -65,6 +65,9 @@ class RunTableModel(RecordModel["RunSummary"]):
 
     columns = COLUMNS
 
+    def key(self, record: RunSummary) -> str:
+        return record.id
+
     def cell(self, r: RunSummary, col: int, role: int) -> Any:
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(r, col)

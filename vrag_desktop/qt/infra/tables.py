@@ -2,7 +2,11 @@
 read-only view that shows them, one way for every dock.
 
 A :class:`RecordModel` subclass names its ``columns`` and answers :meth:`RecordModel.cell`; the
-list, the counts, the header and the reset on a new list are here.
+list, the counts, the header and the update on a new list are here. A model whose records have an
+identity (:meth:`RecordModel.key`) takes a new list as the rows it removes, changes and adds, not as a
+reset: a sorting proxy then places only those rows, and the view keeps its selection and scroll.
+Every ``cell`` is a call into Python from Qt, so a reset of a sorted table of a thousand runs (after
+each finished run) cost ~30 ms of the GUI thread, and far more while another thread holds the GIL.
 """
 
 from __future__ import annotations
@@ -33,9 +37,52 @@ class RecordModel(QAbstractTableModel, Generic[R]):
         super().__init__(parent)
         self._records: list[R] = []
 
+    #: Above this many removed or added rows a new list is a reset (one signal instead of many).
+    RESET_ABOVE = 64
+
+    def key(self, record: R) -> Any:
+        """A record's identity across lists (``None``: records have none; every new list resets)."""
+        return None
+
     def set_records(self, records: list[R]) -> None:
+        new = list(records)
+        old_keys = [self.key(r) for r in self._records]
+        new_keys = [self.key(r) for r in new]
+        index = dict(zip(new_keys, new, strict=True))
+        if (
+            None in old_keys
+            or None in new_keys
+            or len(index) != len(new)
+            or len(set(old_keys)) != len(old_keys)
+            or not self._records
+        ):
+            self._reset(new)
+            return
+        gone = [row for row, k in enumerate(old_keys) if k not in index]
+        kept = set(old_keys)
+        added = [r for k, r in zip(new_keys, new, strict=True) if k not in kept]
+        if len(gone) + len(added) > self.RESET_ABOVE:
+            self._reset(new)
+            return
+        for row in reversed(gone):
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._records[row]
+            self.endRemoveRows()
+        last = len(self.columns) - 1
+        for row, record in enumerate(self._records):
+            fresh = index[self.key(record)]
+            if fresh != record:
+                self._records[row] = fresh
+                self.dataChanged.emit(self.index(row, 0), self.index(row, last))
+        if added:
+            first = len(self._records)
+            self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)
+            self._records.extend(added)
+            self.endInsertRows()
+
+    def _reset(self, records: list[R]) -> None:
         self.beginResetModel()
-        self._records = list(records)
+        self._records = records
         self.endResetModel()
 
     def records(self) -> list[R]:
