@@ -840,6 +840,15 @@ class Bench:
         from vrag_desktop.qt.main_window import MainWindow
 
         self.args, self.work = args, work
+        # what the app's main() does first (trees before it had no such step)
+        try:
+            priority: Any = _module("vrag_desktop.core.priority")
+        except ImportError:
+            priority = None
+        if hasattr(priority, "passive_omp_workers") and not args.omp_spin:
+            if "torch" in sys.modules:
+                raise SystemExit("torch was imported before the app's OpenMP setting: fix the bench")
+            priority.passive_omp_workers()
         self.app = QApplication.instance() or QApplication([sys.argv[0]])
         save_settings(AppSettings(first_run_done=True), work / "cfg")
         self.ctx = AppContext.for_dirs(data_dir=work / "data", config_dir=work / "cfg")
@@ -1364,6 +1373,11 @@ def main() -> None:
         "--no-clock",
         action="store_true",
         help="without the clock process (it wakes every 2 ms; does its keeping a core awake change the figures?)",
+    )
+    ap.add_argument(
+        "--omp-spin",
+        action="store_true",
+        help="experiment: leave OpenMP's default wait policy (workers spin after each region) as before §5.17",
     )
     ap.add_argument("--keep", action="store_true", help="keep the temporary data directory")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "gui_stall.json")

@@ -457,6 +457,26 @@ def test_child_environment_is_sanitised(monkeypatch: pytest.MonkeyPatch) -> None
     assert "LD_LIBRARY_PATH" not in sanitized_env(base={"LD_LIBRARY_PATH": "/app/_internal"})
 
 
+def test_the_apps_openmp_wait_policy_is_its_own_and_a_users_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app makes torch's OpenMP workers sleep after each region (they share the window's cores);
+    a child (vLLM, a training run) gets OpenMP's default back, and a user's own setting is kept."""
+    from vrag_desktop.core.priority import OMP_WAIT_ENV, passive_omp_workers
+
+    monkeypatch.delenv(OMP_WAIT_ENV, raising=False)
+    monkeypatch.delenv("_VRAG_OMP_WAIT_SET", raising=False)
+    passive_omp_workers()
+    assert os.environ[OMP_WAIT_ENV] == "PASSIVE"
+    assert OMP_WAIT_ENV not in sanitized_env()
+    code = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
+    out = subprocess.run([sys.executable, "-c", code], env=sanitized_env(), capture_output=True, text=True)
+    assert out.stdout.strip() == "None"
+
+    monkeypatch.setenv(OMP_WAIT_ENV, "ACTIVE")  # the user's choice, for the app and its children
+    monkeypatch.delenv("_VRAG_OMP_WAIT_SET")
+    passive_omp_workers()
+    assert os.environ[OMP_WAIT_ENV] == "ACTIVE" and sanitized_env()[OMP_WAIT_ENV] == "ACTIVE"
+
+
 # ---------------------------------------------------------------- vLLM command and classification
 
 

@@ -208,6 +208,23 @@ def test_no_display_gives_clear_advice() -> None:
     assert "no display" in proc.stderr and "xvfb-run" in proc.stderr
 
 
+def test_the_app_sets_openmps_wait_policy_before_torch_loads(tmp_path: Path) -> None:
+    """torch's OpenMP runtime reads ``OMP_WAIT_POLICY`` once, when the warm-up imports torch: the
+    app's main() must have set it (workers that sleep, not spin, beside the window) by then."""
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "VRAG_DESKTOP_STARTUP_PROBE": "1"}
+    env.pop("OMP_WAIT_POLICY", None)
+    code = (
+        "import os, sys; from vrag_desktop.qt.app import main; "
+        f"rc = main(data_dir={str(tmp_path / 'd')!r}); "
+        "print('omp', os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules, rc)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "omp PASSIVE False 0"
+
+
 def test_gui_command_opens_a_window(tmp_path: Path) -> None:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "VRAG_DESKTOP_STARTUP_PROBE": "1"}
     proc = subprocess.run(

@@ -14,11 +14,37 @@ import os
 import sys
 import threading
 
-__all__ = ["ASYNC_NICE_ENV", "async_nice", "lower_thread_priority"]
+__all__ = ["ASYNC_NICE_ENV", "async_nice", "child_env", "lower_thread_priority", "passive_omp_workers"]
 
 #: The async loop thread's niceness (model streams, HTTP); ``0`` gives it the GUI's priority.
 ASYNC_NICE_ENV = "VRAG_ASYNC_NICE"
 _ASYNC_NICE = 0
+
+
+#: OpenMP's wait policy (libgomp reads it once, when torch loads it).
+OMP_WAIT_ENV = "OMP_WAIT_POLICY"
+#: Marks an ``OMP_WAIT_POLICY`` the app set for itself, so children get the user's environment back.
+_OMP_SET_BY_APP = "_VRAG_OMP_WAIT_SET"
+
+
+def passive_omp_workers() -> None:
+    """Make torch's OpenMP workers sleep as soon as a parallel region ends, for this process.
+
+    Why: by default they spin for a while after each region (each embedder batch, each query), on
+    cores the window shares with them; measured in the stall bench, ~7 % of the app's CPU went to
+    spinning (§5.17 of docs/benchmarks.md). Call before torch is imported; a user's own
+    ``OMP_WAIT_POLICY`` wins, and :func:`child_env` keeps the app's choice out of child processes
+    (a vLLM or training process keeps OpenMP's default)."""
+    if OMP_WAIT_ENV not in os.environ:
+        os.environ[OMP_WAIT_ENV] = "PASSIVE"
+        os.environ[_OMP_SET_BY_APP] = "1"
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` (a copy of this process's environment) without what the app set for itself only."""
+    if env.pop(_OMP_SET_BY_APP, None) is not None:
+        env.pop(OMP_WAIT_ENV, None)
+    return env
 
 
 def lower_thread_priority(nice: int) -> None:

@@ -24,6 +24,8 @@ from typing import Any
 
 import psutil
 
+from vrag_desktop.core.priority import child_env
+
 __all__ = [
     "KILL",
     "cleanup",
@@ -45,7 +47,7 @@ def sanitized_env(
 ) -> dict[str, str]:
     """The environment for a child: undo PyInstaller's library-path changes (they break other
     Pythons), drop its private variables, keep output unbuffered. ``None`` in overrides unsets."""
-    env = dict(os.environ if base is None else base)
+    env = child_env(dict(os.environ if base is None else base))
     if "LD_LIBRARY_PATH_ORIG" in env:
         env["LD_LIBRARY_PATH"] = env.pop("LD_LIBRARY_PATH_ORIG")
     elif getattr(sys, "frozen", False):
