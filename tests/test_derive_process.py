@@ -239,3 +239,15 @@ def _gone(pid: int, within: float) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduling classes")
+def test_the_child_runs_on_idle_cpu_time_only(tmp_path: Path, worker: DeriveProcess) -> None:
+    """A waking GUI thread takes a core that runs only deriving at once (SCHED_IDLE), where at nice 19
+    it could wait behind other work; the child's threads (OCR's pool) inherit the class."""
+    list(worker.derive(_pdf(tmp_path / "d.pdf", 1), kinds.PDF, tmp_path / "o", DeriveOptions(ocr=False), set(),
+                       False, threading.Event()))  # fmt: skip
+    assert worker.pid is not None
+    for tid in os.listdir(f"/proc/{worker.pid}/task"):
+        assert os.sched_getscheduler(int(tid)) == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the app itself is untouched

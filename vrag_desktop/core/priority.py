@@ -14,7 +14,14 @@ import os
 import sys
 import threading
 
-__all__ = ["ASYNC_NICE_ENV", "async_nice", "child_env", "lower_thread_priority", "passive_omp_workers"]
+__all__ = [
+    "ASYNC_NICE_ENV",
+    "async_nice",
+    "child_env",
+    "lower_thread_priority",
+    "passive_omp_workers",
+    "run_when_idle",
+]
 
 #: The async loop thread's niceness (model streams, HTTP); ``0`` gives it the GUI's priority.
 ASYNC_NICE_ENV = "VRAG_ASYNC_NICE"
@@ -52,6 +59,25 @@ def lower_thread_priority(nice: int) -> None:
     if nice > 0 and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+
+
+def run_when_idle() -> bool:
+    """Run the calling thread, and the threads it starts, only on CPU time nothing else wants
+    (Linux ``SCHED_IDLE``); True when that took effect.
+
+    Why, for a worker *process* (it shares no GIL, so it can never hold up the window): at nice 19
+    it still kept a core that the GUI thread, queued behind other work on the other core, waited
+    for (27 ms in one stall, docs/benchmarks.md §5.17). The scheduler treats a core running only
+    ``SCHED_IDLE`` work as free: a thread that wakes takes it at once. When nothing else runs, the
+    worker gets every idle cycle, so an idle machine indexes as fast. Not for threads of the app's
+    own process: one holding the GIL must not wait for idle time."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def async_nice() -> int:

@@ -11,7 +11,8 @@ The child is a fresh interpreter started with :mod:`subprocess` (``python -m`` t
 frozen app with :data:`CHILD_FLAG`), talking over a socket pair with :mod:`multiprocessing`'s
 connection protocol. Not ``multiprocessing``'s ``spawn``: that re-imports the caller's main module,
 so a user's script without an ``if __name__ == "__main__"`` guard would index itself recursively.
-Never ``fork``: the app has threads, Qt and torch. The child runs at a lower priority than the app and
+Never ``fork``: the app has threads, Qt and torch. The child runs on idle CPU time only (Linux's
+``SCHED_IDLE``; elsewhere at a lower priority than the app) and
 streams each :class:`~.derive.Derived` back as soon as it is ready, exactly as
 :func:`~.derive.derive` yields them in-process; it ends when the parent does (its socket closes).
 """
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError
+from vrag_desktop.core.priority import run_when_idle
 
 #: How long the parent waits between checks that the child is still alive.
 _POLL = 0.2
@@ -57,7 +59,8 @@ def _child_main(conn: Any, nice: int) -> None:
     """The child: derive each job it receives and send back ("item", Derived) … ("done", error)."""
     if nice > 0 and hasattr(os, "nice"):
         with contextlib.suppress(OSError):
-            os.nice(nice)
+            os.nice(nice)  # where there is no idle class (not Linux): below the app, at least
+        run_when_idle()
     from vrag_desktop.core.corpus.derive import derive
     from vrag_desktop.core.corpus.scan import os_error_message
 
