@@ -30,6 +30,12 @@ thread without the GIL (the GUI thread active with only the event loop's Python 
 ``gc.callbacks`` probe records every garbage collection (one holds the GIL throughout); a stall
 mostly covered by one is put down to it.
 
+Where a stall's time went, without a profiler: a **clock process** (its own GIL) reads the GUI
+thread's ``schedstat`` every 2 ms, and every thread's (the app's and its children's) every 10 ms.
+Each long stall is then split into the GUI thread on a CPU (its own Python and Qt work), waiting for
+a CPU (runnable, the cores taken), stolen by the hypervisor (``/proc/stat``), and asleep (waiting
+for the GIL or a lock), with the threads that ran meanwhile (docs/benchmarks.md §5.17).
+
 Tried first and dropped, because they break what they measure: ``faulthandler.dump_traceback_later``
 reads other threads' frames without the GIL and crashed the process under this load; sampling with
 ``sys._current_frames()`` keeps frames alive past their return (see :class:`Sampler`) and crashed Qt
