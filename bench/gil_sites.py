@@ -47,7 +47,8 @@ def build() -> Path:
 
 def record(kinds: set[str], steps: int, contended: bool, out: Path) -> int:
     """Feed the run in this process (the shim preloaded); returns how many events were recorded."""
-    from window_events import open_run_window, spin, step_events
+    from _modes import spin
+    from window_events import open_run_window, step_events
 
     shim = ctypes.CDLL(str(SHIM))
     app, window, pages = open_run_window()

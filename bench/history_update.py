@@ -20,17 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any
 
+from _modes import add_mode_args, run_modes, spin, use_tree
 from _report import row, save_json  # bench/ is the script's folder, first on sys.path
 from _window import open_window
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def one(contended: bool, sizes: list[int], repeat: int) -> dict[str, Any]:
@@ -55,12 +50,7 @@ def one(contended: bool, sizes: list[int], repeat: int) -> dict[str, Any]:
         )
 
     if contended:
-
-        def spin() -> None:
-            while True:
-                sum(range(200))
-
-        threading.Thread(target=spin, daemon=True).start()
+        spin()
     out: dict[str, Any] = {}
     for n in sizes:
         runs = [summary(i) for i in range(n)]
@@ -88,30 +78,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="50,200,1000", help="runs already listed, comma-separated")
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--tree", type=Path, default=ROOT, help="the source tree to measure (default: this one)")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
-    ap.add_argument("--one", choices=("quiet", "contended"), help=argparse.SUPPRESS)  # a child's mode
+    add_mode_args(ap)
     args = ap.parse_args()
-    tree = args.tree.resolve()
-    sys.path.insert(0, str(tree))
+    tree = use_tree(args)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.one:
         print(json.dumps(one(args.one == "contended", sizes, args.repeat)))
         return
-    res: dict[str, Any] = {"tree": str(tree)}
-    for mode in ("quiet", "contended"):  # a fresh process each: the spinning thread cannot be undone
-        cmd = [
-            sys.executable,
-            __file__,
-            "--tree",
-            str(tree),
-            "--sizes",
-            args.sizes,
-            "--repeat",
-            str(args.repeat),
-        ]
-        done = subprocess.run([*cmd, "--one", mode], check=True, capture_output=True, text=True)
-        res[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    res = run_modes(__file__, tree, ["--sizes", args.sizes, "--repeat", str(args.repeat)])
     print(f"tree {tree}: one run more, {args.repeat} times")
     print(
         "| runs listed | quiet: set ms | quiet: Qt ms | contended: set ms | contended: Qt ms | contended: max ms |"

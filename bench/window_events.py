@@ -24,17 +24,15 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from _modes import add_mode_args, run_modes, spin, use_tree
 from _report import row, save_json  # bench/ is the script's folder, first on sys.path
 from _window import open_window
 
-ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("ThinkDelta", "SearchStarted", "SearchResults", "ImageShown", "BBox", "Crop", "Timing")
 
 
@@ -84,16 +82,6 @@ def open_run_window() -> tuple[Any, Any, list[Path]]:
     return app, window, pages
 
 
-def spin(stop: threading.Event) -> None:
-    """A pure-Python thread: it never lets the GIL go before the 5 ms switch interval."""
-
-    def run() -> None:
-        while not stop.is_set():
-            sum(range(200))
-
-    threading.Thread(target=run, daemon=True).start()
-
-
 def feed_run(contended: bool, steps: int) -> dict[str, Any]:
     app, window, pages = open_run_window()
     stop = threading.Event()
@@ -129,20 +117,13 @@ def feed_run(contended: bool, steps: int) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--tree", type=Path, default=ROOT, help="the source tree to measure (default: this one)")
-    ap.add_argument("--json", type=Path, help="also write the figures here")
-    ap.add_argument("--one", choices=("quiet", "contended"), help=argparse.SUPPRESS)  # a child's mode
+    add_mode_args(ap)
     args = ap.parse_args()
-    tree = args.tree.resolve()
-    sys.path.insert(0, str(tree))
+    tree = use_tree(args)
     if args.one:
         print(json.dumps(feed_run(args.one == "contended", args.steps)))
         return
-    out: dict[str, Any] = {"tree": str(tree)}
-    for mode in ("quiet", "contended"):  # a fresh process each: the spinning thread cannot be undone
-        cmd = [sys.executable, __file__, "--tree", str(tree), "--steps", str(args.steps), "--one", mode]
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-        out[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_modes(__file__, tree, ["--steps", str(args.steps)])
     print(f"tree {tree}: {args.steps} steps")
     print("| event | quiet: handler p50 ms | quiet: Qt work p50 ms | contended: handler p50 ms | "
           "contended: Qt work p50 ms | contended: max ms |")  # fmt: skip
