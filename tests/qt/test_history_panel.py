@@ -212,6 +212,19 @@ def test_a_finished_run_is_added_in_place_keeping_the_selection(
     assert panel.status_label.text() == "5 runs"
 
 
+def test_the_muted_columns_follow_a_theme_switch(panel: HistoryPanel, qapp: Any) -> None:
+    """The table's cells are computed once and kept by Qt; a theme switch computes them again."""
+    from vrag_desktop.qt.infra import theme
+
+    try:
+        for name in ("light", "dark"):
+            theme.apply_theme(qapp, name)
+            fg = panel.proxy.index(0, TIME).data(Qt.ItemDataRole.ForegroundRole)
+            assert QColor(fg) == theme.color("muted"), name
+    finally:
+        theme.apply_theme(qapp, "system")
+
+
 def test_empty_history_says_how_to_get_runs(ctx: Any, qtbot: Any) -> None:
     p = HistoryPanel(ctx)
     qtbot.addWidget(p)
@@ -234,6 +247,15 @@ def test_filter_matches_question_answer_and_model(panel: HistoryPanel, runs: dic
     assert panel.proxy.rowCount() == 2 and panel.status_label.text() == "2 of 4 runs match"
     panel.filter_edit.setText("nothing like this")
     assert panel.proxy.rowCount() == 0
+    panel.filter_edit.setText("robot atlas")  # in any order
+    assert panel.proxy.rowCount() == 2
+    panel.filter_edit.setText("robot?")  # a question mark is text: only the question ending so
+    assert _column(panel, QUESTION) == ["What is the battery life of the Atlas robot?"]
+    for typed in ("(atlas", "[", "*", "\\", ".*"):  # taken as text, never as a pattern
+        panel.filter_edit.setText(typed)
+        assert panel.proxy.rowCount() == 0, typed
+    panel.filter_edit.setText("  ")
+    assert panel.proxy.rowCount() == 4
     panel.filter_edit.clear()
     assert panel.proxy.rowCount() == 4
 

@@ -23,6 +23,7 @@ class ItemTableModel(RecordModel[DatasetItem]):
     """Read-only rows; editing goes through the item dialog (which checks every field)."""
 
     columns = COLUMNS
+    roles = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, UID_ROLE)
 
     def cell(self, item: DatasetItem, col: int, role: int) -> Any:
         if role == UID_ROLE:

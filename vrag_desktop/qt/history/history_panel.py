@@ -188,6 +188,7 @@ class HistoryPanel(QWidget):
         self._listing.start(run_call, _list_runs, store, on_done=self._listed, on_error=self._listing_failed)
 
     def _theme_changed(self, _effective: str) -> None:
+        self.model.refresh()  # the muted columns' colour is the theme's
         self.table.viewport().update()
 
     def _listed(self, result: tuple[list[RunSummary], int]) -> None:

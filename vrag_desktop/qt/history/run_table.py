@@ -10,6 +10,7 @@ from PySide6.QtCore import (
     QModelIndex,
     QPersistentModelIndex,
     QRect,
+    QRegularExpression,
     QSize,
     QSortFilterProxyModel,
     Qt,
@@ -26,10 +27,11 @@ _Index = QModelIndex | QPersistentModelIndex
 
 COLUMNS = ("Time", "Agent", "Model", "Question", "Status", "Steps", "Answer")
 TIME, AGENT, MODEL, QUESTION, STATUS, STEPS, ANSWER = range(len(COLUMNS))
-RUN_ID_ROLE = Qt.ItemDataRole.UserRole
-SORT_ROLE = Qt.ItemDataRole.UserRole + 1
-SEARCH_ROLE = Qt.ItemDataRole.UserRole + 2
-STATUS_ROLE = Qt.ItemDataRole.UserRole + 3
+RUN_ID_ROLE = int(Qt.ItemDataRole.UserRole)
+SORT_ROLE = RUN_ID_ROLE + 1
+SEARCH_ROLE = RUN_ID_ROLE + 2
+STATUS_ROLE = RUN_ID_ROLE + 3
+_DISPLAY, _TIP = int(Qt.ItemDataRole.DisplayRole), int(Qt.ItemDataRole.ToolTipRole)
 
 # core status -> (what the person reads, theme colour)
 STATUS_LOOK = {
@@ -61,62 +63,43 @@ def first_line(text: str) -> str:
 
 
 class RunTableModel(RecordModel["RunSummary"]):
-    """Run summaries as rows; ``RUN_ID_ROLE`` gives a row's run id."""
+    """Run summaries as rows; ``RUN_ID_ROLE`` gives a row's run id (every column), ``STATUS_ROLE``
+    the status (its column), ``SEARCH_ROLE`` what the filter searches (the first column). Its
+    colours follow the theme: call :meth:`~RecordModel.refresh` when the theme changes."""
 
     columns = COLUMNS
 
     def key(self, record: RunSummary) -> str:
         return record.id
 
-    def cell(self, r: RunSummary, col: int, role: int) -> Any:
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(r, col)
-        if role == RUN_ID_ROLE:
-            return r.id
-        if role == STATUS_ROLE:
-            return r.status
-        if role == SORT_ROLE:
-            if col == TIME:
-                return r.started_at
-            if col == STEPS:
-                return r.steps
-            return (self._display(r, col) or "").lower()
-        if role == SEARCH_ROLE:
-            return f"{r.question}\n{r.answer}\n{r.model}".lower()
-        if role == Qt.ItemDataRole.ToolTipRole:
-            if col == QUESTION:
-                return r.question
-            if col == ANSWER:
-                return r.answer or None
-            if col == TIME:
-                done = f", finished {local_time(r.finished_at)}" if r.finished_at else ""
-                return f"Run {r.id}: started {local_time(r.started_at)}{done}"
-            if col == STATUS:
-                return _status_tip(r)
-            return None
-        if role == Qt.ItemDataRole.TextAlignmentRole and col == STEPS:
-            return int(Qt.AlignmentFlag.AlignCenter)
-        if role == Qt.ItemDataRole.ForegroundRole and col in (TIME, AGENT, MODEL, STEPS):
-            return theme.color("muted")
-        return None
-
-    @staticmethod
-    def _display(r: RunSummary, col: int) -> str:
-        if col == TIME:
-            return local_time(r.started_at)
-        if col == AGENT:
-            return AGENT_NAMES.get(r.agent, r.agent)
-        if col == MODEL:
-            return r.model or "—"
-        if col == QUESTION:
-            return first_line(r.question)
-        if col == STATUS:
-            return STATUS_LOOK.get(r.status, (r.status, "muted"))[0]
-        if col == STEPS:
-            return str(r.steps)
-        if col == ANSWER:
-            return first_line(r.answer)
-        return ""
+    def row_cells(self, r: RunSummary) -> list[dict[int, Any]]:
+        texts = (
+            local_time(r.started_at),
+            AGENT_NAMES.get(r.agent, r.agent),
+            r.model or "—",
+            first_line(r.question),
+            STATUS_LOOK.get(r.status, (r.status, "muted"))[0],
+            str(r.steps),
+            first_line(r.answer),
+        )
+        cells: list[dict[int, Any]] = [
+            {_DISPLAY: text, SORT_ROLE: text.lower(), RUN_ID_ROLE: r.id} for text in texts
+        ]
+        cells[TIME][SORT_ROLE] = r.started_at
+        cells[STEPS][SORT_ROLE] = r.steps
+        cells[0][SEARCH_ROLE] = f"{r.question}\n{r.answer}\n{r.model}".lower()
+        cells[STATUS][STATUS_ROLE] = r.status
+        done = f", finished {local_time(r.finished_at)}" if r.finished_at else ""
+        cells[TIME][_TIP] = f"Run {r.id}: started {texts[TIME]}{done}"
+        cells[QUESTION][_TIP] = r.question
+        if r.answer:
+            cells[ANSWER][_TIP] = r.answer
+        cells[STATUS][_TIP] = _status_tip(r)
+        cells[STEPS][int(Qt.ItemDataRole.TextAlignmentRole)] = int(Qt.AlignmentFlag.AlignCenter)
+        muted = theme.color("muted")
+        for col in (TIME, AGENT, MODEL, STEPS):
+            cells[col][int(Qt.ItemDataRole.ForegroundRole)] = muted
+        return cells
 
 
 def _status_tip(r: RunSummary) -> str:
@@ -135,23 +118,22 @@ def _status_tip(r: RunSummary) -> str:
 
 
 class RunFilterModel(QSortFilterProxyModel):
-    """Rows whose question, answer or model contain every word typed (case-insensitive)."""
+    """Rows whose question, answer or model contain every word typed (case-insensitive). A regular
+    expression over ``SEARCH_ROLE``, one look-ahead a word, so Qt filters without calling Python."""
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._terms: list[str] = []
         self.setSortRole(SORT_ROLE)
+        self.setFilterRole(SEARCH_ROLE)
 
     def set_text(self, text: str) -> None:
-        self.beginFilterChange()
-        self._terms = text.lower().split()
-        self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
-
-    def filterAcceptsRow(self, source_row: int, source_parent: _Index) -> bool:
-        if not self._terms:
-            return True
-        haystack = self.sourceModel().index(source_row, 0, source_parent).data(SEARCH_ROLE) or ""
-        return all(t in haystack for t in self._terms)
+        words = text.lower().split()
+        pattern = "".join(f"(?=.*{QRegularExpression.escape(w)})" for w in words)
+        options = (
+            QRegularExpression.PatternOption.CaseInsensitiveOption
+            | QRegularExpression.PatternOption.DotMatchesEverythingOption
+        )
+        self.setFilterRegularExpression(QRegularExpression(f"^{pattern}" if words else "", options))
 
 
 class StatusDelegate(QStyledItemDelegate):

@@ -5,8 +5,12 @@ A :class:`RecordModel` subclass names its ``columns`` and answers :meth:`RecordM
 list, the counts, the header and the update on a new list are here. A model whose records have an
 identity (:meth:`RecordModel.key`) takes a new list as the rows it removes, changes and adds, not as a
 reset: a sorting proxy then places only those rows, and the view keeps its selection and scroll.
-Every ``cell`` is a call into Python from Qt, so a reset of a sorted table of a thousand runs (after
-each finished run) cost ~30 ms of the GUI thread, and far more while another thread holds the GIL.
+
+Why the cells are kept by Qt (a ``QStandardItemModel``), not answered by a Python ``data()``: each
+cell Qt reads to sort, filter or paint would be a call into Python, and while another thread holds
+the GIL each such call can wait for it. A sorted table of a thousand runs cost ~30 ms of the GUI
+thread at each finished run that way, and painting the shown table ~0.5 s with a Python thread
+spinning beside it (docs/benchmarks.md §5.17).
 """
 
 from __future__ import annotations
@@ -14,35 +18,43 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar
 
-from PySide6.QtCore import (
-    QAbstractItemModel,
-    QAbstractTableModel,
-    QModelIndex,
-    QPersistentModelIndex,
-    QPoint,
-    Qt,
-)
+from PySide6.QtCore import QAbstractItemModel, QPoint, Qt
+from PySide6.QtGui import QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QTableView
 
-_Index = QModelIndex | QPersistentModelIndex
 R = TypeVar("R")
 
 
-class RecordModel(QAbstractTableModel, Generic[R]):
-    """Read-only rows, one record each; ``columns`` are the header's texts."""
+class RecordModel(QStandardItemModel, Generic[R]):
+    """Read-only rows, one record each; ``columns`` are the header's texts. A record's cells are
+    computed once (:meth:`row_cells`) and kept by Qt: views read, sort and filter them without
+    calling Python."""
 
     columns: ClassVar[tuple[str, ...]] = ()
-
-    def __init__(self, parent: Any = None) -> None:
-        super().__init__(parent)
-        self._records: list[R] = []
-
+    #: The roles :meth:`cell` answers (for the default :meth:`row_cells`).
+    roles: ClassVar[tuple[int, ...]] = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole)
     #: Above this many removed or added rows a new list is a reset (one signal instead of many).
     RESET_ABOVE = 64
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(0, len(self.columns), parent)
+        self.setHorizontalHeaderLabels(list(self.columns))
+        self._records: list[R] = []
 
     def key(self, record: R) -> Any:
         """A record's identity across lists (``None``: records have none; every new list resets)."""
         return None
+
+    def row_cells(self, record: R) -> list[dict[int, Any]]:
+        """Each column's values by role for ``record``; by default :meth:`cell` for each of ``roles``."""
+        return [
+            {int(role): v for role in self.roles if (v := self.cell(record, col, role)) is not None}
+            for col in range(len(self.columns))
+        ]
+
+    def cell(self, record: R, column: int, role: int) -> Any:
+        """What ``role`` of ``column`` shows for ``record`` (``None``: nothing)."""
+        raise NotImplementedError
 
     def set_records(self, records: list[R]) -> None:
         new = list(records)
@@ -65,25 +77,21 @@ class RecordModel(QAbstractTableModel, Generic[R]):
             self._reset(new)
             return
         for row in reversed(gone):
-            self.beginRemoveRows(QModelIndex(), row, row)
             del self._records[row]
-            self.endRemoveRows()
-        last = len(self.columns) - 1
+            self.removeRows(row, 1)
         for row, record in enumerate(self._records):
             fresh = index[self.key(record)]
             if fresh != record:
                 self._records[row] = fresh
-                self.dataChanged.emit(self.index(row, 0), self.index(row, last))
-        if added:
-            first = len(self._records)
-            self.beginInsertRows(QModelIndex(), first, first + len(added) - 1)
-            self._records.extend(added)
-            self.endInsertRows()
+                self._fill(row, fresh)
+        for record in added:
+            self._records.append(record)
+            self.appendRow(self._items(record))
 
-    def _reset(self, records: list[R]) -> None:
-        self.beginResetModel()
-        self._records = records
-        self.endResetModel()
+    def refresh(self) -> None:
+        """Compute every cell again (what it shows depends on something else too, e.g. the theme)."""
+        for row, record in enumerate(self._records):
+            self._fill(row, record)
 
     def records(self) -> list[R]:
         return list(self._records)
@@ -91,27 +99,41 @@ class RecordModel(QAbstractTableModel, Generic[R]):
     def record(self, row: int) -> R:
         return self._records[row]
 
-    def cell(self, record: R, column: int, role: int) -> Any:
-        """What ``role`` of ``column`` shows for ``record`` (``None``: nothing)."""
-        raise NotImplementedError
+    def _items(self, record: R) -> list[QStandardItem]:
+        items = []
+        for cells in self.row_cells(record):
+            item = QStandardItem()
+            for role, value in cells.items():
+                item.setData(value, role)
+            items.append(item)
+        return items
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self._records)
+    def _fill(self, row: int, record: R) -> None:
+        """A row's cells again; the views hear one change for the row."""
+        blocked = self.blockSignals(True)
+        try:
+            for col, cells in enumerate(self.row_cells(record)):
+                ix = self.index(row, col)
+                self.clearItemData(ix)
+                self.setItemData(ix, cells)
+        finally:
+            self.blockSignals(blocked)
+        self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.columns) - 1))
 
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: B008
-        return 0 if parent.isValid() else len(self.columns)
-
-    def headerData(
-        self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole
-    ) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.columns[section]
-        return None
-
-    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid():
-            return None
-        return self.cell(self._records[index.row()], index.column(), role)
+    def _reset(self, records: list[R]) -> None:
+        """The whole list at once: the views hear one reset, not a signal a cell."""
+        self.beginResetModel()
+        blocked = self.blockSignals(True)
+        try:
+            self.removeRows(0, self.rowCount())
+            self._records = records
+            self.insertRows(0, len(records))
+            for row, record in enumerate(records):
+                for col, cells in enumerate(self.row_cells(record)):
+                    self.setItemData(self.index(row, col), cells)
+        finally:
+            self.blockSignals(blocked)
+            self.endResetModel()
 
 
 _View = TypeVar("_View", bound=QTableView)
