@@ -1,8 +1,9 @@
 """Tables of records (History's runs, a dataset's items): the model over a list of records and the
 read-only view that shows them, one way for every dock.
 
-A :class:`RecordModel` subclass names its ``columns`` and answers :meth:`RecordModel.cell`; the
-list, the counts, the header and the update on a new list are here. A model whose records have an
+A :class:`RecordModel` subclass names its ``columns`` and gives a record's cells
+(:meth:`RecordModel.row_cells`, or :meth:`RecordModel.cell` per role); the list, the header and the
+update on a new list are here. A model whose records have an
 identity (:meth:`RecordModel.key`) takes a new list as the rows it removes, changes and adds, not as a
 reset: a sorting proxy then places only those rows, and the view keeps its selection and scroll.
 
@@ -15,7 +16,7 @@ spinning beside it (docs/benchmarks.md §5.17).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from PySide6.QtCore import QAbstractItemModel, QPoint, Qt
@@ -65,13 +66,12 @@ class RecordModel(QStandardItemModel, Generic[R]):
             None in old_keys
             or None in new_keys
             or len(index) != len(new)
-            or len(set(old_keys)) != len(old_keys)
+            or len(kept := set(old_keys)) != len(old_keys)
             or not self._records
         ):
             self._reset(new)
             return
         gone = [row for row, k in enumerate(old_keys) if k not in index]
-        kept = set(old_keys)
         added = [r for k, r in zip(new_keys, new, strict=True) if k not in kept]
         if len(gone) + len(added) > self.RESET_ABOVE:
             self._reset(new)
@@ -79,19 +79,20 @@ class RecordModel(QStandardItemModel, Generic[R]):
         for row in reversed(gone):
             del self._records[row]
             self.removeRows(row, 1)
+        changed = []
         for row, record in enumerate(self._records):
             fresh = index[self.key(record)]
             if fresh != record:
                 self._records[row] = fresh
-                self._fill(row, fresh)
+                changed.append(row)
+        self._changed(changed)
         for record in added:
             self._records.append(record)
             self.appendRow(self._items(record))
 
     def refresh(self) -> None:
         """Compute every cell again (what it shows depends on something else too, e.g. the theme)."""
-        for row, record in enumerate(self._records):
-            self._fill(row, record)
+        self._changed(range(len(self._records)))
 
     def records(self) -> list[R]:
         return list(self._records)
@@ -108,31 +109,38 @@ class RecordModel(QStandardItemModel, Generic[R]):
             items.append(item)
         return items
 
-    def _fill(self, row: int, record: R) -> None:
-        """A row's cells again; the views hear one change for the row."""
+    def _write(self, rows: Sequence[int], *, clear: bool) -> None:
+        """Put the cells of ``rows``' records in place, the views not told (the caller tells them)."""
         blocked = self.blockSignals(True)
         try:
-            for col, cells in enumerate(self.row_cells(record)):
-                ix = self.index(row, col)
-                self.clearItemData(ix)
-                self.setItemData(ix, cells)
+            for row in rows:
+                for col, cells in enumerate(self.row_cells(self._records[row])):
+                    ix = self.index(row, col)
+                    if clear:
+                        self.clearItemData(ix)
+                    self.setItemData(ix, cells)
         finally:
             self.blockSignals(blocked)
-        self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.columns) - 1))
+
+    def _changed(self, rows: Sequence[int]) -> None:
+        """The cells of ``rows`` again; the views hear one change covering them."""
+        if rows:
+            self._write(rows, clear=True)
+            self.dataChanged.emit(self.index(min(rows), 0), self.index(max(rows), len(self.columns) - 1))
 
     def _reset(self, records: list[R]) -> None:
         """The whole list at once: the views hear one reset, not a signal a cell."""
         self.beginResetModel()
-        blocked = self.blockSignals(True)
         try:
-            self.removeRows(0, self.rowCount())
-            self._records = records
-            self.insertRows(0, len(records))
-            for row, record in enumerate(records):
-                for col, cells in enumerate(self.row_cells(record)):
-                    self.setItemData(self.index(row, col), cells)
+            blocked = self.blockSignals(True)
+            try:
+                self.removeRows(0, self.rowCount())
+                self._records = records
+                self.insertRows(0, len(records))
+            finally:
+                self.blockSignals(blocked)
+            self._write(range(len(records)), clear=False)
         finally:
-            self.blockSignals(blocked)
             self.endResetModel()
 
 
