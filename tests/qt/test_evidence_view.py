@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -492,3 +493,29 @@ def test_the_page_and_its_marks_are_items_the_scene_made(qtbot: Any, run: dict[s
     assert note.isVisible() and note.text() == pv.message == "image no longer on disk"
     pv.clear_page()
     assert not note.isVisible()
+
+
+def test_a_page_left_before_its_turn_to_decode_is_never_decoded(
+    qtbot: Any, run: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.qt.evidence import evidence_view as view_mod
+    from vrag_desktop.qt.infra.tasks import run_decode
+
+    decoded: list[str] = []
+    real = view_mod.read_page
+
+    def read_page(key: str, *args: Any) -> Any:
+        decoded.append(key)
+        return real(key, *args)
+
+    monkeypatch.setattr(view_mod, "read_page", read_page)
+    view = _view(qtbot)
+    events = run["events"]
+    gate = threading.Event()
+    busy = run_decode(gate.wait, 5)  # the decode lane is busy (thumbnails, say)
+    view.apply(events[0])  # page 1 shown, queued
+    view.apply(events[3])  # page 2 shown before page 1 was decoded: the view follows
+    with qtbot.waitSignal(view.pageLoaded, timeout=5000):
+        gate.set()
+    qtbot.waitUntil(lambda: busy.outcome is not None)
+    assert decoded == [run["b"]] and view.loaded == run["b"]

@@ -34,7 +34,7 @@ from vrag_desktop.qt.evidence.page_strip import PageStrip
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
 from vrag_desktop.qt.evidence.source_viewer import open_source
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_decode
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -67,6 +67,7 @@ class EvidenceView(QWidget):
         self._size: tuple[int, int] | None = None  # raw pixel size of the loaded page
         self._full_res = False
         self._seq = 0
+        self._reading = TaskSlot()  # the page being decoded; a newer page replaces it in the queue
         self._pending: int | None = None  # region to centre on once the page is loaded
         self._follow = True  # live: show each new page/crop until the person picks a page
         self.cards: dict[int, CropCard] = {}
@@ -221,6 +222,7 @@ class EvidenceView(QWidget):
         self._pending = None
         self._follow = True
         self._seq += 1
+        self._reading.drop()
         self.strip.remove_all()
         self.page_view.clear_page(EMPTY_MESSAGE)
         self._set_cards([])
@@ -253,8 +255,15 @@ class EvidenceView(QWidget):
         self._update_buttons()
         self._seq += 1
         boxes = [(r.number, r.region, r.crop_image) for r in page.regions]
-        run_call(
-            read_page, key, self._seq, boxes, on_done=self._page_read, error_title="Cannot show the page"
+        self._reading.start(
+            run_decode,
+            read_page,
+            key,
+            self._seq,
+            boxes,
+            urgent=True,
+            on_done=self._page_read,
+            error_title="Cannot show the page",
         )
         self.pageChanged.emit(key)
         return True
@@ -370,7 +379,9 @@ class EvidenceView(QWidget):
         if self._full_res:  # part of the decoded page: cheap enough for the GUI thread
             self._crops_read(key, cut_crops(key, self._page_image, boxes))
         else:
-            run_call(cut_crops, key, None, boxes, on_done=lambda crops: self._crops_read(key, crops))
+            run_decode(
+                cut_crops, key, None, boxes, urgent=True, on_done=lambda crops: self._crops_read(key, crops)
+            )
 
     def _crops_read(self, key: str | None, crops: dict[int, QImage]) -> None:
         if not _alive(self) or key != self.current:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
 from vrag_desktop.core.run.evidence import EvidencePage
 from vrag_desktop.qt.evidence.page_images import THUMB, read_thumb
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import run_decode
 
 KEY = Qt.ItemDataRole.UserRole  # where a row keeps its page's key (raw image path)
 
@@ -47,7 +47,9 @@ class PageStrip(QListWidget):
                 item = QListWidgetItem(self)
                 item.setData(KEY, key)
                 item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
-                run_call(read_thumb, key, on_done=partial(self._thumb_read, key), on_error=lambda _exc: None)
+                run_decode(
+                    read_thumb, key, on_done=partial(self._thumb_read, key), on_error=lambda _exc: None
+                )
             _describe(item, page)
         self.blockSignals(False)
 

@@ -36,7 +36,7 @@ from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
 from vrag_desktop.qt.graph.graph_items import kind_color, role_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.tables import read_only_table
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import run_decode
 from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 
@@ -326,7 +326,7 @@ class NodeDetails(QWidget):
             if it is not None:
                 self._problem(it, UNREADABLE, str(exc))
 
-        run_call(load_thumbnail, path, THUMB, on_done=done, on_error=failed)
+        run_decode(load_thumbnail, path, THUMB, urgent=True, on_done=done, on_error=failed)
 
     def _remember(self, path: str, img: QImage) -> None:
         self._thumbs[path] = img

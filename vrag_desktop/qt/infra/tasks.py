@@ -5,7 +5,8 @@ Three kinds of work, one :class:`Task` handle:
 * :func:`run_generator` — a core generator yielding progress (see :mod:`vrag_desktop.core.progress`),
   in its own thread, optionally below the GUI's priority. Cancelling sets the :class:`CancelToken`
   it watches and closes it at its next yield: what was done is kept, as core promises.
-* :func:`run_call` — a plain blocking call (thumbnails, file stats, keyring) on a small shared pool.
+* :func:`run_call` — a plain blocking call (file stats, keyring, run lists) on a small shared pool;
+  :func:`run_decode` — an image decode (pages, thumbnails) on one thread, the page in view first.
 * :func:`run_coroutine` — a core coroutine (agents, vLLM supervision, HTTP) on a private asyncio loop
   thread: agents do 20–120 ms of CPU work between awaits, which would stall the window on the GUI
   thread's qasync loop. Cancelling cancels its asyncio task.
@@ -37,6 +38,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 from vrag_desktop.core.priority import async_nice, lower_thread_priority
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.lane import Lane
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -142,6 +144,13 @@ class _LoopThread:
 def pool() -> concurrent.futures.ThreadPoolExecutor:
     """The shared pool for short blocking calls."""
     return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="vrag-io")
+
+
+@functools.cache
+def decode_lane() -> Lane:
+    """The lane for image decodes: one thread, so a burst of thumbnails never takes both cores of
+    a small machine from the GUI thread (docs/benchmarks.md §5.18)."""
+    return Lane("vrag-img", workers=1)
 
 
 @functools.cache
@@ -385,11 +394,29 @@ def run_call(
     """Call ``fn(*args)`` on the shared pool. Cancelled before it starts, it never runs; cancelled
     while it runs, its result is dropped. Keyword arguments as for :class:`Task`."""
     task = Task(name or "Background task", **options)
+    return task._start(lambda: pool().submit(_call_job(task, fn, args)))
+
+
+def run_decode(
+    fn: Callable[..., Any],
+    *args: Any,
+    urgent: bool = False,
+    name: str | None = None,
+    **options: Unpack[TaskOptions],
+) -> Task:
+    """:func:`run_call` for an image decode, on :func:`decode_lane`: ``urgent`` for what the user
+    is looking at now (it runs before the thumbnails queued earlier)."""
+    task = Task(name or "Reading an image", **options)
+    return task._start(lambda: decode_lane().submit(_call_job(task, fn, args), urgent=urgent))
+
+
+def _call_job(task: Task, fn: Callable[..., Any], args: tuple[Any, ...]) -> Callable[[], None]:
+    """``fn(*args)`` settling ``task``; skipped when the task was cancelled before its turn."""
 
     def job() -> None:
         task._settle(lambda: None if task.token.cancelled else fn(*args))
 
-    return task._start(lambda: pool().submit(job))
+    return job
 
 
 def run_coroutine(

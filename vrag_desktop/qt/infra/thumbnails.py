@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor, QFont, QIcon, QImage, QImageReader, QPainter, 
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem, QWidget
 
 from vrag_desktop.core.corpus.status import PreviewItem
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import run_decode
 from vrag_desktop.qt.infra.theme import color
 
 THUMB_PX = 160  # decoded size cap (longest side)
@@ -206,7 +206,7 @@ class ThumbnailStrip(QListWidget):
             self._set(row, "missing", self._placeholder("missing"), str(exc))
             self._arrived()
 
-        run_call(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed)
+        run_decode(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed)
 
     def _arrived(self) -> None:
         self._waiting -= 1
