@@ -4,6 +4,7 @@ change redraws it. The cache keys (a file stat each) come from the caller, read 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from PIL import Image
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.status import PreviewItem
 from vrag_desktop.qt.infra import thumbnails
+from vrag_desktop.qt.infra.tasks import run_decode
 from vrag_desktop.qt.infra.thumbnails import STATE_ROLE, ThumbnailStrip, item_keys
 
 
@@ -93,3 +95,25 @@ def test_a_missing_image_shows_as_missing(qtbot: Any, tmp_path: Path) -> None:
     assert keys == [None, None]
     strip.show_items(items, keys)
     assert [r.data(STATE_ROLE) for r in rows(strip)] == ["missing", "text"]
+
+
+def test_thumbnails_of_a_list_left_before_their_turn_are_never_decoded(
+    qtbot: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    decoded: list[str] = []
+    real = thumbnails.load_thumbnail
+    monkeypatch.setattr(thumbnails, "load_thumbnail", lambda path, *a: decoded.append(path) or real(path, *a))
+    strip = ThumbnailStrip()
+    qtbot.addWidget(strip)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    left, shown = pages(tmp_path / "a", 12), pages(tmp_path / "b", 2)
+    gate = threading.Event()
+    busy = run_decode(gate.wait, 5)  # the decode lane is busy with something else
+    strip.show_items(left, item_keys(left))  # a corpus picked...
+    with qtbot.waitSignal(strip.itemsLoaded, timeout=10000):
+        strip.show_items(shown, item_keys(shown))  # ...and another picked before its thumbnails came
+        gate.set()
+    qtbot.waitUntil(lambda: busy.outcome is not None)
+    assert decoded == [it.image_path for it in shown]
+    assert [r.data(STATE_ROLE) for r in rows(strip)] == ["ok", "ok"]

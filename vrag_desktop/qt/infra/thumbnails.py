@@ -1,8 +1,8 @@
 """A strip of thumbnails (pages, images, clip keyframes) decoded off the GUI thread and cached.
 
 Page renders can be several megapixels; ``QImageReader.setScaledSize`` decodes JPEGs straight at
-thumbnail size (far cheaper than decoding then scaling), on the worker pool. Only ``QImage`` crosses
-threads; pixmaps are made on the GUI thread.
+thumbnail size (far cheaper than decoding then scaling), on the decode lane (``tasks.run_decode``).
+Only ``QImage`` crosses threads; pixmaps are made on the GUI thread.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from PySide6.QtGui import QColor, QFont, QIcon, QImage, QImageReader, QPainter, 
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem, QWidget
 
 from vrag_desktop.core.corpus.status import PreviewItem
-from vrag_desktop.qt.infra.tasks import run_decode
+from vrag_desktop.qt.infra.tasks import Task, run_decode
 from vrag_desktop.qt.infra.theme import color
 
 THUMB_PX = 160  # decoded size cap (longest side)
@@ -137,6 +137,7 @@ class ThumbnailStrip(QListWidget):
         self.setMinimumHeight(ICON_PX + 40)
         self.empty_text = ""
         self._generation = 0
+        self._decoding: list[Task] = []  # this generation's decodes (the lane runs one at a time)
         self._waiting = 0
         self._placeholders: dict[str, QIcon] = {}
         self._shown: list[tuple[PreviewItem, tuple[str, int] | None]] = []  # what the rows show
@@ -149,7 +150,7 @@ class ThumbnailStrip(QListWidget):
     def show_items(
         self, items: Sequence[PreviewItem], keys: Sequence[tuple[str, int] | None] | None = None
     ) -> None:
-        """Show ``items``: cached thumbnails at once, the rest as they are decoded on the pool.
+        """Show ``items``: cached thumbnails at once, the rest as they are decoded (off the GUI thread).
 
         ``keys``: the items' cache keys from :func:`item_keys`, read off the GUI thread (a file stat
         each, which also hands the GIL away each time). A list that only grew since the last call (a
@@ -157,8 +158,12 @@ class ThumbnailStrip(QListWidget):
         shown = list(zip(items, item_keys(items) if keys is None else keys, strict=True))
         if self._shown and shown[: len(self._shown)] == self._shown:
             new = shown[len(self._shown) :]
+            self._decoding = [t for t in self._decoding if not t.done()]
         else:
             self._generation += 1
+            for task in self._decoding:  # a list left: its thumbnails still queued are never decoded
+                task.cancel()
+            self._decoding = []
             self.clear()
             self._waiting = 0
             new = shown
@@ -206,7 +211,7 @@ class ThumbnailStrip(QListWidget):
             self._set(row, "missing", self._placeholder("missing"), str(exc))
             self._arrived()
 
-        run_decode(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed)
+        self._decoding.append(run_decode(load_thumbnail, path, THUMB_PX, on_done=done, on_error=failed))
 
     def _arrived(self) -> None:
         self._waiting -= 1
