@@ -519,3 +519,29 @@ def test_a_page_left_before_its_turn_to_decode_is_never_decoded(
         gate.set()
     qtbot.waitUntil(lambda: busy.outcome is not None)
     assert decoded == [run["b"]] and view.loaded == run["b"]
+
+
+def test_the_strip_never_decodes_thumbnails_of_pages_it_dropped(
+    qtbot: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.run.evidence import EvidencePage
+    from vrag_desktop.qt.evidence import page_strip
+    from vrag_desktop.qt.infra.tasks import run_decode
+
+    decoded: list[str] = []
+    real = page_strip.read_thumb
+    monkeypatch.setattr(page_strip, "read_thumb", lambda key: decoded.append(key) or real(key))
+    keys = [_page(tmp_path / f"p{i}.png", (300, 400), i) for i in range(4)]
+    strip = page_strip.PageStrip()
+    qtbot.addWidget(strip)
+    gate = threading.Event()
+    busy = run_decode(gate.wait, 5)  # the decode lane is busy
+    strip.sync({k: EvidencePage(k, page=i + 1) for i, k in enumerate(keys[:3])})  # a run's pages...
+    strip.sync({k: EvidencePage(k) for k in keys[1:3]})  # ...one left (the run replayed from step 3)
+    strip.remove_all()  # ...and the run closed before any thumbnail came
+    strip.sync({keys[3]: EvidencePage(keys[3], page=1)})  # the next run's page
+    gate.set()
+    qtbot.waitUntil(lambda: busy.outcome is not None and bool(decoded))
+    done = run_decode(lambda: None)  # the lane runs in order: everything queued before it is settled
+    qtbot.waitUntil(lambda: done.outcome is not None)
+    assert decoded == [keys[3]]

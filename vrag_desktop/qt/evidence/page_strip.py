@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
 from vrag_desktop.core.run.evidence import EvidencePage
 from vrag_desktop.qt.evidence.page_images import THUMB, read_thumb
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR
-from vrag_desktop.qt.infra.tasks import run_decode
+from vrag_desktop.qt.infra.tasks import Task, run_decode
 
 KEY = Qt.ItemDataRole.UserRole  # where a row keeps its page's key (raw image path)
 
@@ -33,12 +33,14 @@ class PageStrip(QListWidget):
         self.setSpacing(2)
         self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         self.setMinimumWidth(90)
+        self._reading: dict[str, Task] = {}  # thumbnails asked for, by page key, until they arrive
 
     def sync(self, pages: Mapping[str, EvidencePage]) -> None:
         """Rows for exactly ``pages``, in their order; a new row's thumbnail is read off-thread."""
         self.blockSignals(True)
         for row in reversed(range(self.count())):
             if self.item(row).data(KEY) not in pages:
+                self._forget(self.item(row).data(KEY))
                 self.takeItem(row)
         present = {self.item(i).data(KEY): self.item(i) for i in range(self.count())}
         for key, page in pages.items():
@@ -47,7 +49,7 @@ class PageStrip(QListWidget):
                 item = QListWidgetItem(self)
                 item.setData(KEY, key)
                 item.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_FileIcon))
-                run_decode(
+                self._reading[key] = run_decode(
                     read_thumb, key, on_done=partial(self._thumb_read, key), on_error=lambda _exc: None
                 )
             _describe(item, page)
@@ -62,13 +64,23 @@ class PageStrip(QListWidget):
         self.blockSignals(False)
 
     def remove_all(self) -> None:
+        for key in list(self._reading):
+            self._forget(key)
         self.blockSignals(True)
         self.clear()
         self.blockSignals(False)
 
+    def _forget(self, key: str) -> None:
+        """A page gone from the strip: its thumbnail, if not decoded yet, never will be (the decode
+        lane runs one at a time; the next run's pages should not wait behind it)."""
+        task = self._reading.pop(key, None)
+        if task is not None:
+            task.cancel()
+
     def _thumb_read(self, key: str, image: QImage) -> None:
         if not shiboken6.isValid(self):  # the view closed while the thumbnail was read
             return
+        self._reading.pop(key, None)
         for i in range(self.count()):
             item = self.item(i)
             if item.data(KEY) == key:
