@@ -31,7 +31,11 @@ class PageStrip(QListWidget):
         super().__init__(parent)
         self.setIconSize(THUMB)
         self.setSpacing(2)
-        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        # Narrow by design: each line ends in "…" at the strip's width (the tooltip has it whole),
+        # rather than running under its edge with a scroll bar.
+        self.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.setMinimumWidth(90)
         self._reading: dict[str, Task] = {}  # thumbnails asked for, by page key, until they arrive
 
