@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from vrag_desktop.qt.infra import tasks
-from vrag_desktop.qt.infra.lane import Lane
 from vrag_desktop.qt.infra.tasks import Task, run_decode
+from vrag_desktop.qt.infra.workers import Lane
 
 
 def _settled(ts: list[Task]) -> Any:
@@ -37,7 +37,7 @@ def test_one_worker_runs_one_job_at_a_time_and_urgent_jobs_first() -> None:
 def test_a_job_that_raises_is_logged_and_the_lane_goes_on(caplog: pytest.LogCaptureFixture) -> None:
     lane = Lane("test-lane", workers=1)
     done = threading.Event()
-    with caplog.at_level(logging.ERROR, logger="vrag_desktop.qt.infra.lane"):
+    with caplog.at_level(logging.ERROR, logger="vrag_desktop.qt.infra.workers"):
         lane.submit(lambda: 1 / 0)
         lane.submit(done.set)
         assert done.wait(5)

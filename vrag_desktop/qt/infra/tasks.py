@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import functools
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
@@ -35,10 +34,10 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 
-from vrag_desktop.core.priority import async_nice, lower_thread_priority
+from vrag_desktop.core.priority import lower_thread_priority
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.lane import Lane
+from vrag_desktop.qt.infra.workers import decode_lane, loop_thread, pool
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,84 +78,6 @@ def _dispatcher() -> _Dispatcher:
                     d.moveToThread(app.thread())  # made off the GUI thread: deliver on the GUI thread anyway
                 _DISPATCHER.append(d)
     return _DISPATCHER[0]
-
-
-class _LoopThread:
-    """Owns one asyncio event loop running in its own thread; restarts on use after :meth:`stop`."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._loop.is_closed():
-                ready = threading.Event()
-                loop = asyncio.new_event_loop()
-
-                def main() -> None:
-                    lower_thread_priority(async_nice())
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                self._thread = threading.Thread(target=main, name=self._name, daemon=True)
-                self._thread.start()
-                ready.wait(5)
-                self._loop = loop
-            return self._loop
-
-    def call_soon(self, fn: Callable[[], None]) -> None:
-        """Run ``fn`` on the loop thread if the loop runs (never starts it)."""
-        loop = self._loop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing left to reach
-                loop.call_soon_threadsafe(fn)
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """Cancel every task, let them wind down (closing HTTP clients, stopping processes), end the loop."""
-        with self._lock:
-            loop, thread = self._loop, self._thread
-            self._loop = self._thread = None
-        if loop is None or thread is None or loop.is_closed():
-            return
-
-        async def wind_down() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            if tasks:
-                await asyncio.wait(tasks, timeout=timeout)
-            await loop.shutdown_asyncgens()
-
-        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
-            asyncio.run_coroutine_threadsafe(wind_down(), loop).result(timeout + 1)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout)
-        if not thread.is_alive():
-            loop.close()
-
-
-@functools.cache
-def pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The shared pool for short blocking calls."""
-    return concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="vrag-io")
-
-
-@functools.cache
-def decode_lane() -> Lane:
-    """The lane for image decodes: one thread, so a burst of thumbnails never takes both cores of
-    a small machine from the GUI thread (docs/benchmarks.md §5.18)."""
-    return Lane("vrag-img", workers=1)
-
-
-@functools.cache
-def loop_thread() -> _LoopThread:
-    """The private asyncio loop for core coroutines (its thread starts on first use)."""
-    return _LoopThread("vrag-async")
 
 
 _F = TypeVar("_F", bound=Callable[..., None])
