@@ -251,3 +251,13 @@ def test_the_child_runs_on_idle_cpu_time_only(tmp_path: Path, worker: DeriveProc
     for tid in os.listdir(f"/proc/{worker.pid}/task"):
         assert os.sched_getscheduler(int(tid)) == os.SCHED_IDLE
     assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the app itself is untouched
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduling classes")
+def test_the_child_starts_up_on_idle_cpu_time_too(worker: DeriveProcess) -> None:
+    """Its interpreter start and imports (~70 ms of CPU) are idle-class from the first instruction:
+    the parent sets the class as soon as the child exists, not the child once it has started."""
+    worker._start()
+    assert worker.pid is not None
+    assert os.sched_getscheduler(worker.pid) == os.SCHED_IDLE
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER

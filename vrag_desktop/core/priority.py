@@ -61,20 +61,24 @@ def lower_thread_priority(nice: int) -> None:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
 
 
-def run_when_idle() -> bool:
-    """Run the calling thread, and the threads it starts, only on CPU time nothing else wants
-    (Linux ``SCHED_IDLE``); True when that took effect.
+def run_when_idle(pid: int = 0) -> bool:
+    """Run the calling thread (or the process ``pid``'s main thread), and the threads it starts, only
+    on CPU time nothing else wants (Linux ``SCHED_IDLE``); True when that took effect.
 
     Why, for a worker *process* (it shares no GIL, so it can never hold up the window): at nice 19
     it still kept a core that the GUI thread, queued behind other work on the other core, waited
     for (27 ms in one stall, docs/benchmarks.md §5.17). The scheduler treats a core running only
     ``SCHED_IDLE`` work as free: a thread that wakes takes it at once. When nothing else runs, the
     worker gets every idle cycle, so an idle machine indexes as fast. Not for threads of the app's
-    own process: one holding the GIL must not wait for idle time."""
+    own process: one holding the GIL must not wait for idle time.
+
+    A parent sets it on a child it has just started (``pid``), so the child's interpreter start and
+    imports (~70 ms of CPU) already run idle: at the starting thread's priority they took a core
+    the GUI thread waited 18 ms for, as a second indexing began (docs/benchmarks.md §5.18)."""
     if not sys.platform.startswith("linux"):
         return False
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+        os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     except (OSError, AttributeError):
         return False
     return True

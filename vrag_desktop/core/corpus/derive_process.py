@@ -130,6 +130,8 @@ class DeriveProcess:
             raise
         finally:
             child.close()
+        if self.nice > 0:
+            run_when_idle(proc.pid)  # from its first instruction on: its start-up is work too
         self._proc, self._conn = proc, Connection(parent.detach())
 
     def derive(
