@@ -120,7 +120,7 @@ def test_app_draws_pages_crops_and_thumbnails_upright(photos: dict[int, Path]) -
 
     expect_red = upright_picture().crop(RED)
     for turn, path in photos.items():
-        page = read_page(str(path), 1, [(1, RED, "")])
+        page = read_page(str(path), [(1, RED, "")])
         assert page.error is None and page.image is not None, (turn, page.error)
         assert page.size == (W, H), (turn, page.size)
         assert_upright(qimage_to_pil(page.image), f"page of orientation {turn}")

@@ -66,8 +66,7 @@ class EvidenceView(QWidget):
         self._page_image: QImage | None = None
         self._size: tuple[int, int] | None = None  # raw pixel size of the loaded page
         self._full_res = False
-        self._seq = 0
-        self._reading = TaskSlot()  # the page being decoded; a newer page replaces it in the queue
+        self._reading = TaskSlot()  # the page being decoded: only the newest one's pixels arrive
         self._pending: int | None = None  # region to centre on once the page is loaded
         self._follow = True  # live: show each new page/crop until the person picks a page
         self.cards: dict[int, CropCard] = {}
@@ -221,7 +220,6 @@ class EvidenceView(QWidget):
         self._page_image = None
         self._pending = None
         self._follow = True
-        self._seq += 1
         self._reading.drop()
         self.strip.remove_all()
         self.page_view.clear_page(EMPTY_MESSAGE)
@@ -253,13 +251,11 @@ class EvidenceView(QWidget):
         self._set_cards(page.regions)
         self._update_title()
         self._update_buttons()
-        self._seq += 1
         boxes = [(r.number, r.region, r.crop_image) for r in page.regions]
         self._reading.start(
             run_decode,
             read_page,
             key,
-            self._seq,
             boxes,
             urgent=True,
             on_done=self._page_read,
@@ -319,7 +315,7 @@ class EvidenceView(QWidget):
 
     # ------------------------------------------------------------------ loading
     def _page_read(self, result: PageRead) -> None:
-        if not _alive(self) or result.seq != self._seq or result.key != self.current:
+        if not _alive(self) or result.key != self.current:
             return  # the person moved on
         page = self.board.pages.get(result.key)
         if page is None:

@@ -23,7 +23,6 @@ THUMB = QSize(60, 80)
 @dataclass
 class PageRead:
     key: str
-    seq: int
     image: QImage | None = None
     size: tuple[int, int] | None = None  # raw pixels
     crops: dict[int, QImage] = field(default_factory=dict)
@@ -31,9 +30,9 @@ class PageRead:
     error: str | None = None
 
 
-def read_page(key: str, seq: int, regions: list[tuple[int, tuple[int, int, int, int], str]]) -> PageRead:
+def read_page(key: str, regions: list[tuple[int, tuple[int, int, int, int], str]]) -> PageRead:
     """(Worker thread.) Decode the raw page (downscaled only past MAX_VIEW_PIXELS) and cut its crops."""
-    out = PageRead(key, seq)
+    out = PageRead(key)
     if not os.path.isfile(key):
         out.error = f"image no longer on disk: {key}"
         for number, _box, seen in regions:  # the small copies the model saw may still be with the run
