@@ -448,6 +448,7 @@ class _SearchFirst:
 def test_vrag_agent_shows_a_real_page_to_the_local_model(
     models: dict[str, TransformersChatModel], searcher: Any, tmp_path: Path
 ) -> None:
+    from vrag_desktop.core.agents.model_turn import TurnPolicy
     from vrag_desktop.core.agents.vrag import VRAGAgent
 
     local = models["qwen2_vl"]
@@ -456,7 +457,14 @@ def test_vrag_agent_shows_a_real_page_to_the_local_model(
     hook = vision_tower(local).register_forward_pre_hook(lambda mod, args: seen.append(args))
     try:
         events = collect(
-            VRAGAgent(model, searcher, image_dir=tmp_path / "img", max_steps=2, max_tokens=8, max_invalid=0),
+            VRAGAgent(
+                model,
+                searcher,
+                image_dir=tmp_path / "img",
+                max_steps=2,
+                max_tokens=8,
+                turns=TurnPolicy(max_invalid=0),
+            ),
             "Why is edelweiss woolly?",
         )
     finally:

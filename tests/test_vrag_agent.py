@@ -39,6 +39,7 @@ from vrag_desktop.core.agents.events import (
     Usage,
     event_from_dict,
 )
+from vrag_desktop.core.agents.model_turn import TurnPolicy
 from vrag_desktop.core.agents.searchers import (
     EngineSearcher,
     HttpSearcher,
@@ -634,7 +635,10 @@ def test_no_tag_gets_a_corrective_turn_without_consuming_a_step(engine, tmp_path
 def test_invalid_replies_cannot_loop_forever(engine, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     model = FakeModel(["no tags"] * 20)
     events = collect(
-        VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=2, max_invalid=2), "Q?"
+        VRAGAgent(
+            model, EngineSearcher(engine), image_dir=tmp_path, max_steps=2, turns=TurnPolicy(max_invalid=2)
+        ),
+        "Q?",
     )
     assert len(model.calls) == 5  # 2 free corrections, 2 steps, 1 last chance
     assert isinstance(events[-1], Answer) and events[-1].forced
@@ -669,7 +673,9 @@ def test_bad_bboxes_are_reported_and_corrected(engine, tmp_path: Path) -> None: 
             "<think>a</think><answer>25 kg</answer>",
         ]
     )
-    agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, max_steps=3, max_invalid=5)
+    agent = VRAGAgent(
+        model, EngineSearcher(engine), image_dir=tmp_path, max_steps=3, turns=TurnPolicy(max_invalid=5)
+    )
     events = collect(agent, "Payload?")
     errors = [e for e in events if isinstance(e, AgentError)]
     assert [e.kind for e in errors] == ["bbox"] * 4 and all(e.recoverable for e in errors)
@@ -745,7 +751,7 @@ def test_endpoint_errors(engine, tmp_path: Path) -> None:  # type: ignore[no-unt
     model = FakeModel(
         [EndpointError("server said 503", kind="server", status=503), "<think>t</think><answer>fine</answer>"]
     )
-    agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, retry_delay=0)
+    agent = VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, turns=TurnPolicy(retry_delay=0))
     events = collect(agent, "Q?")
     err = next(e for e in events if isinstance(e, AgentError))
     assert (err.kind, err.recoverable) == ("endpoint", True) and "503" in err.content
@@ -753,7 +759,9 @@ def test_endpoint_errors(engine, tmp_path: Path) -> None:  # type: ignore[no-unt
 
     # auth: fatal at once, the run ends cleanly with a final unrecoverable error
     model = FakeModel([EndpointError("401 Unauthorized", kind="auth", status=401)])
-    events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, retry_delay=0), "Q?")
+    events = collect(
+        VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, turns=TurnPolicy(retry_delay=0)), "Q?"
+    )
     errors = [e for e in events if isinstance(e, AgentError)]
     assert [(e.kind, e.recoverable) for e in errors] == [("endpoint", False)] and events[-1] is errors[0]
     assert "401" in errors[0].content and not [e for e in events if isinstance(e, Answer)]
@@ -761,7 +769,9 @@ def test_endpoint_errors(engine, tmp_path: Path) -> None:  # type: ignore[no-unt
 
     # still failing after the agent's retry (here an unexpected exception type): fatal, no exception
     model = FakeModel([RuntimeError("stream cut"), RuntimeError("stream cut again")])
-    events = collect(VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, retry_delay=0), "Q?")
+    events = collect(
+        VRAGAgent(model, EngineSearcher(engine), image_dir=tmp_path, turns=TurnPolicy(retry_delay=0)), "Q?"
+    )
     errors = [e for e in events if isinstance(e, AgentError)]
     assert [(e.kind, e.recoverable) for e in errors] == [("endpoint", True), ("endpoint", False)]
     assert events[-1] is errors[-1] and "stream cut again" in errors[-1].content

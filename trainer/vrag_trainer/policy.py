@@ -26,11 +26,10 @@ is marked truncated and trains on what it has.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import ChatResult, DeltaCallback, EndpointError, Messages
 from vrag_desktop.core.endpoints.hf_messages import openai_to_hf_messages
 
 __all__ = ["Generated", "Generator", "Limits", "PolicyChat", "Segment", "vision_token_ids"]
@@ -203,12 +202,7 @@ class PolicyChat:
         return seg, ids, pixels, grid, images
 
     async def chat(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        stream: bool = True,
-        on_delta: DeltaCallback | None = None,
-        **params: Any,
+        self, messages: Messages, *, stream: bool = True, on_delta: DeltaCallback | None = None, **params: Any
     ) -> ChatResult:
         request = list(messages)
         seg, ids, pixels, grid, images = await asyncio.to_thread(self._context, request)

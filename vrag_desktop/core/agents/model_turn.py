@@ -12,8 +12,9 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,31 +59,38 @@ async def guarded(
         run.finish()
 
 
+@dataclass(frozen=True)
+class TurnPolicy:
+    """How an agent treats model turns that fail: one policy for the VRAG and VimRAG agents."""
+
+    max_invalid: int = 3  # replies in the wrong format forgiven per run
+    endpoint_retries: int = 1  # further tries of a failed model call
+    retry_delay: float = 1.0  # seconds before a retry, times the attempt
+
+
 class BaseAgent:
     """What :class:`ModelTurns` reads from an agent (the model and the parameters sent with every
-    request, how often to retry it, where shown images go, the step budget), plus its searcher:
-    set in one place, so the VRAG and VimRAG agents cannot drift apart on them."""
+    request, how failed turns are handled, where shown images go, the step budget), plus its
+    searcher: set in one place, so the VRAG and VimRAG agents cannot drift apart on them.
+    ``sampling`` is the agent's own parameters; ``params`` override them."""
 
     def __init__(
         self,
         model: ChatModel,
         searcher: Searcher,
         image_dir: Path,
-        params: dict[str, Any],
+        sampling: Mapping[str, Any],
         *,
         max_steps: int,
-        max_invalid: int,
-        endpoint_retries: int,
-        retry_delay: float,
+        params: Mapping[str, Any] | None,
+        turns: TurnPolicy | None,
     ) -> None:
         self.model = model
         self.searcher = searcher
         self.image_dir = Path(image_dir)
-        self.params = params
+        self.params = dict(sampling) | dict(params or {})
         self.max_steps = max_steps
-        self.max_invalid = max_invalid
-        self.endpoint_retries = endpoint_retries
-        self.retry_delay = retry_delay
+        self.turns = turns or TurnPolicy()
 
 
 class ModelTurns:
@@ -99,7 +107,7 @@ class ModelTurns:
         self.model_seconds = 0.0
         self.tool_seconds = 0.0
         self.steps_left: int = agent.max_steps
-        self.free_invalid: int = agent.max_invalid
+        self.free_invalid: int = agent.turns.max_invalid
 
     reply: ChatResult  # the last model reply (set by :meth:`turn`)
 
@@ -115,7 +123,7 @@ class ModelTurns:
 
     def spend_step(self, valid: bool) -> None:
         """A turn is over: a valid action uses a step; an invalid one uses a free retry while any
-        are left (``max_invalid`` per run), so a model that never gets the format right still ends."""
+        are left (``turns.max_invalid`` per run), so a model that never gets the format right still ends."""
         if valid or self.free_invalid <= 0:
             self.steps_left -= 1
         else:
@@ -172,7 +180,7 @@ class ModelTurns:
             except Exception as exc:  # EndpointError, or any failure of a client we do not own
                 self.model_seconds += time.monotonic() - t
                 kind = exc.kind if isinstance(exc, EndpointError) else "other"
-                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.endpoint_retries
+                recoverable = kind not in FATAL_ENDPOINT_KINDS and attempt < self.a.turns.endpoint_retries
                 msg = (
                     f"model endpoint error ({kind}): {exc}" if str(exc) else f"model endpoint error ({kind})"
                 )
@@ -180,7 +188,7 @@ class ModelTurns:
                     raise Fatal(msg) from exc
                 yield self.ev(AgentError, kind="endpoint", content=msg, recoverable=True)
                 attempt += 1
-                await asyncio.sleep(self.a.retry_delay * attempt)
+                await asyncio.sleep(self.a.turns.retry_delay * attempt)
 
     async def stream_once(
         self, messages: list[dict[str, Any]]

@@ -57,11 +57,8 @@ from vrag_desktop.core.agents.events import (
     SearchResults,
     SearchStarted,
 )
-from vrag_desktop.core.agents.memory_graph import (
-    GraphEditError,
-    MemoryGraph,
-)
-from vrag_desktop.core.agents.model_turn import BaseAgent, guarded
+from vrag_desktop.core.agents.memory_graph import GraphEditError, MemoryGraph
+from vrag_desktop.core.agents.model_turn import BaseAgent, TurnPolicy, guarded
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed
 from vrag_desktop.core.agents.vimrag_media import (
     Media,
@@ -107,15 +104,13 @@ class VimRAGAgent(BaseAgent):
         max_image_bytes: int = 38_000,
         jpeg_quality: int = 75,
         max_tokens: int | None = 4096,
-        params: Mapping[str, Any] | None = None,
-        max_invalid: int = 3,
-        endpoint_retries: int = 1,
-        retry_delay: float = 1.0,
         max_text_chars: int = 4000,
         timestamp_tolerance: float = 0.5,
         lambda_decay: float = 0.1,
         gamma_gain: float = 0.3,
         encode_ahead: bool = True,
+        params: Mapping[str, Any] | None = None,
+        turns: TurnPolicy | None = None,
     ) -> None:
         if max_steps < 0 or search_top_k < 1 or memory_top_k < 0 or max_frames_video < 1 or fps_video <= 0:
             raise ValueError(
@@ -131,14 +126,7 @@ class VimRAGAgent(BaseAgent):
             sampling["max_tokens"] = max_tokens
         sampling["extra_body"] = {"chat_template_kwargs": {"enable_thinking": enable_thinking}}
         super().__init__(
-            model,
-            searcher,
-            image_dir,
-            sampling | dict(params or {}),
-            max_steps=max_steps,
-            max_invalid=max_invalid,
-            endpoint_retries=endpoint_retries,
-            retry_delay=retry_delay,
+            model, searcher, image_dir, sampling, max_steps=max_steps, params=params, turns=turns
         )
         self.jpeg_quality = jpeg_quality
         self.search_top_k = search_top_k

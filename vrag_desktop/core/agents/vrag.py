@@ -54,7 +54,13 @@ from vrag_desktop.core.agents.events import (
     SearchResults,
     SearchStarted,
 )
-from vrag_desktop.core.agents.model_turn import FATAL_ENDPOINT_KINDS, BaseAgent, ModelTurns, guarded
+from vrag_desktop.core.agents.model_turn import (
+    FATAL_ENDPOINT_KINDS,
+    BaseAgent,
+    ModelTurns,
+    TurnPolicy,
+    guarded,
+)
 from vrag_desktop.core.agents.searchers import Searcher, SearchFailed, SearchHit
 from vrag_desktop.core.endpoints.base import ChatModel
 
@@ -91,28 +97,17 @@ class VRAGAgent(BaseAgent):
         temperature: float | None = None,
         top_p: float | None = None,
         max_tokens: int | None = None,
-        params: Mapping[str, Any] | None = None,
         trailing_newline: bool = True,
         snap: int | None = None,
-        max_invalid: int = 3,
-        endpoint_retries: int = 1,
-        retry_delay: float = 1.0,
         jpeg_quality: int = 90,
+        params: Mapping[str, Any] | None = None,
+        turns: TurnPolicy | None = None,
     ) -> None:
         if max_steps < 0 or top_k < 1 or min_pixels < 1 or max_pixels < min_pixels or crop_pad < 0:
             raise ValueError("need max_steps >= 0, top_k >= 1, 1 <= min_pixels <= max_pixels, crop_pad >= 0")
         sampling = {"temperature": temperature, "top_p": top_p, "max_tokens": max_tokens}
-        sent = {k: v for k, v in sampling.items() if v is not None} | dict(params or {})
-        super().__init__(
-            model,
-            searcher,
-            image_dir,
-            sent,
-            max_steps=max_steps,
-            max_invalid=max_invalid,
-            endpoint_retries=endpoint_retries,
-            retry_delay=retry_delay,
-        )
+        sent = {k: v for k, v in sampling.items() if v is not None}
+        super().__init__(model, searcher, image_dir, sent, max_steps=max_steps, params=params, turns=turns)
         self.jpeg_quality = jpeg_quality
         self.top_k = top_k
         self.min_pixels = min_pixels

@@ -35,6 +35,8 @@ class ChatResult:
 
 
 DeltaCallback = Callable[[str, str], None]
+#: A conversation as sent: OpenAI chat messages (``role``, ``content`` as text or typed parts).
+Messages = Sequence[dict[str, Any]]
 _C = TypeVar("_C", bound="AsyncClosing")
 
 
@@ -58,10 +60,5 @@ class ChatModel(Protocol):
     model_name: str
 
     async def chat(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        stream: bool = True,
-        on_delta: DeltaCallback | None = None,
-        **params: Any,
+        self, messages: Messages, *, stream: bool = True, on_delta: DeltaCallback | None = None, **params: Any
     ) -> ChatResult: ...

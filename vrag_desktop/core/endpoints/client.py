@@ -18,11 +18,11 @@ import json
 import random
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError, Messages
 from vrag_desktop.core.endpoints.content import image_data_uri, image_part, redact
 from vrag_desktop.core.endpoints.failures import Cut, Failure, classify
 from vrag_desktop.core.endpoints.received import Received
@@ -207,12 +207,7 @@ class OpenAIChatModel(AsyncClosing):
 
     # ---- chat -----------------------------------------------------------------------------------
     async def chat(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        stream: bool = True,
-        on_delta: DeltaCallback | None = None,
-        **params: Any,
+        self, messages: Messages, *, stream: bool = True, on_delta: DeltaCallback | None = None, **params: Any
     ) -> ChatResult:
         """One chat completion. Streams by default, feeding ``on_delta("think"|"content", text)``.
 
@@ -248,9 +243,7 @@ class OpenAIChatModel(AsyncClosing):
                 self.on_retry(attempt, delay, self._error(fail, attempt))
             await asyncio.sleep(delay)
 
-    def _request_kwargs(
-        self, messages: Sequence[dict[str, Any]], stream: bool, params: Mapping[str, Any]
-    ) -> dict[str, Any]:
+    def _request_kwargs(self, messages: Messages, stream: bool, params: Mapping[str, Any]) -> dict[str, Any]:
         merged = {**self.default_params, **params}
         extra = _merge(self.extra_body, merged.pop("extra_body", None) or {})
         kwargs: dict[str, Any] = {

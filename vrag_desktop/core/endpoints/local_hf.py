@@ -48,11 +48,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError
+from vrag_desktop.core.endpoints.base import AsyncClosing, ChatResult, DeltaCallback, EndpointError, Messages
 from vrag_desktop.core.endpoints.client import StreamInterrupted
 from vrag_desktop.core.endpoints.hf_generation import (
     Cancelled,
@@ -297,12 +297,7 @@ class TransformersChatModel(AsyncClosing):
         return decoding_settings({**self.default_params, **params}, self.max_new_tokens)
 
     async def chat(
-        self,
-        messages: Sequence[dict[str, Any]],
-        *,
-        stream: bool = True,
-        on_delta: DeltaCallback | None = None,
-        **params: Any,
+        self, messages: Messages, *, stream: bool = True, on_delta: DeltaCallback | None = None, **params: Any
     ) -> ChatResult:
         """One answer. Streams ``on_delta("content", text)`` on the loop's thread (``stream=False``:
         one delta with the whole answer at the end, as the HTTP client does). Cancelling the awaiting
