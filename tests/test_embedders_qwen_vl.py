@@ -15,6 +15,8 @@ from vrag_desktop.core.embedders.base import EmbedderError, EmbedInput, pick_dty
 from vrag_desktop.core.embedders.qwen_vl import GVEEmbedder, Qwen3VLEmbedder
 from vrag_desktop.core.embedders.qwen_vl_inputs import (
     GVE_FAMILY,
+    GVE_LIMITS,
+    QWEN3_LIMITS,
     QWEN3_VL_FAMILY,
     _sample_indices,
     detect_family,
@@ -195,6 +197,31 @@ def test_info(family: str, embedders: dict[str, Any], model_dirs: dict[str, Path
     assert info.render_pixels == SMALL[family]["max_pixels"] == info.max_pixels
     assert info.min_pixels == SMALL[family]["min_pixels"]
     assert e.device == "cpu" and info.extra["dtype"] == "float32"
+
+
+def test_reference_sizes_of_both_families() -> None:
+    """The numbers each family's reference code states (Qwen3-VL-Embedding: MIN_PIXELS, MAX_PIXELS,
+    FRAME_MAX_PIXELS, MAX_TOTAL_PIXELS, MAX_FRAMES, FPS, MAX_LENGTH; GVE: its processor's bounds and
+    8 frames); GVE has no shared video budget, so that keyword is refused for it."""
+    assert QWEN3_LIMITS == {
+        "min_pixels": 4_096,
+        "max_pixels": 1_843_200,
+        "max_length": 8192,
+        "fps": 1.0,
+        "max_frames": 64,
+        "frame_max_pixels": 786_432,
+        "video_total_pixels": 7_864_320,
+    }
+    assert GVE_LIMITS == {
+        "min_pixels": 3_136,
+        "max_pixels": 200_704,
+        "max_length": 8192,
+        "fps": 1.0,
+        "max_frames": 8,
+        "frame_max_pixels": 156_800,
+    }
+    with pytest.raises(TypeError, match="video_total_pixels"):
+        GVEEmbedder("/no/such/model", device="cpu", video_total_pixels=10)
 
 
 def test_default_pixel_bounds(model_dirs: dict[str, Path]) -> None:

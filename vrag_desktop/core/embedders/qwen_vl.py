@@ -28,7 +28,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -47,21 +47,11 @@ from vrag_desktop.core.embedders.base import (
 from vrag_desktop.core.embedders.qwen_vl_inputs import (
     _TEMPLATE_RESERVE,
     GVE_FAMILY,
-    GVE_FPS,
-    GVE_FRAME_MAX_PIXELS,
-    GVE_MAX_FRAMES,
-    GVE_MAX_LENGTH,
-    GVE_MAX_PIXELS,
-    GVE_MIN_PIXELS,
+    GVE_LIMITS,
     QWEN3_DEFAULT_INSTRUCTION,
-    QWEN3_FPS,
-    QWEN3_FRAME_MAX_PIXELS,
-    QWEN3_MAX_FRAMES,
-    QWEN3_MAX_LENGTH,
-    QWEN3_MAX_PIXELS,
-    QWEN3_MIN_PIXELS,
-    QWEN3_VIDEO_TOTAL_PIXELS,
+    QWEN3_LIMITS,
     QWEN3_VL_FAMILY,
+    VisualLimits,
     _describe,
     _load_rgb,
     _model_name,
@@ -87,18 +77,6 @@ class _Prepared:
     images: list[Any] = field(default_factory=list)
     video: list[Any] | None = None  # frames of the one video, when fed as a video
     video_metadata: dict[str, Any] | None = None
-
-
-class VisualLimits(TypedDict, total=False):
-    """How a Qwen-VL embedder sizes what it reads (keyword arguments; each family has defaults)."""
-
-    min_pixels: int
-    max_pixels: int
-    max_length: int
-    fps: float
-    max_frames: int
-    frame_max_pixels: int
-    video_total_pixels: int | None
 
 
 class EmbedderOptions(VisualLimits, total=False):
@@ -403,15 +381,7 @@ class Qwen3VLEmbedder(_QwenVLEmbedder):
     family = QWEN3_VL_FAMILY
     model_types = ("qwen3_vl",)
     default_model = "Qwen/Qwen3-VL-Embedding-2B"
-    default_limits = VisualLimits(
-        min_pixels=QWEN3_MIN_PIXELS,
-        max_pixels=QWEN3_MAX_PIXELS,
-        max_length=QWEN3_MAX_LENGTH,
-        fps=QWEN3_FPS,
-        max_frames=QWEN3_MAX_FRAMES,
-        frame_max_pixels=QWEN3_FRAME_MAX_PIXELS,
-        video_total_pixels=QWEN3_VIDEO_TOTAL_PIXELS,
-    )
+    default_limits = QWEN3_LIMITS
 
     def __init__(
         self,
@@ -468,14 +438,7 @@ class GVEEmbedder(_QwenVLEmbedder):
     family = GVE_FAMILY
     model_types = ("qwen2_5_vl",)
     default_model = "Alibaba-NLP/GVE-3B"
-    default_limits = VisualLimits(  # no video_total_pixels: GVE caps each frame, not the video
-        min_pixels=GVE_MIN_PIXELS,
-        max_pixels=GVE_MAX_PIXELS,
-        max_length=GVE_MAX_LENGTH,
-        fps=GVE_FPS,
-        max_frames=GVE_MAX_FRAMES,
-        frame_max_pixels=GVE_FRAME_MAX_PIXELS,
-    )
+    default_limits = GVE_LIMITS  # no video_total_pixels: GVE caps each frame, not the video
 
     def _video_metadata(self, n: int, times: list[float] | None) -> dict[str, Any]:
         # GVE saw frames sampled at a steady 1 fps: keep that spacing (2 s per temporal grid step).

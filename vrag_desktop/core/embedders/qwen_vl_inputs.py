@@ -1,5 +1,5 @@
 """What the Qwen-VL embedders read and how they size it: the two families (by name or by a local
-checkpoint's ``model_type``), their reference constants, and the pure helpers that resize images,
+checkpoint's ``model_type``), their reference sizes, and the pure helpers that resize images,
 thin video frames and pool the last token. Kept apart from the embedders so they can be read and
 tested without torch or a model."""
 
@@ -9,7 +9,7 @@ import json
 import math
 import unicodedata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from vrag_desktop.core.embedders.base import IMAGE, VIDEO, EmbedderError, EmbedInput
 from vrag_desktop.core.images import flatten_rgb, orientation, upright
@@ -21,27 +21,47 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 QWEN3_VL_FAMILY = "qwen3-vl-embedding"
 GVE_FAMILY = "gve"
 
-# ---- Qwen3-VL-Embedding reference constants
-QWEN3_FACTOR = 32  # patch 16 × spatial merge 2
-QWEN3_MIN_PIXELS = 4 * QWEN3_FACTOR * QWEN3_FACTOR  # 4,096
-QWEN3_MAX_PIXELS = 1800 * QWEN3_FACTOR * QWEN3_FACTOR  # 1,843,200
-QWEN3_FPS = 1.0
-QWEN3_MAX_FRAMES = 64
-QWEN3_FRAME_MAX_PIXELS = 768 * QWEN3_FACTOR * QWEN3_FACTOR  # 786,432
-# All frames of one video share this budget (the reference's MAX_TOTAL_PIXELS), so a 64-frame clip
-# stays far below MAX_LENGTH tokens instead of being truncated mid-video.
-QWEN3_VIDEO_TOTAL_PIXELS = 10 * QWEN3_FRAME_MAX_PIXELS
-QWEN3_MAX_LENGTH = 8192
-QWEN3_DEFAULT_INSTRUCTION = "Represent the user's input."
 
-# ---- GVE reference constants
-GVE_FACTOR = 28  # patch 14 × spatial merge 2
-GVE_MIN_PIXELS = 4 * GVE_FACTOR * GVE_FACTOR  # 3,136
-GVE_MAX_PIXELS = 256 * GVE_FACTOR * GVE_FACTOR  # 200,704
-GVE_FPS = 1.0
-GVE_MAX_FRAMES = 8
-GVE_FRAME_MAX_PIXELS = 200 * GVE_FACTOR * GVE_FACTOR  # 156,800
-GVE_MAX_LENGTH = 8192
+class VisualLimits(TypedDict, total=False):
+    """How a Qwen-VL embedder sizes what it reads (keyword arguments; each family has defaults)."""
+
+    min_pixels: int
+    max_pixels: int
+    max_length: int
+    fps: float
+    max_frames: int
+    frame_max_pixels: int
+    video_total_pixels: int | None
+
+
+def reference_limits(
+    factor: int, *, max_patches: int, frame_patches: int, max_frames: int, video_frames: int | None = None
+) -> VisualLimits:
+    """A family's sizing as its reference states it: pixel budgets counted in merged patches of
+    ``factor`` pixels a side (at least 4 patches an image), 8,192 tokens, one video frame a second.
+    ``video_frames``: all frames of one video share that many frames' pixels (the reference's
+    ``MAX_TOTAL_PIXELS``); None: each frame is capped alone, and the key is absent (so refused)."""
+    patch = factor * factor
+    limits = VisualLimits(
+        min_pixels=4 * patch,
+        max_pixels=max_patches * patch,
+        max_length=8192,
+        fps=1.0,
+        max_frames=max_frames,
+        frame_max_pixels=frame_patches * patch,
+    )
+    if video_frames is not None:
+        limits["video_total_pixels"] = video_frames * frame_patches * patch
+    return limits
+
+
+# Qwen3-VL-Embedding: patch 16 × spatial merge 2; images 4,096 to 1,843,200 pixels; video frames at
+# most 786,432 pixels each and 7,864,320 together, so a 64-frame clip stays far below 8,192 tokens
+# instead of being truncated mid-video.
+QWEN3_LIMITS = reference_limits(32, max_patches=1800, frame_patches=768, max_frames=64, video_frames=10)
+QWEN3_DEFAULT_INSTRUCTION = "Represent the user's input."
+# GVE: patch 14 × spatial merge 2; images 3,136 to 200,704 pixels; at most 8 video frames of 156,800.
+GVE_LIMITS = reference_limits(28, max_patches=256, frame_patches=200, max_frames=8)
 
 MAX_ASPECT_RATIO = 200  # the Qwen vision processors refuse anything longer/thinner
 # Tokens kept free for the chat template around a text, so the template's final tokens (where the
