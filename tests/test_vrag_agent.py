@@ -1000,3 +1000,9 @@ def test_agent_never_names_a_model() -> None:
     """The served model name belongs to the ChatModel (configurable), never to the agent."""
     src = (Path(vp.__file__).parent / "vrag.py").read_text()
     assert "Qwen" not in src and "model_name" not in src
+
+
+@pytest.mark.parametrize("bad", [{"max_invalid": -1}, {"endpoint_retries": -1}, {"retry_delay": -0.5}])
+def test_a_negative_turn_policy_is_refused_by_name(bad: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match="need max_invalid >= 0, endpoint_retries >= 0, retry_delay >= 0"):
+        TurnPolicy(**bad)  # type: ignore[arg-type]

@@ -67,6 +67,13 @@ class TurnPolicy:
     endpoint_retries: int = 1  # further tries of a failed model call
     retry_delay: float = 1.0  # seconds before a retry, times the attempt
 
+    def __post_init__(self) -> None:
+        if self.max_invalid < 0 or self.endpoint_retries < 0 or self.retry_delay < 0:
+            raise ValueError(
+                f"need max_invalid >= 0, endpoint_retries >= 0, retry_delay >= 0 (got {self.max_invalid}, "
+                f"{self.endpoint_retries}, {self.retry_delay})"
+            )
+
 
 class BaseAgent:
     """What :class:`ModelTurns` reads from an agent (the model and the parameters sent with every

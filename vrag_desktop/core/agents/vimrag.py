@@ -12,7 +12,7 @@ What we do differently from the original demo (reference §9), on purpose:
 
 - parent ids, node ids and the search → memorize alternation are validated
   (:class:`~.memory_graph.MemoryGraph`); a bad call becomes an ``AgentError`` plus a corrective
-  ``<tool_response>`` naming what to fix, and does not consume a step, up to ``max_invalid`` per run
+  ``<tool_response>`` naming what to fix, and does not consume a step, up to ``TurnPolicy.max_invalid`` per run
   (after that they do, so a model that never gets the format right still ends).
 - image parts are plain OpenAI ``image_url`` parts (no non-standard ``max_pixels`` key): sizing is
   done here — pictures fitted to ``max_pixels_image``, video frames to ``max_pixels_video``, memory

@@ -14,7 +14,7 @@ What we do differently from the original demo (reference §9), on purpose:
   (the original re-sent the last path).
 - nested zoom: a box refers to the last image shown (a crop after a crop); every ``Crop`` carries its
   region in the *page's* raw pixels so the UI can draw it on the page.
-- invalid replies (no tag, bad box) do not consume steps, up to ``max_invalid`` per run (after
+- invalid replies (no tag, bad box) do not consume steps, up to ``TurnPolicy.max_invalid`` per run (after
   that they do, so a model that never uses tags still ends); a search that fails does consume one.
 - the served model name is the :class:`ChatModel`'s business, never hard-coded here.
 
