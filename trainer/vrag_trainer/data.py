@@ -59,7 +59,9 @@ def serve_search(
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     server = uvicorn.Server(
-        uvicorn.Config(create_app(engine), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(engine, bind_host="127.0.0.1"), host="127.0.0.1", port=port, log_level="warning"
+        )
     )
     thread = threading.Thread(target=server.run, name="search-server", daemon=True)
     thread.start()

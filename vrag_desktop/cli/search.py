@@ -23,8 +23,26 @@ def add_parsers(sub: Any) -> None:
     sv = sub.add_parser(
         "serve-search", help="HTTP search API compatible with the original VRAG search engine"
     )
-    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: %(default)s, this machine only; another address needs a token)",
+    )
     sv.add_argument("--port", type=int, default=8001)
+    sv.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests addressed to this host name (repeatable; default: loopback names, "
+        "the --host address and, on a non-loopback bind, IP addresses)",
+    )
+    sv.add_argument(
+        "--token",
+        default=None,
+        help="require 'Authorization: Bearer TOKEN' on every request; prefer the environment variable "
+        "VRAG_SEARCH_TOKEN, which other users cannot see in the process list",
+    )
     sv.add_argument("--corpus", action="append", help="corpus to serve (repeatable; default: all)")
     add_mode_options(sv)
     sv.add_argument("--device", default=None)
@@ -95,23 +113,36 @@ def _ts(t: float | None) -> str:
 
 # ---------------------------------------------------------------- serve
 def cmd_serve(args: argparse.Namespace) -> int:
+    import os
+
     import uvicorn
 
     from vrag_desktop.core.search.engine import SearchEngine
-    from vrag_desktop.core.search.server import create_app
+    from vrag_desktop.core.search.server import TOKEN_ENV, create_app, is_loopback, safe_text, uvicorn_options
 
     if not 0 < args.port < 65536:
         raise CLIError("--port must be between 1 and 65535")
+    token = args.token if args.token is not None else os.environ.get(TOKEN_ENV)
+    if token is not None and not token.strip():
+        raise CLIError(f"the token is empty: give a non-empty --token or {TOKEN_ENV}, or none")
+    if not is_loopback(args.host) and not token:
+        # Checked before the corpora load, so the warning is the first thing a person reads.
+        print(
+            f"Warning: serving on {args.host} without a token: anyone who can reach this port can read "
+            "the search results (with text), page images and indexed files of the served corpora. "
+            f"Set {TOKEN_ENV} (or --token) to require 'Authorization: Bearer <token>'.",
+            file=sys.stderr,
+        )
     engine = SearchEngine(library(args), args.corpus, hybrid=args.hybrid, device=args.device)
-    app = create_app(engine)
-    names = ", ".join(c.name for c in engine.corpora)
+    app = create_app(engine, bind_host=args.host, allowed_hosts=args.allow_host, token=token)
+    names = ", ".join(safe_text(c.name) for c in engine.corpora)
     print(
         f"Serving {engine.total_vectors()} vectors from {names} on http://{args.host}:{args.port} "
-        "(POST /search, GET /search, GET /health)",
+        "(POST /search, GET /search, GET /health)" + (" — token required" if token else ""),
         file=sys.stderr,
     )
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", **uvicorn_options())
     except OSError as exc:
         raise CLIError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
     finally:
