@@ -1,5 +1,7 @@
 """`vrag-desktop serve-search` over real HTTP: both of the original's request/response shapes, the
-legacy GET form, health, image bytes for indexed files only, and clear 4xx for malformed requests."""
+legacy GET form, health, image bytes for indexed files only, and clear 4xx for malformed requests.
+What it refuses (foreign Host, no token, oversized requests, files outside a corpus) is in
+test_server_security.py."""
 
 from __future__ import annotations
 
@@ -115,6 +117,7 @@ def test_image_bytes_only_for_indexed_files(server: str) -> None:
     ][0]
     r = httpx.get(f"{server}/items/{rec['corpus']}/{rec['item_id']}/image")
     assert r.status_code == 200 and r.content[:2] == b"\xff\xd8"
+    assert rec["image_url"] == f"/items/{rec['corpus']}/{rec['item_id']}/image"  # what a client follows
     assert httpx.get(f"{server}/items/sample/999999/image").status_code == 404
 
 
