@@ -57,9 +57,16 @@ def _dec(value: str | bytes) -> str:
 @contextmanager
 def _read_only(corpus: Corpus) -> Iterator[sqlite3.Connection]:
     """A short-lived read-only connection to ``corpus``'s manifest (``mode=ro``: cannot write)."""
-    path = Path(corpus.manifest.path).absolute()
+    uri = f"{Path(corpus.manifest.path).absolute().as_uri()}?mode=ro"
     try:
-        conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=10, check_same_thread=False)
+        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        except sqlite3.OperationalError:
+            # A WAL database in a folder we cannot write (a read-only data directory) cannot make its
+            # shared-memory file; with no writer possible there, reading it as immutable is exact.
+            conn.close()
+            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=10, check_same_thread=False)
     except sqlite3.Error as exc:
         raise FilesError(f"cannot read the manifest of corpus '{corpus.name}': {exc}") from exc
     with closing(conn):
