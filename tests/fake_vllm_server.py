@@ -7,7 +7,9 @@ like vLLM does: ``oom`` (CUDA OOM traceback while loading), ``unsupported`` (``M
 architectures ['Foo'] are not supported``), ``hang`` (never ready), ``exit-later`` (dies
 ``--fake-exit-after`` s after ready). ``--fake-ignore-sigterm`` ignores SIGTERM (inherited by the
 grandchild), ``--fake-grandchild`` spawns a sleeping grandchild in the same process group and
-prints ``EngineCore pid=N``.
+prints ``EngineCore pid=N``. As vLLM, it requires an API key on ``/v1/*`` (401 without
+``Authorization: Bearer KEY``) when ``--api-key`` or ``$VLLM_API_KEY`` gives one;
+``--fake-echo-key`` prints that key (as a careless server might), to test masking.
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ def main() -> int:
     p.add_argument("--fake-exit-after", type=float, default=1.0)
     p.add_argument("--fake-ignore-sigterm", action="store_true")
     p.add_argument("--fake-grandchild", action="store_true")
+    p.add_argument("--fake-echo-key", action="store_true")
+    p.add_argument("--api-key", default=None)
     args, unknown = p.parse_known_args()
     served = args.served_model_name or args.model
+    api_key = args.api_key or os.environ.get("VLLM_API_KEY") or None
 
     if args.fake_ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -53,6 +58,10 @@ def main() -> int:
 
     log("vLLM API server version 0.0.0-fake")
     log(f"non-default args: model={args.model!r} served={served!r} port={args.port} extra={unknown}")
+    if api_key:
+        log("API key required on /v1 (" + ("--api-key" if args.api_key else "VLLM_API_KEY") + ")")
+        if args.fake_echo_key:
+            log(f"the key is {api_key}")
     if args.fake_grandchild:
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         log(f"EngineCore pid={child.pid}")
@@ -106,7 +115,20 @@ def main() -> int:
             self.end_headers()
             self.wfile.write(data)
 
+        def _refused(self) -> bool:
+            """vLLM's rule: with a key, every /v1 path needs it as a bearer token."""
+            if (
+                api_key
+                and self.path.startswith("/v1")
+                and self.headers.get("Authorization") != f"Bearer {api_key}"
+            ):
+                self._json(401, {"error": "Unauthorized"})
+                return True
+            return False
+
         def do_GET(self) -> None:
+            if self._refused():
+                return
             if self.path == "/health":
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
@@ -124,6 +146,8 @@ def main() -> int:
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self._refused():
+                return
             if self.path != "/v1/chat/completions":
                 self._json(404, {"detail": "Not Found"})
                 return

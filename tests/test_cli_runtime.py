@@ -44,6 +44,7 @@ class Runtime:
             {
                 "VRAG_DESKTOP_DATA_DIR": str(data_dir),
                 "PYTHONUNBUFFERED": "1",
+                "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",  # 'start' reads the profile's key
                 ENTRY: f"{FAKE} --fake-delay 0.5 --fake-grandchild",
             }
         )

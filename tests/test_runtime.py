@@ -525,7 +525,9 @@ def test_build_command(tmp_path: Path) -> None:
     port = int(auto[auto.index("--port") + 1])
     assert 0 < port < 65536 and auto[auto.index("--served-model-name") + 1] == "m"
     secret = VLLMConfig(model="m", python=sys.executable, port=1, api_key="sk-secret")
-    assert "sk-secret" in secret.build_command() and "sk-secret" not in secret.shell_command()
+    # the key travels in vLLM's environment, never in its argv (tests/test_secrets.py: end to end)
+    assert "sk-secret" not in " ".join(secret.build_command()) and "sk-secret" not in secret.shell_command()
+    assert secret.child_env()["VLLM_API_KEY"] == "sk-secret"
 
 
 @pytest.mark.parametrize(
@@ -759,7 +761,7 @@ def test_api_key_is_masked_in_output_and_log(tmp_path: Path) -> None:
 
     async def main() -> list[str]:
         server = VLLMServer(
-            fake("--fake-delay", "0.1", api_key="sk-very-secret"),
+            fake("--fake-delay", "0.1", "--fake-echo-key", api_key="sk-very-secret"),
             log_path=log_path,
             ready_timeout=20,
             probe_interval=0.2,
@@ -769,7 +771,8 @@ def test_api_key_is_masked_in_output_and_log(tmp_path: Path) -> None:
         return server.supervisor.lines()
 
     lines = asyncio.run(main())
-    assert any("'***'" in ln for ln in lines), lines  # the fake echoes its unknown args
+    assert any("the key is ***" in ln for ln in lines), lines  # the fake echoes the key it got
+    assert any("API key required on /v1 (VLLM_API_KEY)" in ln for ln in lines), lines
     assert not any("sk-very-secret" in ln for ln in lines)
     assert "sk-very-secret" not in log_path.read_text()
 

@@ -106,6 +106,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if raw[0] == CHILD_FLAG:
             child_entry(raw[1:])
             return 0
+        from vrag_desktop.core.runtime.guard import GUARD_FLAG, guard_main
+
+        if raw[0] == GUARD_FLAG:  # the watchdog of a foreground child (core/runtime/guard.py)
+            return guard_main(raw[1:])
     args = _parser().parse_args(_open_with(raw))
     if args.command in (None, "gui"):
         from vrag_desktop.qt.app import main as gui_main

@@ -56,7 +56,8 @@ def add_parsers(sub: Any) -> None:
         description="Pre-flight (GPU memory estimate, free port, vLLM installed), launch vLLM "
         "detached, stream its log until it is ready (/health answers and /v1/models lists the "
         "served name), record it in the 'Local vLLM' endpoint profile and return, leaving it "
-        "running. Ctrl-C while waiting stops it.",
+        "running. Ctrl-C while waiting stops it. An API key reaches vLLM in its environment "
+        "(VLLM_API_KEY), never on its command line, and is kept as the 'Local vLLM' profile's key.",
         epilog=f"For testing only: ${ENTRYPOINT_ENV}='path/to/fake_vllm_server.py [args]' replaces "
         "'-m vllm.entrypoints.openai.api_server' after the interpreter (e.g. tests/fake_vllm_server.py) "
         "and skips the 'vLLM installed' check.",
@@ -84,7 +85,21 @@ def add_parsers(sub: Any) -> None:
         "--vllm-args",
         metavar="'ARGS'",
         default="",
-        help="more vLLM arguments as one quoted string, e.g. --vllm-args='--enforce-eager --trust-remote-code'",
+        help="more vLLM arguments as one quoted string, e.g. --vllm-args='--enforce-eager --trust-remote-code' "
+        "(an --api-key among them is moved to vLLM's environment; prefer the options below)",
+    )
+    key = st.add_mutually_exclusive_group()
+    key.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="require an API key, read from environment variable VAR (default: the 'Local vLLM' "
+        "profile's key: keyring, then $VRAG_DESKTOP_API_KEY_LOCAL_VLLM; none: no key)",
+    )
+    key.add_argument(
+        "--api-key-stdin", action="store_true", help="require an API key, read from the first line of stdin"
+    )
+    key.add_argument(
+        "--no-api-key", action="store_true", help="no API key, even if the 'Local vLLM' profile has one"
     )
     st.add_argument(
         "--ready-timeout",
@@ -242,6 +257,18 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m} min" if h else (f"{m} min {s} s" if m else f"{s} s")
 
 
+def _key(paths: Paths) -> str | None:
+    """The 'Local vLLM' profile's key (the one the server was started with, unless told otherwise)."""
+    import os
+
+    from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError, ProfileStore
+
+    try:
+        return ProfileStore(paths.config).api_key(LOCAL_VLLM) or os.environ.get("VLLM_API_KEY") or None
+    except (ProfileError, OSError):
+        return None
+
+
 def _cmd_status(args: argparse.Namespace) -> int:
     from vrag_desktop.core.runtime.gpu import detect_gpus
     from vrag_desktop.core.runtime.vllm import server_info
@@ -261,7 +288,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
     }
     code = EXIT_NOT_RUNNING
     if state is not None:
-        q = server_info(state.get("base_url") or f"http://127.0.0.1:{state.get('port')}/v1")
+        q = server_info(
+            state.get("base_url") or f"http://127.0.0.1:{state.get('port')}/v1", api_key=_key(paths)
+        )
         ready = q["health"] == 200 and state.get("served_model_name") in q["models"]
         ready = ready and not state.get("stopping_at")
         status = (

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
     from vrag_desktop.core.runtime.vllm import VLLMServer
 
 
-def run_foreground(paths: Paths, server: VLLMServer, lock: Any) -> int:
+def run_foreground(paths: Paths, server: VLLMServer, lock: Any, *, save_key: bool = False) -> int:
     """Run until Ctrl-C or until it exits. Holds the start ``lock`` only until the server is
-    recorded in its state file."""
+    recorded in its state file. The supervisor guards the server (``mode="foreground"``): if this
+    command is killed outright, its watchdog stops the server's whole tree. ``save_key``: the
+    server's key was given to this command and becomes the 'Local vLLM' profile's key."""
     import asyncio
 
     from vrag_desktop.core.runtime.exits import ProcessCrashed, ProcessStatus, ReadyTimeout
@@ -44,7 +46,7 @@ def run_foreground(paths: Paths, server: VLLMServer, lock: Any) -> int:
             await server.start()
             await recorded
             result["ready"] = True
-            record_profile(paths, server.base_url, cfg.model_name)
+            record_profile(paths, server.base_url, cfg.model_name, cfg.api_key if save_key else None)
             print(
                 f"vLLM is ready at {server.base_url} (model '{cfg.model_name}', pid {sup.pid}). "
                 "Press Ctrl-C to stop it.",

@@ -4,6 +4,11 @@ Why here and not in :mod:`.runtime`: starting is the one long conversation with 
 summary, memory warnings, the port, the streamed log, Ctrl-C). The process work is the core's:
 :class:`~vrag_desktop.core.runtime.detached.DetachedProcess` runs the server in the background,
 :class:`~vrag_desktop.core.runtime.vllm.VLLMServer` supervises it with ``--foreground``.
+
+The API key (``--api-key-env``, ``--api-key-stdin``, else the 'Local vLLM' profile's key) reaches
+vLLM in its environment, never on a command line anyone can read with ``ps``; one given the old
+way, inside ``--vllm-args``, is moved there too (with a note: it is still in *this* command's
+arguments). A key given here becomes the profile's key, so the app and ``ask`` send it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import os
 import shlex
 import signal
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,9 +161,47 @@ def _preflight(args: argparse.Namespace, cfg: VLLMConfig, interpreter: str, cpu_
             raise RuntimeCLIError(f"{exc} {_SETUP_HINT}") from None
 
 
+def _api_key(args: argparse.Namespace, paths: Paths, in_args: str | None) -> tuple[str | None, bool]:
+    """The key the server will require, and whether it was given to this command (then it becomes
+    the profile's key); the profile's own key otherwise (None: no key)."""
+    explicit = "--no-api-key" if args.no_api_key else "--api-key-env" if args.api_key_env else None
+    explicit = explicit or ("--api-key-stdin" if args.api_key_stdin else None)
+    if in_args and explicit:
+        raise RuntimeCLIError(f"{explicit}, but --vllm-args holds an --api-key too; drop one of them")
+    if args.no_api_key:
+        return None, False
+    if args.api_key_env:
+        key = os.environ.get(args.api_key_env, "").strip()
+        if not key:
+            raise RuntimeCLIError(
+                f"--api-key-env: the environment variable {args.api_key_env} is empty or unset"
+            )
+        return key, True
+    if args.api_key_stdin:
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise RuntimeCLIError("--api-key-stdin: the first line of stdin is empty")
+        return key, True
+    if in_args:
+        err(
+            "note: the API key in --vllm-args is passed to vLLM in its environment (VLLM_API_KEY), "
+            "not on its command line; it is still visible in this command's own arguments: "
+            "use --api-key-env VAR or --api-key-stdin instead"
+        )
+        return in_args, True
+    from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError, ProfileStore
+
+    try:
+        return ProfileStore(paths.config).api_key(LOCAL_VLLM), False
+    except (ProfileError, OSError) as exc:
+        err(f"note: could not read the '{LOCAL_VLLM}' profile's key ({exc}); starting without one")
+        return None, False
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     from vrag_desktop.core.runtime.detached import DetachedProcess
     from vrag_desktop.core.runtime.state import StateFile
+    from vrag_desktop.core.runtime.vllm_key import split_api_key
 
     _validate_start(args)
     paths = paths_of(args)
@@ -165,6 +209,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         extra = shlex.split(args.vllm_args)
     except ValueError as exc:
         raise RuntimeCLIError(f"--vllm-args: {exc}") from exc
+    extra, in_args = split_api_key(extra)
+    key, given = _api_key(args, paths, in_args)
     lock = StateFile(paths.state).lock()  # from the state check until the new state is written
     lock.acquire()
     try:
@@ -175,19 +221,20 @@ def cmd_start(args: argparse.Namespace) -> int:
                 f"{rec.state.get('port')}). Stop it first with: vrag-desktop runtime stop"
             )
         cfg, interpreter, cpu_env = _config(args, paths, extra)
+        cfg.api_key = key
         _preflight(args, cfg, interpreter, cpu_env)
         if args.foreground:
             from vrag_desktop.cli.runtime_foreground import run_foreground
 
             server = _server(cfg, args.ready_timeout, paths.log, paths.state)
-            return run_foreground(paths, server, lock)
+            return run_foreground(paths, server, lock, save_key=given)
         server = _server(cfg, args.ready_timeout)
         proc = DetachedProcess.spawn(server.detached_spec(paths.log, paths.state), mode="background")
         err(f"Starting vLLM (pid {proc.pid}): {cfg.shell_command(server.port)}")
         err(f"Log: {paths.log}")
     finally:
         lock.release()
-    return _wait_detached(args, paths, server, proc)
+    return _wait_detached(args, paths, server, proc, save_key=given)
 
 
 def _server(
@@ -207,14 +254,28 @@ def _server(
     )
 
 
-def record_profile(paths: Paths, base_url: str, model_name: str) -> None:
-    from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileStore
+def record_profile(paths: Paths, base_url: str, model_name: str, key: str | None = None) -> None:
+    """Point the 'Local vLLM' profile at the server; ``key`` (one given to this command) becomes
+    its key, so every client of the profile sends it."""
+    from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ApiKeyStoreError, ProfileStore, env_var_for
 
     try:
-        ProfileStore(paths.config).set_local_server(base_url, model_name)
+        store = ProfileStore(paths.config)
+        store.set_local_server(base_url, model_name)
         err(f"Recorded in the '{LOCAL_VLLM}' endpoint profile: {base_url}, model '{model_name}'")
     except Exception as exc:  # the server runs; a profile problem must not make this a failure
         err(f"warning: could not update the '{LOCAL_VLLM}' endpoint profile: {exc}")
+        return
+    if not key or store.api_key(LOCAL_VLLM) == key:
+        return
+    try:
+        store.set_api_key(LOCAL_VLLM, key)
+        err(f"Its API key is kept in the system keyring as the '{LOCAL_VLLM}' profile's key.")
+    except ApiKeyStoreError:
+        err(
+            f"note: no system keyring here to keep the server's API key; clients of the "
+            f"'{LOCAL_VLLM}' profile read it from ${env_var_for(LOCAL_VLLM)}"
+        )
 
 
 @contextlib.contextmanager
@@ -282,7 +343,9 @@ class Interrupt:
         return 128 + self.signum
 
 
-def _wait_detached(args: argparse.Namespace, paths: Paths, server: VLLMServer, proc: DetachedProcess) -> int:
+def _wait_detached(
+    args: argparse.Namespace, paths: Paths, server: VLLMServer, proc: DetachedProcess, *, save_key: bool
+) -> int:
     import asyncio
 
     cfg = server.config
@@ -323,7 +386,7 @@ def _wait_detached(args: argparse.Namespace, paths: Paths, server: VLLMServer, p
             err(line)
         proc.mark_ready()
         took = proc.state["ready_at"] - proc.state["started_at"]
-        record_profile(paths, server.base_url, cfg.model_name)
+        record_profile(paths, server.base_url, cfg.model_name, cfg.api_key if save_key else None)
         print(
             f"vLLM is ready at {server.base_url} (model '{cfg.model_name}', pid {proc.pid}, {took:.0f} s); "
             "it keeps running in the background. Stop it with: vrag-desktop runtime stop",

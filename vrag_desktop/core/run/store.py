@@ -7,8 +7,10 @@ Layout of ``<data dir>/runs/<run id>/``::
                    events so far); the format of ``AgentEvent.to_dict``
     images/        every image the model was shown and every crop, referenced by path in events
 
-Replaying a run yields the same event sequence it recorded. Exports to training data live in
-:mod:`vrag_desktop.core.run.export`.
+Replaying a run yields the same event sequence it recorded. URLs are saved without credentials
+(:func:`~vrag_desktop.core.endpoints.content.redact_url`): a base URL with ``user:pass@`` or
+``?api_key=`` in the settings or in an error message is written redacted. Exports to training
+data live in :mod:`vrag_desktop.core.run.export`.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from vrag_desktop.core.agents.events import (
     Usage,
     event_from_dict,
 )
+from vrag_desktop.core.endpoints.content import redact_urls
 from vrag_desktop.core.fsutil import atomic_write_bytes
 
 RUNNING, ANSWERED, MAX_STEPS, FAILED, CANCELLED, INTERRUPTED = (
@@ -83,7 +86,7 @@ class RunRecorder:
         self.id = f"{stamp}-{uuid.uuid4().hex[:6]}"
         self.dir = Path(root) / self.id
         self.image_dir.mkdir(parents=True, exist_ok=True)
-        settings = dict(settings or {})
+        settings = redact_urls(dict(settings or {}))
         self.summary = RunSummary(
             id=self.id,
             agent=agent,
@@ -102,7 +105,8 @@ class RunRecorder:
         return self.dir / "images"
 
     def record(self, event: AgentEvent) -> None:
-        self._events.write(json.dumps(event.to_dict(), ensure_ascii=False, default=str) + "\n")
+        data = redact_urls(event.to_dict())
+        self._events.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
         self._events.flush()
         s = self.summary
         s.steps = max(s.steps, event.step)

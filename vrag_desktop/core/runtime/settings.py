@@ -5,7 +5,9 @@ server's facts (``<data dir>/runtime/state.json``); the app needs the person's c
 (model, environment, memory share…). They live as JSON in ``<data dir>/config/vllm.json``, next to
 the endpoint profiles. A damaged file never stops the app: it is moved aside and defaults are used.
 Paths of the vLLM environment follow the CLI's layout (``runtime/vllm-venv``), so an environment
-made by ``vrag-desktop runtime setup`` is found here too.
+made by ``vrag-desktop runtime setup`` is found here too. The server's API key is no setting: it is
+the 'Local vLLM' endpoint profile's key, in the system keyring (an ``--api-key`` in the extra
+arguments is refused, and one found in an older file is removed from it, with a note).
 """
 
 from __future__ import annotations
@@ -79,9 +81,17 @@ class VLLMSettings:
         if not isinstance(self.dtype, str) or not self.dtype.strip():
             out["dtype"] = "dtype must be a name such as auto or bfloat16."
         try:
-            self.extra_argv()
+            extra = self.extra_argv()
         except ValueError as exc:
             out["extra_args"] = f"Cannot split the extra arguments: {exc}."
+        else:
+            from vrag_desktop.core.runtime.vllm_key import has_api_key_flag
+
+            if has_api_key_flag(extra):
+                out["extra_args"] = (
+                    "Put the API key in the Server API key box: extra arguments are saved in plain "
+                    "text and shown on vLLM's command line."
+                )
         if not (isinstance(self.ready_timeout, (int, float)) and self.ready_timeout > 0):
             out["ready_timeout"] = "The start timeout must be positive."
         return out
@@ -106,6 +116,13 @@ class VLLMSettings:
                 notes.append(f"{key}: must be text")
                 continue
             setattr(s, key, value)
+        with contextlib.suppress(ValueError):
+            from vrag_desktop.core.runtime.vllm_key import split_api_key
+
+            rest, found = split_api_key(s.extra_argv())
+            if found is not None or len(rest) != len(s.extra_argv()):
+                s.extra_args = shlex.join(rest)
+                notes.append("extra_args: an --api-key was removed; save the key in the Server API key box")
         bad = s.problems()
         for name, why in bad.items():
             if name == "model" and not s.model:
@@ -222,6 +239,9 @@ def load_vllm_settings(data_dir: str | os.PathLike[str]) -> tuple[VLLMSettings, 
         return VLLMSettings(), f"The vLLM settings in {path} were unreadable ({exc}); moved to {bad.name}."
     settings, notes = VLLMSettings.from_dict(data)
     msg = f"Some vLLM settings in {path} were invalid and reset: {'; '.join(notes)}" if notes else None
+    if settings.extra_args != data.get("extra_args", settings.extra_args) and "--api-key" in raw:
+        with contextlib.suppress(OSError):  # a key in plain text must not stay on disk
+            save_vllm_settings(settings, data_dir)
     return settings, msg
 
 

@@ -8,6 +8,10 @@ later launch finds it if this process is killed), and every exit that was not as
 *classified* message instead of a bare exit code. Every wait is bounded; stopping goes through
 ``proctree.stop_tree``, as for every process we start. An ``atexit`` hook (and :func:`cleanup`, for
 the app's quit path) kills any group still alive. Works under any asyncio loop, qasync's included.
+In the foreground modes (``mode="foreground"``: a terminal command supervising its child) a
+:class:`~.guard.Guard` watchdog stops the child's whole tree if this process is killed outright
+(``kill -9``): such a child must not outlive its command. The app's own servers are meant to
+survive a crash of the app (a later launch finds them through their state files) and are not guarded.
 
 What to run is a :class:`ProcessSpec`: a training command is just another spec (argv, env, cwd,
 log, an optional readiness check). :mod:`.detached` runs the same spec in the background instead.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -33,6 +38,7 @@ from vrag_desktop.core.runtime.exits import (
     default_classifier,
     tail_text,
 )
+from vrag_desktop.core.runtime.guard import Guard
 from vrag_desktop.core.runtime.output import LineCallback, OutputLines
 from vrag_desktop.core.runtime.proctree import (
     cleanup,
@@ -64,6 +70,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_POSIX = os.name == "posix"
 StatusCallback = Callable[[ProcessStatus], None]
 
 _SUPERVISORS: weakref.WeakSet[ProcessSupervisor] = weakref.WeakSet()
@@ -82,9 +89,18 @@ async def stop_all(grace: float = 5.0) -> None:
 class ProcessSupervisor:
     """One supervised child process; see the module docstring. Bound to the loop that starts it."""
 
-    def __init__(self, spec: ProcessSpec, *, ring_size: int = 2000, mode: str = "app") -> None:
+    def __init__(
+        self,
+        spec: ProcessSpec,
+        *,
+        ring_size: int = 2000,
+        mode: str = "app",
+        die_with_parent: bool | None = None,
+    ) -> None:
         """Supervise ``spec`` as it is (readiness check included); ``ring_size`` output lines are
-        kept, and ``mode`` is recorded in the state file (who started it: ``app``, ``foreground``)."""
+        kept, and ``mode`` is recorded in the state file (who started it: ``app``, ``foreground``).
+        ``die_with_parent`` (default: in the ``foreground`` mode, on POSIX) guards the child's tree
+        with a watchdog that stops it if this process dies without stopping it."""
         self.spec = spec
         self.name = spec.display_name
         self.cwd = spec.cwd
@@ -92,6 +108,9 @@ class ProcessSupervisor:
         self.classifier = spec.classifier or default_classifier
         self.long_running = spec.long_running
         self.mode = mode
+        self.die_with_parent = (mode == "foreground") if die_with_parent is None else die_with_parent
+        self.die_with_parent = self.die_with_parent and _POSIX
+        self._guard: Guard | None = None
         self.state_file = StateFile(spec.state_path) if spec.state_path else None
         self.state: dict[str, Any] | None = None
         self.stopped_elsewhere = False  # another command marked or removed the state file, then stopped it
@@ -172,6 +191,11 @@ class ProcessSupervisor:
         self.started_at = time.time()
         self._set_status(ProcessStatus.STARTING)
         kwargs = spawn_options()
+        self.env = self.spec.child_env()
+        if self.die_with_parent:
+            self._guard = Guard(self.name)
+            self._guard.start()  # before the child: no instant where the child is unguarded
+            self.env.update(self._guard.child_env())
         try:
             self._proc = await asyncio.create_subprocess_exec(
                 *self.argv,
@@ -188,6 +212,8 @@ class ProcessSupervisor:
             self._finish(info, ProcessStatus.CRASHED)
             raise ProcessCrashed(info.message, kind=info.kind) from exc
         register(self._proc.pid, self.name)
+        if self._guard is not None:
+            self._guard.watch(self._proc.pid, self._proc.pid if _POSIX else None)
         self._record(self.spec.base_state(self._proc.pid, self.mode))
         assert self._proc.stdout is not None
         self._tasks = [
@@ -347,6 +373,9 @@ class ProcessSupervisor:
 
     def _finish(self, info: ExitInfo, status: ProcessStatus) -> None:
         self.exit_info, self.ended_at = info, time.time()
+        if self._guard is not None and (self._proc is None or not group_members(self._proc.pid)):
+            self._guard.release()  # the tree is gone: nothing left to guard
+            self._guard = None
         if self._proc is not None:
             forget_if_gone(self._proc.pid)
             if self.state_file is not None:

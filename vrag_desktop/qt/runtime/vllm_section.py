@@ -6,6 +6,8 @@ through a queued signal and its output through a thread-safe buffer (:class:`Log
 start is shown as the core's one-sentence diagnosis, not an exit code. The settings form
 (:class:`VLLMForm`), the GPU box and the pre-flight are widgets of their own; this module owns
 the server's life. The section stops only the server it started, on :meth:`VLLMSection.shutdown`.
+The server's API key is the Local vLLM profile's (keyring; the key box here edits it): read off the
+GUI thread at start and handed to vLLM in its environment, so the profile's clients send it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
+from vrag_desktop.qt.runtime.key_box import server_key_box
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.server_card import ServerCard
 from vrag_desktop.qt.runtime.server_text import server_state_text
@@ -44,6 +47,14 @@ class _Bridge(QObject):
     """Carries supervisor callbacks (runner thread) to the GUI thread."""
 
     status = Signal(str)
+
+
+async def _launch(server: VLLMServer, ctx: AppContext) -> None:
+    """Start ``server`` with the Local vLLM profile's key (the keyring may block: off the GUI thread)."""
+    import asyncio
+
+    server.set_api_key(await asyncio.to_thread(ctx.profiles.api_key, LOCAL_VLLM))
+    await server.start()
 
 
 class VLLMSection(QWidget):
@@ -117,12 +128,15 @@ class VLLMSection(QWidget):
         self.extra_error, self.settings_error = form.extra_error, form.settings_error
         self.preview_box = form.preview_box
 
+        self.key_box = server_key_box(self.ctx.profiles, self)
+
         layout = QVBoxLayout(self)
         layout.addWidget(card)
         layout.addWidget(self.preflight.box)
         layout.addWidget(self.preflight.note)
         layout.addWidget(self.gpu)
         layout.addWidget(self.form)
+        layout.addWidget(self.key_box)
         layout.addStretch(1)
 
         self._preflight_timer = QTimer(self, singleShot=True, interval=400)
@@ -306,7 +320,7 @@ class VLLMSection(QWidget):
         self.log_view.append_line(f"── Starting vLLM: {shown}")
         self._start_pending = True
         self._start_future = run_coroutine(
-            server.start(),
+            _launch(server, self.ctx),
             name="vLLM start",
             on_done=if_alive(self, self._on_started),
             on_error=if_alive(self, self._on_start_failed),
