@@ -92,8 +92,9 @@ class DetachedProcess(RecordedProcess):
         return self.popen.poll()
 
     def read_output(self, final: bool = False) -> list[str]:
-        """Log lines written since the last call; the latest 400 are kept in :attr:`seen`."""
-        lines = self.reader.read(final)
+        """Log lines written since the last call, secrets masked (the child writes the file itself);
+        the latest 400 are kept in :attr:`seen`."""
+        lines = [self.spec.mask(line) for line in self.reader.read(final)]
         self.seen.extend(lines)
         return lines
 
