@@ -170,7 +170,7 @@ def test_the_cli_entry_runs_the_child_when_asked(tmp_path: Path) -> None:
         )
     )
     kind, item = conn.recv()
-    assert kind == "item" and item.ordinal == 1 and conn.recv() == ("done", None)
+    assert kind == "item" and item.ordinal == 1 and conn.recv() == ("done", None, None)  # no error, no note
     conn.send(None)
     assert proc.wait(timeout=30) == 0
 

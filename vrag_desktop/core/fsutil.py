@@ -9,12 +9,55 @@ file and leaves the previous content in place.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
+
+#: The longest file name (in bytes) the file systems VRAG Desktop writes to accept: ext4, APFS,
+#: NTFS (255 UTF-16 units, at least 255 bytes of UTF-8 for the names we make), Btrfs, XFS.
+NAME_MAX = 255
+# mkstemp's random part: 8 characters between the prefix and the suffix.
+_RANDOM = 8
+_TMP_SUFFIX = ".tmp"
+
+
+def name_bytes(name: str) -> int:
+    """The length of ``name`` on disk (``os.fsencode``: undecodable bytes count as one each)."""
+    return len(_encode(name))
+
+
+def shorten_name(name: str, max_bytes: int) -> str:
+    """``name`` cut at a character boundary to at most ``max_bytes`` bytes on disk (unchanged when
+    it fits): a long but valid file name must never make a derived or temporary name too long."""
+    if len(_encode(name)) <= max_bytes:
+        return name
+    used = 0
+    for i, ch in enumerate(name):
+        used += len(_encode(ch))
+        if used > max_bytes:
+            return name[:i]
+    return name
+
+
+def _encode(text: str) -> bytes:
+    try:
+        return os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte
+        return text.encode("utf-8", "surrogatepass")
+
+
+def _tmp_prefix(name: str, room: int) -> str:
+    """``.{name}.`` when that leaves ``room`` bytes within NAME_MAX; else a cut name plus a short
+    hash of the whole one, so two long names in one folder still get different prefixes."""
+    prefix = f".{name}."
+    if name_bytes(prefix) + room <= NAME_MAX:
+        return prefix
+    tag = hashlib.sha1(_encode(name)).hexdigest()[:8]
+    return f".{shorten_name(name, NAME_MAX - room - len(tag) - 3)}~{tag}."
 
 
 def fsync_dir(path: Path) -> None:
@@ -39,16 +82,18 @@ def atomic_open(
 
     ``sole_writer``: the caller holds a lock over ``path`` (the index store under its corpus lock),
     so the temporary file can have the fixed name ``.<name>.tmp``: a crash leaves at most that one
-    leftover, which the next write reuses, instead of a new random one each time.
+    leftover, which the next write reuses, instead of a new random one each time. A name too long
+    to take the temporary name's additions is cut for it (never the target's own name).
     """
     target = Path(path)
     if mkdir:
         target.parent.mkdir(parents=True, exist_ok=True)
     if sole_writer:
-        tmp = str(target.with_name(f".{target.name}.tmp"))
+        tmp = str(target.with_name(_tmp_prefix(target.name, len("tmp")) + "tmp"))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     else:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        prefix = _tmp_prefix(target.name, _RANDOM + len(_TMP_SUFFIX))
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=_TMP_SUFFIX, dir=target.parent)
     try:
         encoding = None if "b" in mode else "utf-8"
         with os.fdopen(fd, mode, encoding=encoding) as fh:

@@ -1,21 +1,27 @@
-"""Turn one source file into corpus items: PDF pages, images, video clips, text.
+"""Turn one source file into corpus items: PDF pages, images, video clips (:mod:`.derive_video`), text.
 
 Every function here is a generator of :class:`Derived` and never raises for a bad *part* of a file
 (a page that will not render becomes a failed item with its reason). A file that cannot be read at
-all raises :class:`SourceError` with a message meant for the person who owns the file.
+all raises :class:`SourceError` with a message meant for the person who owns the file. A file only
+partly indexed on purpose (a page limit, a video that stops decoding) is not a failure: the
+generator *returns* one note for the whole file, which the corpus keeps beside the file's status.
+
+Derived files are named after the source (``{stem}_{page}.jpg``, as the original's ``pdf2images``
+does), with the stem cut to fit the file system's name limit; each source has its own folder, so
+a cut stem never collides. The item's ``name`` keeps the whole stem: it is the original's page id.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from vrag_desktop.core.corpus import kinds
-from vrag_desktop.core.fsutil import atomic_save
+from vrag_desktop.core.fsutil import NAME_MAX, atomic_save, shorten_name
 from vrag_desktop.core.images import upright, upright_size
 
 if TYPE_CHECKING:
@@ -31,6 +37,14 @@ JPEG_QUALITY = 88
 DEFAULT_CLIP_SECONDS = 60.0
 KEYFRAMES_PER_CLIP = 4
 MAX_TEXT_BYTES = 20_000_000
+#: Pages indexed per document unless the corpus says otherwise (``vrag-desktop index --max-pages``):
+#: a 100,000-page file would otherwise render for hours and gigabytes before anything else is indexed.
+DEFAULT_MAX_PAGES = 3_000
+#: Clips indexed per video (33 hours at the default clip length): a header that claims billions of
+#: frames, or a days-long recording, cannot fill the corpus with clips.
+MAX_CLIPS_PER_VIDEO = 2_000
+#: Bytes of a derived file name left for what follows the stem (``_12345_f4.jpg``, ``_12.mp4.part.mp4``).
+_SUFFIX_ROOM = 40
 
 
 class SourceError(Exception):
@@ -63,9 +77,13 @@ class DeriveOptions:
     ocr: bool = True  # read text from pixels when there is no text layer (text embedders need it)
     clip_seconds: float = DEFAULT_CLIP_SECONDS
     write_clips: bool = True
+    max_pages: int = DEFAULT_MAX_PAGES
+    max_clips: int = MAX_CLIPS_PER_VIDEO
 
 
 OCRFunc = Callable[[Path], str]
+#: What deriving one source gives: its items, then one note for the whole file (None: nothing to say).
+Derivation = Generator["Derived", None, "str | None"]
 
 
 def safe_stem(path: Path) -> str:
@@ -74,35 +92,55 @@ def safe_stem(path: Path) -> str:
     return "".join(c if c not in "/\\\0" else "_" for c in stem) or "file"
 
 
+def file_stem(path: Path) -> str:
+    """:func:`safe_stem` cut (at a character boundary) so that every derived file name fits NAME_MAX."""
+    return shorten_name(safe_stem(path), NAME_MAX - _SUFFIX_ROOM)
+
+
 def expected_count(path: Path, kind: str, opts: DeriveOptions) -> int:
-    """How many items the file will give (pages, clips); cheap, for progress totals. Raises SourceError."""
+    """How many items the file will give (pages, clips) within the limits; cheap, for progress
+    totals. Raises SourceError."""
     if kind == kinds.PDF:
         with _open_pdf(path) as doc:
-            return int(doc.page_count)
+            return min(int(doc.page_count), max(1, opts.max_pages))
     if kind == kinds.VIDEO:
-        return _video_meta(path, opts.clip_seconds)[2]
+        from vrag_desktop.core.corpus.derive_video import expected_clips
+
+        return expected_clips(path, opts)
     return 1
 
 
 def derive(
     path: Path, kind: str, out_dir: Path, opts: DeriveOptions, skip: set[int], ocr: OCRFunc | None
-) -> Iterator[Derived]:
-    """Derived items of ``path`` (skipping ordinals in ``skip``), files written under ``out_dir``."""
+) -> Derivation:
+    """Derived items of ``path`` (skipping ordinals in ``skip``), files written under ``out_dir``;
+    returns the file's note (what was left out and why), or None."""
     if os.path.getsize(path) == 0:
         raise SourceError("empty file (0 bytes)")
     out_dir.mkdir(parents=True, exist_ok=True)
     if kind == kinds.PDF:
-        yield from _derive_pdf(path, out_dir, opts, skip, ocr)
-    elif kind == kinds.IMAGE:
+        return (yield from _derive_pdf(path, out_dir, opts, skip, ocr))
+    if kind == kinds.IMAGE:
         if 1 not in skip:
             yield _derive_image(path, out_dir, opts, ocr)
     elif kind == kinds.VIDEO:
-        yield from _derive_video(path, out_dir, opts, skip, ocr)
+        from vrag_desktop.core.corpus.derive_video import derive_video
+
+        return (yield from derive_video(path, out_dir, opts, skip, ocr))
     elif kind == kinds.TEXT:
         if 1 not in skip:
             yield _derive_text(path)
     else:
         raise SourceError(f"unsupported file type '{path.suffix}'")
+    return None
+
+
+def page_limit_note(indexed: int, pages: int) -> str:
+    """The note of a document cut at the page limit: what was left out and how to get it."""
+    return (
+        f"only the first {indexed:,} of {pages:,} pages indexed (page limit; raise it with "
+        f"vrag-desktop index --max-pages {pages} and the remaining pages are indexed)"
+    )
 
 
 # ---------------------------------------------------------------- PDF
@@ -137,13 +175,15 @@ class _open_pdf:
 
 def _derive_pdf(
     path: Path, out_dir: Path, opts: DeriveOptions, skip: set[int], ocr: OCRFunc | None
-) -> Iterator[Derived]:
+) -> Derivation:
     import pymupdf
 
     pymupdf.TOOLS.mupdf_display_errors(False)
-    stem = safe_stem(path)
+    stem, fstem = safe_stem(path), file_stem(path)
     with _open_pdf(path) as doc:
-        for index in range(doc.page_count):
+        pages = int(doc.page_count)
+        limit = min(pages, max(1, opts.max_pages))
+        for index in range(limit):
             ordinal = index + 1
             if ordinal in skip:
                 continue
@@ -164,7 +204,7 @@ def _derive_pdf(
                 pix = page.get_pixmap(
                     matrix=pymupdf.Matrix(zoom, zoom), alpha=False, colorspace=pymupdf.csRGB
                 )
-                image_path = out_dir / f"{name}.jpg"
+                image_path = out_dir / f"{fstem}_{ordinal}.jpg"
                 # PIL's libjpeg-turbo encodes ~10x faster than pymupdf's own JPEG writer (bench/ingest.py).
                 from PIL import Image
 
@@ -192,6 +232,7 @@ def _derive_pdf(
                 yield Derived(
                     ordinal=ordinal, name=name, kind=kinds.ITEM_PAGE, error=f"page {ordinal}: {_msg(exc)}"
                 )
+    return page_limit_note(limit, pages) if limit < pages else None
 
 
 # ---------------------------------------------------------------- images
@@ -217,7 +258,7 @@ def _derive_image(path: Path, out_dir: Path, opts: DeriveOptions, ocr: OCRFunc |
         raise SourceError(f"image too large (possible decompression bomb): {_msg(exc)}") from exc
     except Exception as exc:
         raise SourceError(f"cannot decode image (corrupt or truncated): {_msg(exc)}") from exc
-    image_path = out_dir / f"{stem}.jpg"
+    image_path = out_dir / f"{file_stem(path)}.jpg"
     _save_jpeg(_shrink(rgb, opts.render_pixels), image_path)
     text, source = _ocr_text(image_path, opts, ocr)
     return Derived(
@@ -231,126 +272,6 @@ def _derive_image(path: Path, out_dir: Path, opts: DeriveOptions, ocr: OCRFunc |
         text=text,
         text_source=source,
     )
-
-
-# ---------------------------------------------------------------- video
-def _video_meta(path: Path, clip_seconds: float) -> tuple[float, int, int]:
-    """(fps, frame count, clip count) or SourceError for a file opencv cannot decode."""
-    import cv2
-
-    with _cv_path(path) as p:
-        cap = cv2.VideoCapture(p)
-    try:
-        if not cap.isOpened():
-            raise SourceError("cannot open video (corrupt file or unsupported codec)")
-        fps = float(cap.get(cv2.CAP_PROP_FPS) or 0.0)
-        frames = int(cap.get(cv2.CAP_PROP_FRAME_COUNT) or 0)
-        ok, _ = cap.read()
-        if not ok or fps <= 0 or frames <= 0:
-            raise SourceError("cannot decode video frames (corrupt file or unsupported codec)")
-    finally:
-        cap.release()
-    duration = frames / fps
-    return fps, frames, max(1, math.ceil(duration / clip_seconds - 1e-9))
-
-
-def _derive_video(
-    path: Path, out_dir: Path, opts: DeriveOptions, skip: set[int], ocr: OCRFunc | None
-) -> Iterator[Derived]:
-    import cv2
-    from PIL import Image
-
-    fps, total, n_clips = _video_meta(path, opts.clip_seconds)
-    stem = safe_stem(path)
-    frames_per_clip = max(1, round(opts.clip_seconds * fps))
-    with _cv_path(path) as p:
-        cap = cv2.VideoCapture(p)
-    try:
-        frame_no = 0
-        for clip in range(1, n_clips + 1):
-            first, last = frame_no, min(total, frame_no + frames_per_clip)
-            name = f"{stem}_{clip}"
-            want = set(keyframe_offsets(first, last, KEYFRAMES_PER_CLIP))
-            todo = clip not in skip
-            writer = None
-            clip_path = out_dir / f"{name}.mp4"
-            keyframes: list[tuple[float, Any]] = []
-            read_ok = True
-            while frame_no < last:
-                ok, frame = cap.read()
-                if not ok:
-                    read_ok = False
-                    break
-                if todo:
-                    if opts.write_clips:
-                        if writer is None:
-                            h, w = frame.shape[:2]
-                            writer = cv2.VideoWriter(
-                                str(clip_path) + ".part.mp4", cv2.VideoWriter.fourcc(*"mp4v"), fps, (w, h)
-                            )
-                        writer.write(frame)
-                    if frame_no in want:
-                        keyframes.append((frame_no / fps, frame))
-                frame_no += 1
-            if writer is not None:
-                writer.release()
-                os.replace(str(clip_path) + ".part.mp4", clip_path)
-            if not todo:
-                if not read_ok:
-                    break
-                continue
-            if not keyframes:
-                yield Derived(
-                    ordinal=clip, name=name, kind=kinds.ITEM_CLIP, error=f"clip {clip}: no decodable frames"
-                )
-                if not read_ok:
-                    yield from _unreadable_rest(stem, clip, n_clips, skip)
-                    return
-                continue
-            frame_paths, stamps, images = [], [], []
-            for j, (t, frame) in enumerate(keyframes):
-                im = _shrink(Image.fromarray(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB)), opts.render_pixels)  # type: ignore[call-overload]
-                fp = out_dir / f"{name}_f{j + 1}.jpg"
-                _save_jpeg(im, fp)
-                frame_paths.append(fp)
-                stamps.append(round(t, 3))
-                images.append(im)
-            sheet = _contact_sheet(images)
-            sheet_path = out_dir / f"{name}.jpg"
-            _save_jpeg(sheet, sheet_path)
-            text, source = _ocr_text(sheet_path, opts, ocr)
-            yield Derived(
-                ordinal=clip,
-                name=name,
-                kind=kinds.ITEM_CLIP,
-                image_path=sheet_path,
-                media_path=clip_path if opts.write_clips else path,
-                frames=frame_paths,
-                timestamps=stamps,
-                width=sheet.width,
-                height=sheet.height,
-                text=text,
-                text_source=source,
-                t_start=round(first / fps, 3),
-                t_end=round(frame_no / fps, 3),
-            )
-            if not read_ok:
-                yield from _unreadable_rest(stem, clip, n_clips, skip)
-                return
-    finally:
-        cap.release()
-
-
-def _unreadable_rest(stem: str, clip: int, n_clips: int, skip: set[int]) -> Iterator[Derived]:
-    """The video stopped decoding in ``clip``: report each remaining clip once, as failed."""
-    for rest in range(clip + 1, n_clips + 1):
-        if rest not in skip:
-            yield Derived(
-                ordinal=rest,
-                name=f"{stem}_{rest}",
-                kind=kinds.ITEM_CLIP,
-                error=f"clip {rest}: video ends early (truncated or corrupt)",
-            )
 
 
 def _shrink(image: Image.Image, pixels: int) -> Image.Image:
@@ -383,18 +304,6 @@ def sheet_grid(n: int) -> tuple[int, int]:
     """(columns, rows) of the contact sheet of ``n`` keyframes."""
     cols = 1 if n == 1 else 2
     return cols, math.ceil(n / cols)
-
-
-def _contact_sheet(images: list[Image.Image]) -> Image.Image:
-    """Keyframes in a grid (2×2 for four): one picture that shows a clip at a glance."""
-    from PIL import Image
-
-    cols, rows = sheet_grid(len(images))
-    w, h = images[0].width, images[0].height
-    sheet = Image.new("RGB", (w * cols, h * rows), "black")
-    for i, im in enumerate(images):
-        sheet.paste(im.resize((w, h)), ((i % cols) * w, (i // cols) * h))
-    return sheet
 
 
 # ---------------------------------------------------------------- text
@@ -430,34 +339,6 @@ def _utf8_ok(path: Path) -> bool:
         return True
     except UnicodeEncodeError:
         return False
-
-
-class _cv_path:
-    """A path opencv can open: itself, or an ASCII-named symlink to it (opencv crashes, not
-    errors, on file names that are not valid UTF-8). Opening happens inside the ``with``."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.tmp: str | None = None
-
-    def __enter__(self) -> str:
-        if _utf8_ok(self.path):
-            return str(self.path)
-        import tempfile
-
-        self.tmp = tempfile.mkdtemp(prefix="vrag-video-")
-        link = os.path.join(
-            self.tmp, "video" + (os.fsencode(self.path.suffix).decode("ascii", "ignore") or ".mp4")
-        )
-        os.symlink(os.path.abspath(self.path), link)
-        return link
-
-    def __exit__(self, *exc: object) -> None:
-        # The capture keeps its file open; the link itself can go now.
-        if self.tmp is not None:
-            import shutil
-
-            shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def _lost_content(warnings: str) -> bool:

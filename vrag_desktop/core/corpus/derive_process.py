@@ -15,6 +15,10 @@ Never ``fork``: the app has threads, Qt and torch. The child runs on idle CPU ti
 ``SCHED_IDLE``; elsewhere at a lower priority than the app) and
 streams each :class:`~.derive.Derived` back as soon as it is ready, exactly as
 :func:`~.derive.derive` yields them in-process; it ends when the parent does (its socket closes).
+
+The protocol, per file: ``("item", Derived)`` for each item, then ``("done", error, note)``:
+``error`` the file's failure (None when it was read), ``note`` what :func:`~.derive.derive` returned
+(a page limit reached, a video that stopped decoding; None when there is nothing to say).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -56,7 +60,7 @@ class _Job:
 
 
 def _child_main(conn: Any, nice: int) -> None:
-    """The child: derive each job it receives and send back ("item", Derived) … ("done", error)."""
+    """The child: derive each job it receives and send back ("item", Derived) … ("done", error, note)."""
     if nice > 0 and hasattr(os, "nice"):
         with contextlib.suppress(OSError):
             os.nice(nice)  # where there is no idle class (not Linux): below the app, at least
@@ -82,15 +86,22 @@ def _child_main(conn: Any, nice: int) -> None:
                     return ""
 
         err: str | None = None
+        note: str | None = None
         try:
-            for d in derive(
+            items = derive(
                 Path(job.path),
                 job.kind,
                 Path(job.out_dir),
                 job.opts,
                 set(job.skip),
                 ocr_fn if job.ocr else None,
-            ):
+            )
+            while True:
+                try:
+                    d = next(items)
+                except StopIteration as end:
+                    note = end.value
+                    break
                 conn.send(("item", d))
         except SourceError as exc:
             err = str(exc)
@@ -98,7 +109,7 @@ def _child_main(conn: Any, nice: int) -> None:
             err = os_error_message(exc)
         except Exception as exc:  # a decoder bug must not end the child
             err = f"unexpected error: {type(exc).__name__}: {exc}"
-        conn.send(("done", err))
+        conn.send(("done", err, note))
 
 
 class DeriveProcess:
@@ -143,10 +154,10 @@ class DeriveProcess:
         skip: set[int],
         ocr: bool,
         stop: threading.Event,
-    ) -> Iterator[Derived]:
-        """Derived items of ``path``, as :func:`~.derive.derive` gives them; raises
-        :class:`SourceError` (or :class:`DeriveCrashed`) for a file that cannot be used. Returns
-        early, stopping the child, when ``stop`` is set."""
+    ) -> Generator[Derived, None, str | None]:
+        """Derived items of ``path``, and the file's note, as :func:`~.derive.derive` gives them;
+        raises :class:`SourceError` (or :class:`DeriveCrashed`) for a file that cannot be used.
+        Returns early (no note), stopping the child, when ``stop`` is set."""
         with self._lock:
             if self._proc is None or self._proc.poll() is not None:
                 self._start()
@@ -156,25 +167,26 @@ class DeriveProcess:
             while not conn.poll(_POLL):
                 if stop.is_set():
                     self.close(kill=True)
-                    return
+                    return None
                 if proc.poll() is not None:
                     self._forget()
                     raise DeriveCrashed(_crash_message(proc.returncode))
             try:
-                kind_, payload = conn.recv()
+                kind_, *payload = conn.recv()
             except (EOFError, OSError) as exc:
                 _wait(proc)
                 self._forget()
                 raise DeriveCrashed(_crash_message(proc.returncode)) from exc
             if kind_ == "item":
-                yield payload
+                yield payload[0]
                 if stop.is_set():
                     self.close(kill=True)
-                    return
+                    return None
             else:
-                if payload is not None:
-                    raise SourceError(payload)
-                return
+                err, note = payload
+                if err is not None:
+                    raise SourceError(err)
+                return note
 
     def _forget(self) -> None:
         with self._lock:

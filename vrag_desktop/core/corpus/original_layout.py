@@ -16,7 +16,8 @@ Records point at files the original can read. What the app derived (PDF page ren
 copies, video clips) lives in the corpus folder, which the app may rewrite; it is copied (hard-linked
 where the disk allows) into ``out_dir/images`` and ``out_dir/videos``, pages named
 ``{pdf_stem}_{page}.jpg`` as the original's ``pdf2images`` names them (its RL reward rebuilds golden
-ids from those names). The person's own files (text notes, a whole video indexed without clip
+ids from those names; a name past the file system's 255 bytes keeps its ``_{page}`` and loses the
+end of its stem). The person's own files (text notes, a whole video indexed without clip
 files) are referenced where they are. Paths are absolute, or relative to ``path_base`` (the folder
 the original server runs from) when given. The three files are written atomically, the vectors
 last-but-one and the record list last, so the loader never pairs new vectors with old records
@@ -42,7 +43,14 @@ import numpy as np
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
 from vrag_desktop.core.corpus.manifest import ItemRow
-from vrag_desktop.core.fsutil import atomic_open, atomic_write_bytes, atomic_write_text
+from vrag_desktop.core.fsutil import (
+    NAME_MAX,
+    atomic_open,
+    atomic_write_bytes,
+    atomic_write_text,
+    name_bytes,
+    shorten_name,
+)
 
 INDEX_SUFFIX = "_faiss_index.bin"
 META_SUFFIX = "_meta_data.json"
@@ -162,12 +170,21 @@ def _record(
         if not file or not os.path.isfile(file):
             report.skipped.append((row.name, missing))
             return None
-        path = _place(corpus, file, out / folder, f"{row.name}{Path(file).suffix}", used)
+        path = _place(corpus, file, out / folder, _file_name(row, Path(file).suffix), used)
         report.files_copied += path != file
         return {"type": rtype, "file_path": path}
     src = corpus.manifest.source(row.source_id)
     path = row.media_path or (src.path if src else row.name)
     return {"type": "text", "file_path": os.path.abspath(path), "content": row.text or ""}
+
+
+def _file_name(row: ItemRow, suffix: str) -> str:
+    """``{name}{suffix}``, the stem cut to fit NAME_MAX when it must be (``_{page}`` kept)."""
+    name, tail = row.name, suffix
+    if row.kind in (kinds.ITEM_PAGE, kinds.ITEM_CLIP) and "_" in name:
+        name, number = name.rsplit("_", 1)
+        tail = f"_{number}{suffix}"
+    return shorten_name(name, NAME_MAX - name_bytes(tail)) + tail
 
 
 def _place(corpus: Corpus, path: str, folder: Path, name: str, used: set[str]) -> str:
@@ -193,7 +210,7 @@ def _copy(src: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists() and os.path.samefile(src, target):
         return
-    tmp = target.with_name(f".{target.name}.link")
+    tmp = target.with_name(f".{shorten_name(target.name, NAME_MAX - 6)}.link")
     try:
         if tmp.exists():
             tmp.unlink()
