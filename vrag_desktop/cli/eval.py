@@ -120,6 +120,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"{exc} (see 'vrag-desktop endpoints')") from exc
     except (DatasetError, EvalError, OSError) as exc:
         raise CLIError(str(exc)) from exc
+    if job.store.warning:
+        err(f"warning: {job.folder}: {job.store.warning}")
     try:
         return _run_job(job, args, _print_answers if answers else _print_retrieval)
     except JudgeRefused as exc:

@@ -241,7 +241,9 @@ def evaluate_answers(
     total, done = len(items), len(items) - len(todo)
     meter = RateMeter()
     failed = sum(1 for r in store.results.values() if r.get("error") or r.get("judge") is None)
-    yield Progress("answers", done, total, message=f"{done} of {total} already done", failed=failed)
+    note = store.warning or ""  # damaged lines in the results: said with every report, not once
+    first = "; ".join(x for x in (f"{done} of {total} already done", note) if x)
+    yield Progress("answers", done, total, message=first, failed=failed)
     for item in todo:
         if cancel is not None and cancel.cancelled:
             break
@@ -255,7 +257,9 @@ def evaluate_answers(
         done += 1
         failed += bool(row["error"] or row["judge"] is None)
         meter.update(1)
-        yield Progress("answers", done, total, rate=meter.rate, eta=meter.eta(total - done), failed=failed)
+        yield Progress(
+            "answers", done, total, rate=meter.rate, eta=meter.eta(total - done), message=note, failed=failed
+        )
     rows = [store.results[it.uid] for it in items if store.done(it.uid)]
     summary = summarize_answers(rows, [p for p in match.problems if p[0] not in dict(unanswerable)])
     summary["not_asked"] = [{"uid": uid, "why": reason} for uid, reason in unanswerable]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.eval.store import HEADER, REPORT, RESULTS, SUMMARY, EvalError
+from vrag_desktop.core.eval.store import HEADER, REPORT, RESULTS, SUMMARY, EvalError, parse_results
 
 __all__ = [
     "Comparison",
@@ -107,24 +107,14 @@ def _read_json(path: Path) -> Any:
 
 
 def read_rows(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The result rows, in file order (a later row for the same uid wins); a torn or damaged line
-    ends the reading, as a resume would (nothing is written)."""
+    """The result rows, in file order (a later row for the same uid wins); a torn last line and
+    damaged lines are skipped, as a resume would (nothing is written here)."""
     path = Path(folder) / RESULTS
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
-    rows: dict[str, dict[str, Any]] = {}
-    for line in data.splitlines(keepends=True):
-        if not line.endswith(b"\n"):
-            break
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            break
-        if isinstance(row, dict) and "uid" in row:
-            rows[str(row["uid"])] = row
-    return list(rows.values())
+    return list(parse_results(data).rows.values())
 
 
 def read_evaluation(folder: str | os.PathLike[str]) -> EvalInfo:

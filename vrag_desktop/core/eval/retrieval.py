@@ -111,7 +111,10 @@ def evaluate_retrieval(
     todo = [m for m in match.matched if not store.done(m.item.uid)]
     total, done = len(match.matched), len(match.matched) - len(todo)
     meter = RateMeter()
-    yield Progress("retrieval", done, total, message=f"{done} of {total} already done")
+    note = store.warning or ""  # damaged lines in the results: said with every report, not once
+    yield Progress(
+        "retrieval", done, total, message="; ".join(x for x in (f"{done} of {total} already done", note) if x)
+    )
     for start in range(0, len(todo), batch):
         if cancel is not None and cancel.cancelled:
             break
@@ -125,7 +128,7 @@ def evaluate_retrieval(
             store.add(row)
         done += len(chunk)
         meter.update(len(chunk))
-        yield Progress("retrieval", done, total, rate=meter.rate, eta=meter.eta(total - done))
+        yield Progress("retrieval", done, total, rate=meter.rate, eta=meter.eta(total - done), message=note)
     rows = [store.results[m.item.uid] for m in match.matched if store.done(m.item.uid)]
     summary = summarize_retrieval(rows, ks, match.problems)
     summary["complete"] = len(rows) == total
