@@ -591,7 +591,9 @@ def test_symlink_loops(library, make_pdf, tmp_path, minilm) -> None:  # type: ig
         str(folder / "a.pdf"),
         str(folder / "b.pdf"),
         str(folder / "dangling.pdf"),
+        str(folder / "up"),  # leads out of the folder that was added: reported, never walked
     }, fails
+    assert "outside the folders added to this corpus" in fails[str(folder / "up")][0][1]
     for name in ("a.pdf", "b.pdf"):
         assert fails[str(folder / name)] == [("file", "symbolic link loop")]
         assert corpus.manifest.source_by_path(str(folder / name)).status == S_FAILED

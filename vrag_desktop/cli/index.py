@@ -13,7 +13,15 @@ import sys
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, command_group, err, library
+from vrag_desktop.cli.common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    CLIError,
+    command_group,
+    err,
+    library,
+)
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.job import IndexRequest, JobResult
@@ -35,6 +43,14 @@ def add_index_parser(sub: Any) -> None:
     ix.add_argument(
         "--clip-seconds", type=float, default=None, help="video clip length in seconds (default 60)"
     )
+    ix.add_argument(
+        "--max-pages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pages indexed per document, kept by the corpus (default 3000); raising it indexes the "
+        "remaining pages of documents that were cut",
+    )
     ix.add_argument("--no-ocr", action="store_true", help="do not OCR pages and images without a text layer")
     ix.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -49,6 +65,19 @@ def add_corpus_parser(sub: Any) -> None:
     cl.add_argument("--json", action="store_true")
     cr = cs.add_parser("remove", help="delete a corpus (its index and derived images; never your files)")
     cr.add_argument("name")
+    ck = cs.add_parser(
+        "check",
+        help="read a corpus's whole index and manifest and say what is damaged; --repair mends it",
+    )
+    ck.add_argument("name")
+    ck.add_argument(
+        "--repair",
+        action="store_true",
+        help="drop damaged index files and embed their items again (a manifest that cannot be read: "
+        "rebuild the corpus from its folders)",
+    )
+    ck.add_argument("--device", default=None)
+    ck.add_argument("--quiet", action="store_true")
     cs_ = cs.add_parser("rescan", help="pick up new, changed and deleted files and index them")
     cs_.add_argument("name", nargs="?", default="default")
     cs_.add_argument("--retry-failed", action="store_true", help="try failed files again even if unchanged")
@@ -98,6 +127,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     if args.clip_seconds is not None and args.clip_seconds <= 0:
         raise CLIError("--clip-seconds must be positive")
+    if args.max_pages is not None and args.max_pages < 1:
+        raise CLIError("--max-pages must be at least 1")
     request = IndexRequest(
         args.corpus,
         paths=list(args.paths),
@@ -105,6 +136,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         require_files=True,
         embedder=args.embedder,
         clip_seconds=args.clip_seconds,
+        max_pages=args.max_pages,
         ocr=False if args.no_ocr else None,
     )
     return run_index(args, request, args.embedder, args.quiet)
@@ -154,9 +186,13 @@ class _ProgressView:
         self._previous_sigint: Any = None
 
     def show(self, value: object) -> None:
-        from vrag_desktop.core.corpus.job import EmbedderReady, ScanDone
+        from vrag_desktop.core.corpus.job import EmbedderReady, Repaired, ScanDone
         from vrag_desktop.core.progress import Progress
 
+        if isinstance(value, Repaired):
+            for line in value.lines:
+                err(f"  repaired: {line}")
+            return
         if isinstance(value, EmbedderReady):
             err(f"  {value.description}", self.quiet)
             self._start_build(value.pending)
@@ -230,25 +266,7 @@ def _print_summary(result: JobResult) -> None:
 def cmd_corpus(args: argparse.Namespace) -> int:
     lib = library(args)
     if args.corpus_command == "list":
-        rows = []
-        for name in lib.names():
-            c = lib.open(name)
-            try:
-                rows.append(c.stats())
-            finally:
-                c.close()
-        if args.json:
-            print(json.dumps(rows, indent=2, ensure_ascii=True))
-        elif not rows:
-            print("No corpora yet. Create one with: vrag-desktop index PATH --corpus NAME")
-        else:
-            print(f"{'corpus':<20} {'files':>6} {'items':>7} {'vectors':>8} {'failed':>6}  embedder")
-            for r in rows:
-                print(
-                    f"{r['name']:<20} {r['source_files']:>6} {r['items']:>7} {r['vectors']:>8} {r['failures']:>6}  "
-                    f"{r['embedder'] or '-'}"
-                )
-        return EXIT_OK
+        return _list(lib, args)
     if args.corpus_command == "remove":
         lib.remove(args.name)
         print(f"Removed corpus '{args.name}' (your files were not touched).")
@@ -256,9 +274,11 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     if args.corpus_command == "rescan":
         from vrag_desktop.core.corpus.job import IndexRequest
 
-        lib.open(args.name).close()  # "no corpus named …, corpora: …" before anything else
+        lib.open(args.name, read_only=True).close()  # "no corpus named …, corpora: …" first
         request = IndexRequest(args.name, retry_failed=args.retry_failed)
         return run_index(args, request, None, args.quiet)
+    if args.corpus_command == "check":
+        return _check(lib, args)
     if args.corpus_command == "import-legacy":
         from vrag_desktop.core.corpus.legacy import import_legacy_index
 
@@ -276,6 +296,97 @@ def cmd_corpus(args: argparse.Namespace) -> int:
     if args.corpus_command == "export-original":
         return _export_original(lib, args)
     raise CLIError(f"unknown corpus action {args.corpus_command}")
+
+
+def _list(lib: Any, args: argparse.Namespace) -> int:
+    """``corpus list``: every corpus, a damaged or unreadable one with what is wrong (never a
+    traceback, never hiding the others). Reads only."""
+    import sqlite3
+
+    from vrag_desktop.core.corpus.errors import CorpusError
+    from vrag_desktop.core.corpus.manifest import damaged_message
+    from vrag_desktop.core.index.store import quick_damage
+
+    rows: list[dict[str, Any]] = []
+    for name in lib.names():
+        try:
+            c = lib.open(name, read_only=True)
+            try:
+                row = c.stats() | {"notes": [{"path": p, "note": n} for p, n in c.manifest.notes()]}
+            finally:
+                c.close()
+        except (CorpusError, sqlite3.DatabaseError) as exc:
+            problem = str(exc) if isinstance(exc, CorpusError) else damaged_message(lib.corpus_dir(name), exc)
+            rows.append({"name": name, "state": "unreadable", "problem": problem})
+            continue
+        damage = [str(d) for d in quick_damage(lib.corpus_dir(name) / "index")]
+        rows.append(row | {"state": "damaged" if damage else "ok", "damage": damage})
+    if args.json:
+        print(json.dumps(rows, indent=2, ensure_ascii=True))
+        return EXIT_OK
+    if not rows:
+        print("No corpora yet. Create one with: vrag-desktop index PATH --corpus NAME")
+        return EXIT_OK
+    print(f"{'corpus':<20} {'files':>6} {'items':>7} {'vectors':>8} {'failed':>6}  embedder")
+    for r in rows:
+        if r["state"] == "unreadable":
+            print(f"{r['name']:<20} {'unreadable':>30}  -")
+            continue
+        print(
+            f"{r['name']:<20} {r['source_files']:>6} {r['items']:>7} {r['vectors']:>8} {r['failures']:>6}  "
+            f"{r['embedder'] or '-'}" + ("  DAMAGED" if r["damage"] else "")
+        )
+    for r in rows:
+        if r["state"] == "unreadable":
+            print(f"{r['name']}: {r['problem']}")
+        elif r["damage"]:
+            print(
+                f"{r['name']}: damaged index ({'; '.join(r['damage'])}); repair it with: "
+                f"vrag-desktop corpus check '{r['name']}' --repair"
+            )
+    _print_notes([r for r in rows if r["state"] != "unreadable"])
+    return EXIT_OK
+
+
+def _print_notes(rows: list[dict[str, Any]], shown: int = 5) -> None:
+    """Files indexed only in part (a page limit, a video cut short), a few per corpus."""
+    from vrag_desktop.core.corpus.scan import display_path
+
+    for r in rows:
+        notes = r["notes"]
+        if not notes:
+            continue
+        print(f"{r['name']}: {len(notes)} file(s) indexed in part:")
+        for n in notes[:shown]:
+            print(f"  - {display_path(n['path'])}: {n['note']}")
+        if len(notes) > shown:
+            print(f"  … and {len(notes) - shown} more (vrag-desktop corpus list --json lists them all)")
+
+
+def _check(lib: Any, args: argparse.Namespace) -> int:
+    """``corpus check NAME [--repair]``: the report (exit 1 when damaged and not repaired)."""
+    from vrag_desktop.core.corpus.integrity import check_corpus
+    from vrag_desktop.core.corpus.job import IndexRequest
+
+    lib.corpus_dir(args.name)  # a bad name is refused before anything is read
+    if not lib.exists(args.name):
+        raise CLIError(f"no corpus named '{args.name}' (corpora: {', '.join(lib.names()) or 'none yet'})")
+    report = check_corpus(lib, args.name)
+    for line in report.lines():
+        print(line)
+    if report.ok:
+        return EXIT_OK
+    if not args.repair:
+        print(f"Repair it with: vrag-desktop corpus check '{args.name}' --repair")
+        return EXIT_ERROR
+    code = run_index(args, IndexRequest(args.name, repair=True), None, args.quiet)
+    after = check_corpus(lib, args.name)
+    print("After repair: " + ("no damage found." if after.ok else "still damaged:"))
+    if not after.ok:
+        for line in after.lines()[1:]:
+            print(line)
+        return EXIT_ERROR
+    return code
 
 
 def _prepare_views(paths: list[str]) -> None:
@@ -303,7 +414,7 @@ def _prepare_views(paths: list[str]) -> None:
 def _export_original(lib: Any, args: argparse.Namespace) -> int:
     from vrag_desktop.core.corpus.original_layout import export_original
 
-    corpus = lib.open(args.name)
+    corpus = lib.open(args.name, read_only=True)
     try:
         report = export_original(
             corpus, args.out, model_name=args.model_name, path_base=args.paths_relative_to

@@ -161,7 +161,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, CorpusError | EmbedderError | SearchError | ProfileError):
             print(f"vrag-desktop: error: {exc}", file=sys.stderr)
             return EXIT_ERROR
+        message = _storage_message(exc, args.data_dir)
+        if message is not None:
+            print(f"vrag-desktop: error: {message}", file=sys.stderr)
+            return EXIT_ERROR
         raise
+
+
+def _storage_message(exc: BaseException, data_dir: str | None) -> str | None:
+    """A full or read-only disk, or a corpus manifest SQLite cannot read: one line, no traceback."""
+    import sqlite3
+
+    from vrag_desktop.core.corpus.errors import storage_message
+    from vrag_desktop.core.paths import resolve_data_dir
+
+    root = resolve_data_dir(data_dir)
+    if isinstance(exc, OSError | sqlite3.OperationalError):
+        message = storage_message(exc, root)
+        if message is not None:
+            return message
+    if isinstance(exc, sqlite3.DatabaseError):
+        return (
+            f"a corpus manifest under {root} cannot be read ({exc}); `vrag-desktop corpus list` shows "
+            "which, and `vrag-desktop corpus check NAME --repair` rebuilds it"
+        )
+    return None
 
 
 def _quiet_libraries() -> None:

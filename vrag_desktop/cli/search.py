@@ -74,6 +74,8 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits = engine.search(args.query, args.k)
     finally:
         engine.close()
+    for problem in engine.problems:  # a damaged corpus is searched without what it lost, and said so
+        print(f"warning: {problem}", file=sys.stderr)
     if args.json:
         # ASCII escapes keep file names that are not valid UTF-8 printable and round-trippable.
         print(json.dumps([_hit_json(h) for h in hits], ensure_ascii=True, indent=2))

@@ -76,7 +76,10 @@ def build_corpus(
     cancel = cancel or CancelToken()
     use_ocr = (not embedder.info.is_multimodal) if ocr is None else ocr
     opts = DeriveOptions(
-        render_pixels=embedder.info.render_pixels, ocr=use_ocr, clip_seconds=corpus.clip_seconds
+        render_pixels=embedder.info.render_pixels,
+        ocr=use_ocr,
+        clip_seconds=corpus.clip_seconds,
+        max_pages=corpus.max_pages,
     )
     report = BuildReport()
     started = time.perf_counter()
@@ -91,6 +94,7 @@ def build_corpus(
     meter = RateMeter()
     yield Progress("index", 0, total)  # the embedder is ready: the first batch takes a while to derive
     attempts: dict[int, int] = {}
+    notes: dict[int, str | None] = {}  # a finished source's note (page limit, video cut short)
     while True:
         sources = [s for s in corpus.manifest.sources(S_PENDING) if attempts.get(s.id, 0) < 2]
         if not sources:
@@ -104,7 +108,8 @@ def build_corpus(
 
         def checkpoint(pipeline: _Pipeline = pipeline, finished: dict[int, str | None] = finished) -> None:
             nonlocal next_id, buffer
-            next_id = _commit(corpus, store, buffer, finished, pipeline.in_flight_sources(), next_id, report)
+            in_flight = pipeline.in_flight_sources()
+            next_id = _commit(corpus, store, buffer, finished, in_flight, next_id, report, notes)
             buffer = []
 
         try:
@@ -126,8 +131,9 @@ def build_corpus(
                         failed=report.failed_items + report.failed_sources,
                     )
                 else:  # a source finished: its final status is committed with its last items
-                    sid, err = cast("tuple[int, str | None]", payload)
+                    sid, err, note = cast("tuple[int, str | None, str | None]", payload)
                     finished[sid] = err
+                    notes[sid] = note
                 now = time.perf_counter()
                 if len(buffer) >= checkpoint_items or now - last_ckpt >= checkpoint_seconds:
                     checkpoint()
@@ -151,8 +157,10 @@ def _commit(
     in_flight: set[int],
     next_id: int,
     report: BuildReport,
+    notes: dict[int, str | None] | None = None,
 ) -> int:
-    """Persist results: vectors first (durable segment), then the manifest in one transaction."""
+    """Persist results: vectors first (durable segment), then the manifest in one transaction. An
+    indexed source keeps its note (``notes``: page limit, video cut short) as its ``error``."""
     ids_all, vecs_all, rows = [], [], []
     for r in results:
         vids: list[int] = []
@@ -201,6 +209,11 @@ def _commit(
                 report.failed_sources += 1
                 m.update_source(sid, status=S_FAILED, error=err)
                 redo += m.clear_items(sid)
+                # A copy of it is tried in its own right (its name or place may be what failed);
+                # the build's next round picks it up.
+                copy = m.first_duplicate(sid)
+                if copy is not None:
+                    m.promote_duplicate(copy, sid)
             elif _stat_changed(src):
                 # Edited while we read it: what we derived may mix two versions. Start over.
                 report.changed_during.append(src.path)
@@ -215,11 +228,10 @@ def _commit(
                     mtime_ns=st.st_mtime_ns if st else None,
                 )
                 with contextlib.suppress(SourceError, OSError):
-                    m.update_source(
-                        sid, n_expected=expected_count(Path(src.path), src.kind or "", DeriveOptions())
-                    )
+                    opts = DeriveOptions(clip_seconds=corpus.clip_seconds, max_pages=corpus.max_pages)
+                    m.update_source(sid, n_expected=expected_count(Path(src.path), src.kind or "", opts))
             else:
-                m.update_source(sid, status=S_INDEXED, error=None)
+                m.update_source(sid, status=S_INDEXED, error=(notes or {}).pop(sid, None))
     if redo:
         store.remove(redo)
         store.checkpoint()
@@ -228,7 +240,7 @@ def _commit(
 
 class _Pipeline:
     """Derive in a producer thread while the caller's thread embeds, so the embedder never waits
-    for pages it could have had rendered meanwhile. Yields ("results", [...]) and ("done", (id, err))."""
+    for pages it could have had rendered meanwhile. Yields ("results", [...]) and ("done", (id, err, note))."""
 
     _END = object()
 
@@ -273,9 +285,10 @@ class _Pipeline:
                 with self._open_lock:
                     self._open.add(src.id)
                 err: str | None = None
+                note: str | None = None
                 try:
                     out_dir = self.corpus.derived_dir / str(src.id)
-                    for d in worker.derive(
+                    items = worker.derive(
                         Path(src.path),
                         src.kind or "",
                         out_dir,
@@ -283,7 +296,13 @@ class _Pipeline:
                         self._skip[src.id],
                         self.use_ocr,
                         self.stop_event,
-                    ):
+                    )
+                    while True:
+                        try:
+                            d = next(items)
+                        except StopIteration as end:
+                            note = end.value
+                            break
                         if not self._put(("item", src.id, d)):
                             return
                 except SourceError as exc:
@@ -292,7 +311,7 @@ class _Pipeline:
                     err = os_error_message(exc)
                 except Exception as exc:  # a decoder bug must not kill the whole build
                     err = f"unexpected error: {type(exc).__name__}: {exc}"
-                if not self._put(("done", src.id, err)):
+                if not self._put(("done", src.id, (err, note))):
                     return
         except BaseException as exc:  # pragma: no cover - surfaced on the consumer side
             self._error = exc
@@ -312,7 +331,7 @@ class _Pipeline:
             if cancel.cancelled:
                 return
             # Fill a batch: block for the first message, then take what arrives until the batch is full.
-            pending_done: list[tuple[int, str | None]] = []
+            pending_done: list[tuple[int, str | None, str | None]] = []
             failed: list[_Result] = []
             while len(batch) < self.embedder.batch_size:
                 t_wait = time.perf_counter()
@@ -337,7 +356,7 @@ class _Pipeline:
                     else:
                         batch.append((sid, d))
                 else:
-                    pending_done.append((sid, payload))
+                    pending_done.append((sid, *payload))
             if self._error is not None:
                 raise self._error
             report.items += len(failed)
@@ -346,7 +365,7 @@ class _Pipeline:
             batch = []
             # Sources are "open" until all their items are out of the pipeline.
             with self._open_lock:
-                for sid, _ in pending_done:
+                for sid, _, _ in pending_done:
                     self._open.discard(sid)
             if results:
                 yield "results", results

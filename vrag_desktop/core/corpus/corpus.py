@@ -23,7 +23,14 @@ from filelock import FileLock, Timeout
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus.build import BuildReport, build_corpus
-from vrag_desktop.core.corpus.derive import DEFAULT_CLIP_SECONDS, DeriveOptions, SourceError, expected_count
+from vrag_desktop.core.corpus.derive import (
+    DEFAULT_CLIP_SECONDS,
+    DEFAULT_MAX_PAGES,
+    DeriveOptions,
+    SourceError,
+    expected_count,
+)
+from vrag_desktop.core.corpus.errors import CorpusBusy, CorpusError
 from vrag_desktop.core.corpus.manifest import (
     S_DUPLICATE,
     S_FAILED,
@@ -34,18 +41,10 @@ from vrag_desktop.core.corpus.manifest import (
 )
 from vrag_desktop.core.corpus.scan import Found, ScanReport, os_error_message, sha256_file, walk
 from vrag_desktop.core.embedders.base import Embedder
-from vrag_desktop.core.index.store import VectorStore
+from vrag_desktop.core.index.store import Damage, VectorStore
 from vrag_desktop.core.progress import CancelToken, Progress
 
 __all__ = ["BuildReport", "Corpus", "CorpusBusy", "CorpusError", "embedder_mismatch"]
-
-
-class CorpusError(RuntimeError):
-    """A corpus-level problem the person must act on (message says what to do)."""
-
-
-class CorpusBusy(CorpusError):
-    """Another process is indexing this corpus right now."""
 
 
 def embedder_mismatch(corpus: str, indexed_with: str | None, wanted: str) -> str | None:
@@ -65,15 +64,25 @@ def embedder_mismatch(corpus: str, indexed_with: str | None, wanted: str) -> str
 
 
 class Corpus:
-    """One named corpus on disk. Use from one thread at a time (the GUI runs it in a worker)."""
+    """One named corpus on disk. Use from one thread at a time (the GUI runs it in a worker).
 
-    def __init__(self, directory: Path, name: str | None = None, *, shared: bool = False) -> None:
+    ``read_only``: a reader (search, listing, check, export) — it opens the manifest and the index
+    so that nothing can be written, never reconciles or compacts, and picks up what a writer commits
+    meanwhile (:meth:`refresh`). A writer's :meth:`store` takes the corpus lock: only the one
+    process that holds it may change the index or drop what it does not recognise."""
+
+    def __init__(
+        self, directory: Path, name: str | None = None, *, shared: bool = False, read_only: bool = False
+    ) -> None:
         self.dir = Path(directory)
         self.name = name or self.dir.name
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.manifest = Manifest(self.dir / "manifest.sqlite", shared=shared)
+        self.read_only = read_only
+        if not read_only:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        self.manifest = Manifest(self.dir / "manifest.sqlite", shared=shared, read_only=read_only)
         self.derived_dir = self.dir / "derived"
         self._store: VectorStore | None = None
+        self._data_version = -1
         # An OS lock (flock / msvcrt), not a marker file: a crashed holder's lock dies with it, so
         # the ``.lock`` file it leaves behind never blocks the next indexing.
         self._lock = FileLock(self.dir / ".lock", timeout=0, thread_local=False)
@@ -119,17 +128,45 @@ class Corpus:
 
     # ---------------------------------------------------------------- store
     def store(self) -> VectorStore:
-        """The vector store, reconciled with the manifest on first use."""
+        """The vector store. A writer's is reconciled with the manifest on first use (under the
+        corpus lock, taken here); a reader's is read as it stands and never changed."""
         if self._store is None:
             dim = self.dim
             if dim is None:
                 raise CorpusError(f"corpus '{self.name}' has not been indexed yet")
-            self._store = VectorStore(self.dir / "index", dim)
-            self._reconcile(self._store)
+            if self.read_only:
+                self._store = VectorStore(self.dir / "index", dim, read_only=True)
+            else:
+                self.lock()
+                store = VectorStore(self.dir / "index", dim)
+                self._reconcile(store)
+                self._store = store
         return self._store
 
+    @property
+    def damage(self) -> list[Damage]:
+        """Index files a reader found damaged and left out (their items are missing from search)."""
+        return list(self._store.damage) if self._store is not None else []
+
+    @property
+    def repaired(self) -> list[Damage]:
+        """Index files the writer found damaged on open and dropped; their items are re-embedded."""
+        return list(self._store.repaired) if self._store is not None else []
+
+    def refresh(self) -> bool:
+        """A reader: take in what the indexer committed since (new vectors, a compaction). Cheap when
+        nothing changed (a ``stat`` and a ``PRAGMA``); returns whether the manifest changed."""
+        version = self.manifest.data_version()
+        changed = version != self._data_version
+        self._data_version = version
+        if self._store is not None:
+            self._store.refresh()
+        return changed
+
     def _reconcile(self, store: VectorStore) -> None:
-        """Make the index and the manifest agree after any crash (see module docstring)."""
+        """Make the index and the manifest agree after any crash or damage (writer only, locked):
+        vectors the manifest does not know are dropped; items whose vectors are missing (a crash
+        before their segment, or a damaged index file) go back to pending and are embedded again."""
         store_ids = set(store.ids().tolist())
         missing = set(self.manifest.vector_ids()) - store_ids
         if missing:
@@ -165,8 +202,9 @@ class Corpus:
         """Compare the roots with the manifest: new, changed, deleted files. Cheap when nothing changed."""
         report = ScanReport()
         m = self.manifest
-        opts = DeriveOptions(clip_seconds=self.clip_seconds)
+        opts = DeriveOptions(clip_seconds=self.clip_seconds, max_pages=self.max_pages)
         roots = m.roots()
+        inside = [os.path.realpath(r) for r in roots]  # links are followed only into these
         present_roots = []
         seen: set[str] = set()
         removed_ids: list[int] = []
@@ -176,7 +214,7 @@ class Corpus:
                 report.missing_roots.append(root)  # an unplugged drive must not wipe its index entries
                 continue
             present_roots.append(root)
-            for f in walk(root):
+            for f in walk(root, inside):
                 if cancel is not None and cancel.cancelled:
                     return report
                 if f.path in seen:
@@ -195,11 +233,14 @@ class Corpus:
                     continue
                 removed_ids += m.delete_source(src.id)
                 report.removed += 1
-            # A duplicate whose original left is indexed in its own right now.
-            for src in m.sources(S_DUPLICATE):
-                orig = m.source(src.duplicate_of) if src.duplicate_of is not None else None
-                if orig is None or orig.status == S_DUPLICATE:
-                    m.update_source(src.id, status=S_PENDING, duplicate_of=None, error=None)
+            # A duplicate whose original left or failed is indexed in its own right now.
+            for listed in m.sources(S_DUPLICATE):
+                dup = m.source(listed.id)  # an earlier promotion may have re-pointed it
+                if dup is None or dup.status != S_DUPLICATE:
+                    continue
+                orig = m.source(dup.duplicate_of) if dup.duplicate_of is not None else None
+                if orig is None or orig.status in (S_DUPLICATE, S_FAILED, S_UNSUPPORTED):
+                    m.promote_duplicate(dup.id, dup.duplicate_of)
         for src in m.sources(S_PENDING):
             if src.n_expected is None:
                 try:
@@ -237,6 +278,30 @@ class Corpus:
         if removed:
             self.store().remove(removed)
             self.store().checkpoint()
+
+    @property
+    def max_pages(self) -> int:
+        """Pages indexed per document (the rest are named in the file's note), fixed per corpus."""
+        return int(self.manifest.get_meta("max_pages") or DEFAULT_MAX_PAGES)
+
+    @max_pages.setter
+    def max_pages(self, pages: int) -> None:
+        if int(pages) != pages or pages < 1:
+            raise CorpusError("the page limit must be a whole number of pages, at least 1")
+        old = self.max_pages
+        if int(pages) == old:
+            return
+        m = self.manifest
+        with m.transaction():
+            m.set_meta("max_pages", str(int(pages)))
+            for src in m.sources():  # counted again with the new limit at the next scan
+                if src.kind != kinds.PDF:
+                    continue
+                if src.status == S_PENDING:
+                    m.update_source(src.id, n_expected=None)
+                elif src.status == S_INDEXED and pages > old and src.n_expected == old:
+                    # cut at the old limit: its remaining pages are indexed, the first ones kept
+                    m.update_source(src.id, status=S_PENDING, n_expected=None)
 
     def _scan_one(self, f: Found, report: ScanReport, retry_failed: bool) -> list[int]:
         """Record one found file's state; returns vector ids to drop (its old items)."""
@@ -333,6 +398,7 @@ class Corpus:
             "failed_items": c["items_failed"],
             "vectors": c["vectors"],
             "failures": c["sources_failed"] + c["items_failed"],
+            "partial_files": c["sources_noted"],  # indexed in part: a page limit, a video cut short
         }
 
     def delete_files(self) -> None:

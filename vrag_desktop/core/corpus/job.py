@@ -47,7 +47,18 @@ class IndexRequest:
     require_files: bool = False  # refuse a corpus with no files yet (nothing to scan)
     embedder: str | None = None  # the embedder asked for, checked before a large model is loaded
     clip_seconds: float | None = None
+    max_pages: int | None = None  # pages indexed per document (None: the corpus's, default 3,000)
     ocr: bool | None = None
+    #: Rebuild a corpus whose manifest cannot be read (from the folders that can still be read from
+    #: it; everything is indexed again). Damaged index files are repaired by every job regardless.
+    repair: bool = False
+
+
+@dataclass(frozen=True)
+class Repaired:
+    """Yielded when the job found damage and repaired it (one sentence a line)."""
+
+    lines: list[str]
 
 
 @dataclass(frozen=True)
@@ -85,29 +96,40 @@ class JobResult:
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # every (path, what, reason)
     stats: dict[str, object] = field(default_factory=dict)
     cancelled: bool = False
+    repaired: list[str] = field(default_factory=list)  # what the job found damaged and repaired
 
 
 def index_job(
     library: Library, request: IndexRequest, load_embedder: EmbedderLoader, cancel: CancelToken
-) -> Generator[Progress | MissingPaths | ScanDone | EmbedderReady, None, JobResult]:
+) -> Generator[Progress | MissingPaths | ScanDone | EmbedderReady | Repaired, None, JobResult]:
     """Run one request to completion (see the module docstring). Raises :class:`CorpusError` (and
     :class:`CorpusBusy` while another process indexes the corpus) with a message for the person."""
     name = request.corpus
     is_new = not library.exists(name)
     if is_new and not request.create:
         raise CorpusError(f"no corpus named '{name}'")
+    repaired: list[str] = []
+    if request.repair and not is_new:
+        repaired += _rebuild_if_unreadable(library, name)
     corpus = library.open(name, create=True)
     try:
         corpus.lock()
+        if corpus.dim is not None:
+            corpus.store()  # opened by the writer: damaged index files are dropped, their items redone
+            repaired += [f"{d} — its items are embedded again" for d in corpus.repaired]
+        if repaired:
+            yield Repaired(repaired)
         failed_before = {s.id for s in corpus.manifest.sources(S_FAILED)}
         yield from _change_roots(corpus, request, is_new)
         if request.clip_seconds is not None:
             corpus.clip_seconds = request.clip_seconds
+        if request.max_pages is not None:
+            corpus.max_pages = request.max_pages
         _check_requested_embedder(corpus, request.embedder)
         yield Progress("scan", 0, 0, message=f"{len(corpus.manifest.roots())} location(s)")
         scan = yield from corpus.scan(cancel, retry_failed=request.retry_failed)
         if cancel.cancelled:
-            return JobResult(name, scan, None, cancelled=True)
+            return JobResult(name, scan, None, cancelled=True, repaired=repaired)
         set_scan_needed(corpus.manifest, False)
         yield ScanDone(scan, [(r, indexed_under(corpus.manifest, r)) for r in scan.missing_roots])
         build = None
@@ -119,13 +141,35 @@ def index_job(
             if problem:
                 raise CorpusError(problem)
             if cancel.cancelled:
-                return JobResult(name, scan, None, cancelled=True)
+                return JobResult(name, scan, None, cancelled=True, repaired=repaired)
             info = embedder.info
             yield EmbedderReady(f"{info.id} (dim {info.dim}) on {embedder.device}", pending)
             build = yield from corpus.build(embedder, cancel, ocr=request.ocr, **_checkpoint_knobs())
-        return _result(corpus, failed_before, scan, build, cancelled=build is not None and build.cancelled)
+        result = _result(corpus, failed_before, scan, build, cancelled=build is not None and build.cancelled)
+        result.repaired.extend(repaired)
+        return result
     finally:
         corpus.close()
+
+
+def _rebuild_if_unreadable(library: Library, name: str) -> list[str]:
+    """A corpus whose manifest SQLite cannot read is set aside and started afresh (see
+    :func:`~vrag_desktop.core.corpus.integrity.set_aside`); returns what was done, in words."""
+    from vrag_desktop.core.corpus.integrity import manifest_readable, set_aside
+
+    problem = manifest_readable(library.corpus_dir(name))
+    if problem is None:
+        return []
+    aside = set_aside(library, name)
+    folders = f"its {len(aside.roots)} folder(s)" if aside.roots else "no folder list (it was unreadable)"
+    lines = [
+        f"the manifest could not be read ({problem}); the corpus was started afresh with {folders} "
+        f"and is indexed again. The damaged copy is kept in {aside.kept_at}; delete it when you no "
+        "longer need it."
+    ]
+    if not aside.roots:
+        lines.append(f"Add your folders again: vrag-desktop index PATH --corpus '{name}'")
+    return lines
 
 
 def _change_roots(corpus: Corpus, request: IndexRequest, is_new: bool) -> Generator[MissingPaths, None, None]:

@@ -33,25 +33,31 @@ class Library:
         self.data_dir = layout.root
         self.corpora_dir = layout.corpora
         try:
-            self.corpora_dir.mkdir(parents=True, exist_ok=True)
+            if not self.corpora_dir.is_dir():  # an existing one on a read-only disk is still read
+                self.corpora_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise CorpusError(
                 f"cannot create the data directory {self.data_dir}: {exc.strerror or exc}"
             ) from exc
 
     def names(self) -> list[str]:
-        return sorted(p.name for p in self.corpora_dir.iterdir() if (p / "manifest.sqlite").exists())
+        from vrag_desktop.core.corpus.status import corpus_names
+
+        return corpus_names(self.corpora_dir)
 
     def exists(self, name: str) -> bool:
         return (self.corpora_dir / check_name(name) / "manifest.sqlite").exists()
 
-    def open(self, name: str, create: bool = False, *, shared: bool = False) -> Corpus:
+    def open(
+        self, name: str, create: bool = False, *, shared: bool = False, read_only: bool = False
+    ) -> Corpus:
+        """``read_only``: for readers (search, listing, check, export), which must never write."""
         name = check_name(name)
         path = self.corpora_dir / name
         if not (path / "manifest.sqlite").exists() and not create:
             known = ", ".join(self.names()) or "none yet"
             raise CorpusError(f"no corpus named '{name}' (corpora: {known})")
-        return Corpus(path, name, shared=shared)
+        return Corpus(path, name, shared=shared, read_only=read_only and not create)
 
     def remove(self, name: str) -> None:
         corpus = self.open(name)

@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TypeVar
+
+from vrag_desktop.core.corpus.errors import ManifestError, storage_message
 
 SCHEMA_VERSION = 1
 
@@ -143,31 +146,66 @@ def _dec(value: str | bytes) -> str:
 class Manifest:
     """A corpus's SQLite catalogue. One connection per instance; use from one thread at a time."""
 
-    def __init__(self, path: Path, *, shared: bool = False) -> None:
-        """``shared``: the connection may be used from several threads (the caller serialises)."""
+    def __init__(self, path: Path, *, shared: bool = False, read_only: bool = False) -> None:
+        """``shared``: the connection may be used from several threads (the caller serialises).
+        ``read_only``: a reader's connection, which can write nothing (searches, listings)."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
         try:
-            self._db = sqlite3.connect(
-                str(self.path), timeout=30, isolation_level=None, check_same_thread=not shared
-            )
-            self._db.row_factory = sqlite3.Row
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)
+            if read_only:
+                self._db = connect_read_only(self.path, shared=shared)
+            else:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(
+                    str(self.path), timeout=30, isolation_level=None, check_same_thread=not shared
+                )
+                self._db.row_factory = sqlite3.Row
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute("PRAGMA foreign_keys=ON")
+            has_meta = self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+            ).fetchone()
+            version = self.get_meta("schema_version") if has_meta else None  # None: a new manifest
+            if version is not None and int(version) > SCHEMA_VERSION:
+                self._db.close()
+                raise ManifestError(
+                    f"{self.path} was written by a newer VRAG Desktop (manifest schema {version}; this "
+                    f"version reads {SCHEMA_VERSION}). Nothing was changed: open it with the newer version."
+                )
+            if not read_only:
+                self._db.executescript(_SCHEMA)
+                if version is None:
+                    self.set_meta("schema_version", str(SCHEMA_VERSION))
+        except sqlite3.OperationalError as exc:  # not damage: a disk that refuses (full, read-only)
+            message = storage_message(exc, self.path.parent)
+            if message is None:
+                raise
+            raise ManifestError(message) from exc
         except sqlite3.DatabaseError as exc:
-            raise ManifestError(f"cannot open corpus manifest {self.path}: {exc}") from exc
-        version = self.get_meta("schema_version")
-        if version is None:
-            self.set_meta("schema_version", str(SCHEMA_VERSION))
-        elif int(version) > SCHEMA_VERSION:
+            raise ManifestError(damaged_message(self.path, exc)) from exc
+        except OSError as exc:
             raise ManifestError(
-                f"{self.path} was written by a newer VRAG Desktop (schema {version}); please upgrade"
-            )
+                f"cannot open the corpus manifest {self.path}: {exc.strerror or exc}"
+            ) from exc
+        except ValueError as exc:  # a schema_version that is not a number
+            raise ManifestError(damaged_message(self.path, exc)) from exc
 
     def close(self) -> None:
         self._db.close()
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (SQLite's ``PRAGMA data_version``): how a
+        reader learns, for a few microseconds, that the corpus changed under it."""
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def quick_check(self) -> str | None:
+        """SQLite's own structural check of every page (reads the whole file); None when sound."""
+        try:
+            rows = [r[0] for r in self._db.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if rows == ["ok"] else "; ".join(rows[:5])
 
     # ---- transactions
     @contextmanager
@@ -244,6 +282,24 @@ class Manifest:
         fields["updated_at"] = time.time()
         sets = ",".join(f"{k}=?" for k in fields)
         self._db.execute(f"UPDATE sources SET {sets} WHERE id=?", (*fields.values(), source_id))
+
+    def promote_duplicate(self, source_id: int, original_id: int | None) -> None:
+        """``source_id``, a duplicate of ``original_id`` (which left, or could not be read), is
+        indexed in its own right; the original's other duplicates now point to it."""
+        self.update_source(source_id, status=S_PENDING, duplicate_of=None, error=None, n_expected=None)
+        if original_id is not None:
+            self._db.execute(
+                "UPDATE sources SET duplicate_of=? WHERE duplicate_of=? AND status=?",
+                (source_id, original_id, S_DUPLICATE),
+            )
+
+    def first_duplicate(self, original_id: int) -> int | None:
+        """The oldest duplicate of ``original_id`` (None when it has none)."""
+        row = self._db.execute(
+            "SELECT id FROM sources WHERE duplicate_of=? AND status=? ORDER BY id LIMIT 1",
+            (original_id, S_DUPLICATE),
+        ).fetchone()
+        return None if row is None else int(row[0])
 
     def delete_source(self, source_id: int) -> list[int]:
         """Delete a source with its items; return the vector ids that must leave the index."""
@@ -355,16 +411,30 @@ class Manifest:
             out[f"sources_{status}"] = count("SELECT COUNT(*) FROM sources WHERE status=?", status)
         out["items"] = count("SELECT COUNT(*) FROM items")
         out["items_failed"] = count("SELECT COUNT(*) FROM items WHERE status=?", I_FAILED)
+        out["sources_noted"] = count(
+            "SELECT COUNT(*) FROM sources WHERE status=? AND error IS NOT NULL", S_INDEXED
+        )
         out["vectors"] = count("SELECT COUNT(*) FROM vectors")
         return out
 
+    def notes(self) -> list[tuple[str, str]]:
+        """(path, note) of indexed sources only partly indexed (a page limit, a video cut short)."""
+        return [
+            (_dec(r[0]), r[1])
+            for r in self._db.execute(
+                "SELECT path, error FROM sources WHERE status=? AND error IS NOT NULL ORDER BY path",
+                (S_INDEXED,),
+            )
+        ]
+
     def failures(self) -> list[tuple[str, str, str]]:
-        """(path, what, error) for every failed source, failed item and duplicate."""
+        """(path, what, error) for every failed source, partly indexed source, failed item and duplicate."""
         out: list[tuple[str, str, str]] = []
         for r in self._db.execute(
             "SELECT path, error FROM sources WHERE status IN (?, ?) ORDER BY path", (S_FAILED, S_UNSUPPORTED)
         ):
             out.append((_dec(r[0]), "file", r[1] or "failed"))
+        out += [(path, "file", note) for path, note in self.notes()]
         for r in self._db.execute(
             "SELECT s.path, i.name, i.error FROM items i JOIN sources s ON i.source_id=s.id"
             " WHERE i.status=? ORDER BY s.path, i.ordinal",
@@ -380,8 +450,32 @@ class Manifest:
         return out
 
 
-class ManifestError(RuntimeError):
-    """The manifest cannot be opened or is from an incompatible version."""
+def connect_read_only(path: Path, *, shared: bool = False, timeout: float = 10) -> sqlite3.Connection:
+    """A connection that cannot write. On a read-only or full disk SQLite cannot make the WAL index it
+    needs even to read, so the file is then read as it stands (its last writer checkpointed it)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(2, "no corpus manifest", str(path))
+    uri = "file:" + urllib.parse.quote(str(path))
+    db = sqlite3.connect(uri + "?mode=ro", uri=True, timeout=timeout, check_same_thread=not shared)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        db.close()
+        db = sqlite3.connect(
+            uri + "?mode=ro&immutable=1", uri=True, timeout=timeout, check_same_thread=not shared
+        )
+    db.row_factory = sqlite3.Row
+    return db
+
+
+def damaged_message(path: Path, exc: BaseException) -> str:
+    """The one sentence for a manifest SQLite cannot read, with what to do about it."""
+    name = Path(path).parent.name
+    return (
+        f"corpus '{name}' is damaged: its manifest {path} cannot be read ({exc}). Your files are "
+        f"untouched; rebuild its index with: vrag-desktop corpus check '{name}' --repair "
+        "(or Check… on the corpus in the app)"
+    )
 
 
 def _from_row(cls: type[_Row], r: sqlite3.Row) -> _Row:

@@ -72,12 +72,16 @@ def _ignored(path: str, name: str, rules: _Rules) -> bool:
     return False
 
 
-def walk(root: str) -> Iterator[Found]:
+def walk(root: str, inside: list[str] | None = None) -> Iterator[Found]:
     """Every file under ``root`` (or ``root`` itself), following symlinks but never looping.
 
     Hidden files and folders (``.name``) inside a folder are skipped, and so is what a folder's
-    :data:`IGNORE_FILE` lists; a file named explicitly is not.
+    :data:`IGNORE_FILE` lists; a file named explicitly is not. A symbolic link is followed only to
+    a place inside ``inside`` (real paths; default: ``root``'s own): a link in a corpus folder to
+    ``/etc/passwd`` must not put that file into search results or the search server's reach, so it
+    is reported instead (add the place it points to, to index it).
     """
+    allowed = inside if inside is not None else [os.path.realpath(root)]
     try:
         st = os.stat(root)
     except FileNotFoundError:
@@ -113,6 +117,9 @@ def walk(root: str) -> Iterator[Found]:
         for entry in entries:
             if entry.name.startswith(".") or (rules and _ignored(entry.path, entry.name, rules)):
                 continue
+            if entry.is_symlink() and not _inside(os.path.realpath(entry.path), allowed):
+                yield Found(entry.path, None, error=outside_message(entry.path))
+                continue
             try:
                 est = os.stat(entry.path)  # follows symlinks
             except FileNotFoundError:
@@ -130,6 +137,19 @@ def walk(root: str) -> Iterator[Found]:
             elif stat.S_ISREG(est.st_mode):
                 yield _found(entry.path, est)
         stack.extend(reversed(subdirs))
+
+
+def outside_message(link: str) -> str:
+    """Why a link out of the corpus's folders is not indexed, and what to do instead."""
+    target = display_path(os.path.realpath(link))
+    return (
+        f"symbolic link to {target}, outside the folders added to this corpus: not indexed "
+        "(add that location itself to index it)"
+    )
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    return any(path == f or path.startswith(f.rstrip(os.sep) + os.sep) for f in folders)
 
 
 def _found(path: str, st: os.stat_result) -> Found:

@@ -1,23 +1,23 @@
 """What a corpus looks like to a person: summaries, per-file states, items to preview, drop checks.
 
 The desktop app's corpora panel renders these; nothing here imports Qt. Reads open their own short
-SQLite connection (``mode=rw``: never creates a file), so they run on any thread beside an indexing
-worker's connection, and a late read of a corpus that was just removed cannot bring it back.
+read-only SQLite connection (it can neither create nor change a file), so they run on any thread
+beside an indexing worker's connection, and a late read of a corpus that was just removed cannot
+bring it back.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sqlite3
-import urllib.parse
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus import manifest as mf
+from vrag_desktop.core.corpus.errors import is_disk_error
 from vrag_desktop.core.corpus.scan import display_path, walk
 from vrag_desktop.core.progress import Progress
 
@@ -25,12 +25,6 @@ MANIFEST = "manifest.sqlite"
 # Meta key set when paths are added and cleared when a scan completes: a corpus whose scan was cut
 # short (the app quit) is scanned again at the next start even if no source is pending yet.
 SCAN_NEEDED = "gui_scan_needed"
-# Words of OSErrors that mean "the data directory cannot take writes", as core records them.
-DISK_ERRORS = (
-    *(os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)),
-    "database or disk is full",
-)
-
 _KIND_LABELS = {kinds.PDF: "PDF", kinds.IMAGE: "images", kinds.VIDEO: "videos"}
 
 
@@ -52,29 +46,6 @@ def missing_root_message(root: str, kept: int) -> str:
         f"{display_path(root)} is missing; its {kept} indexed {files} kept — "
         "reconnect it or remove it from the corpus"
     )
-
-
-def is_disk_error(text: str | None) -> bool:
-    return bool(text) and any(w.lower() in str(text).lower() for w in DISK_ERRORS)
-
-
-def disk_problem(path: str | os.PathLike[str], min_free: int = 256 * 1024) -> str | None:
-    """``"No space left on device"`` or ``"Read-only file system"`` when the disk holding ``path``
-    cannot take writes (SQLite often reports only "disk I/O error" then); None when it can."""
-    p = Path(path)
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    if not hasattr(os, "statvfs"):
-        return None
-    try:
-        st = os.statvfs(p)
-    except OSError:
-        return None
-    if st.f_flag & os.ST_RDONLY:
-        return os.strerror(errno.EROFS)
-    if st.f_bavail * st.f_frsize < min_free:
-        return os.strerror(errno.ENOSPC)
-    return None
 
 
 # ---------------------------------------------------------------- drops
@@ -151,18 +122,16 @@ def progress_text(corpus: str, p: Progress, *, short: bool = False) -> str:
 @contextlib.contextmanager
 def _read(corpus_dir: Path) -> Iterator[sqlite3.Connection]:
     path = Path(corpus_dir) / MANIFEST
-    if not path.is_file():
-        raise FileNotFoundError(errno.ENOENT, "no corpus manifest", str(path))
-    uri = "file:" + urllib.parse.quote(str(path))
-    db = sqlite3.connect(uri + "?mode=rw", uri=True, timeout=10)
+    db = mf.connect_read_only(path)
     try:
-        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-    except sqlite3.OperationalError:
-        # A full or read-only disk cannot hold the WAL index SQLite needs to read: read the file as
-        # it stands (the last writer checkpointed it on close), so the corpus still shows.
+        row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is not None and int(row[0]) > mf.SCHEMA_VERSION:
+            raise mf.ManifestError(
+                f"{path} was written by a newer VRAG Desktop (manifest schema {row[0]}); open it with that version"
+            )
+    except BaseException:
         db.close()
-        db = sqlite3.connect(uri + "?mode=ro&immutable=1", uri=True, timeout=10)
-    db.row_factory = sqlite3.Row
+        raise
     try:
         yield db
     finally:
@@ -187,6 +156,7 @@ class CorpusSummary:
     embedder: str | None = None
     scan_needed: bool = False
     problem: str | None = None  # set when the corpus could not be read at all (counts unknown)
+    damage: str | None = None  # its index files are damaged (the corpus is searched without them)
 
     @property
     def needs_indexing(self) -> bool:
@@ -194,10 +164,12 @@ class CorpusSummary:
 
     @property
     def state(self) -> str:
-        """``unreadable`` / ``pending`` / ``failed`` / ``indexed`` / ``empty`` (the panel adds
-        ``indexing`` live)."""
+        """``unreadable`` / ``damaged`` / ``pending`` / ``failed`` / ``indexed`` / ``empty`` (the
+        panel adds ``indexing`` live)."""
         if self.problem:
             return "unreadable"
+        if self.damage:
+            return "damaged"
         if self.needs_indexing:
             return "pending"
         if self.failed:
@@ -207,6 +179,8 @@ class CorpusSummary:
     def badge(self) -> str:
         if self.problem:
             return "unreadable"
+        if self.damage:
+            return "damaged"
         if self.pending:
             return f"pending {self.pending}"
         if self.scan_needed:
@@ -222,6 +196,8 @@ class CorpusSummary:
 
     def details(self) -> str:
         parts = []
+        if self.damage:
+            parts.append(f"damaged index: {self.damage}")
         if self.missing_roots:
             parts.append(f"{_n(len(self.missing_roots), 'folder')} missing")
         if self.failed and self.pending:
@@ -275,7 +251,14 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         missing_roots=tuple(r for r in roots if not os.path.lexists(r)),
         embedder=meta.get("embedder_id"),
         scan_needed=meta.get(SCAN_NEEDED) == "1",
+        damage=_index_damage(corpus_dir),
     )
+
+
+def _index_damage(corpus_dir: Path) -> str | None:
+    from vrag_desktop.core.index.store import quick_damage  # numpy: not at the app's start-up
+
+    return "; ".join(str(d) for d in quick_damage(corpus_dir / "index")) or None
 
 
 def corpus_names(corpora_dir: Path) -> list[str]:
@@ -284,7 +267,8 @@ def corpus_names(corpora_dir: Path) -> list[str]:
         entries = list(Path(corpora_dir).iterdir())
     except FileNotFoundError:
         return []
-    return sorted(p.name for p in entries if (p / MANIFEST).is_file())
+    # A hidden folder (a damaged corpus kept aside by a repair) is not a corpus.
+    return sorted(p.name for p in entries if not p.name.startswith(".") and (p / MANIFEST).is_file())
 
 
 def read_summaries(corpora_dir: Path) -> list[CorpusSummary]:
@@ -296,8 +280,12 @@ def read_summaries(corpora_dir: Path) -> list[CorpusSummary]:
             out.append(read_summary(Path(corpora_dir) / name, name))
         except FileNotFoundError:
             continue
-        except (sqlite3.Error, OSError) as exc:
+        except mf.ManifestError as exc:
             out.append(CorpusSummary(name=name, problem=str(exc)))
+        except (sqlite3.Error, OSError) as exc:
+            out.append(
+                CorpusSummary(name=name, problem=mf.damaged_message(Path(corpora_dir) / name / MANIFEST, exc))
+            )
     return out
 
 
@@ -347,6 +335,9 @@ class FileRow:
             return self.error or self.status
         if self.status == mf.S_PENDING and self.error:
             return self.error  # e.g. "changed while indexing"
+        if self.status == mf.S_INDEXED and self.error:  # partly indexed: a page limit, a video cut short
+            more = f"; {_n(self.failed_items, 'item')} could not be read" if self.failed_items else ""
+            return self.error + more
         if self.failed_items:
             return f"{_n(self.failed_items, 'item')} could not be read"
         return ""

@@ -10,26 +10,58 @@ spaces, so the engine refuses with a message.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
+import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vrag_desktop.core.corpus.corpus import Corpus, embedder_mismatch
+from vrag_desktop.core.corpus.errors import CorpusError
 from vrag_desktop.core.corpus.kinds import ITEM_CLIP, ITEM_PAGE
 from vrag_desktop.core.corpus.library import Library
-from vrag_desktop.core.corpus.manifest import ItemRow
+from vrag_desktop.core.corpus.manifest import ItemRow, damaged_message
 from vrag_desktop.core.embedders import Embedder, create_embedder
+from vrag_desktop.core.index.store import Damage, StoreError
 from vrag_desktop.core.search.hit import Hit
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.search.lexical import LexicalIndex
 
 
 class SearchError(RuntimeError):
     """The search cannot run as asked (no corpus, embedder mismatch …); message says why."""
 
 
+#: A query longer than this is refused (the embedders read a few hundred tokens of it anyway; a
+#: megabyte of text would only cost memory and time).
+MAX_QUERY_CHARS = 10_000
+
+
+def check_query(query: str) -> str:
+    """``query`` if it is text the embedder and BM25 can take; else SearchError saying why."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise SearchError(f"the query is too long: {len(query):,} characters (at most {MAX_QUERY_CHARS:,})")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SearchError(
+            f"the query is not valid text: it holds an unpaired surrogate at character {exc.start + 1}"
+        ) from None
+    return query
+
+
 class SearchEngine:
-    """Holds the corpora's stores and one embedder; thread-safe (searches are serialised)."""
+    """Reads the corpora's stores with one embedder; thread-safe (searches are serialised).
+
+    A reader: it opens every corpus read-only and never changes one, and before each search picks up
+    what an indexing job committed since (new vectors, removed files), so a long-lived engine — the
+    app's, ``serve-search`` — always searches the corpus as it is now. A corpus that cannot be read
+    (damaged manifest, newer app) or whose index is partly damaged is reported in :attr:`problems`;
+    when the corpora were not named, the others are still searched."""
 
     def __init__(
         self,
@@ -48,18 +80,26 @@ class SearchEngine:
             raise SearchError("there is no corpus yet: index some files first (vrag-desktop index PATH)")
         self._lock = threading.Lock()
         self.corpora: list[Corpus] = []
+        #: Corpora left out or damaged, one sentence each (printed by the CLI, shown by /health).
+        self.problems: list[str] = []
         for name in names:
-            c = library.open(name, shared=True)
+            c = self._open(library, name, named=bool(corpora))
+            if c is None:
+                continue
             if c.embedder_id is None:
+                c.close()
                 if corpora:
                     raise SearchError(f"corpus '{name}' has not been indexed yet")
                 continue
             self.corpora.append(c)
         if not self.corpora:
-            raise SearchError("no corpus has been indexed yet: run vrag-desktop index PATH first")
+            self.close()
+            detail = f" ({'; '.join(self.problems)})" if self.problems else ""
+            raise SearchError(f"no corpus has been indexed yet: run vrag-desktop index PATH first{detail}")
         ids = {c.embedder_id for c in self.corpora}
         if len(ids) > 1:
             detail = ", ".join(f"'{c.name}' ({c.embedder_id})" for c in self.corpora)
+            self.close()
             raise SearchError(
                 f"these corpora were built with different embedders and cannot be searched together: {detail}"
             )
@@ -71,12 +111,51 @@ class SearchEngine:
             embedder = create_embedder(model, device=device)
         problem = embedder_mismatch(self.corpora[0].name, wanted, embedder.info.id)
         if problem:
+            self.close()
             raise SearchError(problem)
         self.embedder = embedder
         self.hybrid = hybrid
-        self._lexical: dict[str, Any] = {}
-        for c in self.corpora:
-            c.store()  # load + reconcile now, not on the first query
+        self._lexical: dict[str, _Lexical] = {}
+        for c in list(self.corpora):
+            self._load(c)  # load now, not on the first query
+
+    def _open(self, library: Library, name: str, *, named: bool) -> Corpus | None:
+        """The corpus, read-only; None (with the reason in :attr:`problems`) when it cannot be read
+        and was not asked for by name."""
+        try:
+            c = library.open(name, shared=True, read_only=True)
+            c.embedder_id  # noqa: B018 - the first query a damaged manifest fails on
+        except (CorpusError, sqlite3.DatabaseError) as exc:
+            message = (
+                str(exc) if isinstance(exc, CorpusError) else damaged_message(library.corpus_dir(name), exc)
+            )
+            if named:
+                raise SearchError(message) from exc
+            self.problems.append(message)
+            return None
+        return c
+
+    def _load(self, c: Corpus) -> None:
+        try:
+            c.store()
+            c.refresh()
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            self._drop(c, exc)
+            return
+        if c.damage:
+            self.problems.append(damage_message(c.name, c.damage))
+
+    def _drop(self, c: Corpus, exc: BaseException) -> None:
+        """Leave out a corpus that failed while being read (its manifest or index is damaged)."""
+        message = (
+            damaged_message(c.manifest.path, exc)
+            if isinstance(exc, sqlite3.DatabaseError)
+            else f"{c.name}: {exc}"
+        )
+        self.problems.append(message)
+        if c in self.corpora:
+            self.corpora.remove(c)
+        c.close()
 
     def close(self) -> None:
         for c in self.corpora:
@@ -90,37 +169,68 @@ class SearchEngine:
         """Top-``k`` hits per query; all queries share one embedder forward pass."""
         if k < 1:
             raise SearchError("k must be at least 1")
-        queries = [str(q) for q in queries]
+        queries = [check_query(str(q)) for q in queries]
         if not queries:
             return []
         qv = self.embedder.embed_queries(queries)
         with self._lock:
+            self._refresh_all()
+            if not self.corpora:
+                raise SearchError("no corpus can be searched: " + "; ".join(self.problems[-3:]))
             return [self._search_one(q, qv[i : i + 1], k) for i, q in enumerate(queries)]
+
+    def refresh(self) -> None:
+        """Take in what indexing jobs committed since (every search does this first)."""
+        with self._lock:
+            self._refresh_all()
+
+    def _refresh_all(self) -> None:
+        for c in list(self.corpora):
+            self._refresh(c)
+
+    def _refresh(self, c: Corpus) -> None:
+        """Take in what an indexing job committed to ``c`` since the last search."""
+        before = c.damage
+        try:
+            changed = c.refresh()
+        except (StoreError, sqlite3.DatabaseError) as exc:
+            self._drop(c, exc)
+            return
+        if changed and c.name in self._lexical:
+            self._lexical[c.name].stale = True
+        if c.damage and c.damage != before:
+            self.problems.append(damage_message(c.name, c.damage))
 
     def _search_one(self, query: str, qvec: np.ndarray, k: int) -> list[Hit]:
         dense: list[tuple[float, Corpus, ItemRow]] = []
-        for c in self.corpora:
-            store = c.store()
-            if store.ntotal == 0:
-                continue
-            # Several vectors can belong to one item (chunks): over-fetch, then keep each item's best.
-            scores, ids = store.search(qvec, min(store.ntotal, k * 4))
-            rows = c.manifest.items_for_vectors(int(i) for i in ids[0] if i >= 0)
-            best: dict[int, tuple[float, ItemRow]] = {}
-            for s, vid in zip(scores[0].tolist(), ids[0].tolist(), strict=True):
-                row = rows.get(vid)
-                if row is not None and (row.id not in best or s > best[row.id][0]):
-                    best[row.id] = (s, row)
-            dense += [(s, c, row) for s, row in best.values()]
+        for c in list(self.corpora):
+            try:
+                dense += self._dense(c, qvec, k)
+            except sqlite3.DatabaseError as exc:
+                self._drop(c, exc)
         dense.sort(key=lambda t: -t[0])
         if not self.hybrid:
             return [_hit(c, row, s, dense_score=s) for s, c, row in dense[:k]]
         return self._fuse(query, dense, k)
 
+    def _dense(self, c: Corpus, qvec: np.ndarray, k: int) -> list[tuple[float, Corpus, ItemRow]]:
+        store = c.store()
+        if store.ntotal == 0:
+            return []
+        # Several vectors can belong to one item (chunks): over-fetch, then keep each item's best.
+        # A vector the manifest does not list (yet) is skipped: it is the indexer's, not ours to drop.
+        scores, ids = store.search(qvec, min(store.ntotal, k * 4))
+        rows = c.manifest.items_for_vectors(int(i) for i in ids[0] if i >= 0)
+        best: dict[int, tuple[float, ItemRow]] = {}
+        for s, vid in zip(scores[0].tolist(), ids[0].tolist(), strict=True):
+            row = rows.get(vid)
+            if row is not None and (row.id not in best or s > best[row.id][0]):
+                best[row.id] = (s, row)
+        return [(s, c, row) for s, row in best.values()]
+
     def _fuse(self, query: str, dense: list[tuple[float, Corpus, ItemRow]], k: int) -> list[Hit]:
         """Weighted reciprocal-rank fusion of dense and BM25 results (see :mod:`.fusion`)."""
         from vrag_desktop.core.search.fusion import rrf
-        from vrag_desktop.core.search.lexical import LexicalIndex
 
         rows: dict[tuple[str, int], tuple[Corpus, ItemRow]] = {}
         dense_scores: dict[tuple[str, int], float] = {}
@@ -128,10 +238,13 @@ class SearchEngine:
             rows[(c.name, row.id)] = (c, row)
             dense_scores[(c.name, row.id)] = s
         lexical: list[tuple[float, Corpus, int]] = []
-        for c in self.corpora:
-            if c.name not in self._lexical:
-                self._lexical[c.name] = LexicalIndex.build(c.manifest)
-            lexical += [(s, c, item_id) for s, item_id in self._lexical[c.name].search(query, k * 4)]
+        for c in list(self.corpora):
+            try:
+                index = self._lexical_index(c)
+            except sqlite3.DatabaseError as exc:
+                self._drop(c, exc)
+                continue
+            lexical += [(s, c, item_id) for s, item_id in index.search(query, k * 4)]
         lexical.sort(key=lambda t: -t[0])
         lexical_scores: dict[tuple[str, int], float] = {}
         for s, c, item_id in lexical:
@@ -149,18 +262,41 @@ class SearchEngine:
             for key, score in ranked
         ]
 
-    # ---------------------------------------------------------------- files
-    def known_files(self) -> set[str]:
-        """Every image/media path the corpora know: the only files the HTTP server will serve."""
-        out: set[str] = set()
-        with self._lock:
-            for c in self.corpora:
-                for row in c.manifest.items():
-                    out.update(p for p in (row.image_path, row.media_path) if p)
-        return out
+    def _lexical_index(self, c: Corpus) -> LexicalIndex:
+        """``c``'s BM25 index, rebuilt once the corpus changed — while a corpus keeps changing (an
+        indexing job commits every few seconds), at most once per five times its build takes."""
+        from vrag_desktop.core.search.lexical import LexicalIndex
+
+        held = self._lexical.get(c.name)
+        now = time.monotonic()
+        if held is None or (held.stale and now - held.built_at >= 5 * held.seconds):
+            index = LexicalIndex.build(c.manifest)
+            held = self._lexical[c.name] = _Lexical(index, now, time.monotonic() - now)
+        return held.index
 
     def total_vectors(self) -> int:
-        return sum(c.store().ntotal for c in self.corpora)
+        """Vectors searchable now (after taking in what was indexed since the last search)."""
+        with self._lock:
+            self._refresh_all()
+            return sum(c.store().ntotal for c in self.corpora)
+
+
+@dataclass
+class _Lexical:
+    index: LexicalIndex
+    built_at: float
+    seconds: float
+    stale: bool = False
+
+
+def damage_message(name: str, damage: list[Damage]) -> str:
+    """The one sentence for a corpus searched without its damaged index files."""
+    lost = sum(d.vectors or 0 for d in damage)
+    what = f"{lost} vectors" if lost else "some vectors"
+    return (
+        f"corpus '{name}' is damaged ({'; '.join(str(d) for d in damage)}): {what} cannot be found until "
+        f"it is repaired: vrag-desktop corpus check '{name}' --repair (or Check… on the corpus in the app)"
+    )
 
 
 def _hit(

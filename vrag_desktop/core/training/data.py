@@ -89,7 +89,7 @@ def training_items(
     opened = []
     try:
         for n in names:
-            opened.append(library.open(n, shared=True))
+            opened.append(library.open(n, shared=True, read_only=True))
         match = match_dataset(dataset.items, corpus_files(opened))
     finally:
         for c in opened:

@@ -16,15 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
+from vrag_desktop.core.corpus.errors import disk_problem, is_disk_error
 from vrag_desktop.core.corpus.job import IndexRequest, JobResult, MissingPaths, ScanDone, index_job
 from vrag_desktop.core.corpus.scan import display_path
-from vrag_desktop.core.corpus.status import (
-    corpora_to_resume,
-    disk_problem,
-    is_disk_error,
-    missing_root_message,
-    progress_text,
-)
+from vrag_desktop.core.corpus.status import corpora_to_resume, missing_root_message, progress_text
 from vrag_desktop.core.progress import CancelToken, Progress
 from vrag_desktop.qt.infra.controllers import Controller
 from vrag_desktop.qt.infra.errors import describe, error_sink

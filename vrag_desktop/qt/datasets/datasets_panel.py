@@ -281,7 +281,7 @@ class DatasetsPanel(QWidget):
             corpora = []
             try:
                 for n in names:
-                    corpora.append(library.open(n))
+                    corpora.append(library.open(n, read_only=True))
                 return match_dataset(items, corpus_files(corpora)), names
             finally:
                 for c in corpora:
