@@ -19,6 +19,7 @@ from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus import manifest as mf
 from vrag_desktop.core.corpus.errors import is_disk_error
 from vrag_desktop.core.corpus.scan import display_path, walk
+from vrag_desktop.core.corpus.watch import WATCH_META, watch_enabled
 from vrag_desktop.core.progress import Progress
 
 MANIFEST = "manifest.sqlite"
@@ -157,6 +158,7 @@ class CorpusSummary:
     scan_needed: bool = False
     problem: str | None = None  # set when the corpus could not be read at all (counts unknown)
     damage: str | None = None  # its index files are damaged (the corpus is searched without them)
+    watch: bool = True  # its folders are watched while the app runs (meta ``watch``; core/corpus/watch.py)
 
     @property
     def needs_indexing(self) -> bool:
@@ -232,7 +234,7 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         roots = tuple(mf._dec(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
         meta = dict(
             db.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedder_id', ?)", (SCAN_NEEDED,)
+                "SELECT key, value FROM meta WHERE key IN ('embedder_id', ?, ?)", (SCAN_NEEDED, WATCH_META)
             ).fetchall()
         )
     return CorpusSummary(
@@ -252,6 +254,7 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         embedder=meta.get("embedder_id"),
         scan_needed=meta.get(SCAN_NEEDED) == "1",
         damage=_index_damage(corpus_dir),
+        watch=watch_enabled(meta.get(WATCH_META)),
     )
 
 

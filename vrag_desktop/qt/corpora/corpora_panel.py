@@ -8,7 +8,8 @@ are injectable (``choose_folder``, ``choose_files``, ``confirm``) so tests repla
 
 The panel coordinates its parts: :class:`CorporaToolbar` (commands), :class:`CorpusNameEditor`
 (inline naming), :class:`CorporaTree` (rows), :class:`DropTarget` (drag and drop),
-:class:`IndexingProgress` and :class:`CorpusPreview`.
+:class:`IndexingProgress`, :class:`CorpusPreview`, :class:`CorpusChecker` (Check… and Repair) and
+:class:`FolderWatch` (a changed folder is rescanned).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from vrag_desktop.qt.corpora.corpora_toolbar import (
     row_menu,
 )
 from vrag_desktop.qt.corpora.corpora_tree import CorporaSnapshot, CorporaTree
+from vrag_desktop.qt.corpora.corpus_check import CheckBanner, CorpusChecker
 from vrag_desktop.qt.corpora.corpus_name_editor import CorpusNameEditor, check_name
 from vrag_desktop.qt.corpora.corpus_preview import CorpusPreview
+from vrag_desktop.qt.corpora.folder_watch import FolderWatch
 from vrag_desktop.qt.corpora.indexer import Indexer
 from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
 from vrag_desktop.qt.infra.errors import describe, error_sink
@@ -74,11 +77,13 @@ class CorporaPanel(QWidget):
         self.choose_folder: Callable[[], str | None] = lambda: ask_folder(self)
         self.choose_files: Callable[[], list[str]] = lambda: ask_files(self)
         self.indexer = Indexer(ctx, self)
+        self.watch = FolderWatch(ctx, self.indexer, self.refresh, self._write, self)
         self._select_after: str | None = None
         self._data_dir_problem: str | None = None
         self._closed = False
         self._build()
         self._wire()
+        self.checker = CorpusChecker(self, self.check_banner)
         self.drops = DropTarget(self)
         self.refresh()
 
@@ -99,6 +104,8 @@ class CorporaPanel(QWidget):
         self.banner = DataDirBanner()  # data directory problems
         self.banner_label = self.banner.label
         lay.addWidget(self.banner)
+        self.check_banner = CheckBanner()  # Check…'s report, and Repair
+        lay.addWidget(self.check_banner)
 
         self.tree = CorporaTree(self.indexer)
         self.reader = SnapshotReader(self.ctx, self.tree.expanded_corpora, self._guard, self.REFRESH_S, self)
@@ -203,7 +210,7 @@ class CorporaPanel(QWidget):
 
     def create_corpus(self, name: str) -> bool:
         """Create an empty corpus; a bad or taken name is explained under the name field."""
-        checked = self._usable_name(name)
+        checked = self.editor.usable(name)
         if checked is None:
             return False
         name = checked
@@ -225,7 +232,7 @@ class CorporaPanel(QWidget):
         return True
 
     def rename_corpus(self, old: str, new: str) -> bool:
-        checked = self._usable_name(new, current=old)
+        checked = self.editor.usable(new, current=old)
         if checked is None:
             return False
         new = checked
@@ -321,6 +328,10 @@ class CorporaPanel(QWidget):
             return
         self.indexer.enqueue(name, retry_failed=True)
 
+    def check(self, name: str | None = None) -> None:
+        """Read the corpus whole for damage (off the GUI thread); the report offers Repair."""
+        self.checker.check(name)
+
     def remove_folder(self, name: str, root: str) -> bool:
         """Take a folder (or file) the person added out of a corpus; the folder itself stays."""
         if not self.confirm(
@@ -348,6 +359,7 @@ class CorporaPanel(QWidget):
         """Stop indexing (what is done is kept; the next start resumes). True when it stopped."""
         self._closed = True
         self.reader.close()
+        self.watch.close()
         return self.indexer.shutdown(timeout_s)
 
     # ------------------------------------------------------------ naming
@@ -364,22 +376,9 @@ class CorporaPanel(QWidget):
         name = self.selected_corpus()
         self._hint(f"Drop folders or files here to add them to '{name}'." if name else DROP_HINT)
 
-    def _usable_name(self, text: str, current: str | None = None) -> str | None:
-        """``text`` as the name of a new corpus (or of ``current``, renamed), or None after saying
-        under the name field why it cannot be."""
-        try:
-            name = check_name(text)
-        except Exception as exc:
-            self.editor.problem(str(exc))
-            return None
-        if name != current and name in self.tree.summaries:
-            self.editor.problem(f"a corpus named '{name}' already exists")
-            return None
-        return name
-
     def _write(self, work: Callable[[], object], done: Callable[[Any], None], failure: str) -> None:
-        """Create, rename or remove off the GUI thread; a failure is said, titled ``failure``, in the
-        messages and under the name field."""
+        """Create, rename, remove (or change a corpus's setting) off the GUI thread; a failure is
+        said, titled ``failure``, in the messages and under the name field."""
 
         def failed(exc: BaseException) -> None:
             error_sink().report(failure, exc)
@@ -425,6 +424,7 @@ class CorporaPanel(QWidget):
             self.banner.hide()
         before = set(self.tree.summaries)
         self.tree.apply(snap)
+        self.watch.sync(self.tree.summaries)
         self._show_empty(not self.tree.summaries)
         if self._select_after in self.tree.corpus_items:
             self.tree.setCurrentItem(self.tree.corpus_items[self._select_after])

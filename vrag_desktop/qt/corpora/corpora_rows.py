@@ -30,6 +30,8 @@ TONES = {
     "empty": "muted",
     "queued": "info",
     "indexing": "accent",
+    "damaged": "error",
+    "unreadable": "error",
 }
 
 
@@ -63,6 +65,11 @@ POLYLINES: dict[str, list[tuple[bool, list[Point]]]] = {
     "file": [
         (True, [(4, 1.8), (9.6, 1.8), (12.4, 4.6), (12.4, 14.2), (4, 14.2)]),
         (False, [(9.6, 1.8), (9.6, 4.6), (12.4, 4.6)]),
+    ],
+    # a shield with a tick: Check…
+    "check": [
+        (True, [(8, 1.8), (13, 3.6), (13, 7.6), (12, 10.6), (8, 14.2), (4, 10.6), (3, 7.6), (3, 3.6)]),
+        (False, [(5.6, 8), (7.4, 9.8), (10.6, 6.2)]),
     ],
 }
 
@@ -126,7 +133,7 @@ class RowDelegate(QStyledItemDelegate):
         self.initStyleOption(opt, index)
         widget = opt.widget
         style = widget.style() if widget is not None else None
-        icon = opt.icon
+        icon = QIcon(opt.icon)  # a copy: PySide hands out opt's own, which the next line empties
         opt.text = ""
         opt.icon = QIcon()
         if style is not None:

@@ -1,6 +1,7 @@
-"""The corpora panel's commands: the tool bar above the tree (New corpus, Add…, Re-scan, Rename,
-Remove) with their keys, the right-click menu of a row, and the dialogs they open (the panel's
-defaults for ``confirm``, ``choose_folder`` and ``choose_files``)."""
+"""The corpora panel's commands: the tool bar above the tree (New corpus, Add…, Re-scan, Check,
+Rename, Remove) with their keys, the right-click menu of a row (with Check… and the folder-watching
+switch), and the dialogs they open (the panel's defaults for ``confirm``, ``choose_folder`` and
+``choose_files``)."""
 
 from __future__ import annotations
 
@@ -45,7 +46,8 @@ def tool_button(
 
 
 class CorporaToolbar(QWidget):
-    """New corpus and Add… on the left; Re-scan, Rename, Remove (for the selected corpus) on the right.
+    """New corpus and Add… on the left; Re-scan, Check, Rename, Remove (for the selected corpus) on the
+    right.
     F2, F5 and Delete work anywhere in the panel."""
 
     def __init__(self, panel: CorporaPanel) -> None:
@@ -69,6 +71,9 @@ class CorporaToolbar(QWidget):
         self.rescan_button = tool_button(
             "Re-scan", "refresh", "Re-scan: pick up new, changed and deleted files (F5)", panel.rescan
         )
+        self.check_button = tool_button(
+            "Check", "check", "Check the selected corpus for damage (Repair mends what is found)", panel.check
+        )
         self.rename_button = tool_button(
             "Rename", "pencil", "Rename the selected corpus (F2)", panel.start_rename
         )
@@ -89,7 +94,7 @@ class CorporaToolbar(QWidget):
 
     def selection_buttons(self) -> tuple[QToolButton, ...]:
         """The buttons that act on the selected corpus."""
-        return (self.rescan_button, self.rename_button, self.remove_button)
+        return (self.rescan_button, self.check_button, self.rename_button, self.remove_button)
 
     def set_selected(self, has: bool) -> None:
         for b in self.selection_buttons():
@@ -101,16 +106,33 @@ class CorporaToolbar(QWidget):
 
 
 def row_menu(panel: CorporaPanel, item: QTreeWidgetItem | None) -> QMenu:
-    """The right-click menu: New corpus on empty space; on a row, adding, re-scanning, removing."""
+    """The right-click menu: New corpus on empty space; on a row, adding, re-scanning, checking,
+    watching, removing. A damaged or unreadable corpus has Check… first, in bold."""
     menu = QMenu(panel)
     if item is None:
         menu.addAction("New corpus…", panel.new_corpus)
         return menu
     name = str(item.data(0, NAME_ROLE))
     kind = item.data(0, KIND_ROLE)
+    s = panel.summary(name)
+    broken = s is not None and s.state in ("damaged", "unreadable")
+    check = QAction("Check…", menu)
+    check.setToolTip("Read the whole index for damage; Repair mends what is found")
+    check.triggered.connect(lambda _=False: panel.check(name))
+    if broken:
+        menu.addAction(check)
+        menu.setDefaultAction(check)
+        menu.addSeparator()
     menu.addAction("Add folder…", panel.add_folder)
     menu.addAction("Add files…", panel.add_files)
     menu.addAction("Re-scan", lambda: panel.rescan(name))
+    if not broken:
+        menu.addAction(check)
+    watch = menu.addAction("Watch folders for changes")
+    watch.setCheckable(True)
+    watch.setChecked(s is None or s.watch)
+    watch.setEnabled(s is not None and not s.problem)
+    watch.toggled.connect(lambda on: panel.watch.set_enabled(name, on))
     menu.addSeparator()
     root = str(item.data(0, KEY_ROLE)) if kind == "root" else None
     if kind == "file":

@@ -36,6 +36,7 @@ from vrag_desktop.qt.corpora.corpora_rows import (
     RowDelegate,
     line_icon,
 )
+from vrag_desktop.qt.corpora.corpus_check import NEWER
 from vrag_desktop.qt.infra.theme import color
 
 if TYPE_CHECKING:
@@ -154,8 +155,11 @@ class CorporaTree(QTreeWidget):
             k: line_icon(k, color("accent") if k == "corpus" else ink) for k in ("corpus", "folder", "file")
         }
         self.icons["missing"] = line_icon("folder", color("warn"))
+        self.icons["broken"] = line_icon("corpus", color("error"))  # damaged or unreadable
         for name, item in self.corpus_items.items():
             item.setIcon(0, self.icons["corpus"])
+            if name in self.summaries:
+                self.fill_corpus(item, self.summaries[name])
             if name in self.files and name in self.summaries:
                 self.fill_children(item, self.summaries[name], self.files[name], rebuild=True)
         self.viewport().update()
@@ -211,12 +215,23 @@ class CorporaTree(QTreeWidget):
         details = s.details()
         if details:
             sub += " · " + details
+        if s.problem:  # the whole sentence (a path, what to do) goes in the tooltip
+            sub = "made by a newer VRAG Desktop" if NEWER in s.problem else "its manifest cannot be read"
         item.setText(0, s.name)
-        _set_row(item, sub, chip, TONES.get(state, "muted"), "warn" if s.missing_roots else "")
-        tip = [f"<b>{_esc(s.name)}</b>", _esc(sub)]
+        broken = s.state in ("damaged", "unreadable")
+        sub_tone = "error" if broken else "warn" if s.missing_roots else ""
+        _set_row(item, sub, chip, TONES.get(state, "muted"), sub_tone)
+        item.setIcon(0, self.icons["broken" if broken else "corpus"])
+        tip = [f"<b>{_esc(s.name)}</b>", _esc(s.counts_text() + (f" · {details}" if details else ""))]
         tip += [f"missing: {_esc(r)}" for r in s.missing_roots]
+        if broken and not (s.problem and NEWER in s.problem):
+            tip.append("<b>Right-click › Check…</b> says what is damaged and repairs it.")
         if s.embedder:
             tip.append(f"embedder: {_esc(s.embedder)}")
+        if not s.problem:
+            tip.append(
+                "watching its folders for changes" if s.watch else "not watching its folders for changes"
+            )
         item.setToolTip(0, "<br>".join(tip))
         item.setChildIndicatorPolicy(
             QTreeWidgetItem.ChildIndicatorPolicy.ShowIndicator

@@ -87,6 +87,19 @@ class CorpusNameEditor(QFrame):
         self.name_error.setText(text[:1].upper() + text[1:])
         self.name_error.show()
 
+    def usable(self, text: str, current: str | None = None) -> str | None:
+        """``text`` as the name of a new corpus (or of ``current``, renamed), or None after saying
+        under the field why it cannot be."""
+        try:
+            name = check_name(text)
+        except Exception as exc:
+            self.problem(str(exc))
+            return None
+        if name != current and name in self._taken():
+            self.problem(f"a corpus named '{name}' already exists")
+            return None
+        return name
+
     def _validate(self, text: str) -> None:
         if not text.strip():
             self.name_error.hide()

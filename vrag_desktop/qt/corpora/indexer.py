@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.corpus.errors import disk_problem, is_disk_error
-from vrag_desktop.core.corpus.job import IndexRequest, JobResult, MissingPaths, ScanDone, index_job
+from vrag_desktop.core.corpus.job import IndexRequest, JobResult, MissingPaths, Repaired, ScanDone, index_job
 from vrag_desktop.core.corpus.scan import display_path
 from vrag_desktop.core.corpus.status import corpora_to_resume, missing_root_message, progress_text
 from vrag_desktop.core.progress import CancelToken, Progress
@@ -44,12 +44,14 @@ class Job:
     remove_roots: list[str] = field(default_factory=list)
     retry_failed: bool = False
     create: bool = False
+    repair: bool = False  # asked for by Check… → Repair: rebuild a manifest that cannot be read
 
     def merge(self, other: Job) -> None:
         self.paths += [p for p in other.paths if p not in self.paths]
         self.remove_roots += [p for p in other.remove_roots if p not in self.remove_roots]
         self.retry_failed |= other.retry_failed
         self.create |= other.create
+        self.repair |= other.repair
 
 
 def run_job(ctx: AppContext, job: Job, token: CancelToken) -> Generator[object, None, JobResult]:
@@ -60,6 +62,7 @@ def run_job(ctx: AppContext, job: Job, token: CancelToken) -> Generator[object, 
         remove_roots=list(job.remove_roots),
         retry_failed=job.retry_failed,
         create=job.create,
+        repair=job.repair,
         skip_missing=True,
         embedder=ctx.settings.embedder,
     )
@@ -81,7 +84,8 @@ class Indexer(Controller):
 
     ``progress(name, Progress)`` per batch, ``changed(name)`` whenever the corpus on disk changed
     (refresh views), ``busyChanged(busy, text)`` for a status bar, ``indexed(name)`` when a corpus
-    finished, ``jobEnded(name, outcome)`` with outcome ``done`` / ``cancelled`` / ``failed``.
+    finished, ``jobEnded(name, outcome)`` with outcome ``done`` / ``cancelled`` / ``failed``, and
+    ``repaired(name, lines)`` when a job found damage and mended it (also said in the messages).
     """
 
     progress = Signal(str, object)
@@ -90,6 +94,7 @@ class Indexer(Controller):
     indexed = Signal(str)
     jobStarted = Signal(str)
     jobEnded = Signal(str, str)
+    repaired = Signal(str, object)
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(ctx, parent)
@@ -114,10 +119,14 @@ class Indexer(Controller):
         retry_failed: bool = False,
         create: bool = False,
         remove_roots: Iterable[str] = (),
+        repair: bool = False,
     ) -> None:
+        """Queue work on ``name`` (merged with work already queued for it). ``repair``: the corpus
+        is rebuilt from its folders if its manifest cannot be read (damaged index files are mended
+        by every job)."""
         if self._closed:
             return
-        job = Job(name, list(paths), list(remove_roots), retry_failed, create)
+        job = Job(name, list(paths), list(remove_roots), retry_failed, create, repair)
         unsaved = self._unsaved.pop(name, None)
         if unsaved is not None:
             job.merge(unsaved)
@@ -224,6 +233,14 @@ class Indexer(Controller):
         elif isinstance(value, MissingPaths):
             for p in value.paths:
                 error_sink().report(f"Not added to {job.name}", f"{p} was not found", "warning")
+        elif isinstance(value, Repaired):
+            # asked for (Check… → Repair): the check banner says more; found by chance: it stays
+            error_sink().report(
+                "Corpus repaired",
+                f"'{job.name}': " + " ".join(_sentence(line) for line in value.lines),
+                "info" if job.repair else "warning",
+            )
+            self.repaired.emit(job.name, list(value.lines))
         elif isinstance(value, ScanDone):
             for root, kept in value.missing:
                 error_sink().report("Corpus folder missing", missing_root_message(root, kept), "warning")
@@ -307,6 +324,11 @@ class Indexer(Controller):
             self._set_busy("")
 
 
+def _sentence(line: str) -> str:
+    line = line.strip()
+    return line if line.endswith((".", "!", "?")) else line + "."
+
+
 def failure_message(name: str, exc: BaseException, data_dir: os.PathLike[str] | str) -> tuple[str, str, str]:
     """(title, message, level) for a job that raised: say what happened and what still holds."""
     from vrag_desktop.core.corpus.corpus import CorpusBusy, CorpusError
@@ -323,7 +345,12 @@ def failure_message(name: str, exc: BaseException, data_dir: os.PathLike[str] | 
     text = describe(exc)
     if disk or isinstance(exc, OSError) or is_disk_error(text):
         words = disk or (exc.strerror if isinstance(exc, OSError) and exc.strerror else text)
-        where = f" ({exc.filename})" if isinstance(exc, OSError) and exc.filename else ""
+        where = ""
+        if isinstance(exc, OSError) and exc.filename:
+            # a file of the data directory (a corpus's lock, its index) is its to explain; one
+            # elsewhere (a source the person added) is named
+            inside = os.path.abspath(os.fsdecode(exc.filename)).startswith(os.path.abspath(data_dir) + os.sep)
+            where = "" if inside else f" ({exc.filename})"
         detail = f" ({text})" if disk and disk not in text else ""
         return (
             "Cannot write to the data directory",
