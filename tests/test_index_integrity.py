@@ -198,6 +198,11 @@ def test_damaged_manifest_never_breaks_another_corpus_and_is_rebuilt(
     aside = [p for p in library.corpora_dir.iterdir() if p.name.startswith(".damaged-bad-")]
     assert len(aside) == 1 and (aside[0] / "manifest.sqlite").exists()
     assert library.names() == ["bad", "good"]
+    # A damaged corpus can also simply be removed.
+    manifest.write_bytes(b"not a database at all")
+    removed = cli("corpus", "remove", "bad", data_dir=data)
+    assert removed.returncode == 0, removed.stderr
+    assert library.names() == ["good"]
 
 
 def test_manifest_of_a_newer_schema_is_refused_untouched(library, minilm, make_pdf, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -214,9 +219,14 @@ def test_manifest_of_a_newer_schema_is_refused_untouched(library, minilm, make_p
     assert listed.returncode == 0 and "newer VRAG Desktop" in listed.stdout and "old" in listed.stdout
     everywhere = cli("search", "penguins", data_dir=data)
     assert everywhere.returncode == 0 and "newer VRAG Desktop" in everywhere.stderr
-    for args in (("search", "penguins", "--corpus", "new"), ("corpus", "rescan", "new")):
+    for args in (
+        ("search", "penguins", "--corpus", "new"),
+        ("corpus", "rescan", "new"),
+        ("corpus", "check", "new", "--repair"),  # not damage: never set aside nor rebuilt
+    ):
         refused = cli(*args, data_dir=data)
-        assert refused.returncode == 1 and "newer VRAG Desktop" in refused.stderr, refused.stderr
+        said = refused.stderr + refused.stdout
+        assert refused.returncode == 1 and "newer VRAG Desktop" in said, said
         _no_traceback(refused)
     _no_traceback(listed, everywhere)
     assert manifest.read_bytes() == before

@@ -66,7 +66,8 @@ def corpus(library, minilm, make_pdf, tmp_path: Path):  # type: ignore[no-untype
     c.add_paths([pdf, img, note, video])
     drain(c.scan())
     drain(c.build(minilm, ocr=False))
-    return c
+    c.close()  # the indexing is over: its writer (and its lock) goes, as the job's does
+    return library.open("mixed", read_only=True)
 
 
 def test_export_satisfies_the_original_loader(corpus, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

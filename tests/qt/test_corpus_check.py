@@ -197,7 +197,7 @@ def test_a_corpus_of_a_newer_app_is_not_offered_a_repair(
     assert chip(p.corpus_item("new")) == "unreadable"
     p.check("new")
     qtbot.waitUntil(lambda: "newer VRAG Desktop" in banner_text(p), timeout=10000)
-    assert banner_text(p).startswith("Corpus 'new' was made by a newer VRAG Desktop.")
+    assert banner_text(p).startswith("Corpus 'new' was made by a newer VRAG Desktop; it is not damaged.")
     assert p.check_banner.property("role") == "banner-warn"
     assert not p.check_banner.repair_button.isVisible()  # a rebuild would set the newer corpus aside
     assert manifest.read_bytes() == before

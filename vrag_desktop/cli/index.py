@@ -201,6 +201,7 @@ class _ProgressView:
             s = value.report
             err(
                 f"  {s.added} new, {s.changed} changed, {s.removed} removed, {s.unchanged} unchanged"
+                + (f", {s.renamed} moved or renamed" if s.renamed else "")
                 + (f", {s.duplicates} duplicate" if s.duplicates else "")
                 + (f", {s.unsupported} unsupported" if s.unsupported else "")
                 + (f", {s.failed} unreadable" if s.failed else ""),
@@ -376,6 +377,8 @@ def _check(lib: Any, args: argparse.Namespace) -> int:
         print(line)
     if report.ok:
         return EXIT_OK
+    if not report.repairable:
+        return EXIT_ERROR
     if not args.repair:
         print(f"Repair it with: vrag-desktop corpus check '{args.name}' --repair")
         return EXIT_ERROR

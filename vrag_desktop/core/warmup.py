@@ -49,6 +49,7 @@ NATIVE = (
     ("cv2", "cv2*.so"),
     ("faiss", "_swigfaiss*.so"),
     ("pymupdf", "_*.so"),  # _mupdf and _extra; libmupdf (36 MB) by RPATH
+    ("xxhash", "_xxhash*.so"),  # the index files' checksums, checked when a store opens
 )
 #: Python modules imported after the native ones: what loading the embedder, the index and the OCR
 #: engine import, and reading a PDF (the first indexing's scan, a crop from a PDF source), then what
@@ -67,6 +68,7 @@ MODULES = (
     "transformers.tokenization_utils_tokenizers",
     "vrag_desktop.core.embedders.minilm",
     "faiss",
+    "xxhash",
     "onnxruntime",
     "cv2",
     "pymupdf",  # ~0.16 s with the GIL held: unmarshalling its 2 MB SWIG module, making its classes

@@ -205,6 +205,7 @@ class Corpus:
         opts = DeriveOptions(clip_seconds=self.clip_seconds, max_pages=self.max_pages)
         roots = m.roots()
         inside = [os.path.realpath(r) for r in roots]  # links are followed only into these
+        data_dir = os.path.realpath(self.dir.parent.parent)  # <data>/corpora/<name>: never indexed
         present_roots = []
         seen: set[str] = set()
         removed_ids: list[int] = []
@@ -214,7 +215,7 @@ class Corpus:
                 report.missing_roots.append(root)  # an unplugged drive must not wipe its index entries
                 continue
             present_roots.append(root)
-            for f in walk(root, inside):
+            for f in walk(root, inside, data_dir):
                 if cancel is not None and cancel.cancelled:
                     return report
                 if f.path in seen:
@@ -224,12 +225,18 @@ class Corpus:
                 removed_ids += self._scan_one(f, report, retry_failed)
                 if n % 50 == 0:
                     yield Progress("scan", n, 0, message=f.path)
-        # Sources gone from disk (or whose root was removed) leave the corpus.
+        # Sources gone from disk (or whose root was removed) leave the corpus — unless the same
+        # content is still here under another name (moved or renamed): then it keeps its items and
+        # vectors under the new name, and nothing is derived or embedded again.
         with m.transaction():
             for src in m.sources():
                 if src.path in seen:
                     continue
                 if any(_under(src.path, r) for r in report.missing_roots):
+                    continue
+                if src.status in (S_INDEXED, S_PENDING) and m.adopt_copy(src.id):
+                    report.renamed += 1
+                    report.duplicates -= 1  # the copy the walk found was this file, moved
                     continue
                 removed_ids += m.delete_source(src.id)
                 report.removed += 1

@@ -24,6 +24,10 @@ class ManifestError(CorpusError):
     """The manifest cannot be opened, is damaged, or is from an incompatible version."""
 
 
+class ManifestTooNew(ManifestError):
+    """The manifest was written by a newer app: not damage — it is never repaired nor changed."""
+
+
 # Words of OSErrors that mean "the data directory cannot take writes", as core records them.
 DISK_ERRORS = (
     *(os.strerror(e) for e in (errno.ENOSPC, errno.EDQUOT, errno.EROFS)),
@@ -86,6 +90,7 @@ __all__ = [
     "CorpusBusy",
     "CorpusError",
     "ManifestError",
+    "ManifestTooNew",
     "disk_problem",
     "is_disk_error",
     "storage_message",

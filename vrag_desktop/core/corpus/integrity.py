@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vrag_desktop.core.corpus.errors import CorpusError
+from vrag_desktop.core.corpus.errors import CorpusError, ManifestTooNew
 from vrag_desktop.core.corpus.manifest import Manifest, connect_read_only, damaged_message
 from vrag_desktop.core.index.store import Damage, StoreError
 
@@ -38,6 +38,7 @@ class CheckReport:
     """What :func:`check_corpus` found. ``ok`` when nothing needs repair."""
 
     name: str
+    newer: str | None = None  # a newer app wrote the manifest: not damage, and never repaired here
     manifest_problem: str | None = None
     damage: list[Damage] = field(default_factory=list)
     missing_vectors: int = 0  # the manifest lists them; the index (or its readable part) lacks them
@@ -48,10 +49,17 @@ class CheckReport:
 
     @property
     def ok(self) -> bool:
-        return self.manifest_problem is None and not self.damage and not self.missing_vectors
+        return self.newer is None and self.repairable is False
+
+    @property
+    def repairable(self) -> bool:
+        """Something is damaged, and repair can mend it."""
+        return self.newer is None and bool(self.manifest_problem or self.damage or self.missing_vectors)
 
     def lines(self) -> list[str]:
         """The report in sentences, the verdict first."""
+        if self.newer:
+            return [f"Corpus '{self.name}' was made by a newer VRAG Desktop; it is not damaged.", self.newer]
         if self.manifest_problem:
             return [
                 f"Corpus '{self.name}' is damaged: its manifest cannot be read ({self.manifest_problem}).",
@@ -68,7 +76,7 @@ class CheckReport:
         if self.unknown_vectors:
             why = " (an indexing job is writing it now)" if self.indexing else " (a repair drops them)"
             out.append(f"  {self.unknown_vectors} vectors in the index are not in the manifest{why}")
-        if not self.ok:
+        if self.repairable:
             out.append("Repair re-embeds the items whose vectors are lost; nothing else is redone.")
         return out
 
@@ -78,6 +86,9 @@ def check_corpus(library: Library, name: str) -> CheckReport:
     report = CheckReport(name)
     try:
         corpus = library.open(name, read_only=True)
+    except ManifestTooNew as exc:
+        report.newer = str(exc)
+        return report
     except CorpusError as exc:
         report.manifest_problem = _cause(str(exc))
         return report
@@ -131,9 +142,12 @@ def _locked(corpus_dir: Path) -> bool:
 
 
 def manifest_readable(corpus_dir: Path) -> str | None:
-    """None when the manifest opens and passes ``quick_check``; else why not (for the repair)."""
+    """None when the manifest opens and passes ``quick_check``; else why not (for the repair).
+    Raises :class:`ManifestTooNew` for a newer app's manifest: that is never rebuilt."""
     try:
         m = Manifest(corpus_dir / MANIFEST, read_only=True)
+    except ManifestTooNew:
+        raise
     except CorpusError as exc:
         return _cause(str(exc))
     try:

@@ -60,9 +60,24 @@ class Library:
         return Corpus(path, name, shared=shared, read_only=read_only and not create)
 
     def remove(self, name: str) -> None:
-        corpus = self.open(name)
-        corpus.lock()  # refuses while another process indexes it
-        corpus.delete_files()
+        """Delete a corpus's folder (never the person's files) — a damaged one too: its lock is taken
+        without opening its manifest, which may be unreadable."""
+        from filelock import FileLock, Timeout
+
+        from vrag_desktop.core.corpus.errors import CorpusBusy
+
+        path = self.corpus_dir(name)
+        if not (path / "manifest.sqlite").exists():
+            raise CorpusError(f"no corpus named '{name}' (corpora: {', '.join(self.names()) or 'none yet'})")
+        lock = FileLock(path / ".lock", timeout=0, thread_local=False)
+        try:
+            lock.acquire()  # refuses while another process indexes it
+        except Timeout:
+            raise CorpusBusy(f"corpus '{name}' is being indexed by another process") from None
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            lock.release(force=True)
 
     def rename(self, old: str, new: str) -> None:
         new = check_name(new)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TypeVar
 
-from vrag_desktop.core.corpus.errors import ManifestError, storage_message
+from vrag_desktop.core.corpus.errors import ManifestError, ManifestTooNew, storage_message
 
 SCHEMA_VERSION = 1
 
@@ -169,10 +169,7 @@ class Manifest:
             version = self.get_meta("schema_version") if has_meta else None  # None: a new manifest
             if version is not None and int(version) > SCHEMA_VERSION:
                 self._db.close()
-                raise ManifestError(
-                    f"{self.path} was written by a newer VRAG Desktop (manifest schema {version}; this "
-                    f"version reads {SCHEMA_VERSION}). Nothing was changed: open it with the newer version."
-                )
+                raise ManifestTooNew(newer_message(self.path, version))
             if not read_only:
                 self._db.executescript(_SCHEMA)
                 if version is None:
@@ -292,6 +289,35 @@ class Manifest:
                 "UPDATE sources SET duplicate_of=? WHERE duplicate_of=? AND status=?",
                 (source_id, original_id, S_DUPLICATE),
             )
+
+    def adopt_copy(self, source_id: int) -> bool:
+        """``source_id`` left its path, and a file of the same content and kind is here as its
+        duplicate (it was moved or renamed): the source takes the copy's path, its items follow
+        (their names and the raw file they point at), and the copy's row goes. False: no such copy."""
+        src = self.source(source_id)
+        if src is None:
+            return False
+        row = self._db.execute(
+            "SELECT * FROM sources WHERE duplicate_of=? AND status=? AND kind IS ? ORDER BY id LIMIT 1",
+            (source_id, S_DUPLICATE, src.kind),
+        ).fetchone()
+        if row is None:
+            return False
+        copy = _from_row(SourceRow, row)
+        self._db.execute("DELETE FROM sources WHERE id=?", (copy.id,))
+        self._db.execute("UPDATE sources SET duplicate_of=? WHERE duplicate_of=?", (source_id, copy.id))
+        self.update_source(source_id, size=copy.size, mtime_ns=copy.mtime_ns)
+        self._db.execute("UPDATE sources SET path=? WHERE id=?", (_enc(copy.path), source_id))
+        from vrag_desktop.core.corpus.derive import safe_stem
+
+        old, new = safe_stem(Path(src.path)), safe_stem(Path(copy.path))
+        for item in self.items(source_id):
+            name = new + item.name[len(old) :] if item.name.startswith(old) else item.name
+            media = copy.path if item.media_path == src.path else item.media_path  # the raw file itself
+            self._db.execute(
+                "UPDATE items SET name=?, media_path=? WHERE id=?", (name, media and _enc(media), item.id)
+            )
+        return True
 
     def first_duplicate(self, original_id: int) -> int | None:
         """The oldest duplicate of ``original_id`` (None when it has none)."""
@@ -466,6 +492,14 @@ def connect_read_only(path: Path, *, shared: bool = False, timeout: float = 10) 
         )
     db.row_factory = sqlite3.Row
     return db
+
+
+def newer_message(path: Path, version: object) -> str:
+    """The one sentence for a manifest a newer app wrote (never repaired, never changed)."""
+    return (
+        f"{path} was written by a newer VRAG Desktop (manifest schema {version}; this version reads "
+        f"{SCHEMA_VERSION}). Nothing was changed: open it with the newer version."
+    )
 
 
 def damaged_message(path: Path, exc: BaseException) -> str:

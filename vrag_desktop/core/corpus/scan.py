@@ -37,6 +37,7 @@ class ScanReport:
     failed: int = 0
     duplicates: int = 0
     unsupported: int = 0
+    renamed: int = 0  # moved or renamed: kept their items and vectors, nothing re-embedded
     missing_roots: list[str] = field(default_factory=list)
 
     @property
@@ -61,7 +62,9 @@ def read_ignore(folder: str) -> list[str]:
     return [ln.strip().rstrip("/") for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
-def _ignored(path: str, name: str, rules: _Rules) -> bool:
+def ignored(path: str, name: str, rules: _Rules) -> bool:
+    """Whether ``rules`` (a folder's :data:`IGNORE_FILE` patterns and its parents') leave ``path``
+    out (the scan and the folder watcher ask the same question)."""
     for base, pattern in rules:
         if "/" in pattern:
             rel = os.path.relpath(path, base).replace(os.sep, "/")
@@ -72,14 +75,15 @@ def _ignored(path: str, name: str, rules: _Rules) -> bool:
     return False
 
 
-def walk(root: str, inside: list[str] | None = None) -> Iterator[Found]:
+def walk(root: str, inside: list[str] | None = None, skip: str | None = None) -> Iterator[Found]:
     """Every file under ``root`` (or ``root`` itself), following symlinks but never looping.
 
     Hidden files and folders (``.name``) inside a folder are skipped, and so is what a folder's
     :data:`IGNORE_FILE` lists; a file named explicitly is not. A symbolic link is followed only to
     a place inside ``inside`` (real paths; default: ``root``'s own): a link in a corpus folder to
     ``/etc/passwd`` must not put that file into search results or the search server's reach, so it
-    is reported instead (add the place it points to, to index it).
+    is reported instead (add the place it points to, to index it). ``skip`` (a real path, the app's
+    data directory) is never walked: a data directory inside an added folder would index itself.
     """
     allowed = inside if inside is not None else [os.path.realpath(root)]
     try:
@@ -115,7 +119,7 @@ def walk(root: str, inside: list[str] | None = None) -> Iterator[Found]:
         rules = inherited + tuple((folder, p) for p in read_ignore(folder))
         subdirs = []
         for entry in entries:
-            if entry.name.startswith(".") or (rules and _ignored(entry.path, entry.name, rules)):
+            if entry.name.startswith(".") or (rules and ignored(entry.path, entry.name, rules)):
                 continue
             if entry.is_symlink() and not _inside(os.path.realpath(entry.path), allowed):
                 yield Found(entry.path, None, error=outside_message(entry.path))
@@ -133,7 +137,8 @@ def walk(root: str, inside: list[str] | None = None) -> Iterator[Found]:
                     yield Found(entry.path, kinds.kind_of(Path(entry.path)), error=_os_error(exc))
                 continue
             if stat.S_ISDIR(est.st_mode):
-                subdirs.append((entry.path, rules))
+                if skip is None or os.path.realpath(entry.path) != skip:
+                    subdirs.append((entry.path, rules))
             elif stat.S_ISREG(est.st_mode):
                 yield _found(entry.path, est)
         stack.extend(reversed(subdirs))

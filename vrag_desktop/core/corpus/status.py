@@ -17,7 +17,7 @@ from pathlib import Path
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus import manifest as mf
-from vrag_desktop.core.corpus.errors import is_disk_error
+from vrag_desktop.core.corpus.errors import ManifestTooNew, is_disk_error
 from vrag_desktop.core.corpus.scan import display_path, walk
 from vrag_desktop.core.corpus.watch import WATCH_META, watch_enabled
 from vrag_desktop.core.progress import Progress
@@ -127,9 +127,7 @@ def _read(corpus_dir: Path) -> Iterator[sqlite3.Connection]:
     try:
         row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is not None and int(row[0]) > mf.SCHEMA_VERSION:
-            raise mf.ManifestError(
-                f"{path} was written by a newer VRAG Desktop (manifest schema {row[0]}); open it with that version"
-            )
+            raise ManifestTooNew(mf.newer_message(path, row[0]))
     except BaseException:
         db.close()
         raise
@@ -157,6 +155,7 @@ class CorpusSummary:
     embedder: str | None = None
     scan_needed: bool = False
     problem: str | None = None  # set when the corpus could not be read at all (counts unknown)
+    newer: bool = False  # ... because a newer app wrote it (not damage: never repaired)
     damage: str | None = None  # its index files are damaged (the corpus is searched without them)
     watch: bool = True  # its folders are watched while the app runs (meta ``watch``; core/corpus/watch.py)
 
@@ -284,7 +283,7 @@ def read_summaries(corpora_dir: Path) -> list[CorpusSummary]:
         except FileNotFoundError:
             continue
         except mf.ManifestError as exc:
-            out.append(CorpusSummary(name=name, problem=str(exc)))
+            out.append(CorpusSummary(name=name, problem=str(exc), newer=isinstance(exc, ManifestTooNew)))
         except (sqlite3.Error, OSError) as exc:
             out.append(
                 CorpusSummary(name=name, problem=mf.damaged_message(Path(corpora_dir) / name / MANIFEST, exc))

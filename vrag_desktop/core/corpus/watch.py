@@ -33,7 +33,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from vrag_desktop.core.corpus.scan import IGNORE_FILE, _ignored, read_ignore
+from vrag_desktop.core.corpus.scan import IGNORE_FILE, ignored, read_ignore
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.library import Library
@@ -200,7 +200,7 @@ class Relevance:
                 self._rules[folder] = read_ignore(folder)
             rules = rules + tuple((folder, p) for p in self._rules[folder])
             here = os.path.join(folder, part)
-            if part != IGNORE_FILE and rules and _ignored(here, part, rules):
+            if part != IGNORE_FILE and rules and ignored(here, part, rules):
                 return False
             folder = here
         return True

@@ -26,79 +26,40 @@ format 1 (``base.faiss`` + ``seg-*.npz``, no checksums) are read as they are and
 from __future__ import annotations
 
 import io
-import json
-import math
 import os
-import re
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vrag_desktop.core.fsutil import atomic_open, atomic_write_bytes, fsync_dir
+from vrag_desktop.core.index.catalogue import (
+    FORMAT,
+    META,
+    SEG_RE,
+    Catalogue,
+    Damage,
+    Entry,
+    StoreError,
+    checksum,
+    data_files,
+    file_checksum,
+    quick_damage,
+    read_catalogue,
+    write_catalogue,
+)
+from vrag_desktop.core.index.ivf import all_vectors, default_nprobe, ids_of, is_ivf, ivf_nlist
 
-META = "store.json"
 DAMAGED = "damaged"
-FORMAT = 2
-_BASE_RE = re.compile(r"^base(-\d{8})?\.faiss$")
-_SEG_RE = re.compile(r"^seg-(\d{8})\.npz$")
 # Flat search cost grows with ntotal*dim; past ~20M floats (e.g. 52k×384 or 10k×2048) a flat scan
 # takes several ms per query on a 2-core machine, so an IVF index takes over.
 DEFAULT_ANN_THRESHOLD = 20_000_000
 COMPACT_SEGMENTS = 32
 # A reader that sees its snapshot change under it this many times in a row gives up and reports it.
 _SNAPSHOT_TRIES = 20
-
-
-class StoreError(RuntimeError):
-    """The index cannot be used at all (dimension mismatch, unreadable catalogue for a reader)."""
-
-
-@dataclass(frozen=True)
-class Damage:
-    """One index file that could not be used: which, why, and how many vectors it held (if known)."""
-
-    file: str
-    problem: str
-    vectors: int | None = None
-
-    def __str__(self) -> str:
-        held = f"; it held {self.vectors} vectors" if self.vectors else ""
-        return f"{self.file}: {self.problem}{held}"
-
-
-@dataclass(frozen=True)
-class _Entry:
-    file: str
-    size: int | None = None
-    checksum: str | None = None  # XXH3-128, hex; None for a format-1 file (never checked)
-    vectors: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "bytes": self.size, "xxh3_128": self.checksum, "vectors": self.vectors}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> _Entry:
-        name = str(d["file"])
-        if "/" in name or "\\" in name or not (_BASE_RE.match(name) or _SEG_RE.match(name)):
-            raise ValueError(f"unexpected file name {name!r}")
-        return cls(name, d.get("bytes"), d.get("xxh3_128"), d.get("vectors"))
-
-
-@dataclass(frozen=True)
-class _Catalogue:
-    format: int
-    generation: int
-    base: _Entry | None
-    segments: tuple[_Entry, ...]
-    problem: str | None = None  # why store.json could not be used (its files were read unchecked)
-
-    def files(self) -> list[_Entry]:
-        return ([self.base] if self.base else []) + list(self.segments)
 
 
 class _SnapshotMoved(Exception):
@@ -109,23 +70,6 @@ def _faiss() -> Any:
     import faiss
 
     return faiss
-
-
-def checksum(data: bytes | memoryview) -> str:
-    """The checksum written beside every index file (XXH3-128: ~10 GB/s, so checking is cheap)."""
-    import xxhash
-
-    return xxhash.xxh3_128(data).hexdigest()
-
-
-def file_checksum(path: Path, chunk: int = 1 << 24) -> str:
-    import xxhash
-
-    h = xxhash.xxh3_128()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 class VectorStore:
@@ -171,65 +115,20 @@ class VectorStore:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
 
-    def _read_catalogue(self) -> _Catalogue:
-        path = self.dir / META
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            if self.read_only or any(self._data_files()):
-                return self._format1_catalogue()
-            cat = _Catalogue(FORMAT, 0, None, ())
+    def _read_catalogue(self) -> Catalogue:
+        cat = read_catalogue(self.dir, self.dim)
+        if cat is None:  # a new store
+            if self.read_only:
+                return Catalogue(FORMAT, 0, None, ())
+            cat = Catalogue(FORMAT, 0, None, ())
             self._write_catalogue(cat)
-            return cat
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        try:
-            meta = json.loads(raw)
-            dim = int(meta["dim"])
-            fmt = int(meta.get("format", 1))
-        except (ValueError, KeyError, TypeError) as exc:
-            # The catalogue itself is damaged: read the files as format 1 would (unchecked), and let a
-            # writer rewrite it from what loads.
-            return self._format1_catalogue(f"unreadable ({exc}); the index files were read unchecked")
-        if dim != self.dim:
-            raise StoreError(f"index in {self.dir} has dimension {dim}, expected {self.dim}")
-        if fmt < FORMAT:
-            return self._format1_catalogue()
-        if fmt > FORMAT:
-            raise StoreError(f"index in {self.dir} has format {fmt}, newer than this app reads ({FORMAT})")
-        try:
-            base = _Entry.from_json(meta["base"]) if meta.get("base") else None
-            segs = tuple(_Entry.from_json(s) for s in meta.get("segments", []))
-        except (ValueError, KeyError, TypeError) as exc:
-            return self._format1_catalogue(f"unreadable ({exc}); the index files were read unchecked")
-        return _Catalogue(fmt, int(meta.get("generation", 0)), base, segs)
+        return cat
 
     def _data_files(self) -> list[str]:
-        try:
-            names = os.listdir(self.dir)
-        except OSError:
-            return []
-        return [n for n in names if _BASE_RE.match(n) or _SEG_RE.match(n)]
+        return data_files(self.dir)
 
-    def _format1_catalogue(self, problem: str | None = None) -> _Catalogue:
-        """What the folder holds, unchecked: format 1, or a lost catalogue. The newest base wins."""
-        names = self._data_files()
-        # base.faiss (format 1) is older than any base-<generation>.faiss
-        bases = sorted((int(n[5:13]) if n != "base.faiss" else -1, n) for n in names if _BASE_RE.match(n))
-        segs = sorted(n for n in names if _SEG_RE.match(n))
-        gen = max([g for g, _ in bases] + [int(n[4:12]) for n in segs] + [0])
-        base = _Entry(bases[-1][1]) if bases else None
-        return _Catalogue(1, gen, base, tuple(_Entry(n) for n in segs), problem)
-
-    def _write_catalogue(self, cat: _Catalogue) -> None:
-        doc = {
-            "format": FORMAT,
-            "dim": self.dim,
-            "generation": cat.generation,
-            "base": cat.base.to_json() if cat.base else None,
-            "segments": [s.to_json() for s in cat.segments],
-        }
-        atomic_write_bytes(self.dir / META, json.dumps(doc, indent=1).encode(), sole_writer=True)
+    def _write_catalogue(self, cat: Catalogue) -> None:
+        write_catalogue(self.dir, self.dim, cat)
         self._signature = self._meta_signature()
 
     # ---------------------------------------------------------------- loading
@@ -237,7 +136,7 @@ class VectorStore:
         faiss = _faiss()
         return faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
 
-    def _load(self, cat: _Catalogue) -> tuple[Any, set[str]]:
+    def _load(self, cat: Catalogue) -> tuple[Any, set[str]]:
         """The index of ``cat``'s files and the names loaded; a reader retries a moved snapshot."""
         for _ in range(_SNAPSHOT_TRIES):
             damage: list[Damage] = []
@@ -253,12 +152,12 @@ class VectorStore:
             return index, loaded
         raise StoreError(f"the index in {self.dir} kept changing while it was read; try again")
 
-    def _load_files(self, cat: _Catalogue, damage: list[Damage]) -> tuple[Any, set[str]]:
+    def _load_files(self, cat: Catalogue, damage: list[Damage]) -> tuple[Any, set[str]]:
         index = self._load_base(cat.base, damage) if cat.base is not None else None
         loaded = {cat.base.file} if index is not None and cat.base is not None else set()
         if index is None:
             index = self._new_flat()
-        known = set(_ids_of(index).tolist())
+        known = set(ids_of(index).tolist())
         for seg in cat.segments:
             got = self._read_segment(seg, damage)
             if got is None:
@@ -272,7 +171,7 @@ class VectorStore:
             loaded.add(seg.file)
         return index, loaded
 
-    def _load_base(self, entry: _Entry, damage: list[Damage]) -> Any:
+    def _load_base(self, entry: Entry, damage: list[Damage]) -> Any:
         """The base index, checked first by streaming it once (then read from the page cache: a
         multi-GB base is never held twice in memory)."""
         path = self.dir / entry.file
@@ -306,7 +205,7 @@ class VectorStore:
             raise StoreError(f"{entry.file} has dimension {index.d}, expected {self.dim}")
         return index
 
-    def _read_segment(self, seg: _Entry, damage: list[Damage]) -> tuple[np.ndarray, np.ndarray] | None:
+    def _read_segment(self, seg: Entry, damage: list[Damage]) -> tuple[np.ndarray, np.ndarray] | None:
         data = self._segment_bytes(seg, damage)
         if data is None:
             return None
@@ -320,7 +219,7 @@ class VectorStore:
             return None
         return ids, vecs
 
-    def _segment_bytes(self, entry: _Entry, damage: list[Damage]) -> bytes | None:
+    def _segment_bytes(self, entry: Entry, damage: list[Damage]) -> bytes | None:
         """A segment's bytes if they are whole and match their checksum; else None + damage."""
         path = self.dir / entry.file
         try:
@@ -361,7 +260,7 @@ class VectorStore:
             segs = tuple(self._checked_entry(s) for s in cat.segments if s.file not in bad)
             for name in sorted(bad):
                 self._keep_damaged(name)
-            self._cat = _Catalogue(FORMAT, cat.generation, base, segs)
+            self._cat = Catalogue(FORMAT, cat.generation, base, segs)
             self._write_catalogue(self._cat)
             self.damage = []
         listed = {e.file for e in self._cat.files()}
@@ -369,15 +268,15 @@ class VectorStore:
             if name not in listed:
                 (self.dir / name).unlink(missing_ok=True)
 
-    def _checked_entry(self, entry: _Entry) -> _Entry:
+    def _checked_entry(self, entry: Entry) -> Entry:
         if entry.checksum is not None:
             return entry
         path = self.dir / entry.file
         vectors = None
-        if _SEG_RE.match(entry.file):
+        if SEG_RE.match(entry.file):
             with np.load(path) as z:
                 vectors = len(z["ids"])
-        return _Entry(entry.file, path.stat().st_size, file_checksum(path), vectors)
+        return Entry(entry.file, path.stat().st_size, file_checksum(path), vectors)
 
     def _keep_damaged(self, name: str) -> None:
         """Move a damaged file aside (for a person to inspect); only the latest few are kept."""
@@ -420,7 +319,7 @@ class VectorStore:
 
     def _add_new(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         """Add a segment committed after this reader loaded (ids only grow, so a check is rare)."""
-        existing = _ids_of(self._index)
+        existing = ids_of(self._index)
         if len(existing) and len(ids) and ids.min() <= existing.max():
             keep = ~np.isin(ids, existing)
             ids, vecs = ids[keep], vecs[keep]
@@ -442,11 +341,11 @@ class VectorStore:
 
     @property
     def kind(self) -> str:
-        return "ivf" if _is_ivf(self._index) else "flat"
+        return "ivf" if is_ivf(self._index) else "flat"
 
     def ids(self) -> np.ndarray:
         with self._lock:
-            return _ids_of(self._index)
+            return ids_of(self._index)
 
     def files(self) -> list[str]:
         """The data files the catalogue lists (for checks and tests)."""
@@ -510,8 +409,8 @@ class VectorStore:
         gen = self._cat.generation + 1
         name = f"seg-{gen:08d}.npz"
         atomic_write_bytes(self.dir / name, data, sole_writer=True)
-        entry = _Entry(name, len(data), checksum(data), len(ids))
-        self._cat = _Catalogue(FORMAT, gen, self._cat.base, (*self._cat.segments, entry))
+        entry = Entry(name, len(data), checksum(data), len(ids))
+        self._cat = Catalogue(FORMAT, gen, self._cat.base, (*self._cat.segments, entry))
         self._write_catalogue(self._cat)
         self._loaded.add(name)
         self._pending_ids, self._pending_vecs = [], []
@@ -524,12 +423,12 @@ class VectorStore:
         faiss = _faiss()
         with self._lock:
             n = int(self._index.ntotal)
-            if not _is_ivf(self._index) and n * self.dim >= self.ann_threshold:
-                self._index = self._to_ivf(*_all_vectors(self._index))
-            elif _is_ivf(self._index) and ivf_nlist(n) >= 4 * faiss.extract_index_ivf(self._index).nlist:
+            if not is_ivf(self._index) and n * self.dim >= self.ann_threshold:
+                self._index = self._to_ivf(*all_vectors(self._index))
+            elif is_ivf(self._index) and ivf_nlist(n) >= 4 * faiss.extract_index_ivf(self._index).nlist:
                 # Grown far past the cells it was trained with (e.g. 16k -> 1M): lists get long and
                 # every query slow (bench/search_latency.py "grown" rows). Re-train for the new size.
-                self._index = self._to_ivf(*_all_vectors(self._index))
+                self._index = self._to_ivf(*all_vectors(self._index))
             data = faiss.serialize_index(self._index)
         gen = self._cat.generation + 1
         name = f"base-{gen:08d}.faiss"
@@ -537,7 +436,7 @@ class VectorStore:
         with atomic_open(self.dir / name, "wb", sole_writer=True) as fh:
             fh.write(view)
         old = self._cat.files()
-        self._cat = _Catalogue(FORMAT, gen, _Entry(name, len(view), checksum(view), n), ())
+        self._cat = Catalogue(FORMAT, gen, Entry(name, len(view), checksum(view), n), ())
         self._write_catalogue(self._cat)
         for e in old:
             (self.dir / e.file).unlink(missing_ok=True)
@@ -565,7 +464,7 @@ class VectorStore:
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         with self._lock:
             index = self._search_index()
-            if _is_ivf(self._index):
+            if is_ivf(self._index):
                 _faiss().extract_index_ivf(index).nprobe = (
                     nprobe or self.nprobe or default_nprobe(self._index.nlist)
                 )
@@ -588,97 +487,19 @@ class VectorStore:
         """Stored vectors for ``ids`` (for exports and tests)."""
         with self._lock:
             index = self._index
-            if _is_ivf(index):
+            if is_ivf(index):
                 index.make_direct_map()
             return np.stack([index.reconstruct(int(i)) for i in ids])
 
 
-def quick_damage(directory: Path) -> list[Damage]:
-    """What a listing can tell without reading the index: a catalogue that does not parse, listed
-    files missing or of the wrong size. (Checksums need every byte: :func:`~vrag_desktop.core.corpus.
-    integrity.check_corpus` and every open verify them.) Never writes."""
-    path = Path(directory) / META
-    try:
-        meta = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        return [Damage(META, f"unreadable ({exc})")]
-    if not isinstance(meta, dict) or int(meta.get("format", 1)) < FORMAT:
-        return []
-    out = []
-    try:
-        entries = ([meta["base"]] if meta.get("base") else []) + list(meta.get("segments", []))
-        for e in map(_Entry.from_json, entries):
-            try:
-                size = (Path(directory) / e.file).stat().st_size
-            except FileNotFoundError:
-                out.append(Damage(e.file, "missing", e.vectors))
-                continue
-            if e.size is not None and size != e.size:
-                what = "truncated" if size < e.size else "longer than written"
-                out.append(Damage(e.file, f"{what}: {size} of {e.size} bytes", e.vectors))
-    except (KeyError, TypeError, ValueError) as exc:
-        return [Damage(META, f"unreadable ({exc})")]
-    return out
-
-
-def ivf_nlist(n: int) -> int:
-    """Number of IVF cells: ~4·√n rounded to a power of two, at least 39 training points per cell."""
-    target = 4 * math.sqrt(max(n, 1))
-    nlist = 2 ** max(4, round(math.log2(target)))
-    while nlist > 16 and n < nlist * 39:
-        nlist //= 2
-    return int(min(nlist, 65536))
-
-
-def default_nprobe(nlist: int) -> int:
-    """Cells visited per query. Measured with bench/search_latency.py on clustered 2048-d data:
-    nprobe 16 gives recall@10 0.9995 at nlist 1024 (100k vectors, p50 1.2 ms) and 0.987 at nlist
-    4096 (1M vectors, p50 3.7 ms); larger indexes need proportionally more (~sqrt(nlist) / 4)."""
-    return int(max(16, round(math.sqrt(nlist) / 4)))
-
-
-def _is_ivf(index: Any) -> bool:
-    faiss = _faiss()
-    try:
-        faiss.extract_index_ivf(index)
-        return True
-    except Exception:
-        return False
-
-
-def _all_vectors(index: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, vectors) of every entry of a flat IDMap or an IVF-Flat index."""
-    faiss = _faiss()
-    if isinstance(index, faiss.IndexIDMap2 | faiss.IndexIDMap):
-        n = int(index.ntotal)
-        vecs = index.index.reconstruct_n(0, n) if n else np.zeros((0, index.d), np.float32)
-        return _ids_of(index), vecs
-    ivf = faiss.extract_index_ivf(index)
-    invlists = ivf.invlists
-    ids_parts, vec_parts = [], []
-    for lst in range(ivf.nlist):
-        size = invlists.list_size(lst)
-        if size:
-            ids_parts.append(np.array(faiss.rev_swig_ptr(invlists.get_ids(lst), size), dtype=np.int64))
-            codes = faiss.rev_swig_ptr(invlists.get_codes(lst), size * invlists.code_size)
-            vec_parts.append(np.frombuffer(bytes(codes), dtype=np.float32).reshape(size, ivf.d))
-    if not ids_parts:
-        return np.zeros(0, np.int64), np.zeros((0, ivf.d), np.float32)
-    return np.concatenate(ids_parts), np.ascontiguousarray(np.concatenate(vec_parts))
-
-
-def _ids_of(index: Any) -> np.ndarray:
-    faiss = _faiss()
-    if isinstance(index, (faiss.IndexIDMap2, faiss.IndexIDMap)):
-        return faiss.vector_to_array(index.id_map).astype(np.int64)
-    ivf = faiss.extract_index_ivf(index)
-    invlists = ivf.invlists
-    parts = []
-    for lst in range(ivf.nlist):
-        size = invlists.list_size(lst)
-        if size:
-            ptr = invlists.get_ids(lst)
-            parts.append(np.array(faiss.rev_swig_ptr(ptr, size), dtype=np.int64))
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+__all__ = [
+    "META",
+    "Damage",
+    "StoreError",
+    "VectorStore",
+    "checksum",
+    "default_nprobe",
+    "file_checksum",
+    "ivf_nlist",
+    "quick_damage",
+]

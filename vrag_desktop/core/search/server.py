@@ -176,10 +176,10 @@ def create_app(
     ``allowed_hosts`` more names to accept; ``token`` the bearer token every request must carry."""
     from fastapi import FastAPI, HTTPException, Query, Request
     from fastapi import Path as PathParam
+    from fastapi.concurrency import run_in_threadpool
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse
     from pydantic import ValidationError
-    from starlette.concurrency import run_in_threadpool
 
     app = FastAPI(title="VRAG Desktop search", version=__version__)
     limits = Limits(

@@ -36,7 +36,6 @@ from vrag_desktop.qt.corpora.corpora_rows import (
     RowDelegate,
     line_icon,
 )
-from vrag_desktop.qt.corpora.corpus_check import NEWER
 from vrag_desktop.qt.infra.theme import color
 
 if TYPE_CHECKING:
@@ -216,7 +215,7 @@ class CorporaTree(QTreeWidget):
         if details:
             sub += " · " + details
         if s.problem:  # the whole sentence (a path, what to do) goes in the tooltip
-            sub = "made by a newer VRAG Desktop" if NEWER in s.problem else "its manifest cannot be read"
+            sub = "made by a newer VRAG Desktop" if s.newer else "its manifest cannot be read"
         item.setText(0, s.name)
         broken = s.state in ("damaged", "unreadable")
         sub_tone = "error" if broken else "warn" if s.missing_roots else ""
@@ -224,7 +223,7 @@ class CorporaTree(QTreeWidget):
         item.setIcon(0, self.icons["broken" if broken else "corpus"])
         tip = [f"<b>{_esc(s.name)}</b>", _esc(s.counts_text() + (f" · {details}" if details else ""))]
         tip += [f"missing: {_esc(r)}" for r in s.missing_roots]
-        if broken and not (s.problem and NEWER in s.problem):
+        if broken and not s.newer:
             tip.append("<b>Right-click › Check…</b> says what is damaged and repairs it.")
         if s.embedder:
             tip.append(f"embedder: {_esc(s.embedder)}")

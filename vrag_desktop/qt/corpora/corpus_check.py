@@ -27,7 +27,6 @@ if TYPE_CHECKING:
 
 #: How a manifest written by a newer app is described (core/corpus/manifest.py, status.py): that is
 #: not damage, and a rebuild would set the newer app's corpus aside, so Repair is not offered.
-NEWER = "written by a newer VRAG Desktop"
 
 
 class CheckBanner(Banner):
@@ -141,13 +140,8 @@ class CorpusChecker:
         if report.ok:
             self.banner.say("info", lines[0], lines[1:])
             return
-        newer = NEWER in (report.manifest_problem or "")
-        if newer:
-            lines = [
-                f"Corpus '{report.name}' was made by a newer VRAG Desktop.",
-                report.manifest_problem or "",
-            ]
-        elif report.indexing:
+        newer = report.newer is not None
+        if report.indexing and not newer:
             lines.append("It is being indexed right now; check again once that is done.")
         self.banner.say("warn" if newer else "error", lines[0], lines[1:], repair=not newer)
 

@@ -1,0 +1,178 @@
+"""The index's catalogue, ``store.json``: which immutable files make up an index, with their sizes,
+vector counts and checksums — the commit point every writer replaces and every reader snapshots
+(see :mod:`vrag_desktop.core.index.store`). Also what a listing can tell from it alone
+(:func:`quick_damage`), and the one checksum."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.fsutil import atomic_write_bytes
+
+META = "store.json"
+FORMAT = 2
+BASE_RE = re.compile(r"^base(-\d{8})?\.faiss$")
+SEG_RE = re.compile(r"^seg-(\d{8})\.npz$")
+
+
+class StoreError(RuntimeError):
+    """The index cannot be used at all (dimension mismatch, unreadable catalogue for a reader)."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One index file that could not be used: which, why, and how many vectors it held (if known)."""
+
+    file: str
+    problem: str
+    vectors: int | None = None
+
+    def __str__(self) -> str:
+        held = f"; it held {self.vectors} vectors" if self.vectors else ""
+        return f"{self.file}: {self.problem}{held}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    file: str
+    size: int | None = None
+    checksum: str | None = None  # XXH3-128, hex; None for a format-1 file (never checked)
+    vectors: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.size, "xxh3_128": self.checksum, "vectors": self.vectors}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Entry:
+        name = str(d["file"])
+        if "/" in name or "\\" in name or not (BASE_RE.match(name) or SEG_RE.match(name)):
+            raise ValueError(f"unexpected file name {name!r}")
+        return cls(name, d.get("bytes"), d.get("xxh3_128"), d.get("vectors"))
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    format: int
+    generation: int
+    base: Entry | None
+    segments: tuple[Entry, ...]
+    problem: str | None = None  # why store.json could not be used (its files were read unchecked)
+
+    def files(self) -> list[Entry]:
+        return ([self.base] if self.base else []) + list(self.segments)
+
+
+def read_catalogue(directory: Path, dim: int) -> Catalogue | None:
+    """``directory``'s catalogue; None for a new store (no catalogue, no files). A damaged or
+    format-1 catalogue yields the files found, unchecked (format 1), with the problem if any."""
+    path = directory / META
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return format1_catalogue(directory) if data_files(directory) else None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    try:
+        meta = json.loads(raw)
+        found_dim = int(meta["dim"])
+        fmt = int(meta.get("format", 1))
+    except (ValueError, KeyError, TypeError) as exc:
+        # The catalogue itself is damaged: read the files as format 1 would (unchecked), and let a
+        # writer rewrite it from what loads.
+        return format1_catalogue(directory, f"unreadable ({exc}); the index files were read unchecked")
+    if found_dim != dim:
+        raise StoreError(f"index in {directory} has dimension {found_dim}, expected {dim}")
+    if fmt < FORMAT:
+        return format1_catalogue(directory)
+    if fmt > FORMAT:
+        raise StoreError(f"index in {directory} has format {fmt}, newer than this app reads ({FORMAT})")
+    try:
+        base = Entry.from_json(meta["base"]) if meta.get("base") else None
+        segs = tuple(Entry.from_json(s) for s in meta.get("segments", []))
+    except (ValueError, KeyError, TypeError) as exc:
+        return format1_catalogue(directory, f"unreadable ({exc}); the index files were read unchecked")
+    return Catalogue(fmt, int(meta.get("generation", 0)), base, segs)
+
+
+def data_files(directory: Path) -> list[str]:
+    """The index data files in ``directory``, listed or not."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return [n for n in names if BASE_RE.match(n) or SEG_RE.match(n)]
+
+
+def format1_catalogue(directory: Path, problem: str | None = None) -> Catalogue:
+    """What the folder holds, unchecked: format 1, or a lost catalogue. The newest base wins."""
+    names = data_files(directory)
+    # base.faiss (format 1) is older than any base-<generation>.faiss
+    bases = sorted((int(n[5:13]) if n != "base.faiss" else -1, n) for n in names if BASE_RE.match(n))
+    segs = sorted(n for n in names if SEG_RE.match(n))
+    gen = max([g for g, _ in bases] + [int(n[4:12]) for n in segs] + [0])
+    base = Entry(bases[-1][1]) if bases else None
+    return Catalogue(1, gen, base, tuple(Entry(n) for n in segs), problem)
+
+
+def write_catalogue(directory: Path, dim: int, cat: Catalogue) -> None:
+    """Replace ``store.json`` (atomically: this is a writer's commit)."""
+    doc = {
+        "format": FORMAT,
+        "dim": dim,
+        "generation": cat.generation,
+        "base": cat.base.to_json() if cat.base else None,
+        "segments": [s.to_json() for s in cat.segments],
+    }
+    atomic_write_bytes(directory / META, json.dumps(doc, indent=1).encode(), sole_writer=True)
+
+
+def checksum(data: bytes | memoryview) -> str:
+    """The checksum written beside every index file (XXH3-128: ~10 GB/s, so checking is cheap)."""
+    import xxhash
+
+    return xxhash.xxh3_128(data).hexdigest()
+
+
+def file_checksum(path: Path, chunk: int = 1 << 24) -> str:
+    import xxhash
+
+    h = xxhash.xxh3_128()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def quick_damage(directory: Path) -> list[Damage]:
+    """What a listing can tell without reading the index: a catalogue that does not parse, listed
+    files missing or of the wrong size. (Checksums need every byte: :func:`~vrag_desktop.core.corpus.
+    integrity.check_corpus` and every open verify them.) Never writes."""
+    path = Path(directory) / META
+    try:
+        meta = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        return [Damage(META, f"unreadable ({exc})")]
+    if not isinstance(meta, dict) or int(meta.get("format", 1)) < FORMAT:
+        return []
+    out = []
+    try:
+        entries = ([meta["base"]] if meta.get("base") else []) + list(meta.get("segments", []))
+        for e in map(Entry.from_json, entries):
+            try:
+                size = (Path(directory) / e.file).stat().st_size
+            except FileNotFoundError:
+                out.append(Damage(e.file, "missing", e.vectors))
+                continue
+            if e.size is not None and size != e.size:
+                what = "truncated" if size < e.size else "longer than written"
+                out.append(Damage(e.file, f"{what}: {size} of {e.size} bytes", e.vectors))
+    except (KeyError, TypeError, ValueError) as exc:
+        return [Damage(META, f"unreadable ({exc})")]
+    return out
