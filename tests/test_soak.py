@@ -2,8 +2,9 @@
 added, changed, renamed and deleted between rounds and one indexer killed with SIGKILL mid-build —
 then nothing lost, nothing duplicated, nothing stale.
 
-Bounded: a few rounds, about a minute on two cores. Every file holds one made-up word of its own, so
-"found" is exact (BM25 ranks a unique word first) and a stale or lost file cannot hide.
+Bounded: a few rounds, about a minute and a half on two cores. Every file holds one made-up word of
+its own, so "found" is exact (the one file holding that word is among the hits; BM25 puts it there)
+and a stale or lost file cannot hide.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import httpx
 import pytest
 from conftest import cli, free_port
 
-ROUNDS = 5
+ROUNDS = 4
 
 
 def _word(n: int) -> str:
@@ -101,7 +102,7 @@ def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
             live[changed].write_text(
                 f"Revised note: {_word(changed)} still marks it. " + "Other words. " * 30
             )
-            if round_no == 2:  # an indexer killed with SIGKILL mid-build, then resumed by the next
+            if round_no == 1:  # an indexer killed with SIGKILL mid-build, then resumed by the next
                 proc = subprocess.Popen(
                     [sys.executable, "-m", "vrag_desktop", "corpus", "rescan", "soak", "--quiet"],
                     env={**env, "VRAG_DESKTOP_CHECKPOINT_ITEMS": "1"},
@@ -121,12 +122,12 @@ def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
         # Nothing lost, nothing stale: every live file is found by its word, under its current name;
         # no deleted one is found; the index and the manifest agree exactly.
         words = [_word(n) for n in sorted(live)] + [_word(n) for n in sorted(gone)]
-        r = httpx.post(f"{url}/search", json={"queries": words, "top_k": 1}, timeout=60)
+        r = httpx.post(f"{url}/search", json={"queries": words, "top_k": 5}, timeout=60)
         assert r.status_code == 200, r.text
         results = r.json()["results"]
-        for n, res in zip(sorted(live), results, strict=False):
-            top = res["data"][0]
-            assert top["source"] == str(live[n]) and _word(n) in top["content"], (n, top["source"])
+        for n, res in zip(sorted(live), results, strict=False):  # BM25 finds the one file with it
+            found = [d["source"] for d in res["data"] if _word(n) in d["content"]]
+            assert found == [str(live[n])], (n, found, [d["source"] for d in res["data"]])
         for n, res in zip(sorted(gone), results[len(live) :], strict=True):
             assert all(_word(n) not in d["content"] for d in res["data"]), n
         served_vectors = httpx.get(f"{url}/health").json()["vectors"]
