@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from conftest import cli, drain, index_paths
 
-from vrag_desktop.core.index.store import META, VectorStore, file_checksum
+META = "store.json"
 
 QUERIES = [
     "apples and orchards",
@@ -75,6 +75,8 @@ def _no_traceback(*procs: subprocess.CompletedProcess[str]) -> None:
 
 
 def test_catalogue_lists_every_file_with_its_checksum(tmp_path: Path) -> None:
+    from vrag_desktop.core.index.store import VectorStore, file_checksum
+
     v = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
     s = VectorStore(tmp_path, 8)
     s.add(np.arange(20), v[:20])
@@ -96,6 +98,8 @@ def test_format1_store_is_read_and_upgraded_by_its_writer(tmp_path: Path) -> Non
     """An index written before checksums (base.faiss + seg-*.npz) loads as it is; a reader leaves it
     alone, the next writer upgrades it."""
     import faiss
+
+    from vrag_desktop.core.index.store import VectorStore
 
     v = np.random.default_rng(1).normal(size=(30, 8)).astype(np.float32)
     index = faiss.IndexIDMap2(faiss.IndexFlatIP(8))
