@@ -807,11 +807,14 @@ def test_duplicate_files(library, make_pdf, tmp_path, minilm) -> None:  # type: 
     assert sum("puffins" in h.text for h in hits) == 1
     _assert_good_indexed(library, corpus, good, minilm)
 
-    # The original leaves: the copy is indexed in its own right, nothing of the original stays.
+    # The original leaves: the copy is indexed in its own right (it takes over the original's items
+    # and vectors: same content, nothing embedded again), nothing of the original stays.
+    vectors = sorted(corpus.manifest.vector_ids())
     original.unlink()
     scan2 = drain(corpus.scan())
-    assert scan2.removed == 1
-    drain(corpus.build(minilm))
+    assert (scan2.removed, scan2.renamed, scan2.duplicates) == (1, 0, 0)
+    assert drain(corpus.build(minilm)).items == 0
+    assert sorted(corpus.manifest.vector_ids()) == vectors
     assert corpus.manifest.source_by_path(str(original)) is None
     src, items = _source_items(corpus, copy)
     assert src.status == S_INDEXED and src.duplicate_of is None and src.error is None

@@ -165,6 +165,11 @@ def test_truncated_segment_is_never_deleted_by_a_reader_and_the_next_index_repai
     before = {p.name: p.read_bytes() for p in index_dir.iterdir() if p.is_file()}
     found = cli("search", "glaciers and fjords", "--corpus", "c", "-k", "8", "--json", data_dir=data)
     assert found.returncode == 0 and "truncated" in found.stderr
+    from vrag_desktop.core.search import SearchEngine
+
+    engine = SearchEngine(library, ["c"], minilm)  # a long-lived reader says it too (/health shows it)
+    assert len(engine.problems) == 1 and seg in engine.problems[0] and "3 vectors" in engine.problems[0]
+    engine.close()
     assert {p.name: p.read_bytes() for p in index_dir.iterdir() if p.is_file()} == before
     again = cli("corpus", "rescan", "c", "--quiet", data_dir=data)  # any writer repairs what it finds
     assert again.returncode == 0, again.stderr

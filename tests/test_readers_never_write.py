@@ -155,7 +155,8 @@ def test_search_server_serves_what_is_indexed_after_it_started(
                 pass
             assert time.monotonic() < deadline, "server did not start"
             time.sleep(0.3)
-        assert httpx.get(f"{url}/health").json()["vectors"] == 1
+        health = httpx.get(f"{url}/health").json()
+        assert health["vectors"] == 1 and health["problems"] == []
         make_pdf("two.pdf", ["Volcanic islands rise from the ocean floor."], folder=folder)
         added = cli("corpus", "rescan", "srv", "--quiet", data_dir=library.data_dir)
         assert added.returncode == 0, added.stderr

@@ -143,6 +143,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "(POST /search, GET /search, GET /health)" + (" — token required" if token else ""),
         file=sys.stderr,
     )
+    for problem in engine.problems:  # a corpus left out or searched without a damaged file
+        print(f"warning: {problem}", file=sys.stderr)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", **uvicorn_options())
     except OSError as exc:

@@ -209,6 +209,7 @@ class Corpus:
         present_roots = []
         seen: set[str] = set()
         removed_ids: list[int] = []
+        fresh: set[str] = set()  # files first seen in this scan, found to be copies of another
         n = 0
         for root in roots:
             if not os.path.lexists(root):
@@ -222,7 +223,7 @@ class Corpus:
                     continue
                 seen.add(f.path)
                 n += 1
-                removed_ids += self._scan_one(f, report, retry_failed)
+                removed_ids += self._scan_one(f, report, retry_failed, fresh)
                 if n % 50 == 0:
                     yield Progress("scan", n, 0, message=f.path)
         # Sources gone from disk (or whose root was removed) leave the corpus — unless the same
@@ -234,12 +235,14 @@ class Corpus:
                     continue
                 if any(_under(src.path, r) for r in report.missing_roots):
                     continue
-                if src.status in (S_INDEXED, S_PENDING) and m.adopt_copy(src.id):
-                    report.renamed += 1
-                    report.duplicates -= 1  # the copy the walk found was this file, moved
+                adopted = m.adopt_copy(src.id) if src.status in (S_INDEXED, S_PENDING) else None
+                if adopted is not None and adopted in fresh:
+                    report.renamed += 1  # the new file the walk found is this one, moved
+                    report.duplicates -= 1
                     continue
-                removed_ids += m.delete_source(src.id)
-                report.removed += 1
+                if adopted is None:
+                    removed_ids += m.delete_source(src.id)
+                report.removed += 1  # (a copy that was already here keeps its items and vectors)
             # A duplicate whose original left or failed is indexed in its own right now.
             for listed in m.sources(S_DUPLICATE):
                 dup = m.source(listed.id)  # an earlier promotion may have re-pointed it
@@ -310,7 +313,7 @@ class Corpus:
                     # cut at the old limit: its remaining pages are indexed, the first ones kept
                     m.update_source(src.id, status=S_PENDING, n_expected=None)
 
-    def _scan_one(self, f: Found, report: ScanReport, retry_failed: bool) -> list[int]:
+    def _scan_one(self, f: Found, report: ScanReport, retry_failed: bool, fresh: set[str]) -> list[int]:
         """Record one found file's state; returns vector ids to drop (its old items)."""
         m = self.manifest
         row = m.source_by_path(f.path)
@@ -359,6 +362,8 @@ class Corpus:
         original = dup.id if dup is not None and dup.status not in (S_FAILED, S_UNSUPPORTED) else None
         if original is not None:
             report.duplicates += 1
+            if row is None:
+                fresh.add(f.path)
         elif row is None:
             report.added += 1
         else:

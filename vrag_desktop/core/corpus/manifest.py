@@ -290,19 +290,20 @@ class Manifest:
                 (source_id, original_id, S_DUPLICATE),
             )
 
-    def adopt_copy(self, source_id: int) -> bool:
+    def adopt_copy(self, source_id: int) -> str | None:
         """``source_id`` left its path, and a file of the same content and kind is here as its
-        duplicate (it was moved or renamed): the source takes the copy's path, its items follow
-        (their names and the raw file they point at), and the copy's row goes. False: no such copy."""
+        duplicate (it was moved or renamed, or a copy stays): the source takes the copy's path, its
+        items follow (their names and the raw file they point at), and the copy's row goes. Returns
+        the path taken; None when there is no such copy."""
         src = self.source(source_id)
         if src is None:
-            return False
+            return None
         row = self._db.execute(
             "SELECT * FROM sources WHERE duplicate_of=? AND status=? AND kind IS ? ORDER BY id LIMIT 1",
             (source_id, S_DUPLICATE, src.kind),
         ).fetchone()
         if row is None:
-            return False
+            return None
         copy = _from_row(SourceRow, row)
         self._db.execute("DELETE FROM sources WHERE id=?", (copy.id,))
         self._db.execute("UPDATE sources SET duplicate_of=? WHERE duplicate_of=?", (source_id, copy.id))
@@ -317,7 +318,7 @@ class Manifest:
             self._db.execute(
                 "UPDATE items SET name=?, media_path=? WHERE id=?", (name, media and _enc(media), item.id)
             )
-        return True
+        return copy.path
 
     def first_duplicate(self, original_id: int) -> int | None:
         """The oldest duplicate of ``original_id`` (None when it has none)."""

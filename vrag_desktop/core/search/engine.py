@@ -80,8 +80,7 @@ class SearchEngine:
             raise SearchError("there is no corpus yet: index some files first (vrag-desktop index PATH)")
         self._lock = threading.Lock()
         self.corpora: list[Corpus] = []
-        #: Corpora left out or damaged, one sentence each (printed by the CLI, shown by /health).
-        self.problems: list[str] = []
+        self._left_out: list[str] = []  # corpora that could not be read, one sentence each
         for name in names:
             c = self._open(library, name, named=bool(corpora))
             if c is None:
@@ -94,7 +93,7 @@ class SearchEngine:
             self.corpora.append(c)
         if not self.corpora:
             self.close()
-            detail = f" ({'; '.join(self.problems)})" if self.problems else ""
+            detail = f" ({'; '.join(self._left_out)})" if self._left_out else ""
             raise SearchError(f"no corpus has been indexed yet: run vrag-desktop index PATH first{detail}")
         ids = {c.embedder_id for c in self.corpora}
         if len(ids) > 1:
@@ -131,7 +130,7 @@ class SearchEngine:
             )
             if named:
                 raise SearchError(message) from exc
-            self.problems.append(message)
+            self._left_out.append(message)
             return None
         return c
 
@@ -142,8 +141,6 @@ class SearchEngine:
         except (StoreError, sqlite3.DatabaseError) as exc:
             self._drop(c, exc)
             return
-        if c.damage:
-            self.problems.append(damage_message(c.name, c.damage))
 
     def _drop(self, c: Corpus, exc: BaseException) -> None:
         """Leave out a corpus that failed while being read (its manifest or index is damaged)."""
@@ -152,10 +149,16 @@ class SearchEngine:
             if isinstance(exc, sqlite3.DatabaseError)
             else f"{c.name}: {exc}"
         )
-        self.problems.append(message)
+        self._left_out.append(message)
         if c in self.corpora:
             self.corpora.remove(c)
         c.close()
+
+    @property
+    def problems(self) -> list[str]:
+        """Corpora left out (unreadable) and corpora searched without a damaged index file, one
+        sentence each, as of the last search (printed by the CLI, shown by ``/health``)."""
+        return self._left_out + [damage_message(c.name, c.damage) for c in self.corpora if c.damage]
 
     def close(self) -> None:
         for c in self.corpora:
@@ -176,7 +179,7 @@ class SearchEngine:
         with self._lock:
             self._refresh_all()
             if not self.corpora:
-                raise SearchError("no corpus can be searched: " + "; ".join(self.problems[-3:]))
+                raise SearchError("no corpus can be searched: " + "; ".join(self._left_out[-3:]))
             return [self._search_one(q, qv[i : i + 1], k) for i, q in enumerate(queries)]
 
     def refresh(self) -> None:
@@ -190,7 +193,6 @@ class SearchEngine:
 
     def _refresh(self, c: Corpus) -> None:
         """Take in what an indexing job committed to ``c`` since the last search."""
-        before = c.damage
         try:
             changed = c.refresh()
         except (StoreError, sqlite3.DatabaseError) as exc:
@@ -198,8 +200,6 @@ class SearchEngine:
             return
         if changed and c.name in self._lexical:
             self._lexical[c.name].stale = True
-        if c.damage and c.damage != before:
-            self.problems.append(damage_message(c.name, c.damage))
 
     def _search_one(self, query: str, qvec: np.ndarray, k: int) -> list[Hit]:
         dense: list[tuple[float, Corpus, ItemRow]] = []

@@ -274,6 +274,8 @@ def create_app(
             "embedder": engine.embedder.info.id,
             "corpora": [safe_text(c.name) for c in engine.corpora],
             "vectors": engine.total_vectors(),
+            # corpora left out (unreadable) or searched without a damaged index file, in words
+            "problems": [safe_text(p) for p in engine.problems],
         }
 
     def send(lookup: Callable[[], Served]) -> Any:
