@@ -7,7 +7,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -85,6 +87,43 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve_search(data_dir: Path, *args: str, wait: float = 120) -> Iterator[str]:
+    """A real ``vrag-desktop serve-search`` over ``data_dir`` on a free loopback port, once healthy:
+    its URL. Stopped (SIGTERM) on leaving."""
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "vrag_desktop", "serve-search", "--port", str(port), *args],
+        env={**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data_dir)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + wait
+        while True:
+            if proc.poll() is not None:
+                raise AssertionError(f"serve-search exited: {proc.stderr.read() if proc.stderr else ''}")
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"serve-search did not become healthy in {wait:.0f} s")
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture

@@ -5,45 +5,18 @@ test_server_security.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import serve_search
 
 
 @pytest.fixture(scope="module")
 def server(sample_index: Path) -> Iterator[str]:
-    port = free_port()
-    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(sample_index)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vrag_desktop", "serve-search", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited: {proc.stdout.read() if proc.stdout else ''}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        raise AssertionError("server did not become healthy in 90 s")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=15)
+    with serve_search(sample_index, wait=90) as url:
+        yield url
 
 
 def test_health(server: str) -> None:

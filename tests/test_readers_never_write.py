@@ -10,17 +10,13 @@ delete them — and a real ``vrag-desktop search`` runs then.
 from __future__ import annotations
 
 import hashlib
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import cli, drain, free_port, index_paths
+from conftest import cli, drain, index_paths, serve_search
 
 from vrag_desktop.core.search import SearchEngine
 
@@ -134,27 +130,7 @@ def test_search_server_serves_what_is_indexed_after_it_started(
     folder = tmp_path / "docs"
     make_pdf("one.pdf", ["Glaciers carve fjords over millennia."], folder=folder)
     index_paths(library, "srv", [folder], minilm)[0].close()
-    port = free_port()
-    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(library.data_dir)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "vrag_desktop", "serve-search", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.3)
+    with serve_search(library.data_dir) as url:
         health = httpx.get(f"{url}/health").json()
         assert health["vectors"] == 1 and health["problems"] == []
         make_pdf("two.pdf", ["Volcanic islands rise from the ocean floor."], folder=folder)
@@ -164,6 +140,3 @@ def test_search_server_serves_what_is_indexed_after_it_started(
         r = httpx.post(f"{url}/search", json={"queries": ["volcanic island ocean"], "top_k": 1})
         assert r.status_code == 200, r.text
         assert r.json()["results"][0]["data"][0]["name"] == "two_1"
-    finally:
-        proc.terminate()
-        proc.wait(15)

@@ -16,11 +16,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from conftest import cli, free_port
+from conftest import cli, serve_search
 
 ROUNDS = 4
 
@@ -35,6 +37,15 @@ def _write(folder: Path, n: int) -> Path:
     return p
 
 
+@contextmanager
+def _stopping(stop: threading.Event) -> Iterator[None]:
+    """The readers stop however the block ends (a failed assertion must not leave them spinning)."""
+    try:
+        yield
+    finally:
+        stop.set()
+
+
 @pytest.mark.timeout(600)
 def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
     data, folder = tmp_path / "data", tmp_path / "notes"
@@ -43,21 +54,12 @@ def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
     live: dict[int, Path] = {n: _write(folder, n) for n in range(12)}
     gone: set[int] = set()
     cli("index", str(folder), "--corpus", "soak", "--quiet", data_dir=data, check=True)
-    port = free_port()
     env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data)}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "vrag_desktop", "serve-search", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
     errors: list[str] = []
     stop = threading.Event()
     asked = [0]
 
-    def reader() -> None:
+    def reader(url: str) -> None:
         """Searches all the time; every answer must be a 200 with well-formed results."""
         with httpx.Client(timeout=30) as client:
             while not stop.is_set():
@@ -72,18 +74,8 @@ def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
                 except (httpx.HTTPError, AssertionError, KeyError, ValueError) as exc:
                     errors.append(repr(exc))
 
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, server.stderr.read() if server.stderr else ""
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.3)
-        readers = [threading.Thread(target=reader, daemon=True) for _ in range(2)]
+    with serve_search(data) as url, _stopping(stop):
+        readers = [threading.Thread(target=reader, args=(url,), daemon=True) for _ in range(2)]
         for t in readers:
             t.start()
         next_n = 12
@@ -131,10 +123,6 @@ def test_index_search_and_serve_at_once_lose_nothing(tmp_path: Path) -> None:
         for n, res in zip(sorted(gone), results[len(live) :], strict=True):
             assert all(_word(n) not in d["content"] for d in res["data"]), n
         served_vectors = httpx.get(f"{url}/health").json()["vectors"]
-    finally:
-        stop.set()
-        server.terminate()
-        server.wait(15)
     checked = cli("corpus", "check", "soak", data_dir=data)
     assert checked.returncode == 0 and "no damage found" in checked.stdout, checked.stdout
     from vrag_desktop.core.corpus.library import Library

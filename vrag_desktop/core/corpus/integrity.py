@@ -225,7 +225,7 @@ def _salvage(path: Path) -> tuple[list[str], dict[str, str]]:
 
 
 def _read_salvage(path: Path) -> tuple[list[str], dict[str, str]]:
-    from vrag_desktop.core.corpus.manifest import _dec
+    from vrag_desktop.core.corpus.manifest import decode_path
 
     roots: list[str] = []
     meta: dict[str, str] = {}
@@ -235,7 +235,7 @@ def _read_salvage(path: Path) -> tuple[list[str], dict[str, str]]:
         return roots, meta
     try:
         with contextlib.suppress(sqlite3.Error):
-            roots = [_dec(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path")]
+            roots = [decode_path(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path")]
         with contextlib.suppress(sqlite3.Error):
             meta = {str(k): str(v) for k, v in db.execute("SELECT key, value FROM meta") if k in _KEPT_META}
     finally:

@@ -122,7 +122,7 @@ class ItemRow(NewItem):
     id: int
 
 
-# Columns holding file paths: stored by :func:`_enc`, so read back through :func:`_dec`.
+# Columns holding file paths: stored by :func:`encode_path`, so read back through :func:`decode_path`.
 _PATH_COLUMNS = ("path", "image_path", "media_path")
 _ITEM_COLUMNS = tuple(f.name for f in fields(NewItem))
 # SQLite's limit on ``?`` parameters in one statement is 999 in older builds.
@@ -130,7 +130,7 @@ _MAX_PARAMS = 900
 _Row = TypeVar("_Row", SourceRow, ItemRow)
 
 
-def _enc(path: str) -> str | bytes:
+def encode_path(path: str) -> str | bytes:
     """Paths go into SQLite as text, or as the raw bytes when the name is not valid UTF-8."""
     try:
         path.encode("utf-8")
@@ -139,7 +139,8 @@ def _enc(path: str) -> str | bytes:
         return os.fsencode(path)
 
 
-def _dec(value: str | bytes) -> str:
+def decode_path(value: str | bytes) -> str:
+    """A path as :func:`encode_path` stored it, back as ``str`` (undecodable bytes surrogate-escaped)."""
     return os.fsdecode(value) if isinstance(value, bytes) else value
 
 
@@ -228,14 +229,14 @@ class Manifest:
     # ---- roots (what the user added)
     def add_root(self, path: str) -> None:
         self._db.execute(
-            "INSERT OR IGNORE INTO roots(path, added_at) VALUES (?, ?)", (_enc(path), time.time())
+            "INSERT OR IGNORE INTO roots(path, added_at) VALUES (?, ?)", (encode_path(path), time.time())
         )
 
     def remove_root(self, path: str) -> bool:
-        return self._db.execute("DELETE FROM roots WHERE path=?", (_enc(path),)).rowcount > 0
+        return self._db.execute("DELETE FROM roots WHERE path=?", (encode_path(path),)).rowcount > 0
 
     def roots(self) -> list[str]:
-        return [_dec(r[0]) for r in self._db.execute("SELECT path FROM roots ORDER BY path")]
+        return [decode_path(r[0]) for r in self._db.execute("SELECT path FROM roots ORDER BY path")]
 
     # ---- sources
     def sources(self, status: str | None = None) -> list[SourceRow]:
@@ -251,7 +252,7 @@ class Manifest:
         return None if row is None else _from_row(SourceRow, row)
 
     def source_by_path(self, path: str) -> SourceRow | None:
-        row = self._db.execute("SELECT * FROM sources WHERE path=?", (_enc(path),)).fetchone()
+        row = self._db.execute("SELECT * FROM sources WHERE path=?", (encode_path(path),)).fetchone()
         return None if row is None else _from_row(SourceRow, row)
 
     def source_by_sha(self, sha256: str, exclude_id: int | None = None) -> SourceRow | None:
@@ -268,7 +269,8 @@ class Manifest:
             cols = ["path", *fields]
             marks = ",".join("?" * len(cols))
             cur = self._db.execute(
-                f"INSERT INTO sources({','.join(cols)}) VALUES ({marks})", (_enc(path), *fields.values())
+                f"INSERT INTO sources({','.join(cols)}) VALUES ({marks})",
+                (encode_path(path), *fields.values()),
             )
             return int(cur.lastrowid or 0)
         sets = ",".join(f"{k}=?" for k in fields)
@@ -308,7 +310,7 @@ class Manifest:
         self._db.execute("DELETE FROM sources WHERE id=?", (copy.id,))
         self._db.execute("UPDATE sources SET duplicate_of=? WHERE duplicate_of=?", (source_id, copy.id))
         self.update_source(source_id, size=copy.size, mtime_ns=copy.mtime_ns)
-        self._db.execute("UPDATE sources SET path=? WHERE id=?", (_enc(copy.path), source_id))
+        self._db.execute("UPDATE sources SET path=? WHERE id=?", (encode_path(copy.path), source_id))
         from vrag_desktop.core.corpus.derive import safe_stem
 
         old, new = safe_stem(Path(src.path)), safe_stem(Path(copy.path))
@@ -316,7 +318,8 @@ class Manifest:
             name = new + item.name[len(old) :] if item.name.startswith(old) else item.name
             media = copy.path if item.media_path == src.path else item.media_path  # the raw file itself
             self._db.execute(
-                "UPDATE items SET name=?, media_path=? WHERE id=?", (name, media and _enc(media), item.id)
+                "UPDATE items SET name=?, media_path=? WHERE id=?",
+                (name, media and encode_path(media), item.id),
             )
         return copy.path
 
@@ -365,7 +368,7 @@ class Manifest:
         values: list[object] = []
         for column in _ITEM_COLUMNS:
             value = getattr(item, column)
-            values.append(_enc(value) if value and column in _PATH_COLUMNS else value)
+            values.append(encode_path(value) if value and column in _PATH_COLUMNS else value)
         cur = self._db.execute(
             f"INSERT INTO items({','.join(_ITEM_COLUMNS)}) VALUES ({','.join('?' * len(values))})", values
         )
@@ -447,7 +450,7 @@ class Manifest:
     def notes(self) -> list[tuple[str, str]]:
         """(path, note) of indexed sources only partly indexed (a page limit, a video cut short)."""
         return [
-            (_dec(r[0]), r[1])
+            (decode_path(r[0]), r[1])
             for r in self._db.execute(
                 "SELECT path, error FROM sources WHERE status=? AND error IS NOT NULL ORDER BY path",
                 (S_INDEXED,),
@@ -460,20 +463,22 @@ class Manifest:
         for r in self._db.execute(
             "SELECT path, error FROM sources WHERE status IN (?, ?) ORDER BY path", (S_FAILED, S_UNSUPPORTED)
         ):
-            out.append((_dec(r[0]), "file", r[1] or "failed"))
+            out.append((decode_path(r[0]), "file", r[1] or "failed"))
         out += [(path, "file", note) for path, note in self.notes()]
         for r in self._db.execute(
             "SELECT s.path, i.name, i.error FROM items i JOIN sources s ON i.source_id=s.id"
             " WHERE i.status=? ORDER BY s.path, i.ordinal",
             (I_FAILED,),
         ):
-            out.append((_dec(r[0]), r[1], r[2] or "failed"))
+            out.append((decode_path(r[0]), r[1], r[2] or "failed"))
         for r in self._db.execute(
             "SELECT s.path, d.path FROM sources s JOIN sources d ON s.duplicate_of=d.id WHERE s.status=?"
             " ORDER BY s.path",
             (S_DUPLICATE,),
         ):
-            out.append((_dec(r[0]), "file", f"duplicate of {_dec(r[1])} (same content; indexed once)"))
+            out.append(
+                (decode_path(r[0]), "file", f"duplicate of {decode_path(r[1])} (same content; indexed once)")
+            )
         return out
 
 
@@ -514,9 +519,9 @@ def damaged_message(path: Path, exc: BaseException) -> str:
 
 
 def _from_row(cls: type[_Row], r: sqlite3.Row) -> _Row:
-    """A row as ``cls``: the columns named like its fields, paths decoded (see :func:`_enc`)."""
+    """A row as ``cls``: the columns named like its fields, paths decoded (see :func:`encode_path`)."""
     values = {f.name: r[f.name] for f in fields(cls)}
     for name in _PATH_COLUMNS:
         if values.get(name) is not None:
-            values[name] = _dec(values[name])
+            values[name] = decode_path(values[name])
     return cls(**values)

@@ -230,7 +230,7 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
             "(SELECT COUNT(*) FROM items i WHERE i.source_id = s.id), 0)), 0) FROM sources s WHERE status = ?",
             (mf.S_PENDING,),
         ).fetchone()[0]
-        roots = tuple(mf._dec(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
+        roots = tuple(mf.decode_path(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
         meta = dict(
             db.execute(
                 "SELECT key, value FROM meta WHERE key IN ('embedder_id', ?, ?)", (SCAN_NEEDED, WATCH_META)
@@ -372,7 +372,7 @@ def owning_root(path: str, roots: Iterable[str]) -> str | None:
 def read_files(corpus_dir: Path) -> list[FileRow]:
     """Every source file with its state, reason and item counts (two queries)."""
     with _read(Path(corpus_dir)) as db:
-        roots = [mf._dec(r[0]) for r in db.execute("SELECT path FROM roots")]
+        roots = [mf.decode_path(r[0]) for r in db.execute("SELECT path FROM roots")]
         counts = {
             r[0]: (r[1], r[2])
             for r in db.execute(
@@ -385,7 +385,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
         ).fetchall()
     out = []
     for r in rows:
-        path = mf._dec(r["path"])
+        path = mf.decode_path(r["path"])
         n, nf = counts.get(r["id"], (0, 0))
         out.append(
             FileRow(
@@ -395,7 +395,7 @@ def read_files(corpus_dir: Path) -> list[FileRow]:
                 kind=r["kind"],
                 status=r["status"],
                 error=r["error"],
-                duplicate_of=mf._dec(r["dup"]) if r["dup"] is not None else None,
+                duplicate_of=mf.decode_path(r["dup"]) if r["dup"] is not None else None,
                 duplicate_of_id=r["dup_id"],
                 items=n,
                 failed_items=nf,
@@ -449,7 +449,7 @@ def read_items(
             name=r["name"],
             kind=r["kind"],
             ordinal=r["ordinal"],
-            image_path=mf._dec(r["image_path"]) if r["image_path"] is not None else None,
+            image_path=mf.decode_path(r["image_path"]) if r["image_path"] is not None else None,
             status=r["status"],
             error=r["error"],
             text=" ".join((r["text"] or "").split()),

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vrag_desktop.core.corpus.manifest import connect_read_only, decode_path, encode_path
+
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.corpus import Corpus
 
@@ -41,33 +43,12 @@ class Served:
     status: int = 200  # the HTTP answer: 200, 403 (indexed but outside the corpus), 404
 
 
-def _enc(path: str) -> str | bytes:
-    """The form the manifest stores a path in: text, or raw bytes for names not valid UTF-8."""
-    try:
-        path.encode("utf-8")
-        return path
-    except UnicodeEncodeError:
-        return os.fsencode(path)
-
-
-def _dec(value: str | bytes) -> str:
-    return os.fsdecode(value) if isinstance(value, bytes) else value
-
-
 @contextmanager
 def _read_only(corpus: Corpus) -> Iterator[sqlite3.Connection]:
     """A short-lived read-only connection to ``corpus``'s manifest (``mode=ro``: cannot write)."""
-    uri = f"{Path(corpus.manifest.path).absolute().as_uri()}?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=10, check_same_thread=False)
-        try:
-            conn.execute("PRAGMA schema_version").fetchone()
-        except sqlite3.OperationalError:
-            # A WAL database in a folder we cannot write (a read-only data directory) cannot make its
-            # shared-memory file; with no writer possible there, reading it as immutable is exact.
-            conn.close()
-            conn = sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=10, check_same_thread=False)
-    except sqlite3.Error as exc:
+        conn = connect_read_only(Path(corpus.manifest.path), shared=True)
+    except (sqlite3.Error, OSError) as exc:
         raise FilesError(f"cannot read the manifest of corpus '{corpus.name}': {exc}") from exc
     with closing(conn):
         try:
@@ -88,7 +69,7 @@ def _allowed_roots(corpus: Corpus, conn: sqlite3.Connection) -> list[str]:
     """The corpus's folder and every root the user added, with links resolved."""
     roots = [os.path.realpath(corpus.dir)]
     for (value,) in conn.execute("SELECT path FROM roots"):
-        roots.append(os.path.realpath(_dec(value)))
+        roots.append(os.path.realpath(decode_path(value)))
     return roots
 
 
@@ -116,7 +97,7 @@ class ServedFiles:
         """``path`` exactly as a search result gave it (an item's image or media path)."""
         if not path or "\x00" in path:
             return Served(None, "no such file in the index", 404)
-        stored = _enc(path)
+        stored = encode_path(path)
         for corpus in self._corpora:
             with _read_only(corpus) as conn:
                 row = conn.execute(
@@ -138,7 +119,7 @@ class ServedFiles:
                 row = conn.execute("SELECT image_path FROM items WHERE id = ?", (item_id,)).fetchone()
                 if row is None or not row[0]:
                     return missing
-                return _confined(corpus, conn, _dec(row[0]))
+                return _confined(corpus, conn, decode_path(row[0]))
         return missing
 
 
