@@ -145,9 +145,8 @@ def index_job(
             info = embedder.info
             yield EmbedderReady(f"{info.id} (dim {info.dim}) on {embedder.device}", pending)
             build = yield from corpus.build(embedder, cancel, ocr=request.ocr, **_checkpoint_knobs())
-        result = _result(corpus, failed_before, scan, build, cancelled=build is not None and build.cancelled)
-        result.repaired.extend(repaired)
-        return result
+        cancelled = build is not None and build.cancelled
+        return _result(corpus, failed_before, scan, build, cancelled=cancelled, repaired=repaired)
     finally:
         corpus.close()
 
@@ -228,6 +227,7 @@ def _result(
     build: BuildReport | None,
     *,
     cancelled: bool,
+    repaired: list[str],
 ) -> JobResult:
     disk = disk_failures(corpus.manifest)
     new = [
@@ -244,4 +244,5 @@ def _result(
         corpus.manifest.failures(),
         corpus.stats(),
         cancelled,
+        repaired,
     )
