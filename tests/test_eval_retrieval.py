@@ -189,7 +189,6 @@ def test_a_cli_evaluation_with_its_own_settings_resumes_from_the_apps_request(
         Library(sample_index),
         layout.root,
         ProfileStore(layout.config),
-        make_agent=lambda spec: None,  # type: ignore[arg-type,return-value]  # retrieval asks no agent
     )
     try:
         assert job.folder == out

@@ -20,77 +20,16 @@ ready search engine. Every run is saved (see :mod:`vrag_desktop.core.run.store`)
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import queue
-import threading
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vrag_desktop.core.agents import vimrag_prompts as P
 from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.core.agents.original import OriginalSample, vrag_tuples
-from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource, assemble
-
-if TYPE_CHECKING:
-    from vrag_desktop.core.eval.jobs import AgentSpec
-
-_DONE = object()
-
-
-def iterate_in_thread(make: Callable[[], AsyncIterator[AgentEvent]]) -> Iterator[AgentEvent]:
-    """Run an async event stream in a private loop on a worker thread; yield its events here.
-
-    Closing this generator cancels the async stream and waits for it to wind down.
-    """
-    q: queue.Queue[object] = queue.Queue()
-    loop = asyncio.new_event_loop()
-    task_box: list[asyncio.Task[None]] = []
-
-    async def pump() -> None:
-        try:
-            async for ev in make():
-                q.put(ev)
-        except asyncio.CancelledError:
-            pass
-        except BaseException as exc:  # surfaced on the caller's side
-            q.put(exc)
-        finally:
-            q.put(_DONE)
-
-    def main() -> None:
-        asyncio.set_event_loop(loop)
-        task_box.append(loop.create_task(pump()))
-        try:
-            loop.run_until_complete(task_box[0])
-        finally:
-            # As asyncio.run does: cancel what is left (e.g. an HTTP request) and let it finish.
-            leftover = [t for t in asyncio.all_tasks(loop) if not t.done()]
-            for t in leftover:
-                t.cancel()
-            if leftover:
-                loop.run_until_complete(asyncio.gather(*leftover, return_exceptions=True))
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-    thread = threading.Thread(target=main, name="vrag-agent", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = q.get()
-            if item is _DONE:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item  # type: ignore[misc]
-    finally:
-        if thread.is_alive():
-            while not task_box and thread.is_alive():
-                thread.join(0.01)
-            if task_box and not loop.is_closed():
-                loop.call_soon_threadsafe(task_box[0].cancel)
-            thread.join(timeout=10)
+from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource
+from vrag_desktop.core.run.session import RunSession, RunSpec, iterate_in_thread
 
 
 def _with_sample(events: Iterator[AgentEvent], question: str) -> Iterator[AgentEvent]:
@@ -158,58 +97,28 @@ class _Base:
             return self.endpoint
         return Endpoint.from_url(self.base_url, self.model_name, self.api_key, extra_body=self.extra_body)
 
-    def _runs(self) -> Any:
-        from vrag_desktop.core.paths import DataLayout
-        from vrag_desktop.core.run.store import RunStore
-
-        return RunStore(DataLayout.resolve(self.data_dir).runs)
-
-    def _settings(self) -> dict[str, Any]:
-        return {
-            "model": self.model_name,
-            "base_url": self.base_url,
-            "search_url": self.search_url,
-            "corpora": self.corpora,
-            **self._options().record(self.agent_name),
-        }
-
     def _options(self) -> AgentOptions:
         raise NotImplementedError
+
+    def session(self) -> RunSession:
+        """The core's run session this object stands for (the one way every front door runs an agent)."""
+        spec = RunSpec(
+            self.agent_name, self._endpoint(), self.search, self._options(), self.data_dir, self.save
+        )
+        return RunSession(spec)
 
     # ---- running
     async def arun(self, question: str) -> AsyncIterator[AgentEvent]:
         """Async form of :meth:`run`."""
-        import tempfile
-
-        from vrag_desktop.core.run.store import CANCELLED
-
-        recorder = self._runs().recorder(self.agent_name, question, self._settings()) if self.save else None
-        self.run_id = recorder.id if recorder else None
-        image_dir = recorder.image_dir if recorder else Path(tempfile.mkdtemp(prefix="vrag-run-"))
-        parts = None
-        status = None
+        session = self.session()
+        stream = session.events(question)
         try:
-            parts = await assemble(self.agent_name, self._endpoint(), self.search, self._options(), image_dir)
-            async for ev in parts.agent.run(question):
-                if recorder:
-                    recorder.record(ev)
+            async for ev in stream:
+                self.run_id = session.run_id
                 yield ev
-        except asyncio.CancelledError:
-            status = CANCELLED
-            raise
-        except GeneratorExit:
-            status = CANCELLED
-            raise
-        except Exception as exc:  # a setup failure (no corpus, bad URL) is an event too
-            ev = AgentError(content=str(exc), kind="internal", recoverable=False)
-            if recorder:
-                recorder.record(ev)
-            yield ev
         finally:
-            if recorder:
-                recorder.finish(status)
-            if parts is not None:
-                await parts.aclose()
+            self.run_id = session.run_id
+            await stream.aclose()
 
     def run(self, question: str) -> Iterator[AgentEvent]:
         """Events of one run, as they happen (a generator; close it to cancel the run). The final
@@ -324,23 +233,4 @@ class VimRAG(_Base):
         return (ev.to_original() for ev in self.run(question) if ev.event not in skip)
 
 
-def evaluation_agent(spec: AgentSpec) -> _Base:
-    """The agent an answers evaluation asks each question with (:mod:`vrag_desktop.core.eval.jobs`
-    passes its spec), built as ``ask`` builds one, so every run is saved in History. The CLI's and
-    the app's evaluations both use this."""
-    kw: dict[str, Any] = {"data_dir": spec.data_dir, "corpora": spec.corpora}
-    if spec.max_steps is not None:
-        kw["max_steps"] = spec.max_steps
-    cls: type[_Base] = VimRAG if spec.agent == "vimrag" else VRAG
-    return cls(
-        base_url="",
-        search_url=None,
-        model_name=spec.endpoint.model_name,
-        api_key=None,
-        endpoint=spec.endpoint,
-        search=SearchSource(engine=spec.engine),
-        **kw,
-    )
-
-
-__all__ = ["VRAG", "VimRAG", "evaluation_agent", "iterate_in_thread"]
+__all__ = ["VRAG", "VimRAG", "iterate_in_thread"]

@@ -89,9 +89,9 @@ def add_parsers(sub: Any) -> None:
 
 # ---------------------------------------------------------------- ask
 def cmd_ask(args: argparse.Namespace) -> int:
-    from vrag_desktop.api import VRAG, VimRAG
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.run.assemble import SearchSource
+    from vrag_desktop.core.run.assemble import AgentOptions, SearchSource
+    from vrag_desktop.core.run.session import RunSession, RunSpec
 
     if not args.question.strip():
         print("vrag-desktop: error: the question is empty", file=sys.stderr)
@@ -99,26 +99,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     layout = DataLayout.resolve(args.data_dir)
     endpoint = _endpoint(args, layout)
     search = SearchSource(url=args.search_url, corpora=args.corpus, data_dir=layout.root)
-    kw: dict[str, Any] = {"corpora": args.corpus, "data_dir": layout.root, "save": not args.no_save}
-    if args.max_steps is not None:
-        kw["max_steps"] = args.max_steps
-    if args.top_k is not None:
-        kw["top_k"] = args.top_k
-    cls: Any = VRAG
-    if args.agent == "vimrag":
-        cls = VimRAG
-        kw["enable_thinking"] = not args.no_thinking
-    agent = cls(
-        base_url=args.base_url or "",
-        search_url=args.search_url,
-        model_name=endpoint.model_name,
-        api_key=None,
-        endpoint=endpoint,
-        search=search,
-        **kw,
+    options = AgentOptions.for_agent(
+        args.agent, max_steps=args.max_steps, top_k=args.top_k, enable_thinking=not args.no_thinking
     )
+    session = RunSession(RunSpec(args.agent, endpoint, search, options, layout.root, save=not args.no_save))
     printer = EventPrinter(sys.stdout, as_json=args.json, color=sys.stdout.isatty())
-    gen = agent.run(args.question)
+    gen = session.run(args.question)
     try:
         for ev in gen:
             printer(ev)

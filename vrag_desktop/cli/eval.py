@@ -80,7 +80,6 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """``eval retrieval`` / ``eval answers``: the same job the app's Evaluations panel opens."""
-    from vrag_desktop.api import evaluation_agent
     from vrag_desktop.core.datasets import DatasetError
     from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
     from vrag_desktop.core.eval.answers_eval import JudgeRefused
@@ -113,7 +112,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
             library(args),
             layout.root,
             ProfileStore(layout.config),
-            make_agent=evaluation_agent,
             on_match=noted,
         )
     except ProfileError as exc:

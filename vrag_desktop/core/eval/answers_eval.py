@@ -2,9 +2,10 @@
 match or ANLS), its format and the pages it was shown scored as the trainer's reward does.
 
 Why the agent comes in as an object with ``run(question)`` and ``run_id``: the run must take the
-same path as ``ask`` (assembled once, saved in History), and that path lives above core
-(:class:`vrag_desktop.api.VRAG`); core only needs its events. Items are done one at a time and each
-row stored as it finishes (:mod:`.store`), so a killed evaluation resumes with the item it was on.
+same path as ``ask`` (assembled once, saved in History) — a
+:class:`~vrag_desktop.core.run.session.RunSession` — and this module only needs its events. Items
+are done one at a time and each row stored as it finishes (:mod:`.store`), so a killed evaluation
+resumes with the item it was on.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ folder resumes, the folder's name under ``<data>/evaluations``, the judge.
 
 Why one place: a folder started by the CLI must resume from the app (and back), which holds only
 while both compute the same fingerprint and the same default folder. The agent of an answers
-evaluation is built above core (``vrag_desktop.api``: the same path as ``ask``), so it comes in as a
-factory.
+evaluation runs the app's one run path (:class:`~vrag_desktop.core.run.session.RunSession`, as
+``ask`` and the Ask panel do), so every question is a run saved in History.
 """
 
 from __future__ import annotations
@@ -24,14 +24,12 @@ if TYPE_CHECKING:
     from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.datasets import Dataset
     from vrag_desktop.core.endpoints.profiles import ProfileStore
-    from vrag_desktop.core.eval.answers_eval import QuestionAgent
     from vrag_desktop.core.eval.compare import EvalInfo
     from vrag_desktop.core.eval.matching import DatasetMatch
     from vrag_desktop.core.run.assemble import Endpoint
     from vrag_desktop.core.search.engine import SearchEngine
 
 __all__ = [
-    "AgentSpec",
     "EvalJob",
     "EvalRequest",
     "dataset_digest",
@@ -41,21 +39,6 @@ __all__ = [
 ]
 
 Summary = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """What the agent factory needs to build the evaluation's agent (one saved run per question)."""
-
-    agent: str  # vrag | vimrag
-    endpoint: Endpoint
-    engine: SearchEngine
-    corpora: list[str]
-    data_dir: Path
-    max_steps: int | None
-
-
-AgentFactory = Callable[[AgentSpec], "QuestionAgent"]
 
 
 @dataclass
@@ -130,7 +113,6 @@ def open_job(
     data_root: str | Path,
     profiles: ProfileStore,
     *,
-    make_agent: AgentFactory,
     reuse: Any = None,
     on_match: Callable[[DatasetMatch], None] | None = None,
 ) -> EvalJob:
@@ -156,7 +138,7 @@ def open_job(
         if endpoints is None:
             job = _retrieval(r, data_root, dataset, engine, match, names, cuts)
         else:
-            job = _answers(r, data_root, profiles, make_agent, dataset, engine, match, names, endpoints)
+            job = _answers(r, data_root, profiles, dataset, engine, match, names, endpoints)
     except BaseException:
         for close in reversed(closers):
             close()
@@ -214,7 +196,6 @@ def _answers(
     r: EvalRequest,
     data_root: str | Path,
     profiles: ProfileStore,
-    make_agent: AgentFactory,
     dataset: Dataset,
     engine: SearchEngine,
     match: DatasetMatch,
@@ -224,6 +205,8 @@ def _answers(
     """An answers job: the agent asks, the scorer (a judge model or a metric) scores."""
     from vrag_desktop.core.eval.answers_eval import JudgeScorer, Scorer, evaluate_answers, metric_scorer
     from vrag_desktop.core.eval.judge import Judge
+    from vrag_desktop.core.run.assemble import AgentOptions, SearchSource
+    from vrag_desktop.core.run.session import RunSession, RunSpec
 
     endpoint, judge_endpoint = endpoints
     judge_name = r.judge_profile or r.profile
@@ -247,7 +230,9 @@ def _answers(
         # not part of the fingerprint (a profile may be renamed), but what a resume starts from
         profiles={"agent": r.profile or profiles.active, "judge": judge_name or profiles.active},
     )
-    agent = make_agent(AgentSpec(r.agent, endpoint, engine, names, Path(data_root), r.max_steps))
+    # Each question is a run of the app's one run path, saved in History like an ``ask``.
+    options = AgentOptions.for_agent(r.agent, max_steps=r.max_steps)
+    agent = RunSession(RunSpec(r.agent, endpoint, SearchSource(engine=engine), options, data_root))
     scorer: Scorer = metric_scorer(r.judge) if judge_endpoint is None else JudgeScorer(Judge(judge_endpoint))
 
     def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 VRAG, VIMRAG = "vrag", "vimrag"
 AGENT_KINDS = (VRAG, VIMRAG)
+#: Steps a run may take when the person did not say: the original VRAG demo's 10, VimRAG's 20 memory
+#: steps (``max_mem_steps``).
+DEFAULT_MAX_STEPS = {VRAG: 10, VIMRAG: 20}
 
 
 class AssembleError(ValueError):
@@ -137,6 +140,22 @@ class AgentOptions:
     max_pixels_video: int = P.MAX_PIXELS_VIDEO  # VimRAG
     memory_buffer_pixels: int = P.MEMORY_BUFFER_PIXELS  # VimRAG
 
+    @classmethod
+    def for_agent(
+        cls,
+        kind: str,
+        *,
+        max_steps: int | None = None,
+        top_k: int | None = None,
+        enable_thinking: bool = True,
+    ) -> AgentOptions:
+        """The options a person gave, the agent's own defaults for the rest."""
+        return cls(
+            max_steps=max_steps if max_steps is not None else DEFAULT_MAX_STEPS.get(kind, 10),
+            top_k=top_k if top_k is not None else 3,
+            enable_thinking=enable_thinking,
+        )
+
     def record(self, kind: str) -> dict[str, Any]:
         """What a saved run records of them."""
         out: dict[str, Any] = {"max_steps": self.max_steps, "top_k": self.top_k}
@@ -202,6 +221,7 @@ async def assemble(
 
 __all__ = [
     "AGENT_KINDS",
+    "DEFAULT_MAX_STEPS",
     "VIMRAG",
     "VRAG",
     "AgentOptions",

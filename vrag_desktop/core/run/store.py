@@ -78,6 +78,19 @@ class RunSummary:
         return self.id
 
 
+def fold_status(status: str, event: AgentEvent) -> str:
+    """A run's status after ``event`` (the one rule: saved runs, and runs kept in memory only)."""
+    if isinstance(event, Answer):
+        if not event.forced:
+            return ANSWERED
+        return MAX_STEPS if status == RUNNING else status  # a fallback answer: out of steps, or an error
+    if isinstance(event, MaxSteps):
+        return MAX_STEPS
+    if isinstance(event, AgentError) and not event.recoverable:
+        return CANCELLED if event.kind == "cancelled" else FAILED
+    return status
+
+
 class RunRecorder:
     """Writes one run as it happens. Use as a context manager or call :meth:`finish`."""
 
@@ -110,18 +123,11 @@ class RunRecorder:
         self._events.flush()
         s = self.summary
         s.steps = max(s.steps, event.step)
+        s.status = fold_status(s.status, event)
         if isinstance(event, Answer):
             s.answer = event.content
-            if not event.forced:
-                s.status = ANSWERED
-            elif s.status == RUNNING:  # a fallback answer: the run ran out of steps or hit an error
-                s.status = MAX_STEPS
-        elif isinstance(event, MaxSteps):
-            s.status = MAX_STEPS
         elif isinstance(event, AgentError):
             s.errors += 1
-            if not event.recoverable:
-                s.status = CANCELLED if event.kind == "cancelled" else FAILED
         elif isinstance(event, Timing):
             s.model_seconds += event.model_seconds
             s.tool_seconds += event.tool_seconds

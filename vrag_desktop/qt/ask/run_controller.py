@@ -1,6 +1,8 @@
 """Starts and stops agent runs for the window; events arrive as a Qt signal on the GUI thread.
 
-The agent (core, async) runs as a coroutine task on the private loop thread (:mod:`..infra.tasks`).
+The run is the core's :class:`~vrag_desktop.core.run.session.RunSession` (the same run path as
+``ask`` and evaluations), an async stream run as a coroutine task on the private loop thread
+(:mod:`..infra.tasks`).
 Stop cancels its task: the core
 closes the HTTP stream, saves the run as cancelled and ends within a second.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Signal
 
@@ -18,6 +20,9 @@ from vrag_desktop.core.agents.events import AgentError, AgentEvent, Answer
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.controllers import SlotController
 from vrag_desktop.qt.infra.tasks import run_coroutine
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.run.session import RunSession
 
 ANSWERED, NO_ANSWER, CANCELLED, FAILED = "answered", "no answer", "cancelled", "failed"
 
@@ -42,7 +47,7 @@ class RunController(SlotController):
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(ctx, parent)
-        self._agent: Any = None
+        self._session: RunSession | None = None
         self._status = ""
         self.stop_requested_at: float | None = None
 
@@ -51,7 +56,7 @@ class RunController(SlotController):
             raise RuntimeError("a run is already in progress; stop it first")
         if not request.question.strip():
             raise ValueError("the question is empty")
-        self._agent = self._make_agent(request)
+        self._session = self._make_session(request)
         self._status = CANCELLED  # until _main begins: a run stopped before it began was cancelled
         self.stop_requested_at = None
         self.slot.start(
@@ -74,9 +79,10 @@ class RunController(SlotController):
         return self.slot.wait(timeout_s)
 
     # ---- internals
-    def _make_agent(self, r: RunRequest) -> Any:
-        from vrag_desktop.api import VRAG, VimRAG
-        from vrag_desktop.core.run.assemble import Endpoint, SearchSource
+    def _make_session(self, r: RunRequest) -> RunSession:
+        """The core's run session for the request (the same run path as ``ask`` and evaluations)."""
+        from vrag_desktop.core.run.assemble import AgentOptions, Endpoint, SearchSource
+        from vrag_desktop.core.run.session import RunSession, RunSpec
 
         ctx = self.ctx
         endpoint = Endpoint.from_profile(ctx.profiles, r.profile)
@@ -84,38 +90,28 @@ class RunController(SlotController):
 
         def make_searcher() -> Any:
             # the app's loaded model when the corpora were built with it (loaded here, off the GUI thread)
-            return SearchSource(
-                engine=None, corpora=corpora, data_dir=ctx.data_dir, reuse=ctx.embedder()
-            ).searcher()
+            return SearchSource(corpora=corpora, data_dir=ctx.data_dir, reuse=ctx.embedder()).searcher()
 
-        common: dict[str, Any] = {
-            "search_url": None,
-            "model_name": endpoint.model_name,
-            "api_key": None,
-            "corpora": corpora,
-            "data_dir": ctx.data_dir,
-            "endpoint": endpoint,
-            "search": SearchSource(factory=make_searcher),
-            "max_steps": r.max_steps,
-            "top_k": r.top_k,
-        }
-        if r.agent == "vimrag":
-            return VimRAG(base_url="", enable_thinking=r.thinking, **common)
-        return VRAG(base_url="", **common)
+        search = SearchSource(corpora=corpora, data_dir=ctx.data_dir, factory=make_searcher)
+        options = AgentOptions.for_agent(
+            r.agent, max_steps=r.max_steps, top_k=r.top_k, enable_thinking=r.thinking
+        )
+        return RunSession(RunSpec(r.agent, endpoint, search, options, ctx.data_dir))
 
     async def _pump(self, question: str) -> None:
         """The run's events to the window, streamed text joined (:mod:`core.run.coalesce`): a reply
         streamed at hundreds of pieces a second is not hundreds of calls on the GUI thread."""
         from vrag_desktop.core.run.coalesce import DeltaCoalescer
 
-        agent = self._agent
+        session = self._session
+        assert session is not None
         announced = False
         out = DeltaCoalescer(self.agentEvent.emit)
         try:
-            async for ev in agent.arun(question):
-                if not announced and agent.run_id:
+            async for ev in session.events(question):
+                if not announced and session.run_id:
                     announced = True
-                    self.started.emit(agent.run_id)
+                    self.started.emit(session.run_id)
                 self._note(ev)
                 out.push(ev)
         finally:
@@ -141,6 +137,6 @@ class RunController(SlotController):
             self._status = FAILED
 
     def _on_ended(self) -> None:
-        run_id = (self._agent.run_id if self._agent is not None else None) or ""
-        self._agent = None
+        run_id = (self._session.run_id if self._session is not None else None) or ""
+        self._session = None
         self.finished.emit(self._status, run_id)

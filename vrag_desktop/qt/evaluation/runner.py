@@ -27,11 +27,7 @@ def evaluation_work(
 ) -> Generator[object, None, dict[str, Any]]:
     """On the worker thread: assemble the job (a ``Path`` is yielded first: the folder it writes),
     then drive it to its summary."""
-    from vrag_desktop.api import evaluation_agent
-
-    job = open_job(
-        request, ctx.library, ctx.data_dir, ctx.profiles, make_agent=evaluation_agent, reuse=ctx.embedder()
-    )
+    job = open_job(request, ctx.library, ctx.data_dir, ctx.profiles, reuse=ctx.embedder())
     try:
         yield job.folder
         return (yield from job.run(token))
