@@ -21,6 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     from vrag_desktop.cli import cache as cli_cache
     from vrag_desktop.cli import eval as cli_eval
     from vrag_desktop.cli import index as cli_index
+    from vrag_desktop.cli import models as cli_models
     from vrag_desktop.cli import runtime as cli_runtime
     from vrag_desktop.cli import search as cli_search
     from vrag_desktop.cli import train as cli_train
@@ -46,6 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_eval.add_parsers(sub)
     cli_train.add_parsers(sub)
     cli_cache.add_parsers(sub)
+    cli_models.add_parsers(sub)
     gui = sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument(
         "paths",
@@ -68,6 +70,7 @@ COMMANDS = (
     "eval",
     "train",
     "cache",
+    "models",
     "gui",
 )
 
@@ -129,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vrag_desktop.cli import cache as cli_cache
         from vrag_desktop.cli import eval as cli_eval
         from vrag_desktop.cli import index as cli_index
+        from vrag_desktop.cli import models as cli_models
         from vrag_desktop.cli import runtime as cli_runtime
         from vrag_desktop.cli import search as cli_search
         from vrag_desktop.cli import train as cli_train
@@ -144,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": cli_eval.cmd_eval,
             "train": cli_train.cmd_train,
             "cache": cli_cache.cmd_cache,
+            "models": cli_models.cmd_models,
         }[args.command]
         return int(handler(args))
     except KeyboardInterrupt:

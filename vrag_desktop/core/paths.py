@@ -43,9 +43,10 @@ class DataLayout:
     logs: Path = field(init=False)  # the app's log files
     runtime: Path = field(init=False)  # model-server state: state file, server logs, vLLM environment
     datasets: Path = field(init=False)  # the app's labelled datasets, one unified JSON file each
+    models: Path = field(init=False)  # downloaded models, one plain folder each (core/models/store.py)
 
     def __post_init__(self) -> None:
-        for name in ("corpora", "runs", "config", "logs", "runtime", "datasets"):
+        for name in ("corpora", "runs", "config", "logs", "runtime", "datasets", "models"):
             object.__setattr__(self, name, self.root / name)
 
     @property
@@ -69,7 +70,7 @@ class DataLayout:
         return cls(resolve_data_dir(override))
 
     #: Files in :attr:`config` that a new data directory inherits from the previous one.
-    SHARED_CONFIG_FILES = ("endpoints.json", "vllm.json")
+    SHARED_CONFIG_FILES = ("endpoints.json", "vllm.json", "models.json")
 
     def adopt_config(self, previous: DataLayout) -> list[Path]:
         """Copy the shared settings of ``previous`` that this data directory does not have yet.

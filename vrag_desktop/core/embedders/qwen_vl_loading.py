@@ -29,13 +29,16 @@ def resolve_model_dir(spec: str) -> Path:
     looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
     if looks_like_path or path.exists():
         raise EmbedderError(f"model directory not found: {spec}")
+    pulled, offline = _models_folder(spec)
+    if pulled is not None:
+        return pulled
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
     except ImportError as exc:  # pragma: no cover - a transformers dependency
         raise EmbedderError(f"cannot fetch {spec!r}: huggingface_hub is not installed") from exc
     try:
-        return Path(snapshot_download(spec, allow_patterns=_HUB_PATTERNS))
+        return Path(snapshot_download(spec, allow_patterns=_HUB_PATTERNS, local_files_only=bool(offline)))
     except GatedRepoError as exc:
         raise EmbedderError(
             f"model {spec!r} is gated on the Hugging Face Hub: accept its terms there and log in "
@@ -46,12 +49,29 @@ def resolve_model_dir(spec: str) -> Path:
             f"no model {spec!r} on the Hugging Face Hub, and no local directory of that name"
         ) from exc
     except Exception as exc:
+        if offline:
+            raise EmbedderError(
+                f"could not download model {spec!r}: {offline}, and it is not in the models folder. Pull it "
+                f"first: `vrag-desktop models pull {spec}` (or Models in the app), or pass a local directory "
+                "path instead of the hub id"
+            ) from exc
         raise EmbedderError(
             f"could not download model {spec!r} from the Hugging Face Hub (offline, or not in the "
             f"local cache: {type(exc).__name__}). Download it once on a machine with internet, "
             f"e.g. `hf download {spec} --local-dir /path/to/{spec.split('/')[-1]}`, and pass that "
             "local directory path instead of the hub id."
         ) from exc
+
+
+def _models_folder(spec: str) -> tuple[Path | None, str | None]:
+    """``(folder, offline reason)``: the folder ``vrag-desktop models pull`` made for hub id ``spec``
+    in the data directory (``$VRAG_DESKTOP_DATA_DIR`` or the default), and why the network is off."""
+    from vrag_desktop.core.models.settings import load_settings
+    from vrag_desktop.core.models.store import ModelStore
+    from vrag_desktop.core.paths import DataLayout
+
+    layout = DataLayout.resolve()
+    return ModelStore(layout).downloaded_path(spec), load_settings(layout).offline_reason()
 
 
 def _read_chat_template(model_dir: Path, tokenizer: Any) -> str | None:
