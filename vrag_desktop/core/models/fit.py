@@ -121,7 +121,7 @@ def _disk_fit(entry: CatalogueEntry, machine: Machine, have_bytes: int) -> tuple
         return Verdict.NO, f"the download needs {entry.size_text}; only {where}"
     if machine.disk_free < need * 1.1 + 4 * DISK_MARGIN:
         return Verdict.TIGHT, f"the download ({entry.size_text}) almost fills the disk: {where}"
-    return Verdict.FITS, f"download {entry.size_text} ({where})"
+    return Verdict.FITS, f"download {entry.size_text} ({human_bytes(machine.disk_free)} free)"
 
 
 def _estimate(entry: CatalogueEntry, max_len: int | None, tp: int) -> MemoryEstimate | None:
