@@ -232,6 +232,32 @@ def test_pause_keeps_the_partial_file_and_the_next_pull_continues(online: FakeHu
     assert sha256_file(result.model.path / "model.safetensors") == sha256(files["model.safetensors"])
 
 
+def test_a_revision_that_moved_keeps_the_partial_files_that_still_match(
+    online: FakeHub, tmp_path: Path
+) -> None:
+    files = tiny_files(weights=BIG)
+    repo = online.repo(REPO)
+    repo.commit(files)
+    online.throttle["model.safetensors"] = 12 * 1024 * 1024
+    layout, cancel = _layout(tmp_path), CancelToken()
+    partial = layout.models / ".partial" / "tiny-org--tiny-model"
+    for _report in pull(layout, REPO, cancel=cancel, settings=_settings(online)):
+        incomplete = partial / "model.safetensors.incomplete"
+        if incomplete.exists() and incomplete.stat().st_size >= 10 * 1024 * 1024:
+            cancel.cancel()
+    kept = (partial / "model.safetensors.incomplete").stat().st_size
+    assert (partial / "config.json").is_file()  # checked before the pause
+    moved = repo.commit({**files, "config.json": b'{"model_type": "qwen2", "new": true}'})  # main moves on
+    online.throttle.clear()
+    result = drain(pull(layout, REPO, settings=_settings(online)))[1]
+    assert result.model is not None and result.model.commit == moved
+    assert f"bytes={kept}-" in online.ranges("model.safetensors")  # same checksum: continued
+    assert (
+        json.loads((result.model.path / "config.json").read_text())["new"] is True
+    )  # changed: fetched again
+    assert sha256_file(result.model.path / "model.safetensors") == sha256(files["model.safetensors"])
+
+
 def test_a_wrong_checksum_discards_the_file_and_nothing_is_usable(online: FakeHub, tmp_path: Path) -> None:
     files = tiny_files(weights=200_000)
     online.repo(REPO).commit(files)

@@ -125,11 +125,15 @@ def _print_row(row: ModelRow) -> None:
 def _pull(layout: DataLayout, args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from vrag_desktop.core.models import fits, human_bytes, inspect_remote, probe_machine, pull
+    from vrag_desktop.core.models import find_entry, fits, human_bytes, inspect_remote, probe_machine, pull
     from vrag_desktop.core.progress import CancelToken
 
     if Path(args.id).expanduser().is_dir():
         return _add(layout, args.id)
+    entry = find_entry(args.id)
+    if entry is not None and entry.builtin:
+        err(f"{entry.id} ships with the app: there is nothing to download.")
+        return EXIT_OK
     remote, entry = inspect_remote(layout, args.id, args.revision)
     fit = fits(entry, probe_machine(layout.models))
     err(f"{remote.repo_id} @ {remote.revision} ({remote.commit[:12]}): {human_bytes(remote.total_bytes)} in "

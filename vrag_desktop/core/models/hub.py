@@ -196,7 +196,7 @@ def fetch_remote(repo_id: str, revision: str | None, *, endpoint: str, token: st
     """The files (with sizes and checksums) of ``repo_id`` at ``revision`` (default ``main``)."""
     from huggingface_hub import HfApi
 
-    from vrag_desktop import __version__
+    from vrag_desktop._version import __version__
 
     rev = revision or "main"
     api = HfApi(
@@ -234,7 +234,7 @@ def request_headers(token: str | None) -> dict[str, str]:
     that sizes and ``Range`` offsets are the file's."""
     from huggingface_hub.utils import build_hf_headers
 
-    from vrag_desktop import __version__
+    from vrag_desktop._version import __version__
 
     headers = build_hf_headers(token=token or False, library_name="vrag-desktop", library_version=__version__)
     headers["Accept-Encoding"] = "identity"
