@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.fsutil import atomic_write_json
 from vrag_desktop.core.models.catalogue import (
     CatalogueEntry,
     entry_from_folder,
@@ -43,7 +42,7 @@ from vrag_desktop.core.models.errors import (
     ModelError,
     NetworkError,
 )
-from vrag_desktop.core.models.fit import DISK_MARGIN, free_bytes
+from vrag_desktop.core.models.fit import free_bytes
 from vrag_desktop.core.models.hub import (
     RemoteFile,
     RemoteModel,
@@ -56,8 +55,17 @@ from vrag_desktop.core.models.hub import (
     request_headers,
     validate_repo_id,
 )
+from vrag_desktop.core.models.partial import (
+    check_space,
+    finish,
+    installed_copy,
+    prepare,
+    record_verified,
+    same_files,
+    verified_bytes,
+)
 from vrag_desktop.core.models.settings import ModelSettings, load_settings, resolve_token
-from vrag_desktop.core.models.store import INCOMPLETE, MARKER, PULL_STATE, InstalledModel, ModelStore
+from vrag_desktop.core.models.store import INCOMPLETE, InstalledModel, ModelStore
 from vrag_desktop.core.paths import DataLayout
 from vrag_desktop.core.progress import Cancelled, CancelToken, Progress, RateMeter
 
@@ -225,10 +233,6 @@ def pull(
         holder.leave()
 
 
-def _installed(store: ModelStore, repo_id: str) -> InstalledModel | None:
-    return next((m for m in store.downloaded() if m.id.lower() == repo_id.lower()), None)
-
-
 def _pull_locked(
     store: ModelStore,
     remote: RemoteModel,
@@ -238,14 +242,14 @@ def _pull_locked(
     started: float,
 ) -> Generator[DownloadProgress, None, PullResult]:
     repo_id, total = remote.repo_id, remote.total_bytes
-    installed = _installed(store, repo_id)
-    if installed is not None and _same_files(installed.path, remote):
+    installed = installed_copy(store, repo_id)
+    if installed is not None and same_files(installed.path, remote):
         return PullResult(
             repo_id, installed, up_to_date=True, kept_bytes=total, seconds=time.monotonic() - started
         )
     partial = store.partial_folder(repo_id)
-    todo, kept = _prepare(partial, remote, installed)
-    _check_space(store, remote, partial, todo)
+    todo, kept = prepare(partial, remote, installed)
+    check_space(store, remote, partial, todo)
     headers = request_headers(token)
     live, meter = _Live(), RateMeter()
     done_files = len(remote.files) - len(todo)
@@ -280,8 +284,8 @@ def _pull_locked(
             _raise(live.error, f, inc, store, remote, token)
         base += f.size
         done_files += 1
-        _record_verified(partial, f)
-    final = _finish(store, partial, remote)
+        record_verified(partial, f)
+    final = finish(store, partial, remote)
     yield DownloadProgress("done", total, total, repo_id=repo_id, files_done=done_files, files_total=done_files,
                            message=f"{repo_id} is ready")  # fmt: skip
     return PullResult(
@@ -355,7 +359,7 @@ def _raise(
     kept = f" ({human_bytes(have)} of {f.path} kept: the same pull continues from there)" if have else ""
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         free = free_bytes(store.root)
-        left = remote.total_bytes - _verified_bytes(store.partial_folder(remote.repo_id), remote) - have
+        left = remote.total_bytes - verified_bytes(store.partial_folder(remote.repo_id), remote) - have
         raise DiskSpaceError(
             f"the disk filled while downloading {remote.repo_id}: {human_bytes(free)} free at {store.root}, "
             f"{human_bytes(left)} still to fetch. Nothing was marked usable; free space and pull again{kept}, "
@@ -369,137 +373,6 @@ def _raise(
     if isinstance(exc, OSError) and "onsistency check" in str(exc):
         raise ModelError(f"{remote.endpoint} sent {f.path} short or long: pull again{kept}") from None
     raise exc
-
-
-def _same_files(folder: Path, remote: RemoteModel) -> bool:
-    """The installed copy is this commit's files (checksums from its marker, sizes on disk)."""
-    marker = _read(folder / MARKER)
-    if marker is None or marker.get("commit") != remote.commit:
-        return False
-    return all(
-        (folder / f.path).is_file() and (folder / f.path).stat().st_size == f.size for f in remote.files
-    )
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _prepare(
-    partial: Path, remote: RemoteModel, installed: InstalledModel | None
-) -> tuple[list[RemoteFile], int]:
-    """Make ``partial`` hold only what is still right for this commit: verified files and partial
-    files whose checksum is the one expected now (any commit's), unchanged files of the installed
-    copy (hard links, no copy); write the new expectations. Returns (files to fetch, bytes kept)."""
-    partial.mkdir(parents=True, exist_ok=True)
-    old = _read(partial / PULL_STATE) or _read(partial / MARKER) or {}
-    old_files: dict[str, Any] = old.get("files") or {}
-    verified: dict[str, Any] = old.get("verified") or ({} if old.get("format") is None else old_files)
-    wanted = {f.path: f for f in remote.files}
-    for path in [p for p in partial.rglob("*") if p.is_file()]:
-        rel = path.relative_to(partial).as_posix()
-        name = rel[: -len(INCOMPLETE)] if rel.endswith(INCOMPLETE) else rel
-        if rel in (PULL_STATE,):
-            continue
-        f = wanted.get(name)
-        same = f is not None and (old_files.get(name) or {}) == f.as_json()
-        if not same:
-            path.unlink()
-        elif not rel.endswith(INCOMPLETE) and verified.get(name) != f.as_json():  # type: ignore[union-attr]
-            os.replace(
-                path, partial / (name + INCOMPLETE)
-            )  # here, not checked: fetched "to the end", then checked
-    marker = _read(installed.path / MARKER) if installed else None
-    for f in remote.files:
-        target = partial / f.path
-        source = installed.path / f.path if installed else None
-        if target.exists() or source is None or marker is None:
-            continue
-        if (marker.get("files") or {}).get(f.path) == f.as_json() and _size(source) == f.size:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                os.link(source, target)
-    now_verified = {f.path: f.as_json() for f in remote.files if (partial / f.path).is_file()}
-    _write_state(partial, remote, now_verified)
-    todo = [f for f in remote.files if f.path not in now_verified]
-    kept = sum(f.size for f in remote.files if f.path in now_verified)
-    kept += sum(
-        (partial / (f.path + INCOMPLETE)).stat().st_size
-        for f in todo
-        if (partial / (f.path + INCOMPLETE)).exists()
-    )
-    return todo, kept
-
-
-def _write_state(partial: Path, remote: RemoteModel, verified: dict[str, Any]) -> None:
-    atomic_write_json(
-        partial / PULL_STATE,
-        {
-            "repo_id": remote.repo_id,
-            "revision": remote.revision,
-            "commit": remote.commit,
-            "endpoint": remote.endpoint,
-            "files": {f.path: f.as_json() for f in remote.files},
-            "verified": verified,
-        },
-    )
-
-
-def _record_verified(partial: Path, f: RemoteFile) -> None:
-    state = _read(partial / PULL_STATE) or {}
-    verified = dict(state.get("verified") or {})
-    verified[f.path] = f.as_json()
-    atomic_write_json(partial / PULL_STATE, {**state, "verified": verified})
-
-
-def _verified_bytes(partial: Path, remote: RemoteModel) -> int:
-    return sum(f.size for f in remote.files if (partial / f.path).is_file())
-
-
-def _check_space(store: ModelStore, remote: RemoteModel, partial: Path, todo: list[RemoteFile]) -> None:
-    left = sum(max(0, f.size - _size(partial / (f.path + INCOMPLETE))) for f in todo)
-    free = free_bytes(store.root)
-    if left and free < left + DISK_MARGIN:
-        raise DiskSpaceError(
-            f"not enough disk space for {remote.repo_id}: it needs {human_bytes(left)} more "
-            f"(+{human_bytes(DISK_MARGIN)} kept free) but only {human_bytes(free)} is free at {store.root}. "
-            "Free space, or move the data directory to a bigger disk"
-        )
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _finish(store: ModelStore, partial: Path, remote: RemoteModel) -> InstalledModel:
-    """Every file passed: the marker (atomically, last), then the folder moves into place."""
-    missing = [f.path for f in remote.files if not (partial / f.path).is_file()]
-    if missing:  # pragma: no cover - a file vanished under us
-        raise ModelError(f"{remote.repo_id}: {missing[0]} vanished before the download finished; pull again")
-    atomic_write_json(
-        partial / MARKER,
-        {
-            "format": 1,
-            "repo_id": remote.repo_id,
-            "revision": remote.revision,
-            "commit": remote.commit,
-            "endpoint": remote.endpoint,
-            "files": {f.path: f.as_json() for f in remote.files},
-            "downloaded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        },
-    )
-    (partial / PULL_STATE).unlink(missing_ok=True)
-    store.install(partial, remote.repo_id)
-    model = _installed(store, remote.repo_id)
-    assert model is not None
-    return model
 
 
 def sized_entry(model: InstalledModel) -> CatalogueEntry:
