@@ -3,13 +3,14 @@
 It serves the part of the hub API that ``huggingface_hub`` uses for a download, with the hub's own
 status codes and headers (read from huggingface_hub's source: ``hf_raise_for_status`` keys on
 ``X-Error-Code``; ``get_hf_file_metadata`` on ``X-Repo-Commit``, ``ETag``/``X-Linked-Etag``,
-``X-Linked-Size``, ``Location``):
+``X-Linked-Size``, ``Location``; a redirect to another host ends its metadata request):
 
 - ``GET /api/models/{repo}[/revision/{rev}]?blobs=true``: id, commit sha, gated, siblings with size,
   git blob id and, for LFS files, ``lfs.sha256``; an unknown repo answers 401 ``RepoNotFound`` as
   the real hub does for anonymous callers, an unknown revision 404 ``RevisionNotFound``;
 - ``HEAD``/``GET /{repo}/resolve/{rev}/{path}``: a file stored in git is served directly (``ETag``
-  = its git blob id); an LFS file redirects (302) to ``/_cdn/{sha256}`` with ``X-Linked-Etag`` and
+  = its git blob id); an LFS file redirects (302) to ``/_cdn/{sha256}`` on ``cdn_url`` (``localhost``, another host
+  name for the same server, as the hub's CDN is another host) with ``X-Linked-Etag`` and
   ``X-Linked-Size``; a gated repo answers 401 (no token) or 403 (a token without access)
   ``GatedRepo``; both honour ``Range`` (206 + ``Content-Range``).
 
@@ -84,6 +85,7 @@ class FakeHub:
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
+        self.cdn_url = ""
 
     def repo(self, repo_id: str, **kw: object) -> FakeRepo:
         self.repos[repo_id] = FakeRepo(repo_id, **kw)  # type: ignore[arg-type]
@@ -96,8 +98,7 @@ class FakeHub:
             url = urlsplit(r.path)
             if r.method == "GET" and (
                 unquote(url.query) == path
-                or ("/resolve/" in url.path
-                and unquote(url.path).endswith("/" + path))
+                or ("/resolve/" in url.path and unquote(url.path).endswith("/" + path))
             ):
                 out.append(r.headers.get("range"))
         return out
@@ -112,6 +113,7 @@ class FakeHub:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.cdn_url = f"http://localhost:{self._server.server_address[1]}"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -236,7 +238,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("ETag", f'"{git_sha1(data)}"')
             self.send_header("X-Linked-Etag", f'"{sha256(data)}"')
             self.send_header("X-Linked-Size", str(len(data)))
-            self.send_header("Location", f"/_cdn/{sha256(data)}?{path}")
+            # Another host, as the hub's CDN is: huggingface_hub reads the metadata off this 302
+            # and sends no token there.
+            self.send_header("Location", f"{self.hub.cdn_url}/_cdn/{sha256(data)}?{path}")
             self.send_header("Content-Length", "0")
             self.end_headers()
             return

@@ -353,6 +353,22 @@ def test_one_download_of_a_model_at_a_time(online: FakeHub, tmp_path: Path) -> N
     assert drain(pull(layout, REPO, settings=_settings(online)))[1].model is not None
 
 
+def test_the_fake_hub_speaks_what_huggingface_hub_expects(online: FakeHub, tmp_path: Path) -> None:
+    """The fake hub is only worth its tests if huggingface_hub's own download accepts it: HEAD with
+    X-Repo-Commit/ETag, the LFS redirect with X-Linked-Etag/X-Linked-Size, the blob named by sha256."""
+    from huggingface_hub import hf_hub_download
+
+    files = tiny_files(weights=200_000)
+    commit = online.repo(REPO).commit(files)
+    for name in ("config.json", "model.safetensors"):
+        got = Path(
+            hf_hub_download(REPO, name, endpoint=online.url, cache_dir=tmp_path / "hf-cache", token=False)
+        )
+        assert got.read_bytes() == files[name] and commit in str(got)
+    blobs = {p.name for p in (tmp_path / "hf-cache").rglob("blobs/*")}
+    assert sha256(files["model.safetensors"]) in blobs  # the LFS etag is the sha256, as on the hub
+
+
 def test_an_unsafe_file_name_in_a_listing_is_refused() -> None:
     from vrag_desktop.core.models.hub import safe_relative, select_files
 
