@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.models.catalogue import CatalogueEntry, check_model_folder, find_entry
+from vrag_desktop.core.models.catalogue import CatalogueEntry, find_entry
 from vrag_desktop.core.models.errors import ModelBusyError, ModelError, NotAModelError
 from vrag_desktop.core.models.settings import load_settings, update_settings
 from vrag_desktop.core.paths import DataLayout
@@ -310,7 +310,3 @@ class ModelStore:
         os.replace(partial, final)
         return final
 
-
-def require_model_folder(path: str | Path) -> Path:
-    """``path`` when it holds a model; :class:`NotAModelError` otherwise (for loaders)."""
-    return check_model_folder(path)[0]
