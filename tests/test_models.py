@@ -431,6 +431,10 @@ def test_the_embedders_load_a_pulled_model_from_the_models_folder(
     online.repo("tiny-org/tiny-GVE").commit(tiny_files())
     drain(pull(layout, "tiny-org/tiny-GVE", settings=_settings(online)))
     assert resolve_model_dir("tiny-org/tiny-GVE") == layout.models / "tiny-org" / "tiny-GVE"
+    # `--data-dir` (the app's data directory setting) is passed down, whatever the environment says
+    monkeypatch.setenv("VRAG_DESKTOP_DATA_DIR", str(tmp_path / "another"))
+    assert resolve_model_dir("tiny-org/tiny-GVE", layout.root) == layout.models / "tiny-org" / "tiny-GVE"
+    monkeypatch.setenv("VRAG_DESKTOP_DATA_DIR", str(layout.root))
     import huggingface_hub.constants as hub_constants
 
     monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "empty-hf-cache"))

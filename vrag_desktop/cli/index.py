@@ -148,12 +148,14 @@ def run_index(args: argparse.Namespace, request: IndexRequest, embedder_spec: st
     from vrag_desktop.core.embedders import create_embedder
     from vrag_desktop.core.progress import CancelToken
 
+    lib = library(args)
+
     def load(recorded: str | None) -> Any:
-        return create_embedder(embedder_spec or recorded, device=args.device)
+        return create_embedder(embedder_spec or recorded, device=args.device, data_dir=lib.data_dir)
 
     cancel = CancelToken()
     view = _ProgressView(request.corpus, quiet, cancel)
-    gen = index_job(library(args), request, load, cancel)
+    gen = index_job(lib, request, load, cancel)
     try:
         result = yield_all(gen, view)
     finally:

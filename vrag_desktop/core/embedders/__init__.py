@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from vrag_desktop.core.embedders.base import (
     Embedder,
     EmbedderError,
@@ -35,11 +37,14 @@ def loads_quickly(spec: str | None) -> bool:
     return (spec or DEFAULT_EMBEDDER).strip().lower() in _MINILM_ALIASES
 
 
-def create_embedder(spec: str | None = None, *, device: str | None = None) -> Embedder:
+def create_embedder(
+    spec: str | None = None, *, device: str | None = None, data_dir: str | os.PathLike[str] | None = None
+) -> Embedder:
     """Build an embedder from a name, hub id or local model directory.
 
     ``minilm`` (default, offline, text); a Qwen3-VL-Embedding or GVE hub id or local directory
-    (multimodal, needs the weights: downloaded when online, else pass a local path).
+    (multimodal, needs the weights: from ``data_dir``'s models folder, downloaded when online, else
+    pass a local path).
     """
     spec = (spec or DEFAULT_EMBEDDER).strip()
     if spec.lower() in _MINILM_ALIASES:
@@ -51,9 +56,9 @@ def create_embedder(spec: str | None = None, *, device: str | None = None) -> Em
 
     family = detect_family(spec)
     if family == "qwen3-vl-embedding":
-        return qwen_vl.Qwen3VLEmbedder(spec, device=device)
+        return qwen_vl.Qwen3VLEmbedder(spec, device=device, data_dir=data_dir)
     if family == "gve":
-        return qwen_vl.GVEEmbedder(spec, device=device)
+        return qwen_vl.GVEEmbedder(spec, device=device, data_dir=data_dir)
     raise EmbedderError(
         f"unknown embedder {spec!r}: use 'minilm' (offline default), a Qwen3-VL-Embedding or GVE "
         "model id (e.g. Qwen/Qwen3-VL-Embedding-2B, Alibaba-NLP/GVE-3B) or a local model directory"

@@ -85,6 +85,7 @@ class EmbedderOptions(VisualLimits, total=False):
     device: str | None
     batch_size: int | None
     dtype: str | None
+    data_dir: str | os.PathLike[str] | None  # whose models folder a hub id is looked up in first
 
 
 class _QwenVLEmbedder(Embedder):
@@ -104,6 +105,7 @@ class _QwenVLEmbedder(Embedder):
         device: str | None = None,
         batch_size: int | None = None,
         dtype: str | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
         **limits: Unpack[VisualLimits],
     ) -> None:
         import torch
@@ -132,7 +134,7 @@ class _QwenVLEmbedder(Embedder):
         self.frame_max_pixels: int = given["frame_max_pixels"]
         self.video_total_pixels: int | None = given.get("video_total_pixels")
 
-        model_dir = resolve_model_dir(self.spec)
+        model_dir = resolve_model_dir(self.spec, data_dir)
         try:
             config = AutoConfig.from_pretrained(str(model_dir))
         except Exception as exc:

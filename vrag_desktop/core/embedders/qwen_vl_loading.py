@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ log = logging.getLogger(__name__)
 _HUB_PATTERNS = ["*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken", "*.safetensors"]
 
 
-def resolve_model_dir(spec: str) -> Path:
-    """A local directory holding the model: ``spec`` itself, or the hub snapshot of hub id ``spec``.
+def resolve_model_dir(spec: str, data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """A local directory holding the model: ``spec`` itself, what ``vrag-desktop models pull`` put in
+    ``data_dir``'s models folder (None: the default data directory), or the hub snapshot of ``spec``.
 
     Hub ids only work online or when already cached; otherwise the user is told how to pass a local
     directory instead (the app never needs the network once a model is on disk).
@@ -29,7 +31,7 @@ def resolve_model_dir(spec: str) -> Path:
     looks_like_path = path.is_absolute() or spec.startswith((".", "~")) or spec.count("/") > 1 or "\\" in spec
     if looks_like_path or path.exists():
         raise EmbedderError(f"model directory not found: {spec}")
-    pulled, offline = _models_folder(spec)
+    pulled, offline = _models_folder(spec, data_dir)
     if pulled is not None:
         return pulled
     try:
@@ -63,14 +65,14 @@ def resolve_model_dir(spec: str) -> Path:
         ) from exc
 
 
-def _models_folder(spec: str) -> tuple[Path | None, str | None]:
+def _models_folder(spec: str, data_dir: str | os.PathLike[str] | None) -> tuple[Path | None, str | None]:
     """``(folder, offline reason)``: the folder ``vrag-desktop models pull`` made for hub id ``spec``
-    in the data directory (``$VRAG_DESKTOP_DATA_DIR`` or the default), and why the network is off."""
+    in ``data_dir`` (None: ``$VRAG_DESKTOP_DATA_DIR`` or the default), and why the network is off."""
     from vrag_desktop.core.models.settings import load_settings
     from vrag_desktop.core.models.store import ModelStore
     from vrag_desktop.core.paths import DataLayout
 
-    layout = DataLayout.resolve()
+    layout = DataLayout.resolve(data_dir)
     return ModelStore(layout).downloaded_path(spec), load_settings(layout).offline_reason()
 
 

@@ -107,7 +107,7 @@ class SearchEngine:
             embedder = reuse
         if embedder is None:
             model = self.corpora[0].manifest.get_meta("embedder_model") or wanted
-            embedder = create_embedder(model, device=device)
+            embedder = create_embedder(model, device=device, data_dir=library.data_dir)
         problem = embedder_mismatch(self.corpora[0].name, wanted, embedder.info.id)
         if problem:
             self.close()
