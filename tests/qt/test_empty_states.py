@@ -55,16 +55,14 @@ def test_the_corpora_choice_leaves_room_for_its_arrow(window: MainWindow) -> Non
     assert button.width() >= button.fontMetrics().horizontalAdvance(button.text()) + arrow + 8
 
 
-def test_the_welcome_dialog_is_as_tall_as_its_text(
-    qtbot: Any, ctx: AppContext, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("vrag_desktop.qt.main_window.sample_corpus_dir", lambda: None)
-    w = MainWindow(ctx, first_run=True)
+def test_a_help_dialog_is_as_tall_as_its_text(qtbot: Any, ctx: AppContext) -> None:
+    from vrag_desktop.qt.help_dialogs import CONNECT_HELP
+
+    w = MainWindow(ctx, first_run=False)
     qtbot.addWidget(w)
     w.resize(1600, 1000)
     w.show()
-    qtbot.waitUntil(lambda: getattr(w, "help_dialog", None) is not None, timeout=5000)
-    dlg = w.help_dialog
+    dlg = w.show_help(CONNECT_HELP, "Connect a model")  # Help → Connect a model…
     qtbot.waitExposed(dlg)
     view = dlg.findChild(QTextBrowser)
     text_height = view.document().size().height()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import ROOT
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QTextBrowser
+from PySide6.QtWidgets import QLabel
 from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import EndpointProfile
@@ -113,7 +113,7 @@ def test_first_run_indexes_the_sample_and_explains(
     qtbot: Any, ctx: AppContext, minilm: Any, make_pdf: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sample = make_pdf("sample.pdf", ["A tiny sample page about lighthouses."]).parent
-    monkeypatch.setattr("vrag_desktop.qt.main_window.sample_corpus_dir", lambda: sample)
+    monkeypatch.setattr("vrag_desktop.qt.guide.sample_corpus_dir", lambda: sample)
     ctx._cache["embedder"] = (ctx.settings.embedder, minilm)
     w = MainWindow(ctx)  # first_run follows the settings: not done yet
     qtbot.addWidget(w)
@@ -121,9 +121,10 @@ def test_first_run_indexes_the_sample_and_explains(
     done: list[str] = []
     w.corpora.indexed.connect(done.append)
     qtbot.waitUntil(lambda: "sample" in done, timeout=60_000)
-    assert (
-        w.help_dialog.isVisible() and "Connect a model" in w.help_dialog.findChild(QTextBrowser).toPlainText()
-    )
+    dialog = w.guide.dialog  # the model chooser, which says the sample is being indexed
+    assert dialog is not None and dialog.isVisible() and "sample corpus is being indexed" in dialog.findChild(
+        QLabel, "firstRunIntro"
+    ).text()
     assert AppContext.for_dirs(ctx.data_dir, ctx.config_dir).settings.first_run_done
     assert ctx.library.open("sample").stats()["indexed_files"] == 1
 

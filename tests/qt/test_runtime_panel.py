@@ -174,14 +174,14 @@ def test_profile_create_edit_delete_and_persist(qtbot: Any, ctx: AppContext, mak
         for i in range(ed.list.count())
     )
 
-    # delete needs a second click; the active profile falls back to DashScope
+    # delete needs a second click; then no model is chosen (never a silent fallback to a cloud one)
     ed.delete_button.click()
     assert "Lab server" in ctx.profiles.names() and "again" in ed.delete_button.text()
-    with qtbot.waitSignal(panel.activeProfileChanged, check_params_cb=lambda n: n == DASHSCOPE):
+    with qtbot.waitSignal(panel.activeProfileChanged, check_params_cb=lambda n: n == ""):
         ed.delete_button.click()
-    assert "Lab server" not in ctx.profiles.names() and ctx.profiles.active == DASHSCOPE
+    assert "Lab server" not in ctx.profiles.names() and ctx.profiles.active is None
     assert "Lab server" not in AppContext.for_dirs(ctx.data_dir, ctx.config_dir).profiles.names()
-    assert panel.status_text() == DASHSCOPE
+    assert panel.status_text() == "none chosen"
 
     # built-ins: no delete, but reset
     ed.select(DASHSCOPE)
@@ -358,6 +358,7 @@ def test_local_profile_without_a_server_explains_what_to_do(make_panel: Any) -> 
 def test_start_ready_log_search_test_and_stop(
     qtbot: Any, ctx: AppContext, make_panel: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    ctx.profiles.set_active(DASHSCOPE)  # the person chose DashScope earlier: Use offers the local one
     panel = make_panel()
     v = panel.vllm
     statuses: list[str] = []
@@ -490,7 +491,7 @@ def test_a_server_that_crashes_at_start_gets_a_clear_verdict(
     assert [(lvl, title) for lvl, title, _m in reports] == [("error", "vLLM failed to start")]
     qtbot.waitUntil(lambda: not v.busy, timeout=5000)  # the start call has wound down too
     assert v.start_button.isEnabled() and not v.stop_button.isEnabled()
-    assert panel.status_text() == "DashScope · vLLM: crashed"
+    assert panel.status_text() == "none chosen · vLLM: crashed"
     assert v.server is not None and v.server.supervisor.pid is not None
     assert not _alive(v.server.supervisor.pid)
 
@@ -642,8 +643,9 @@ def test_setup_reuses_a_finished_environment(qtbot: Any, ctx: AppContext, make_p
 
 
 def test_a_server_dying_after_ready_is_reported_live(
-    qtbot: Any, make_panel: Any, monkeypatch: pytest.MonkeyPatch, reports: list[Any]
+    qtbot: Any, ctx: AppContext, make_panel: Any, monkeypatch: pytest.MonkeyPatch, reports: list[Any]
 ) -> None:
+    ctx.profiles.set_active(DASHSCOPE)
     panel = make_panel()
     v = panel.vllm
     seen: list[str] = []
@@ -664,8 +666,8 @@ def test_refresh_follows_an_active_profile_changed_elsewhere(
     qtbot: Any, ctx: AppContext, make_panel: Any
 ) -> None:
     panel = make_panel()
-    assert panel.status_text() == DASHSCOPE
-    ctx.profiles.set_active(CUSTOM)  # e.g. the ask panel's model menu
+    assert panel.status_text() == "none chosen"
+    ctx.profiles.set_active(CUSTOM)  # e.g. another window, or the command line
     with qtbot.waitSignal(panel.statusChanged, check_params_cb=lambda t: t == CUSTOM):
         panel.refresh()
     items = [panel.editor.list.item(i).text() for i in range(panel.editor.list.count())]

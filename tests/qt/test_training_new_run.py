@@ -69,7 +69,10 @@ def _dataset(ctx: Any, name: str, files: list[str]) -> None:
         ctx.datasets.add_item(name, DatasetItem(f"q{i}", "Payload?", "450 kg", f, (2,)), create=True)
 
 
-def _dialog(qtbot: Any, ctx: Any, model: str = "") -> NewRunDialog:
+def _dialog(qtbot: Any, ctx: Any, model: str = "", *, judge: str | None = "DashScope") -> NewRunDialog:
+    """The dialog, with ``judge`` as the current model (the judge's default; None: none chosen)."""
+    ctx.profiles.set_active(judge)
+    ctx.current_model.sync()
     dlg = NewRunDialog(ctx)
     qtbot.addWidget(dlg)
     dlg.show()
@@ -277,6 +280,7 @@ def test_a_full_disk_at_start_keeps_the_dialog_and_its_values(
     from vrag_desktop.qt.training.training_panel import TrainingPanel
 
     _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    indexed.current_model.choose("DashScope")  # the judge's model
     panel = TrainingPanel(indexed)
     qtbot.addWidget(panel)
     dlg = panel.new_run()

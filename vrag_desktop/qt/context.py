@@ -1,4 +1,6 @@
-"""What every panel shares: where data and config live, the settings, and the core stores.
+"""What every panel shares: where data and config live, the settings, the core stores, and the one
+current model (:class:`~vrag_desktop.qt.current_model.CurrentModel`, whose ``changed`` signal every
+panel showing or using the model follows).
 
 The stores are created on first use so the window opens before anything touches the disk, and a
 data directory that cannot be created is reported once, when a panel needs it, not at start-up.
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from vrag_desktop.core.datasets.store import DatasetStore
     from vrag_desktop.core.endpoints.profiles import ProfileStore
     from vrag_desktop.core.run.store import RunStore
+    from vrag_desktop.qt.current_model import CurrentModel
 
 
 @dataclass
@@ -35,6 +38,7 @@ class AppContext:
     settings: AppSettings
     settings_message: str | None = None  # why the settings file was reset, if it was
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    _current_model: Any = field(default=None, repr=False)  # outlives data directory changes
 
     @classmethod
     def load(cls, data_dir: str | Path | None = None, config_dir: str | Path | None = None) -> AppContext:
@@ -87,6 +91,15 @@ class AppContext:
 
         return self._store("profiles", lambda: ProfileStore(self.layout.config))
 
+    @property
+    def current_model(self) -> CurrentModel:
+        """The one current model the panels share (made on first use, on the GUI thread)."""
+        if self._current_model is None:
+            from vrag_desktop.qt.current_model import CurrentModel
+
+            self._current_model = CurrentModel(self)
+        return cast("CurrentModel", self._current_model)
+
     def embedder(self) -> Any:
         """The indexing/search embedder named in the settings, loaded once (call off the GUI thread:
         the first call imports torch and loads the model)."""
@@ -136,3 +149,5 @@ class AppContext:
         self._cache.clear()
         if embedder is not None:  # the model does not depend on where data lives
             self._cache["embedder"] = embedder
+        if self._current_model is not None:  # the new directory's profiles say which model is current
+            self._current_model.sync()

@@ -1,5 +1,6 @@
-"""The window's help: how to connect a model, the keyboard shortcuts, the first-run welcome and the
-About box. Texts live here so the window only decides when to show them."""
+"""The window's help: how to connect a model, the keyboard shortcuts and the About box. Texts live
+here so the window only decides when to show them (the first-run welcome is a dialog of its own:
+:mod:`vrag_desktop.qt.welcome.first_run_dialog`)."""
 
 from __future__ import annotations
 
@@ -54,11 +55,6 @@ SHORTCUTS_HELP = """
 
 HELP_WIDTH = 600  # px: lines of a comfortable length for reading
 
-WELCOME = (
-    "<h3>Welcome to VRAG Desktop</h3>"
-    "<p>Drop folders of PDFs, images and videos on the <b>Corpora</b> panel to index them. "
-    "A small sample corpus is being indexed now so you can try a question straight away.</p>" + CONNECT_HELP
-)
 
 
 class HelpText(QTextBrowser):

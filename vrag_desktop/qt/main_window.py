@@ -25,11 +25,11 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
-from vrag_desktop.core.paths import sample_corpus_dir
 from vrag_desktop.qt.ask.ask_panel import AskPanel
 from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.help_dialogs import WELCOME, about_box, help_dialog
+from vrag_desktop.qt.guide import Guide
+from vrag_desktop.qt.help_dialogs import about_box, help_dialog
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.notifications import NotificationBar, messages_dialog
 from vrag_desktop.qt.window_menus import WindowMenus
@@ -38,7 +38,6 @@ log = logging.getLogger("vrag_desktop")
 
 WINDOW_TITLE = "VRAG Desktop"
 STATE_VERSION = 1
-SAMPLE_CORPUS = "sample"
 
 
 class MainWindow(QMainWindow):
@@ -91,12 +90,14 @@ class MainWindow(QMainWindow):
         self.replay = ReplayController(self)
         self.replay_bar = ReplayBar(self.replay)
         self.replay_bar.hide()
+        self.guide = Guide(self)
         central = QWidget()
         lay = QVBoxLayout(central)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(0)
         lay.addWidget(self.notifications)
         lay.addWidget(self.replay_bar)
+        lay.addWidget(self.guide.example_bar)
         lay.addWidget(self.ask, 1)
         self.setCentralWidget(central)
 
@@ -185,6 +186,8 @@ class MainWindow(QMainWindow):
         ask.sendRequested.connect(self.start_run)
         ask.stopRequested.connect(self.stop_run)
         ask.evidenceClicked.connect(self.open_evidence)
+        ask.fixRequested.connect(self.guide.fix)
+        ask.exampleRequested.connect(self.guide.open_example)
         ctl.started.connect(self._run_started)
         ctl.agentEvent.connect(self._route_event)
         ctl.finished.connect(self._run_finished)
@@ -202,10 +205,8 @@ class MainWindow(QMainWindow):
         self.corpora.busyChanged.connect(self._work_changed)
         self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(f"Model: {text}"))
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
-        self.runtime.profilesChanged.connect(ask.refresh_profiles)
-        self.runtime.activeProfileChanged.connect(lambda _name: ask.refresh_profiles())
-        self.runtime.leftoversFound.connect(lambda _n: self._open_runtime())  # servers of a killed session
-        ask.profile_combo.currentIndexChanged.connect(self._ask_profile_changed)
+        self.runtime.profilesChanged.connect(ask.refresh_profiles)  # the current model: ask follows it
+        self.runtime.leftoversFound.connect(lambda _n: self.open_runtime())  # servers of a killed session
         # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
         # The views say so (``touched``): an event filter on them ran Python at each of their events,
         # every repaint of a live run included.
@@ -254,20 +255,9 @@ class MainWindow(QMainWindow):
         self.history.refresh()
         self.evaluations.refresh()
 
-    def first_run(self) -> None:
-        """First launch: explain how to connect a model, index the bundled sample corpus."""
-        self.show_help(WELCOME, "Welcome")
-        sample = sample_corpus_dir()
-        try:
-            if sample is not None and SAMPLE_CORPUS not in self.ctx.library.names():
-                self.corpora.add_and_index(SAMPLE_CORPUS, [sample])
-        except Exception as exc:
-            error_sink().report("Could not index the sample corpus", exc)
-        self.ctx.settings.first_run_done = True
-        try:
-            self.ctx.save()
-        except Exception as exc:
-            error_sink().report("Could not save settings", exc, "warning")
+    def first_run(self) -> QDialog:
+        """First launch: the model chooser; the bundled sample corpus is indexed meanwhile."""
+        return self.guide.first_run()
 
     # ------------------------------------------------------------------ runs
     def start_run(self, request: RunRequest) -> None:
@@ -275,6 +265,7 @@ class MainWindow(QMainWindow):
             return
         self.replay.pause()
         self.replay_bar.hide()
+        self.guide.leave_example()
         self._clear_views()
         self.ask.begin(request.question)
         try:
@@ -292,19 +283,6 @@ class MainWindow(QMainWindow):
             self.controller.stop()
         elif self.replay.is_playing:
             self.replay.pause()
-
-    def _ask_profile_changed(self) -> None:
-        """The model picked for asking becomes the active profile, so the status bar tells the truth."""
-        name = self.ask.profile_combo.currentData()
-        if not name or name == self.ctx.profiles.active:
-            return
-        try:
-            self.ctx.profiles.set_active(name)
-        except Exception as exc:
-            error_sink().report("Cannot switch the endpoint profile", exc, "warning")
-            return
-        self.runtime.refresh()
-        self.ask.refresh_profiles()
 
     def _run_started(self, run_id: str) -> None:
         if run_id:
@@ -360,27 +338,38 @@ class MainWindow(QMainWindow):
         from vrag_desktop.core.run.training_roles import sample_training
 
         def show(summary: Any, events: list[AgentEvent]) -> None:
-            self.replay.pause()
-            self.replay_bar.hide()
-            self._clear_views()
-            self.ask.load(summary.question, events)
-            self.ask.set_status(
-                f"Run {run_id} · {summary.agent} · {summary.model or 'model?'} · {summary.status}"
-            )
-            self.graph_scene.load(events)
+            self.guide.leave_example()
+            status = f"Run {run_id} · {summary.agent} · {summary.model or 'model?'} · {summary.status}"
+            self.show_saved(summary.question, events, status)
             training = sample_training(summary.settings, self.graph_scene.graph.ids())
             if training is not None:  # a training sample: each node's part in the update
                 self.graph_scene.set_training(training)
-            self.evidence.load(events)
-            self.graph_view.fit()
             self._current_run = run_id
 
         self._with_run(run_id, "opening", show, store)
+
+    def show_saved(self, question: str, events: list[AgentEvent], status: str) -> None:
+        """A recorded run's events in every view at once, exactly as recorded (a saved run, an example)."""
+        self.replay.pause()
+        self.replay_bar.hide()
+        self._clear_views()
+        self.ask.load(question, events)
+        self.ask.set_status(status)
+        self.graph_scene.load(events)
+        self.evidence.load(events)
+        self.graph_view.fit()
+
+    def clear_all(self) -> None:
+        """Empty transcript, graph and evidence (an example closed)."""
+        self._clear_views()
+        self.ask.question_edit.clear()
+        self.ask.clear()
 
     def replay_run(self, run_id: str) -> None:
         """Replay a saved run step by step, through the same views a live run uses."""
 
         def start(summary: Any, events: list[AgentEvent]) -> None:
+            self.guide.leave_example()
             self._clear_views()
             self.ask.clear(summary.question)
             self.ask.question_edit.setPlainText(summary.question)
@@ -445,6 +434,7 @@ class MainWindow(QMainWindow):
             self.menus.check_theme(self.ctx.settings.theme)
             self.ask.render_transcript()
         if "data_dir" in changed:
+            self.ctx.current_model.sync()  # the new directory's profiles say which model is current
             self.corpora.reload()
             self.history.refresh()
             self.datasets.refresh()
@@ -457,11 +447,11 @@ class MainWindow(QMainWindow):
     def show_help(self, html_text: str, title: str) -> QDialog:
         """A help dialog; one that explains connecting a model offers to open the Runtime panel."""
         self.help_dialog = help_dialog(
-            self, html_text, title, self._open_runtime if "Connect" in html_text else None
+            self, html_text, title, self.open_runtime if "Connect" in html_text else None
         )
         return self.help_dialog
 
-    def _open_runtime(self) -> None:
+    def open_runtime(self) -> None:
         self.runtime_dock.show()
         self.runtime_dock.raise_()
 

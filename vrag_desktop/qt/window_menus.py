@@ -78,7 +78,11 @@ class WindowMenus:
         self._action(v, "Reset layout", win.reset_layout)
 
         h = mb.addMenu("&Help")
+        self._action(h, "Choose a model…", lambda: win.guide.choose_model())
         self._action(h, "Connect a model…", lambda: win.show_help(CONNECT_HELP, "Connect a model"))
+        self._action(h, "VRAG example run (recorded)", lambda: win.guide.open_example("vrag"))
+        self._action(h, "VimRAG example run (recorded)", lambda: win.guide.open_example("vimrag"))
+        h.addSeparator()
         self._action(h, "Keyboard shortcuts", lambda: win.show_help(SHORTCUTS_HELP, "Keyboard shortcuts"))
         self._action(h, "About VRAG Desktop", win.about)
 

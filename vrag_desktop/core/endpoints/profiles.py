@@ -6,6 +6,10 @@ storing raises :class:`NoSecureStoreError` saying so; the key can then come from
 variable (``VRAG_DESKTOP_API_KEY_<NAME>``, and ``DASHSCOPE_API_KEY`` for DashScope) or be kept in
 memory for this session only. Lookup order: session key, keyring, environment.
 
+The *active* profile is the one current model: the app's Ask panel, evaluations and training judges
+and ``vrag-desktop ask`` use it unless told otherwise. A fresh data directory has none (no cloud
+service is ever chosen for the person), and asking then says how to choose one.
+
 Importing this module stays cheap: ``keyring`` and the ``openai`` client load only when used.
 """
 
@@ -41,6 +45,12 @@ CUSTOM = "Custom"
 DASHSCOPE_BASE_URL = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 DASHSCOPE_MODEL = "qwen3.5-plus"
 DASHSCOPE_ENV = "DASHSCOPE_API_KEY"
+#: What to do when no model is chosen, for the app, the command line and the Python API alike.
+NO_MODEL_CHOSEN = (
+    "no model is chosen yet. In the app, choose one in the welcome dialog or with Runtime → Make "
+    "active; on the command line give --endpoint NAME (a profile: DashScope, Local vLLM, Custom or "
+    "one of yours) or --base-url URL --model NAME"
+)
 
 _SECRET_NAME = re.compile(r"api[_-]?key|authorization|secret|password", re.I)
 _SESSION_LOCK = threading.Lock()
@@ -57,6 +67,14 @@ class ApiKeyStoreError(RuntimeError):
 
 class NoSecureStoreError(ApiKeyStoreError):
     """No keyring backend exists on this machine, so keys cannot be saved securely."""
+
+
+class NoModelChosenError(ProfileError):
+    """No profile is active yet: a fresh data directory chooses no model (least of all a cloud one)
+    until the person does."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_MODEL_CHOSEN)
 
 
 @dataclass
@@ -168,7 +186,7 @@ class ProfileStore:
         self._environ = environ
         self._lock = threading.RLock()
         self._profiles: dict[str, EndpointProfile] = {p.name: p for p in builtin_profiles()}
-        self._active = DASHSCOPE
+        self._active: str | None = None  # no model chosen yet: never a cloud service by default
         self._load()
 
     # ---- profiles -------------------------------------------------------------------------------
@@ -223,7 +241,11 @@ class ProfileStore:
         with self._lock:
             return [replace(p) for p in self._profiles.values()]
 
-    def get(self, name: str) -> EndpointProfile:
+    def get(self, name: str | None) -> EndpointProfile:
+        """Profile ``name``; None or "" (the active one of a store where none is chosen) raises
+        :class:`NoModelChosenError`, saying how to choose one."""
+        if not name:
+            raise NoModelChosenError()
         with self._lock:
             if name not in self._profiles:
                 raise ProfileError(f"no endpoint profile named {name!r}")
@@ -248,7 +270,7 @@ class ProfileStore:
                 raise ProfileError(f"{name!r} is built in and cannot be deleted (reset it instead)")
             del self._profiles[name]
             if self._active == name:
-                self._active = DASHSCOPE
+                self._active = None  # the person chooses the next one; no silent fallback
             self._write()
         self.forget_api_key(name)
 
@@ -262,12 +284,16 @@ class ProfileStore:
             self._write()
 
     @property
-    def active(self) -> str:
+    def active(self) -> str | None:
+        """The current model: the profile the app's Ask panel, evaluations, training judges and
+        ``vrag-desktop ask`` use unless told otherwise. None until the person chooses one."""
         return self._active
 
-    def set_active(self, name: str) -> None:
+    def set_active(self, name: str | None) -> None:
+        """Make ``name`` the current model (None: no model chosen)."""
         with self._lock:
-            self.get(name)
+            if name is not None:
+                self.get(name)
             self._active = name
             self._write()
 
@@ -370,7 +396,8 @@ class ProfileStore:
     # ---- models ---------------------------------------------------------------------------------
     def to_model(self, name: str | None = None, **overrides: Any) -> OpenAIChatModel:
         """An :class:`OpenAIChatModel` for profile ``name`` (default: the active one) with its key.
-        ``overrides`` go to the client's constructor."""
+        ``overrides`` go to the client's constructor. Raises :class:`NoModelChosenError` when no
+        name is given and none is active."""
         from vrag_desktop.core.endpoints.client import OpenAIChatModel
 
         profile = self.get(name or self._active)

@@ -1,4 +1,9 @@
-"""The ask panel: choose agent, endpoint, corpora and limits; ask; watch the reasoning stream in.
+"""The ask panel: choose agent, model, corpora and limits; ask; watch the reasoning stream in.
+
+The model box shows and changes the one current model (:class:`~vrag_desktop.qt.current_model.
+CurrentModel`: the profile store's active profile, which the CLI reads too), so what it shows is what
+a run uses. While that model cannot answer (no model chosen, no key, no server), Ask is off and a
+line over the question says why, with a button to where it is fixed (:mod:`.readiness_bar`).
 
 The transcript is a :class:`~vrag_desktop.core.run.transcript.Transcript` (core), drawn by a
 :class:`.transcript_view.TranscriptView` at most ten times a second, so a fast token stream never floods
@@ -28,7 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
+from vrag_desktop.core.endpoints.readiness import Readiness
 from vrag_desktop.core.run.transcript import Transcript
+from vrag_desktop.qt.ask.readiness_bar import ReadinessBar
 from vrag_desktop.qt.ask.run_controller import RunRequest
 from vrag_desktop.qt.ask.transcript_view import TranscriptView
 from vrag_desktop.qt.context import AppContext
@@ -37,12 +44,15 @@ from vrag_desktop.qt.infra.widgets import column, row
 
 AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
 RENDER_INTERVAL_MS = 100
+NO_MODEL = "No model chosen"  # the model box's entry while none is
 
 
 class AskPanel(QWidget):
     sendRequested = Signal(object)  # RunRequest
     stopRequested = Signal()
     evidenceClicked = Signal(object)  # Evidence
+    fixRequested = Signal(object)  # Readiness: the person asked to fix why the model cannot answer
+    exampleRequested = Signal(str)  # an example run's key ("vrag", "vimrag")
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -58,7 +68,10 @@ class AskPanel(QWidget):
         for label, key in AGENTS:
             self.agent_combo.addItem(label, key)
         self.profile_combo = QComboBox()
-        self.profile_combo.setToolTip("Endpoint profile: where the model runs (edit in the Runtime panel)")
+        self.profile_combo.setToolTip(
+            "The model that answers (an endpoint profile; edit them in the Runtime panel). Choosing one "
+            "here makes it the current model everywhere, the command line included."
+        )
         self.corpora_button = QPushButton("All corpora")  # a push button leaves room for its menu arrow
         self.corpora_menu = QMenu(self.corpora_button)
         self.corpora_button.setMenu(self.corpora_menu)
@@ -112,6 +125,8 @@ class AskPanel(QWidget):
         qrow = row(
             self.question_edit, column(None, self.send_button, self.stop_button), grow=self.question_edit
         )
+        self.readiness_bar = ReadinessBar(self)
+        self.readiness_bar.fixRequested.connect(self.fixRequested)
 
         # ---- transcript + find bar
         self.status_label = QLabel()
@@ -133,13 +148,28 @@ class AskPanel(QWidget):
             fb.addWidget(part)
         self.find_bar.hide()
 
-        column(self, opts, qrow, self.find_bar, self.view, self.status_label, grow=self.view, margins=6)
+        column(
+            self,
+            opts,
+            self.readiness_bar,
+            qrow,
+            self.find_bar,
+            self.view,
+            self.status_label,
+            grow=self.view,
+            margins=6,
+        )
 
         self.send_button.clicked.connect(self.send)
         self.stop_button.clicked.connect(self.stopRequested)
         self.agent_combo.currentIndexChanged.connect(self._agent_changed)
+        self.profile_combo.currentIndexChanged.connect(self._profile_chosen)
+        model = ctx.current_model
+        model.changed.connect(lambda _name: self.refresh_profiles())
+        model.readinessChanged.connect(self._readiness_changed)
         self.load_defaults()
         self.refresh_profiles()
+        self._readiness_changed(model.readiness)
         self.refresh_corpora()
         self.render_transcript()
 
@@ -156,18 +186,38 @@ class AskPanel(QWidget):
         self.thinking.setEnabled(self.agent_combo.currentData() == "vimrag")
 
     def refresh_profiles(self) -> None:
+        """List the profiles, the current model selected (an entry saying so while none is chosen)."""
         try:
-            names, active = self.ctx.profiles.names(), self.ctx.profiles.active
+            names = self.ctx.profiles.names()
         except Exception as exc:  # a damaged profiles file must not take the panel down
             error_sink().report("Cannot read endpoint profiles", exc)
-            names, active = [], ""
-        current = self.profile_combo.currentData() or self.ctx.settings.profile or active
+            names = []
+        active = self.ctx.current_model.name
         with QSignalBlocker(self.profile_combo):
             self.profile_combo.clear()
+            if active is None:
+                self.profile_combo.addItem(NO_MODEL, None)
             for n in names:
-                self.profile_combo.addItem(n + ("  (active)" if n == active else ""), n)
-            i = self.profile_combo.findData(current)
-            self.profile_combo.setCurrentIndex(i if i >= 0 else max(0, self.profile_combo.findData(active)))
+                self.profile_combo.addItem(n, n)
+            self.profile_combo.setCurrentIndex(max(0, self.profile_combo.findData(active)))
+
+    def _profile_chosen(self) -> None:
+        """The person picked a model here: it becomes the current model everywhere."""
+        name = self.profile_combo.currentData()
+        if name and name != self.ctx.current_model.name and not self.ctx.current_model.choose(name):
+            self.refresh_profiles()  # refused (reported): show the model that is still current
+
+    def _readiness_changed(self, value: Readiness) -> None:
+        self.readiness_bar.show_readiness(value)
+        self.send_button.setEnabled(not self._running and value.ready)
+        self.send_button.setToolTip(
+            "Send the question (Ctrl+Enter)" if value.ready else f"{value.reason or 'Checking the model…'}"
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Whether the current model can answer, as far as the app knows without trying."""
+        return self.ctx.current_model.readiness.ready
 
     def refresh_corpora(self, names: Iterable[str] | None = None) -> None:
         if names is None:
@@ -226,8 +276,9 @@ class AskPanel(QWidget):
             self.set_status("Type a question first.")
             self.question_edit.setFocus()
             return
-        if self.profile_combo.count() == 0:
-            self.set_status("No endpoint profile: add one in the Runtime panel.")
+        readiness = self.ctx.current_model.readiness
+        if not readiness.ready:  # Ctrl+Enter while Ask is off
+            self.set_status(readiness.reason or "Checking the model…")
             return
         self.sendRequested.emit(req)
 
@@ -241,7 +292,7 @@ class AskPanel(QWidget):
 
     def set_running(self, running: bool) -> None:
         self._running = running
-        self.send_button.setEnabled(not running)
+        self.send_button.setEnabled(not running and self.ready)
         self.stop_button.setEnabled(running)
         self.question_edit.setReadOnly(running)
 
@@ -296,7 +347,9 @@ class AskPanel(QWidget):
     def _on_link(self, url: QUrl) -> None:
         text = url.toString()
         kind, _, arg = text.partition(":")
-        if kind == "toggle" and arg.isdigit() and int(arg) < len(self.transcript.blocks):
+        if kind == "example":
+            self.exampleRequested.emit(arg)
+        elif kind == "toggle" and arg.isdigit() and int(arg) < len(self.transcript.blocks):
             self.view.toggle(int(arg))
         elif kind == "evidence" and arg.isdigit() and self.transcript.answer is not None:
             evidence = self.transcript.answer.evidence

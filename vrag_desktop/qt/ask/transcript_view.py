@@ -183,6 +183,10 @@ class TranscriptView(QTextBrowser):
             "here as it happens: its thinking, each search with the items it found and their scores, "
             "the regions it zooms into, what it memorizes, and the answer with the pages it rests on."
             "</p>"
+            f"<p style='color:{c.muted}'>To see one before any model is set up: "
+            "<a href='example:vrag'>open a recorded example run</a> (VRAG: search, crop, answer) or "
+            "<a href='example:vimrag'>the VimRAG example</a> (a memory graph), recorded on the sample "
+            "corpus.</p>"
         )
 
     def _block_html(self, b: Block, c: _Colors, text: str | None = None) -> str:

@@ -23,6 +23,7 @@ from vrag_desktop.qt.evaluation.runner import EvalRequest
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.widgets import column
 
+NO_MODEL = "No model chosen"  # the model boxes' entry while none is chosen
 JUDGES = (("exact", "Exact match (no model)"), ("anls", "ANLS (no model)"), ("model", "A judge model"))
 
 
@@ -106,11 +107,13 @@ class NewEvaluationDialog(QDialog):
             self.corpora.addItem(item)
         try:
             profiles = self.ctx.profiles.names()
-            active = self.ctx.profiles.active
         except Exception as exc:
             error_sink().report("Cannot read the endpoint profiles", exc, "warning")
-            profiles, active = [], ""
+            profiles = []
+        active = self.ctx.current_model.name  # the one current model, as Ask uses
         for combo in (self.profile, self.judge_profile):
+            if active is None:  # none chosen yet: none is picked for the person either
+                combo.addItem(NO_MODEL, None)
             for name in profiles:
                 combo.addItem(name, name)
             combo.setCurrentIndex(max(0, combo.findData(active)))
@@ -142,6 +145,11 @@ class NewEvaluationDialog(QDialog):
         if kind == "retrieval":
             return EvalRequest("retrieval", str(dataset), tuple(chosen))
         judge = str(self.judge.currentData())
+        if self.profile.currentData() is None or (
+            judge == "model" and self.judge_profile.currentData() is None
+        ):
+            self.note.setText("Choose the model first: none is chosen yet.")
+            return None
         return EvalRequest(
             "answers",
             str(dataset),

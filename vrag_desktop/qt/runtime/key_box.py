@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QWidget
 
 from vrag_desktop.core.endpoints.profiles import ApiKeyStoreError, NoSecureStoreError, ProfileError
@@ -25,7 +25,10 @@ if TYPE_CHECKING:
 
 
 class ApiKeyBox(QGroupBox):
-    """Save, forget or keep-for-this-session the key of one saved profile (see the module)."""
+    """Save, forget or keep-for-this-session the key of one saved profile (see the module).
+    ``keyChanged(name)`` follows a key stored, kept for the session or forgotten."""
+
+    keyChanged = Signal(str)
 
     def __init__(
         self,
@@ -148,6 +151,7 @@ class ApiKeyBox(QGroupBox):
                 OK_COLOR,
             )
             self.refresh_source()
+            self.keyChanged.emit(name)
 
         def failed(exc: BaseException) -> None:
             if isinstance(exc, ApiKeyStoreError):  # NoSecureStoreError included
@@ -174,6 +178,7 @@ class ApiKeyBox(QGroupBox):
         def done(_r: object) -> None:
             self._show_message("Key forgotten.", MUTED)
             self.refresh_source()
+            self.keyChanged.emit(name)
 
         run_call(
             self.store.forget_api_key,

@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
+from vrag_desktop.core.endpoints.readiness import AppServer
 from vrag_desktop.core.runtime.settings import app_log_path
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.qt.infra.errors import error_sink
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["RuntimePanel", "VLLMSection"]
 
 S = ProcessStatus
+NONE_CHOSEN = "none chosen"  # the status bar's words while no model is chosen
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -75,7 +77,10 @@ class RuntimePanel(QWidget):
 
         self.editor.profilesChanged.connect(self._on_profiles_changed)
         self.editor.activeProfileChanged.connect(self._on_active_changed)
-        self.vllm.stateChanged.connect(self._update_status)
+        self.editor.key_box.keyChanged.connect(ctx.current_model.refresh)
+        self.vllm.key_box.keyChanged.connect(ctx.current_model.refresh)
+        ctx.current_model.changed.connect(self._on_current_changed)
+        self.vllm.stateChanged.connect(self._on_server_state)
         self.vllm.localServerReady.connect(self._on_local_ready)
         self.vllm.gpuChanged.connect(self._on_gpu)
         self.leftovers.found.connect(self.leftoversFound)
@@ -87,17 +92,40 @@ class RuntimePanel(QWidget):
     # ---- signals -------------------------------------------------------------------------------
     def _on_profiles_changed(self) -> None:
         self.profilesChanged.emit()
+        self.ctx.current_model.sync()  # the active profile may be gone, or its fields changed
         self._update_status()
 
-    def _on_active_changed(self, name: str) -> None:
-        self.activeProfileChanged.emit(name)
+    def _on_active_changed(self, _name: str) -> None:
+        """*Make active* (or a deletion) changed the store: every panel hears it from the one model."""
+        self.ctx.current_model.sync()
+
+    def _on_current_changed(self, name: str) -> None:
+        self.editor.refresh()
         self.vllm._render()
         self._update_status()
+        self.activeProfileChanged.emit(name)
 
     def _on_local_ready(self, _url: str, _model: str) -> None:
         self.editor.local_profile_updated()
         self.profilesChanged.emit()
-        self.activeProfileChanged.emit(self.ctx.profiles.active)
+        model = self.ctx.current_model
+        if model.name is None:  # the person started a local model before choosing any: it is the one
+            model.choose(LOCAL_VLLM)
+        model.sync()
+        self._update_status()
+
+    def _on_server_state(self) -> None:
+        """The app's own server changed state: the current model may now answer, or no longer."""
+        server = self.vllm.server
+        status = self.vllm.status
+        state: AppServer = "stopped"
+        if status is S.READY:
+            state = "ready"
+        elif self.vllm.starting:
+            state = "starting"
+        elif status is S.CRASHED:
+            state = "crashed"
+        self.ctx.current_model.set_app_server(state, server.base_url if server is not None else "")
         self._update_status()
 
     def _on_tab(self, index: int) -> None:
@@ -118,9 +146,9 @@ class RuntimePanel(QWidget):
         self.gpuChanged.emit(text)
 
     def status_text(self) -> str:
-        """``vLLM: ready`` when the local profile is active, else the active profile's name (and the
-        local server's state while it runs or after it crashed)."""
-        active = self.ctx.profiles.active
+        """``vLLM: ready`` when the local profile is active, else the current model's name, or that
+        none is chosen (and the local server's state while it runs or after it crashed)."""
+        active = self.ctx.current_model.name or NONE_CHOSEN
         state = self.vllm.short_state()
         if active == LOCAL_VLLM:
             return f"vLLM: {state}"
@@ -143,6 +171,7 @@ class RuntimePanel(QWidget):
 
     def refresh(self) -> None:
         """Re-read the profiles (another panel changed them or the active one) and the status."""
+        self.ctx.current_model.sync()
         self.editor.refresh()
         self.vllm._render()
         self._update_status()
@@ -151,6 +180,24 @@ class RuntimePanel(QWidget):
         for i in range(self.tabs.count()):
             if self.tabs.tabText(i) == name:
                 self.tabs.setCurrentIndex(i)
+
+    def show_key(self, profile: str) -> None:
+        """The Endpoints tab with ``profile`` selected and its key field focused (where a missing key
+        is fixed)."""
+        self.show_endpoint(profile)
+        self.editor.key_edit.setFocus()
+
+    def show_endpoint(self, profile: str | None) -> None:
+        """The Endpoints tab with ``profile`` selected (its address and model)."""
+        self.show_tab("Endpoints")
+        if profile:
+            self.editor.select(profile)
+        self.editor.url_edit.setFocus()
+
+    def show_server(self) -> None:
+        """The Local vLLM tab, scrolled to its top: the server card with Start."""
+        self.show_tab("Local vLLM")
+        self.vllm.start_button.setFocus()
 
     def shutdown(self, timeout_s: float = 10.0) -> bool:
         """On window close: cancel tests, stop the server this panel started (bounded wait), save

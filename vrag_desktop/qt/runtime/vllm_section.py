@@ -277,6 +277,12 @@ class VLLMSection(QWidget):
         whose outcome has not arrived, counts)."""
         return self.status.running or self._start_pending or self._stopping
 
+    @property
+    def starting(self) -> bool:
+        """Asked to start and not ready yet (checking the port and interpreter counts)."""
+        status = self.status
+        return not self._stopping and (status is S.STARTING or (self._start_pending and not status.running))
+
     def start(self) -> bool:
         """Start the server with the form's settings. Returns False when refused (shown inline)."""
         from vrag_desktop.core.runtime.vllm import VLLMServer
@@ -408,10 +414,7 @@ class VLLMSection(QWidget):
         self._render()
 
     def _use_local(self) -> None:
-        try:
-            self.ctx.profiles.set_active(LOCAL_VLLM)
-        except (ProfileError, OSError) as exc:
-            error_sink().report("Could not change the active endpoint", exc)
+        if not self.ctx.current_model.choose(LOCAL_VLLM):
             return
         self.localServerReady.emit(self._server.base_url if self._server else "", "")
         self._render()

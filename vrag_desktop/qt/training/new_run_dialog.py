@@ -165,7 +165,6 @@ class NewRunDialog(QDialog):
     def _fill(self) -> None:
         """The app's datasets, corpora and profiles; then the last values used (else the defaults)."""
         lists: dict[str, list[str]] = {"datasets": [], "corpora": [], "profiles": []}
-        active = ""
         for key, read in (
             ("datasets", lambda: self.ctx.datasets.names()),
             ("corpora", lambda: self.ctx.library.names()),
@@ -175,10 +174,7 @@ class NewRunDialog(QDialog):
                 lists[key] = list(read())
             except Exception as exc:
                 error_sink().report(f"Cannot list the {key}", exc, "warning")
-        try:
-            active = self.ctx.profiles.active or ""
-        except Exception:  # reported above with the profiles
-            active = ""
+        active = self.ctx.current_model.name  # the one current model judges unless told otherwise
         self.form.set_choices(lists["datasets"], lists["corpora"], lists["profiles"], active)
         last = pf.load_last_config(self.ctx.layout.config)
         defaults = TrainConfig(model="-", dataset="-").to_dict()

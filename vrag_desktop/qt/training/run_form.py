@@ -41,6 +41,7 @@ JUDGES = (
     ("exact", "Exact match (no model)"),
     ("anls", "ANLS (no model)"),
 )
+NO_JUDGE = "No model chosen"  # the judge box's entry while no model is chosen
 DEVICES = (("auto", "Auto (GPU when present)"), ("cuda", "GPU (CUDA)"), ("cpu", "CPU (tiny models only)"))
 #: (config field, label) of the numeric fields, in the form's order; ints stay ints.
 NUMBERS = (
@@ -174,8 +175,12 @@ class RunForm(QWidget):
         return box
 
     # ---- choices --------------------------------------------------------------------------------
-    def set_choices(self, datasets: list[str], corpora: list[str], profiles: list[str], active: str) -> None:
-        """Fill the app's datasets, corpora (all ticked) and endpoint profiles."""
+    def set_choices(
+        self, datasets: list[str], corpora: list[str], profiles: list[str], active: str | None
+    ) -> None:
+        """Fill the app's datasets, corpora (all ticked) and endpoint profiles, the current model
+        (``active``) chosen as the judge; while none is chosen the judge box says so and no profile
+        is picked for the person."""
         self.dataset.set_datasets((name, name) for name in datasets)
         self.corpora.clear()
         for name in corpora:
@@ -184,6 +189,8 @@ class RunForm(QWidget):
             item.setCheckState(Qt.CheckState.Checked)
             self.corpora.addItem(item)
         self.judge_profile.clear()
+        if active is None:
+            self.judge_profile.addItem(NO_JUDGE, None)
         for name in profiles:
             self.judge_profile.addItem(name, name)
         self.judge_profile.setCurrentIndex(max(0, self.judge_profile.findData(active)))
@@ -240,7 +247,9 @@ class RunForm(QWidget):
                 out[head][sub] = value
             else:
                 out[key] = value
-        if out["judge"]["kind"] != "profile" or not out["judge"]["profile"]:
+        if out["judge"]["kind"] == "profile" and not out["judge"]["profile"]:
+            raise ConfigError("judge.profile", "no model is chosen yet: choose the judge's profile")
+        if out["judge"]["kind"] != "profile":
             out["judge"]["profile"] = None
         return out
 

@@ -1,0 +1,138 @@
+"""Where the window leads a person who cannot ask yet: the first-run dialog, the place each reason
+Ask is off is fixed, and the recorded example runs.
+
+Why apart from the window: the main window wires panels; these are a few small journeys across them
+(a readiness fix opens a Runtime tab with the right field focused; *Set up the local server* fills the
+vLLM form; an example opens in the graph and evidence views under its label). When the Models view
+exists, :meth:`Guide.open_local_models` is the one place to point at it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from PySide6.QtCore import QObject
+
+from vrag_desktop.core.endpoints.readiness import Readiness
+from vrag_desktop.core.paths import sample_corpus_dir
+from vrag_desktop.qt.history.examples import ExampleBar, load_example_async
+from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.welcome.choices import LOCAL_MODEL
+from vrag_desktop.qt.welcome.first_run_dialog import FirstRunDialog
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.agents.events import AgentEvent
+    from vrag_desktop.core.example_runs import ExampleRun
+    from vrag_desktop.qt.main_window import MainWindow
+
+SAMPLE_CORPUS = "sample"
+
+
+class Guide(QObject):
+    """See the module docstring. ``dialog`` is the model chooser while it is open."""
+
+    def __init__(self, win: MainWindow) -> None:
+        super().__init__(win)
+        self.win = win
+        self.dialog: FirstRunDialog | None = None
+        self.example_bar = ExampleBar()
+        self.example_bar.openRequested.connect(self.open_example)
+        self.example_bar.closeRequested.connect(self.close_example)
+        self.example: ExampleRun | None = None
+
+    # ---- first run
+    def first_run(self) -> FirstRunDialog:
+        """First launch: the model chooser, and the bundled sample corpus indexed meanwhile."""
+        win = self.win
+        sample = sample_corpus_dir()
+        indexing = False
+        try:
+            if sample is not None and SAMPLE_CORPUS not in win.ctx.library.names():
+                win.corpora.add_and_index(SAMPLE_CORPUS, [sample])
+                indexing = True
+        except Exception as exc:
+            error_sink().report("Could not index the sample corpus", exc)
+        win.ctx.settings.first_run_done = True
+        try:
+            win.ctx.save()
+        except Exception as exc:
+            error_sink().report("Could not save settings", exc, "warning")
+        return self.choose_model(indexing=indexing)
+
+    def choose_model(self, *, indexing: bool = False) -> FirstRunDialog:
+        """The model chooser (raised if open)."""
+        if self.dialog is not None:
+            self.dialog.raise_()
+            self.dialog.activateWindow()
+            return self.dialog
+        dlg = self.dialog = FirstRunDialog(self.win.ctx.current_model, self.win, indexing=indexing)
+        gpu = self.win.runtime.vllm.gpu
+        if gpu.report is not None:
+            dlg.show_gpu(gpu.report)
+        gpu.reportChanged.connect(dlg.show_gpu)
+        dlg.localRequested.connect(self.open_local_models)
+        dlg.exampleRequested.connect(self.open_example)
+        dlg.destroyed.connect(self._dialog_gone)
+        dlg.show()
+        return dlg
+
+    def _dialog_gone(self, *_: Any) -> None:
+        self.dialog = None
+
+    # ---- fixes
+    def fix(self, readiness: Readiness) -> None:
+        """Go where the reason Ask is off is fixed."""
+        runtime = self.win.runtime
+        if readiness.fix == "choose":
+            self.choose_model()
+            return
+        self.win.open_runtime()
+        if readiness.fix == "key" and readiness.profile:
+            runtime.show_key(readiness.profile)
+        elif readiness.fix == "server":
+            runtime.show_server()
+        else:
+            runtime.show_endpoint(readiness.profile)
+
+    def open_local_models(self) -> None:
+        """Where a local model is downloaded and served. Today: the Runtime panel's Local vLLM tab,
+        with the VRAG model filled in when no model is set there yet (vLLM downloads it at Start).
+        The Models view replaces this when it exists."""
+        self.win.open_runtime()
+        runtime = self.win.runtime
+        runtime.show_server()
+        if not runtime.vllm.model_edit.text().strip():
+            runtime.vllm.model_edit.setText(LOCAL_MODEL)
+
+    # ---- examples
+    def open_example(self, key: str) -> None:
+        """Show recorded example ``key`` in the transcript, graph and evidence views, labelled."""
+        win = self.win
+        if win.controller.running:
+            error_sink().report("A run is in progress", "Stop it before opening an example.", "warning")
+            return
+
+        def show(example: ExampleRun, events: list[AgentEvent]) -> None:
+            self.example = example
+            s = example.summary
+            win.show_saved(s.question, events, f"Example (recorded) · {s.agent} · {s.model} · {s.status}")
+            self.example_bar.show_example(example)
+            win.graph_dock.show()
+            win.evidence_dock.show()
+
+        load_example_async(key, show, lambda exc: error_sink().report("Could not open the example", exc))
+
+    def close_example(self) -> None:
+        if self.example is None:
+            return
+        self.example = None
+        self.example_bar.hide()
+        self.win.clear_all()
+
+    def leave_example(self) -> None:
+        """Something else takes the views (a run, a saved run, a replay): the label goes."""
+        self.example = None
+        self.example_bar.hide()
+
+
+__all__ = ["Guide"]

@@ -1,0 +1,300 @@
+"""The three ways to get a model, as cards of the first-run dialog.
+
+Why three cards and no preselected answer: which one fits depends on this machine (a GPU or not)
+and on the person (a cloud key, a server elsewhere). Each card has its own button that does the
+whole thing — store the key, save the server, make it the current model — so no choice is ever made
+for the person, least of all a cloud service. The key and connection-test parts are the Runtime
+panel's own (:class:`ApiKeyBox`, :class:`ConnectionTest`).
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+
+from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, EndpointProfile, ProfileError
+from vrag_desktop.core.runtime.gpu import GiB, estimate_vllm_memory
+from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.widgets import row
+from vrag_desktop.qt.runtime.connection_test import ConnectionTest
+from vrag_desktop.qt.runtime.key_box import ApiKeyBox
+from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive, line_edit
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.runtime.gpu import GPUReport
+    from vrag_desktop.qt.current_model import CurrentModel
+
+#: The model a local server starts with: the released VRAG checkpoint (Qwen2.5-VL-7B fine-tuned).
+LOCAL_MODEL = "autumncc/Qwen2.5-VL-7B-VRAG"
+#: Its architecture (Qwen2.5-VL-7B's config.json), to estimate its GPU memory before any download.
+LOCAL_MODEL_CONFIG = {
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "hidden_size": 3584,
+    "intermediate_size": 18944,
+    "max_position_embeddings": 128000,
+    "num_attention_heads": 28,
+    "num_hidden_layers": 28,
+    "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "vocab_size": 152064,
+    "vision_config": {
+        "depth": 32,
+        "hidden_size": 1280,
+        "intermediate_size": 3420,
+        "num_heads": 16,
+        "in_chans": 3,
+        "out_hidden_size": 3584,
+        "patch_size": 14,
+        "spatial_merge_size": 2,
+        "temporal_patch_size": 2,
+    },
+}
+GPU_SHARE = 0.9  # vLLM's default gpu_memory_utilization
+
+
+def _text(parent: QWidget, text: str = "", name: str = "") -> QLabel:
+    label = QLabel(text, parent)
+    label.setWordWrap(True)
+    label.setTextFormat(Qt.TextFormat.RichText)
+    if name:
+        label.setObjectName(name)
+    return label
+
+
+def local_fit(report: GPUReport) -> tuple[bool, str]:
+    """Whether the local model fits this machine's GPU, in one or two sentences (HTML)."""
+    if not report.gpus:
+        return False, (
+            f"<b>No NVIDIA GPU found on this machine</b> ({html.escape(report.error or 'none found')}). "
+            "A 7-billion-parameter vision model is far too slow without one, so this is not recommended "
+            "here: use a server elsewhere instead."
+        )
+    est = estimate_vllm_memory(LOCAL_MODEL_CONFIG, name=LOCAL_MODEL)
+    need = (est.weights_and_kv_bytes + est.overhead_bytes) / GiB
+    g = max(report.gpus, key=lambda x: x.free_bytes)
+    usable = min(g.total_bytes * GPU_SHARE, g.free_bytes) / GiB
+    gpu = f"{html.escape(g.name)}, {g.total_gib:.0f} GiB ({g.free_gib:.0f} GiB free)"
+    weights = est.weight_bytes / GiB
+    if need <= usable:
+        return True, (
+            f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}, about {weights:.0f} GB to download) "
+            f"<b>fits</b>: it needs about {need:.0f} GiB with its full context."
+        )
+    return False, (
+        f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}) needs about {need:.0f} GiB with its full "
+        f"context; about {usable:.0f} GiB are usable here. A shorter context or a quantised model may fit."
+    )
+
+
+class LocalChoice(QGroupBox):
+    """Download and serve a model on this machine; shows whether it fits this GPU."""
+
+    requested = Signal()  # the person wants to set up the local server
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Run a model on this machine", parent)
+        self.setObjectName("localChoice")
+        lay = QVBoxLayout(self)
+        self.fit = _text(self, "Looking for a GPU…", "localFit")
+        self.about = _text(
+            self,
+            "Private and offline once downloaded: the app starts and supervises a vLLM server; the model "
+            "is downloaded when the server first starts.",
+        )
+        self.about.setStyleSheet(f"color: {MUTED};")
+        self.button = QPushButton("Set up the local server…", self)
+        self.button.setObjectName("chooseLocal")
+        self.button.clicked.connect(self.requested)
+        lay.addWidget(self.fit)
+        lay.addWidget(self.about)
+        lay.addLayout(row(self.button))
+        self.report: GPUReport | None = None
+        self.fits = False
+
+    def show_report(self, report: GPUReport) -> None:
+        self.report = report
+        self.fits, text = local_fit(report)
+        self.fit.setText(text)
+        self.button.setText("Set up the local server…" if report.gpus else "Set it up anyway…")
+        self.button.setFlat(not report.gpus)
+
+
+class DashScopeChoice(QGroupBox):
+    """DashScope with a key typed right here (kept in the keyring, as the Runtime panel keeps it)."""
+
+    chosen = Signal(str)
+
+    def __init__(self, model: CurrentModel, parent: QWidget | None = None) -> None:
+        super().__init__("Use DashScope (Alibaba Cloud)", parent)
+        self.setObjectName("dashscopeChoice")
+        self.model = model
+        store = model.ctx.profiles
+        self._pending = False
+        lay = QVBoxLayout(self)
+        lay.addWidget(
+            _text(
+                self,
+                "Qwen3.5 in Alibaba Cloud: no GPU needed, suits the VimRAG agent. <b>Your questions and "
+                "the page images the agent looks at are sent to Alibaba Cloud.</b>",
+            )
+        )
+        self.key_box = ApiKeyBox(store, self, title="DashScope API key")
+        self.key_box.set_profile(DASHSCOPE)
+        self.key_box.keyChanged.connect(self._key_changed)
+        self.button = QPushButton("Use DashScope", self)
+        self.button.setObjectName("chooseDashScope")
+        self.button.clicked.connect(self.choose)
+        self.message = _text(self, "", "dashscopeMessage")
+        lay.addWidget(self.key_box)
+        lay.addLayout(row(self.button, self.message, grow=self.message))
+
+    def choose(self) -> None:
+        """Store the typed key (if any), then make DashScope the current model once a key is set."""
+        if self.key_box.key_edit.text():
+            self._pending = True
+            self.key_box.save_key()  # keyChanged follows, or the box says why it could not
+            return
+        self._use_if_keyed()
+
+    def _key_changed(self, _name: str) -> None:
+        if self._pending:
+            self._pending = False
+            self._use_if_keyed()
+
+    def _use_if_keyed(self) -> None:
+        store = self.model.ctx.profiles
+
+        def decide(source: str | None) -> None:
+            if source is None:
+                self._say("Paste your DashScope API key first.", WARN_COLOR)
+            elif self.model.choose(DASHSCOPE):
+                self._say("✓ DashScope is now the model.", OK_COLOR)
+                self.chosen.emit(DASHSCOPE)
+
+        run_call(
+            store.api_key_source, DASHSCOPE, on_done=if_alive(self, decide), error_title="Cannot read the key"
+        )
+
+    def _say(self, text: str, color: str) -> None:
+        self.message.setText(html.escape(text))
+        self.message.setStyleSheet(f"color: {color};")
+
+
+class ServerChoice(QGroupBox):
+    """Any OpenAI-compatible server: its base URL and model name, a key if it needs one, Test
+    connection; *Use this server* saves it as the Custom profile and makes it the current model."""
+
+    chosen = Signal(str)
+
+    def __init__(self, model: CurrentModel, parent: QWidget | None = None) -> None:
+        super().__init__("Use an OpenAI-compatible server", parent)
+        self.setObjectName("serverChoice")
+        self.model = model
+        store = model.ctx.profiles
+        lay = QVBoxLayout(self)
+        lay.addWidget(
+            _text(
+                self,
+                "vLLM or SGLang on another machine, LM Studio, Ollama, a gateway: any server with "
+                "the OpenAI chat API and a vision model.",
+            )
+        )
+        current = store.get(CUSTOM)
+        self.url_edit = line_edit(self, "http://host:8000/v1")
+        self.url_edit.setObjectName("serverUrl")
+        self.url_edit.setText(current.base_url)
+        self.model_edit = line_edit(self, "served model name, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
+        self.model_edit.setObjectName("serverModel")
+        self.model_edit.setText(current.model)
+        self.key_edit = QLineEdit(self)
+        self.key_edit.setObjectName("serverKey")
+        self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self.key_edit.setPlaceholderText("only if the server needs one (kept in the system keyring)")
+        form = QFormLayout()
+        form.addRow("Base URL", self.url_edit)
+        form.addRow("Model", self.model_edit)
+        form.addRow("API key", self.key_edit)
+        lay.addLayout(form)
+        self.tester = ConnectionTest(store, self)
+        self.tester.button.clicked.connect(self.test)
+        self.button = QPushButton("Use this server", self)
+        self.button.setObjectName("chooseServer")
+        self.button.clicked.connect(self.choose)
+        self.message = _text(self, "", "serverMessage")
+        lay.addWidget(self.tester)
+        lay.addLayout(row(self.button, self.message, grow=self.message))
+
+    def profile(self) -> EndpointProfile | None:
+        """The fields as the Custom profile, or None after saying what is missing."""
+        url, name = self.url_edit.text().strip(), self.model_edit.text().strip()
+        if not url or not name:
+            self._say("Enter the server's base URL and the served model name.", WARN_COLOR)
+            return None
+        base = self.model.ctx.profiles.get(CUSTOM)
+        profile = EndpointProfile(
+            CUSTOM,
+            "custom",
+            url,
+            name,
+            extra_body=base.extra_body,
+            params=base.params,
+            api_key_env=base.api_key_env,
+        )
+        try:
+            profile.validate()
+        except ProfileError as exc:
+            self._say(str(exc), BAD_COLOR)
+            return None
+        return profile
+
+    def test(self) -> None:
+        if self.tester.testing:
+            self.tester.cancel()
+            return
+        profile = self.profile()
+        if profile is not None:
+            self._say("", MUTED)
+            self.tester.run(profile, self.key_edit.text(), known=True)
+
+    def choose(self) -> None:
+        """Save the Custom profile (and its key), then make it the current model."""
+        profile = self.profile()
+        if profile is None:
+            return
+        store = self.model.ctx.profiles
+        key = self.key_edit.text()
+        try:
+            store.save(profile)
+        except (ProfileError, OSError) as exc:
+            self._say(f"Not saved: {describe(exc)}", BAD_COLOR)
+            return
+
+        def use(_where: object = None) -> None:
+            self.key_edit.clear()
+            if self.model.choose(CUSTOM):
+                self._say(f"✓ {profile.model} at {profile.base_url} is now the model.", OK_COLOR)
+                self.chosen.emit(CUSTOM)
+
+        def failed(exc: BaseException) -> None:
+            self._say(f"The key was not stored: {describe(exc)}", BAD_COLOR)
+            error_sink().report("Could not store the server's key", exc, "warning")
+
+        if key:  # the keyring may block: off the GUI thread, then choose
+            run_call(
+                store.set_api_key, CUSTOM, key, on_done=if_alive(self, use), on_error=if_alive(self, failed)
+            )
+        else:
+            use()
+
+    def _say(self, text: str, color: str) -> None:
+        self.message.setText(html.escape(text))
+        self.message.setStyleSheet(f"color: {color};")
+
+
+__all__ = ["LOCAL_MODEL", "DashScopeChoice", "LocalChoice", "ServerChoice", "local_fit"]
