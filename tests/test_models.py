@@ -444,6 +444,24 @@ def test_the_embedders_load_a_pulled_model_from_the_models_folder(
         resolve_model_dir("tiny-org/other-GVE")
 
 
+def test_vllm_serves_a_pulled_model_from_the_models_folder(online: FakeHub, tmp_path: Path) -> None:
+    """The app's and the CLI's vLLM config point vLLM at the checked download, served under its id."""
+    from vrag_desktop.core.runtime.settings import VLLMSettings
+    from vrag_desktop.core.runtime.vllm import VLLMConfig
+
+    layout = _layout(tmp_path)
+    online.repo("tiny-org/tiny-GVE").commit(tiny_files())
+    drain(pull(layout, "tiny-org/tiny-GVE", settings=_settings(online)))
+    folder = layout.models / "tiny-org" / "tiny-GVE"
+    cfg = VLLMSettings(model="tiny-org/tiny-GVE").to_config(layout.root)
+    assert (cfg.model, cfg.model_name) == (str(folder), "tiny-org/tiny-GVE")
+    assert cfg.build_command(8000)[cfg.build_command(8000).index("--model") + 1] == str(folder)
+    named = VLLMConfig("tiny-org/tiny-GVE", served_model_name="vrag").from_models_folder(layout.root)
+    assert (named.model, named.model_name) == (str(folder), "vrag")
+    other = VLLMConfig("tiny-org/not-pulled").from_models_folder(layout.root)
+    assert (other.model, other.model_name) == ("tiny-org/not-pulled", "tiny-org/not-pulled")
+
+
 def test_progress_reports_speed_eta_and_file(online: FakeHub, tmp_path: Path) -> None:
     online.repo(REPO).commit(tiny_files(weights=BIG))
     online.throttle["model.safetensors"] = 40 * 1024 * 1024

@@ -108,7 +108,7 @@ def _config(args: argparse.Namespace, paths: Paths, extra: list[str]) -> tuple[V
         tensor_parallel_size=args.tensor_parallel_size,
         dtype=args.dtype,
         extra_args=extra,
-    )
+    ).from_models_folder(paths.data_dir)  # a hub id `models pull` downloaded is served from there
     if entrypoint:
         cfg.entrypoint = entrypoint
     try:

@@ -156,7 +156,7 @@ class VLLMSettings:
         env = os.environ if environ is None else environ
         raw = env.get(ENTRYPOINT_ENV, "").strip()
         extra: dict[str, Any] = {"entrypoint": tuple(shlex.split(raw))} if raw else {}
-        return VLLMConfig(
+        return VLLMConfig(  # a hub id the app downloaded is served from its models folder
             model=self.model.strip(),
             served_model_name=self.served_model_name.strip() or None,
             python=self.environment(data_dir),
@@ -169,7 +169,7 @@ class VLLMSettings:
             dtype=self.dtype.strip() or "auto",
             extra_args=self.extra_argv(),
             **extra,
-        )
+        ).from_models_folder(data_dir)
 
 
 def settings_path(data_dir: str | os.PathLike[str]) -> Path:

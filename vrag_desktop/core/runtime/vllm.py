@@ -80,6 +80,23 @@ class VLLMConfig:
     def model_name(self) -> str:
         return self.served_model_name or self.model
 
+    def from_models_folder(self, data_dir: str | os.PathLike[str]) -> VLLMConfig:
+        """This config serving the copy ``vrag-desktop models pull`` (or the app's Models view) made
+        of its hub id in ``data_dir``, under the id as its served name — so vLLM loads what was
+        downloaded and checked, and never fetches the model itself. Unchanged for a folder path or
+        a model that was not pulled."""
+        import dataclasses
+
+        if os.path.exists(os.path.expanduser(self.model)):
+            return self
+        from vrag_desktop.core.models.store import ModelStore
+        from vrag_desktop.core.paths import DataLayout
+
+        folder = ModelStore(DataLayout.resolve(data_dir)).downloaded_path(self.model)
+        if folder is None:
+            return self
+        return dataclasses.replace(self, model=str(folder), served_model_name=self.model_name)
+
     def interpreter(self) -> str:
         return resolve_python(self.python)
 
