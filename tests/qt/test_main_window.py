@@ -122,9 +122,11 @@ def test_first_run_indexes_the_sample_and_explains(
     w.corpora.indexed.connect(done.append)
     qtbot.waitUntil(lambda: "sample" in done, timeout=60_000)
     dialog = w.guide.dialog  # the model chooser, which says the sample is being indexed
-    assert dialog is not None and dialog.isVisible() and "sample corpus is being indexed" in dialog.findChild(
-        QLabel, "firstRunIntro"
-    ).text()
+    assert (
+        dialog is not None
+        and dialog.isVisible()
+        and "sample corpus is being indexed" in dialog.findChild(QLabel, "firstRunIntro").text()
+    )
     assert AppContext.for_dirs(ctx.data_dir, ctx.config_dir).settings.first_run_done
     assert ctx.library.open("sample").stats()["indexed_files"] == 1
 

@@ -378,7 +378,7 @@ def test_start_ready_log_search_test_and_stop(
     assert (local.base_url, local.model) == (server.base_url, "fake")
     assert "DashScope · vLLM: ready" in statuses
     assert v.use_button.isVisibleTo(v)
-    with qtbot.waitSignal(panel.statusChanged, check_params_cb=lambda t: t == "vLLM: ready"):
+    with qtbot.waitSignal(panel.statusChanged, check_params_cb=lambda t: t == "Local vLLM · ready"):
         v.use_button.click()
     assert ctx.profiles.active == LOCAL_VLLM
 
@@ -406,7 +406,7 @@ def test_start_ready_log_search_test_and_stop(
     qtbot.waitUntil(lambda: not v.busy, timeout=15000)
     assert v.status is S.EXITED and v.status_head.text() == "Stopped"
     assert not _alive(pid) and not _alive(engine)
-    assert panel.status_text() == "vLLM: stopped" and v.start_button.isEnabled()
+    assert panel.status_text() == "Local vLLM · stopped" and v.start_button.isEnabled()
 
 
 def test_log_view_is_bounded_and_fed_from_any_thread(qtbot: Any, make_panel: Any) -> None:

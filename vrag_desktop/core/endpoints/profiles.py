@@ -49,7 +49,7 @@ DASHSCOPE_ENV = "DASHSCOPE_API_KEY"
 NO_MODEL_CHOSEN = (
     "no model is chosen yet. In the app, choose one in the welcome dialog or with Runtime → Make "
     "active; on the command line give --endpoint NAME (a profile: DashScope, Local vLLM, Custom or "
-    "one of yours) or --base-url URL --model NAME"
+    "one of yours) or --base-url URL --model NAME."
 )
 
 _SECRET_NAME = re.compile(r"api[_-]?key|authorization|secret|password", re.I)

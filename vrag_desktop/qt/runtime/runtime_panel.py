@@ -46,7 +46,7 @@ def _scroll(widget: QWidget) -> QScrollArea:
 class RuntimePanel(QWidget):
     """Endpoints, Local vLLM and Log tabs. Fits a dock; see the module docstring."""
 
-    statusChanged = Signal(str)  # short status-bar text: "vLLM: ready", "DashScope", …
+    statusChanged = Signal(str)  # short status-bar text: "Local vLLM · ready", "DashScope", …
     gpuChanged = Signal(str)  # "CPU only" or "GPU: H100 80GB HBM3 (80 GiB)"
     profilesChanged = Signal()
     activeProfileChanged = Signal(str)
@@ -146,12 +146,12 @@ class RuntimePanel(QWidget):
         self.gpuChanged.emit(text)
 
     def status_text(self) -> str:
-        """``vLLM: ready`` when the local profile is active, else the current model's name, or that
+        """``Local vLLM · ready`` when the local profile is active, else the current model's name, or that
         none is chosen (and the local server's state while it runs or after it crashed)."""
         active = self.ctx.current_model.name or NONE_CHOSEN
         state = self.vllm.short_state()
         if active == LOCAL_VLLM:
-            return f"vLLM: {state}"
+            return f"{LOCAL_VLLM} · {state}"
         shown = self.vllm.status.running or self.vllm.status is S.CRASHED
         return active + (f" · vLLM: {state}" if shown else "")
 

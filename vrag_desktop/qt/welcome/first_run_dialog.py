@@ -91,6 +91,9 @@ class FirstRunDialog(QDialog):
         lay.addWidget(scroll, 1)
         gap = QWidget(self)
         lay.addLayout(row(self.example_button, gap, self.later_button, grow=gap))
+        for b in self.findChildren(QPushButton):  # Enter (in a key field) never makes a choice
+            b.setAutoDefault(False)
+            b.setDefault(False)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.resize(WIDTH, 760)
 
