@@ -126,6 +126,12 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     ap.add_argument("--theme", default="light", choices=["light", "dark"])
     ap.add_argument("--size", default="1600x1000")
+    ap.add_argument(
+        "--newcomer",
+        action="store_true",
+        help="instead: what a newcomer sees (the model chooser, Ask off with its reason, the recorded "
+        "example runs), named after --size",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -159,7 +165,9 @@ def main() -> int:
     t0 = time.monotonic()
     wait(app, lambda: "sample" in indexed, 900, "the sample corpus to be indexed")
     print(f"sample corpus indexed in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-    dialog = getattr(window, "help_dialog", None)
+    if args.newcomer:
+        return newcomer(app, window, out, f"{args.size}{'' if args.theme == 'light' else '-dark'}")
+    dialog = window.guide.dialog  # the model chooser: the scripted model is chosen below
     if dialog is not None:
         dialog.close()
 
@@ -232,6 +240,46 @@ def main() -> int:
         if not widget.grab().save(str(path)):
             raise SystemExit(f"screenshots: could not write {path}")
         print(f"wrote {path}")
+    window.close()
+    return 0
+
+
+def newcomer(app: Any, window: Any, out: Path, tag: str) -> int:
+    """A first launch on this machine: the model chooser, then (decided later) the Ask panel off with
+    its reason, then each recorded example open in the graph and evidence views."""
+    from PySide6.QtGui import QGuiApplication
+
+    def shoot(name: str, widget: Any = None) -> None:
+        settle(app, 0.8)
+        path = out / f"{name}-{tag}.png"
+        screen = QGuiApplication.primaryScreen()
+        image = widget.grab() if widget is not None else screen.grabWindow(0)
+        if not image.save(str(path)):
+            raise SystemExit(f"screenshots: could not write {path}")
+        print(f"wrote {path}")
+
+    ev = window.evidence
+    dialog = window.guide.dialog
+    if dialog is None:
+        raise SystemExit("screenshots: the first launch showed no model chooser")
+    wait(app, lambda: dialog.local.report is not None, 30, "the GPU probe")
+    dialog.move(window.geometry().center() - dialog.rect().center())
+    shoot("first-run")  # the whole screen: the chooser over the window
+    shoot("first-run-dialog", dialog)
+    dialog.later_button.click()
+    wait(app, lambda: window.guide.dialog is None, 10, "the chooser to close")
+    wait(app, lambda: bool(window.ask.readiness_bar.reason()), 10, "Ask's reason")
+    if window.ask.send_button.isEnabled():
+        raise SystemExit("screenshots: Ask is on with no model chosen")
+    shoot("ask-off", window)
+    for key in ("vrag", "vimrag"):
+        window.guide.open_example(key)
+        shown = lambda k=key: window.guide.example_bar.key == k and bool(window.graph_scene.node_items())  # noqa: E731
+        wait(app, shown, 10, f"the {key} example")
+        wait(app, lambda: ev.current is not None and ev.loaded == ev.current, 20, "the example's page")
+        window.graph_view.fit()
+        window.evidence.page_view.fit()
+        shoot(f"example-{key}", window)
     window.close()
     return 0
 

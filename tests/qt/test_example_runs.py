@@ -144,7 +144,10 @@ def test_one_click_opens_both_examples_in_the_graph_and_evidence_views(qtbot: An
         lambda: w.guide.example_bar.isVisible() and bool(w.graph_scene.node_items()), timeout=5000
     )
     bar = w.guide.example_bar
-    assert LABEL in bar.text() and "scripted" in bar.text() and "VRAG" in bar.text()
+    assert (
+        LABEL in bar.text() and "Scripted model replies" in bar.text() and "VRAG on the sample" in bar.text()
+    )
+    assert "not one of your runs" in bar.text()
     kinds = sorted(n.info.kind for n in w.graph_scene.node_items())
     assert "search" in kinds and kinds.count("crop") == 2 and "answer" in kinds
     assert "168.4" in w.ask.view.toPlainText()
@@ -171,7 +174,7 @@ def test_one_click_opens_both_examples_in_the_graph_and_evidence_views(qtbot: An
         lambda: w.evidence.current_page() is not None and w.evidence.loaded is not None, timeout=10_000
     )
     assert w.evidence.board.pages and w.evidence.page_view.pixmap_item is not None
-    assert "450 kg" in w.ask.view.toPlainText()
+    assert "450 kg" in w.ask.view.toPlainText() and w.ask.agent_combo.currentData() == "vimrag"
 
     # never one of the person's runs: not in History, nothing under the data directory
     w.history.refresh()

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from PySide6.QtCore import Qt
 from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, KEYRING_SERVICE
@@ -67,10 +68,10 @@ def test_the_local_choice_follows_the_gpu_and_leads_to_the_local_server(
     dlg = window.guide.dialog
     assert dlg is not None
     dlg.show_gpu(NONE)  # no GPU: said plainly, offered last, not as the default
-    assert _cards(dlg) == ["dashscopeChoice", "serverChoice", "localChoice"]
+    assert _cards(dlg) == ["serverChoice", "dashscopeChoice", "localChoice"]
     assert "No NVIDIA GPU found" in dlg.local.fit.text() and dlg.local.button.isFlat()
     dlg.show_gpu(BIG)
-    assert _cards(dlg) == ["localChoice", "dashscopeChoice", "serverChoice"]
+    assert _cards(dlg) == ["localChoice", "serverChoice", "dashscopeChoice"]
     assert "fits" in dlg.local.fit.text() and not dlg.local.button.isFlat()
     assert not any(b.isDefault() for b in (dlg.local.button, dlg.dashscope.button, dlg.server.button))
     dlg.local.button.click()
@@ -93,7 +94,7 @@ def test_dashscope_with_the_key_typed_in_the_chooser(
     qtbot.waitUntil(lambda: "Paste your DashScope API key first" in card.message.text(), timeout=3000)
     assert ctx.profiles.active is None
     card.key_box.key_edit.setText("sk-dash-7")
-    card.button.click()
+    qtbot.keyClick(card.key_box.key_edit, Qt.Key.Key_Return)  # Enter, or the card's one button
     qtbot.waitUntil(lambda: ctx.profiles.active == DASHSCOPE, timeout=5000)
     assert qt_isolation.store[(KEYRING_SERVICE, DASHSCOPE)] == "sk-dash-7"  # the keyring, never a file
     assert "sk-dash-7" not in (ctx.layout.config / "endpoints.json").read_text()

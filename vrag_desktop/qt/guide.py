@@ -116,6 +116,9 @@ class Guide(QObject):
             self.example = example
             s = example.summary
             win.show_saved(s.question, events, f"Example (recorded) · {s.agent} · {s.model} · {s.status}")
+            agent = win.ask.agent_combo.findData(s.agent)  # asking its question again uses its agent
+            if agent >= 0:
+                win.ask.agent_combo.setCurrentIndex(agent)
             self.example_bar.show_example(example)
             win.graph_dock.show()
             win.evidence_dock.show()

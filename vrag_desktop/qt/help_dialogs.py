@@ -56,7 +56,6 @@ SHORTCUTS_HELP = """
 HELP_WIDTH = 600  # px: lines of a comfortable length for reading
 
 
-
 class HelpText(QTextBrowser):
     """Rich help text whose size hint is the text's own: ``width`` wide and as tall as the text at
     that width (up to ``max_height``, then it scrolls), so a dialog around it has no empty half."""

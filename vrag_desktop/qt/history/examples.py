@@ -12,7 +12,7 @@ import html
 from collections.abc import Callable
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.agents.events import AgentEvent
 from vrag_desktop.core.example_runs import KEYS, LABEL, ExampleRun, example_events, load_example
@@ -54,23 +54,27 @@ class ExampleBar(QFrame):
         for k, b in self.buttons.items():
             b.setObjectName(f"example_{k}")
             b.clicked.connect(lambda _=False, k=k: self.openRequested.emit(k))
-        self.close_button = QPushButton("Close example", self)
+        self.close_button = QPushButton("Close", self)
+        self.close_button.setToolTip("Close the example (the views empty)")
         self.close_button.setObjectName("closeExample")
         self.close_button.clicked.connect(self.closeRequested)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 4, 4, 4)
         lay.addWidget(self.label, 1)
+        side = QVBoxLayout()  # stacked: the label keeps the width for its two lines
+        side.setSpacing(2)
         for b in (*self.buttons.values(), self.close_button):
-            lay.addWidget(b)
+            side.addWidget(b)
+        lay.addLayout(side)
         self.hide()
 
     def show_example(self, example: ExampleRun) -> None:
         self.key = example.key
+        agent = "VimRAG" if example.summary.agent == "vimrag" else "VRAG"
         self.label.setText(
-            f"<b>{LABEL}</b> · {html.escape(example.title)}<br>The app's own agent on the sample corpus; "
-            "the model's replies were scripted. Not one of your runs."
+            f"<b>{LABEL}</b> · {agent} on the sample corpus<br>Scripted model replies · not one of your runs"
         )
-        self.label.setToolTip(example.note)
+        self.label.setToolTip(f"{html.escape(example.title)}<br>{html.escape(example.note)}")
         for k, b in self.buttons.items():
             b.setVisible(k != example.key)
         self.show()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QDialog,
     QFrame,
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
     from vrag_desktop.qt.current_model import CurrentModel
 
-WIDTH = 680
+WIDTH, HEIGHT = 680, 760
 
 
 class FirstRunDialog(QDialog):
@@ -95,13 +96,16 @@ class FirstRunDialog(QDialog):
             b.setAutoDefault(False)
             b.setDefault(False)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        self.resize(WIDTH, 760)
+        screen = (parent.screen() if parent is not None else None) or QGuiApplication.primaryScreen()
+        room = screen.availableGeometry().height() if screen is not None else 800
+        self.resize(WIDTH, min(HEIGHT, int(room * 0.9)))  # the cards scroll on a small screen
 
     def _order(self, *, gpu: bool) -> None:
-        """The local card first when this machine has a GPU, last (and plainly discouraged) when not."""
+        """The local card first when this machine has a GPU, last (and plainly discouraged) when not;
+        a server of the person's own before the cloud service."""
         while self._cards.count():
             self._cards.takeAt(0)
-        cards: list[QGroupBox] = [self.local, self.dashscope, self.server]
+        cards: list[QGroupBox] = [self.local, self.server, self.dashscope]
         for card in cards if gpu else cards[1:] + cards[:1]:
             self._cards.addWidget(card)
         self._cards.addStretch(1)
