@@ -51,7 +51,7 @@ class AppSettings:
     embedder: str = "minilm"
     theme: str = "system"
     agent: str = "vrag"
-    profile: str | None = None
+    profile: str | None = None  # earlier versions' Ask choice: made the active profile once (qt/current_model.py)
     top_k: int = 3
     max_steps: int = 10
     thinking: bool = True
