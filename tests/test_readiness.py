@@ -96,6 +96,7 @@ def test_a_profile_without_address_or_model_says_which() -> None:
             "The local vLLM server is still starting.",
             "Show the server",
         ),
+        (Known(app_server="stopping"), False, "The local vLLM server is stopping.", "Show the server"),
         (
             Known(app_server="crashed"),
             False,
@@ -110,7 +111,15 @@ def test_a_profile_without_address_or_model_says_which() -> None:
             "Start the server…",
         ),
     ],
-    ids=["stopped", "app-starting", "cli-starting", "crashed", "serving-its-address", "serving-elsewhere"],
+    ids=[
+        "stopped",
+        "app-starting",
+        "cli-starting",
+        "stopping",
+        "crashed",
+        "serving-its-address",
+        "serving-elsewhere",
+    ],
 )
 def test_the_local_profile_needs_a_supervised_server_at_its_address(
     known: Known, ready: bool, reason: str, action: str

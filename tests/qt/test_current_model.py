@@ -201,3 +201,37 @@ def test_evaluations_and_training_judges_start_from_the_current_model(qtbot: Any
     qtbot.addWidget(run2)
     assert run2.form.judge_profile.currentData() is None
     assert "no model is chosen yet" in run2.form.error_text("judge.profile")
+
+
+def test_a_local_server_started_before_any_choice_becomes_the_model_and_ask_follows_it(
+    qtbot: Any, ctx: AppContext, monkeypatch: Any
+) -> None:
+    """Starting the app's own server is choosing a local model: once it is ready (never before), it is
+    the current model and Ask is on; when it stops, Ask is off again with the reason."""
+    import sys
+
+    from vrag_desktop.core.runtime.settings import ENTRYPOINT_ENV
+
+    fake = Path(__file__).resolve().parents[1] / "fake_vllm_server.py"
+    monkeypatch.setenv(ENTRYPOINT_ENV, f"{fake} --fake-delay 0.3")
+    w = _window(qtbot, ctx)
+    v = w.runtime.vllm
+    v.model_edit.setText("fake-model")
+    v.served_edit.setText("fake")
+    v.python_edit.setText(sys.executable)
+    try:
+        assert v.start()
+        qtbot.waitUntil(lambda: w.ask.readiness_bar.reason() == "⚠ No model is chosen yet.", timeout=3000)
+        assert ctx.profiles.active is None  # starting is not ready
+        qtbot.waitUntil(lambda: ctx.profiles.active == LOCAL_VLLM, timeout=20_000)
+        _agree(w, LOCAL_VLLM)
+        qtbot.waitUntil(w.ask.send_button.isEnabled, timeout=5000)
+        assert w.runtime_label.text() == "Model: Local vLLM · ready"
+        assert v.stop()
+        qtbot.waitUntil(
+            lambda: w.ask.readiness_bar.reason() == "⚠ The local vLLM server is not running.", timeout=15_000
+        )
+        assert not w.ask.send_button.isEnabled()
+        _agree(w, LOCAL_VLLM)
+    finally:
+        assert w.runtime.shutdown(10.0)

@@ -144,11 +144,20 @@ class CurrentModel(QObject):
             return
         if self._readiness.profile != profile.name or self._readiness.reason == CHECKING:
             self._set(Readiness(False, CHECKING, profile=profile.name))
-        store, data_dir, app_server = self.ctx.profiles, self.ctx.data_dir, self._app_server
+        store, data_dir, app_server, app_url = (
+            self.ctx.profiles,
+            self.ctx.data_dir,
+            self._app_server,
+            self._app_url,
+        )
 
         def gather() -> Readiness:
             known = known_for(store, profile, data_dir, app_server)
-            return readiness(profile, Known(known.has_key, known.servers + own, app_server))
+            # the app's own server is as this app knows it, not as its state file (written until it is gone) says
+            others = tuple(
+                s for s in known.servers if not (app_url and s.base_url.rstrip("/") == app_url.rstrip("/"))
+            )
+            return readiness(profile, Known(known.has_key, others + own, app_server))
 
         self._lookup.start(run_call, gather, on_done=self._set, error_title="Cannot check the model")
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 #: Where a problem is fixed: choose a model, add a key, the local server, the profile's fields.
 Fix = Literal["", "choose", "key", "server", "endpoint"]
 #: The app's own vLLM server, as its Runtime panel knows it.
-AppServer = Literal["stopped", "starting", "ready", "crashed"]
+AppServer = Literal["stopped", "starting", "ready", "stopping", "crashed"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,8 @@ def _local(profile: EndpointProfile, known: Known) -> Readiness:
         return Readiness(True, profile=name)
     if known.app_server == "starting" or any(not s.ready for s in known.servers):
         return Readiness(False, "The local vLLM server is still starting.", "server", "Show the server", name)
+    if known.app_server == "stopping":
+        return Readiness(False, "The local vLLM server is stopping.", "server", "Show the server", name)
     if known.app_server == "crashed":
         return Readiness(
             False, "The local vLLM server stopped unexpectedly.", "server", "Show the server", name

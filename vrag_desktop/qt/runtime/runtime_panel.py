@@ -119,7 +119,9 @@ class RuntimePanel(QWidget):
         server = self.vllm.server
         status = self.vllm.status
         state: AppServer = "stopped"
-        if status is S.READY:
+        if status is S.STOPPING or (status.running and self.vllm.stopping):
+            state = "stopping"
+        elif status is S.READY:
             state = "ready"
         elif self.vllm.starting:
             state = "starting"

@@ -278,6 +278,11 @@ class VLLMSection(QWidget):
         return self.status.running or self._start_pending or self._stopping
 
     @property
+    def stopping(self) -> bool:
+        """Asked to stop, not stopped yet."""
+        return self._stopping
+
+    @property
     def starting(self) -> bool:
         """Asked to start and not ready yet (checking the port and interpreter counts)."""
         status = self.status
