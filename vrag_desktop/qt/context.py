@@ -110,7 +110,7 @@ class AppContext:
                 from vrag_desktop.core.embedders import create_embedder
 
                 with long_lived():
-                    self._cache["embedder"] = (spec, create_embedder(spec))
+                    self._cache["embedder"] = (spec, create_embedder(spec, data_dir=self.data_dir))
             return self._cache["embedder"][1]
 
     def start_warmup(self) -> threading.Thread | None:
