@@ -238,5 +238,36 @@ def test_the_command_line_says_how_to_choose_a_model(tmp_path: Path) -> None:
         env=env,
     )
     assert proc.returncode != 0
-    assert "no model is chosen yet" in proc.stderr and "--endpoint NAME" in proc.stderr
+    assert "No model is chosen yet" in proc.stderr and "vrag-desktop endpoints use NAME" in proc.stderr
     assert "--base-url URL --model NAME" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_endpoints_use_chooses_the_current_model_the_app_shows(tmp_path: Path) -> None:
+    """``endpoints use`` writes the one current model (the app's Ask box follows it); ``ask`` then says
+    what that model lacks before any request (here: DashScope's key), and how to give it."""
+    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}
+    for var in ("DASHSCOPE_API_KEY", "VRAG_DESKTOP_API_KEY_DASHSCOPE"):
+        env.pop(var, None)
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vrag_desktop", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+
+    listed = run("endpoints", "list")
+    assert listed.returncode == 0 and "No model is chosen yet" in listed.stdout
+    assert run("endpoints", "use", "Nowhere").returncode != 0
+    chosen = run("endpoints", "use", DASHSCOPE)
+    assert chosen.returncode == 0 and "DashScope needs an API key" in chosen.stdout
+    assert _store(tmp_path / "data").active == DASHSCOPE  # <data>/config/endpoints.json, the app's too
+    asked = run("ask", "What was the revenue?")
+    assert asked.returncode == 1 and "DashScope needs an API key" in asked.stderr
+    assert "DASHSCOPE_API_KEY" in asked.stderr and "Traceback" not in asked.stderr
+    marked = run("endpoints", "list", "--json")
+    rows = {r["name"]: r for r in json.loads(marked.stdout)}
+    assert rows[DASHSCOPE]["current"] and not rows[DASHSCOPE]["ready"]

@@ -97,6 +97,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print("vrag-desktop: error: the question is empty", file=sys.stderr)
         return EXIT_ERROR
     layout = DataLayout.resolve(args.data_dir)
+    if not args.base_url:  # a profile: say now what the app's Ask bar says, not after four failed tries
+        from vrag_desktop.cli.endpoints import readiness_hint
+        from vrag_desktop.core.endpoints.profiles import ProfileError, ProfileStore
+        from vrag_desktop.core.endpoints.readiness import check
+
+        try:
+            ready = check(ProfileStore(layout.config), layout.root, args.endpoint)
+        except ProfileError:
+            ready = None  # an unknown profile: _endpoint below says which ones exist
+        if ready is not None and not ready.ready:
+            print(
+                f"vrag-desktop: error: {ready.reason} To go on, {readiness_hint(ready.fix, ready.profile)}.",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
     endpoint = _endpoint(args, layout)
     search = SearchSource(url=args.search_url, corpora=args.corpus, data_dir=layout.root)
     options = AgentOptions.for_agent(

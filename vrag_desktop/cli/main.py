@@ -19,6 +19,7 @@ __all__ = ["EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "CLIError", "main"]
 def _parser() -> argparse.ArgumentParser:
     from vrag_desktop.cli import ask as cli_ask
     from vrag_desktop.cli import cache as cli_cache
+    from vrag_desktop.cli import endpoints as cli_endpoints
     from vrag_desktop.cli import eval as cli_eval
     from vrag_desktop.cli import index as cli_index
     from vrag_desktop.cli import models as cli_models
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_eval.add_parsers(sub)
     cli_train.add_parsers(sub)
     cli_cache.add_parsers(sub)
+    cli_endpoints.add_parsers(sub)
     cli_models.add_parsers(sub)
     gui = sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument(
@@ -70,6 +72,7 @@ COMMANDS = (
     "eval",
     "train",
     "cache",
+    "endpoints",
     "models",
     "gui",
 )
@@ -130,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from vrag_desktop.cli import ask as cli_ask
         from vrag_desktop.cli import cache as cli_cache
+        from vrag_desktop.cli import endpoints as cli_endpoints
         from vrag_desktop.cli import eval as cli_eval
         from vrag_desktop.cli import index as cli_index
         from vrag_desktop.cli import models as cli_models
@@ -148,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "eval": cli_eval.cmd_eval,
             "train": cli_train.cmd_train,
             "cache": cli_cache.cmd_cache,
+            "endpoints": cli_endpoints.cmd_endpoints,
             "models": cli_models.cmd_models,
         }[args.command]
         return int(handler(args))
