@@ -232,9 +232,11 @@ def test_setup_start_status_logs_stop(rt: Runtime) -> None:
     gc = engine_pid(start.stderr)
     assert alive(gc) and os.getpgid(gc) == pgid
 
-    # The Local vLLM endpoint profile now points at it.
-    profile = ProfileStore(rt.data_dir / "config").get(LOCAL_VLLM)
+    # The Local vLLM endpoint profile now points at it, and (nothing was chosen yet) is the current model.
+    store = ProfileStore(rt.data_dir / "config")
+    profile = store.get(LOCAL_VLLM)
     assert profile.base_url == base_url and profile.model == "fake-served"
+    assert store.active == LOCAL_VLLM
 
     status = rt.run("status", "--json")
     assert status.returncode == 0, status.stderr

@@ -263,6 +263,9 @@ def record_profile(paths: Paths, base_url: str, model_name: str, key: str | None
         store = ProfileStore(paths.config)
         store.set_local_server(base_url, model_name)
         err(f"Recorded in the '{LOCAL_VLLM}' endpoint profile: {base_url}, model '{model_name}'")
+        if store.active is None:  # nothing chosen yet: the server just started is (as the app does)
+            store.set_active(LOCAL_VLLM)
+            err(f"'{LOCAL_VLLM}' is now the current model (vrag-desktop endpoints use NAME changes it).")
     except Exception as exc:  # the server runs; a profile problem must not make this a failure
         err(f"warning: could not update the '{LOCAL_VLLM}' endpoint profile: {exc}")
         return
