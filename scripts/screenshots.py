@@ -132,6 +132,12 @@ def main() -> int:
         help="instead: what a newcomer sees (the model chooser, Ask off with its reason, the recorded "
         "example runs), named after --size",
     )
+    ap.add_argument(
+        "--models",
+        action="store_true",
+        help="instead: the Models view (the list, a download in progress from a local fake hub, a "
+        "finished one), named after --size; no sample corpus is indexed",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -156,10 +162,12 @@ def main() -> int:
     ctx = AppContext.load()
     ctx.settings.theme = args.theme
     apply_theme(app, args.theme)
-    window = MainWindow(ctx, first_run=True)  # the first launch indexes the bundled sample corpus
+    window = MainWindow(ctx, first_run=not args.models)  # the first launch indexes the sample corpus
     w, h = (int(x) for x in args.size.split("x"))
     window.resize(w, h)
     window.show()
+    if args.models:
+        return models(app, window, out, f"{args.size}{'' if args.theme == 'light' else '-dark'}")
     indexed: list[str] = []
     window.corpora.indexed.connect(indexed.append)
     t0 = time.monotonic()
@@ -280,6 +288,63 @@ def newcomer(app: Any, window: Any, out: Path, tag: str) -> int:
         window.graph_view.fit()
         window.evidence.page_view.fit()
         shoot(f"example-{key}", window)
+    window.close()
+    return 0
+
+
+def models(app: Any, window: Any, out: Path, tag: str) -> int:
+    """The Models view: the list (this machine's verdicts), a download in progress from a fake hub on
+    loopback (never the internet), the finished one and *Serve…* leading to the Runtime panel."""
+    from fake_hub import FakeHub
+    from models_support import tiny_files
+    from PySide6.QtGui import QGuiApplication
+
+    from vrag_desktop.core.models import update_settings
+
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        os.environ.pop(var, None)
+    import huggingface_hub.constants as hub_constants
+
+    hub_constants.HF_HUB_OFFLINE = False
+
+    def shoot(name: str, widget: Any = None) -> None:
+        settle(app, 0.8)
+        path = out / f"models-{name}-{tag}.png"
+        image = widget.grab() if widget is not None else QGuiApplication.primaryScreen().grabWindow(0)
+        if not image.save(str(path)):
+            raise SystemExit(f"screenshots: could not write {path}")
+        print(f"wrote {path}")
+
+    repo = "demo-org/tiny-vision-model"
+    with FakeHub() as hub:
+        hub.repo(repo).commit(tiny_files(weights=48 * 1024 * 1024))
+        hub.throttle["model.safetensors"] = 6 * 1024 * 1024
+        update_settings(window.ctx.layout, endpoint=hub.url)
+        view = window.models.open(focus="autumncc/Qwen2.5-VL-7B-VRAG")
+        view.move(window.geometry().center() - view.rect().center())
+        wait(app, lambda: view.listing is not None, 30, "the models list")
+        view.tabs.setCurrentIndex(0)
+        shoot("list", view)
+        view.tabs.setCurrentIndex(1)
+        shoot("embedders", view)
+        view.tabs.setCurrentIndex(0)
+        view.id_edit.setText(repo)
+        view.id_button.click()
+        dl = view.downloads
+        wait(app, lambda: dl.active is not None and dl.active.progress is not None
+             and dl.active.progress.fraction > 0.35 and dl.active.progress.rate > 0, 60, "the download")  # fmt: skip
+        shoot("downloading", view)
+        shoot("downloading-screen")  # the Models window over the main window, the status bar's badge
+        hub.throttle.clear()
+        wait(app, lambda: not dl.busy, 60, "the download to finish")
+        wait(app, lambda: (c := view.card(repo)) is not None and c.row.state == "downloaded", 30, "its row")
+        view.focus(repo)
+        shoot("downloaded", view)
+        card = view.card(repo)
+        assert card is not None
+        card.use_button.click()  # Serve…: the Runtime panel's Local vLLM server, ready to start
+        shoot("serve-screen")
+    window.models.shutdown()
     window.close()
     return 0
 

@@ -30,6 +30,7 @@ from vrag_desktop.core.endpoints.readiness import (
     check,
     known_for,
     local_servers,
+    missing_local_model,
     readiness,
 )
 from vrag_desktop.core.runtime.settings import runtime_dir
@@ -135,6 +136,23 @@ def test_the_local_profile_needs_a_supervised_server_at_its_address(
     assert never_started.reason == "The local vLLM server is not running."
 
 
+def test_a_local_model_not_downloaded_leads_to_the_models_view() -> None:
+    """The model the local server would start is nowhere on this machine: Ask is off until it is
+    downloaded (a server that serves it, or is starting, still counts first)."""
+    local = EndpointProfile(LOCAL_VLLM, "local-vllm", URL, "")
+    r = readiness(local, Known(missing_model="tiny-org/tiny-model"))
+    assert r == Readiness(
+        False,
+        "The local model tiny-org/tiny-model is not downloaded yet.",
+        "models",
+        "Download it…",
+        LOCAL_VLLM,
+        "tiny-org/tiny-model",
+    )
+    assert readiness(local, Known(servers=(LocalServer(URL, True),), missing_model="a/b")).ready
+    assert readiness(local, Known(app_server="starting", missing_model="a/b")).fix == "server"
+
+
 # ---- the facts -------------------------------------------------------------------------------
 
 
@@ -181,6 +199,44 @@ def test_check_reads_the_store_the_keyring_and_the_state_files(tmp_path: Path, m
     assert check(store, data, LOCAL_VLLM).ready
     known = known_for(store, store.get(LOCAL_VLLM), data, "stopped")
     assert known.servers == (LocalServer(URL, True),) and not known.has_key
+
+
+def test_the_missing_local_model_is_read_from_files_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The vLLM settings' hub id, looked for in the models folder and in Hugging Face's cache; a
+    folder path or no model is never missing. Nothing is written, nothing goes to the network."""
+    from vrag_desktop.core.runtime.settings import settings_path
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    data = tmp_path / "data"
+    assert missing_local_model(data) == ""  # no settings yet
+    vllm = settings_path(data)
+    vllm.parent.mkdir(parents=True)
+    vllm.write_text(json.dumps({"model": "tiny-org/tiny-model"}))
+    assert missing_local_model(data) == "tiny-org/tiny-model"
+    store = ProfileStore(data / "config", environ={})
+    store.set_active(LOCAL_VLLM)
+    assert check(store, data).fix == "models"
+    pulled = data / "models" / "tiny-org" / "tiny-model"
+    pulled.mkdir(parents=True)
+    assert missing_local_model(data) == "tiny-org/tiny-model"  # a folder without its marker is not a model
+    (pulled / ".vrag-model.json").write_text(json.dumps({"repo_id": "tiny-org/tiny-model"}))
+    assert missing_local_model(data) == ""
+    assert check(store, data).reason == "The local vLLM server is not running."
+    vllm.write_text(json.dumps({"model": "other-org/cached"}))
+    assert missing_local_model(data) == "other-org/cached"
+    snapshot = tmp_path / "hf-home" / "hub" / "models--other-org--cached" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")  # vLLM would load it from Hugging Face's cache
+    assert missing_local_model(data) == ""
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    vllm.write_text(json.dumps({"model": str(folder)}))
+    assert missing_local_model(data) == ""
+    vllm.write_text("{broken")
+    assert missing_local_model(data) == "" and vllm.read_text() == "{broken"
 
 
 def test_a_key_from_the_environment_counts(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from scripted_openai import ScriptedOpenAI
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, KEYRING_SERVICE
+from vrag_desktop.core.models import Machine, Verdict
 from vrag_desktop.core.runtime.gpu import GiB, GPUInfo, GPUReport
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.main_window import MainWindow
@@ -39,13 +40,23 @@ def _cards(dlg: FirstRunDialog) -> list[str]:
     return [lay.itemAt(i).widget().objectName() for i in range(lay.count()) if lay.itemAt(i).widget()]
 
 
-def test_the_fit_is_said_for_this_machines_gpu() -> None:
-    fits, text = local_fit(BIG)
-    assert fits and "fits" in text and "H200" in text and LOCAL_MODEL in text
-    fits, text = local_fit(SMALL)
-    assert not fits and "needs about" in text and "usable here" in text
-    fits, text = local_fit(NONE)
-    assert not fits and "No NVIDIA GPU found on this machine" in text and "not recommended" in text
+def test_the_fit_is_the_catalogues_verdict_for_this_machine(tmp_path: Any) -> None:
+    """The chooser's local card says what the Models view says: the core's verdict for the VRAG model
+    on this GPU, RAM and disk (no architecture copied into the dialog)."""
+    roomy = Machine(NONE, 64 * GiB, 60 * GiB, int(500e9), tmp_path)
+    fit, text = local_fit(BIG, roomy)
+    assert fit.verdict is Verdict.FITS and "<b>fits</b>" in text and "H200" in text and LOCAL_MODEL in text
+    assert "~16.6 GB to download" in text and "vLLM needs" in text
+    fit, text = local_fit(SMALL, roomy)
+    assert fit.verdict is Verdict.NO and "<b>does not fit</b>" in text and "weights alone" in text
+    fit, text = local_fit(NONE, roomy)
+    assert fit.verdict is Verdict.NO
+    assert "No NVIDIA GPU found on this machine" in text and "not recommended" in text
+    full = Machine(NONE, 64 * GiB, 60 * GiB, int(5e9), tmp_path)
+    fit, text = local_fit(BIG, full)
+    assert fit.verdict is Verdict.NO and "only 5.0 GB free" in text
+    fit, text = local_fit(BIG, full, downloaded=True)
+    assert fit.verdict is Verdict.FITS and "downloaded already" in text
 
 
 def test_closing_the_chooser_chooses_nothing_and_ask_says_why_it_is_off(
@@ -62,26 +73,30 @@ def test_closing_the_chooser_chooses_nothing_and_ask_says_why_it_is_off(
     assert window.guide.dialog is not None and window.guide.dialog.isVisible()
 
 
-def test_the_local_choice_follows_the_gpu_and_leads_to_the_local_server(
+def test_the_local_choice_follows_the_gpu_and_leads_to_the_models_view(
     qtbot: Any, window: MainWindow, ctx: AppContext
 ) -> None:
     dlg = window.guide.dialog
     assert dlg is not None
     dlg.show_gpu(NONE)  # no GPU: said plainly, offered last, not as the default
     assert _cards(dlg) == ["serverChoice", "dashscopeChoice", "localChoice"]
-    assert "No NVIDIA GPU found" in dlg.local.fit.text() and dlg.local.button.isFlat()
+    qtbot.waitUntil(lambda: "No NVIDIA GPU found" in dlg.local.fit.text(), timeout=5000)
+    assert dlg.local.button.isFlat() and dlg.local.button.text() == "See the models anyway…"
     dlg.show_gpu(BIG)
     assert _cards(dlg) == ["localChoice", "serverChoice", "dashscopeChoice"]
-    assert "fits" in dlg.local.fit.text() and not dlg.local.button.isFlat()
+    qtbot.waitUntil(lambda: "H200" in dlg.local.fit.text(), timeout=5000)
+    assert dlg.local.verdict is not None and dlg.local.button.text() == "Download it…"
+    assert not dlg.local.button.isFlat()
     assert not any(b.isDefault() for b in (dlg.local.button, dlg.dashscope.button, dlg.server.button))
     dlg.local.button.click()
     qtbot.waitUntil(lambda: window.guide.dialog is None, timeout=3000)
-    runtime = window.runtime
-    assert (
-        window.runtime_dock.isVisible() and runtime.tabs.tabText(runtime.tabs.currentIndex()) == "Local vLLM"
-    )
-    assert runtime.vllm.model_edit.text() == LOCAL_MODEL  # vLLM downloads it when the server starts
+    view = window.models.view  # the Models view, on the VRAG model's row: its size, fit, Download
+    assert view is not None and view.isVisible() and view.tabs.currentIndex() == 0
+    qtbot.waitUntil(lambda: view.card(LOCAL_MODEL) is not None, timeout=5000)
+    card = view.card(LOCAL_MODEL)
+    assert card is not None and card.download_button.isVisible()
     assert ctx.profiles.active is None  # nothing runs yet, so nothing is chosen
+    window.models.shutdown()
 
 
 def test_dashscope_with_the_key_typed_in_the_chooser(

@@ -51,7 +51,8 @@ class AppSettings:
     embedder: str = "minilm"
     theme: str = "system"
     agent: str = "vrag"
-    profile: str | None = None  # earlier versions' Ask choice: made the active profile once (qt/current_model.py)
+    # earlier versions' Ask choice: made the active profile once (qt/current_model.py)
+    profile: str | None = None
     top_k: int = 3
     max_steps: int = 10
     thinking: bool = True

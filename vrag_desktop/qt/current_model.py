@@ -157,7 +157,7 @@ class CurrentModel(QObject):
             others = tuple(
                 s for s in known.servers if not (app_url and s.base_url.rstrip("/") == app_url.rstrip("/"))
             )
-            return readiness(profile, Known(known.has_key, others + own, app_server))
+            return readiness(profile, Known(known.has_key, others + own, app_server, known.missing_model))
 
         self._lookup.start(run_call, gather, on_done=self._set, error_title="Cannot check the model")
 

@@ -2,9 +2,10 @@
 Ask is off is fixed, and the recorded example runs.
 
 Why apart from the window: the main window wires panels; these are a few small journeys across them
-(a readiness fix opens a Runtime tab with the right field focused; *Set up the local server* fills the
-vLLM form; an example opens in the graph and evidence views under its label). When the Models view
-exists, :meth:`Guide.open_local_models` is the one place to point at it.
+(a readiness fix opens a Runtime tab with the right field focused, or the Models view on the model
+to download; the chooser's local card opens the Models view on the VRAG model, whose *Serve…* fills
+the vLLM form; an example opens in the graph and evidence views under its label).
+:meth:`Guide.open_local_models` is the one place that points at the Models view.
 """
 
 from __future__ import annotations
@@ -86,6 +87,9 @@ class Guide(QObject):
         if readiness.fix == "choose":
             self.choose_model()
             return
+        if readiness.fix == "models":
+            self.open_local_models(readiness.model or LOCAL_MODEL)
+            return
         self.win.open_runtime()
         if readiness.fix == "key" and readiness.profile:
             runtime.show_key(readiness.profile)
@@ -94,15 +98,10 @@ class Guide(QObject):
         else:
             runtime.show_endpoint(readiness.profile)
 
-    def open_local_models(self) -> None:
-        """Where a local model is downloaded and served. Today: the Runtime panel's Local vLLM tab,
-        with the VRAG model filled in when no model is set there yet (vLLM downloads it at Start).
-        The Models view replaces this when it exists."""
-        self.win.open_runtime()
-        runtime = self.win.runtime
-        runtime.show_server()
-        if not runtime.vllm.model_edit.text().strip():
-            runtime.vllm.model_edit.setText(LOCAL_MODEL)
+    def open_local_models(self, focus: str = LOCAL_MODEL) -> None:
+        """Where a local model is downloaded and served: the Models view, on ``focus``'s row (its
+        size, fit and Download; once downloaded, *Serve…* fills the Local vLLM server)."""
+        self.win.models.open(focus=focus)
 
     # ---- examples
     def open_example(self, key: str) -> None:

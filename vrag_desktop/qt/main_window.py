@@ -81,6 +81,7 @@ class MainWindow(QMainWindow):
         from vrag_desktop.qt.graph.node_details import NodeDetails, link_details
         from vrag_desktop.qt.history.history_panel import HistoryPanel
         from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
+        from vrag_desktop.qt.models.entry import ModelsEntry
         from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
         from vrag_desktop.qt.training.training_panel import TrainingPanel
 
@@ -118,6 +119,7 @@ class MainWindow(QMainWindow):
         self.datasets.corpora_names = self.ask.selected_corpora
         self.evaluations = EvaluationsPanel(ctx)
         self.training = TrainingPanel(ctx)
+        self.models = ModelsEntry(self)  # the Models window, made when first opened
 
     def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
@@ -495,7 +497,8 @@ class MainWindow(QMainWindow):
             self.training.shutdown(getattr(self, "_training_choice", "leave"))
         except Exception as exc:
             log.warning("shutdown of the training panel: %s", exc)
-        for part, seconds in ((self.evaluations, 5.0), (self.corpora, 10.0), (self.runtime, timeout_s)):
+        parts = ((self.evaluations, 5.0), (self.corpora, 10.0), (self.models, 5.0), (self.runtime, timeout_s))
+        for part, seconds in parts:  # a download pauses: the Models view resumes it next time
             try:
                 part.shutdown(seconds)
             except Exception as exc:

@@ -62,6 +62,13 @@ class WindowMenus:
         self.zoom_out = self._action(v, "Zoom out", lambda: win.zoom("out"), QKeySequence("Ctrl+-"))
         self.fit = self._action(v, "Fit", lambda: win.zoom("fit"), QKeySequence("Ctrl+0"))
         v.addSeparator()
+        self.models = self._action(
+            v,
+            "Models…",
+            lambda: win.models.open(),
+            QKeySequence("Ctrl+Shift+M"),
+            "Download, serve and delete answer models and embedders",
+        )
         for dock in win.docks():
             v.addAction(dock.toggleViewAction())
         v.addSeparator()

@@ -4,8 +4,9 @@ Why a rule of its own: the app disables Ask while a question could only fail (no
 DashScope profile without a key, the local vLLM server not running) and says in one line why and
 where it is fixed; the command line can say the same before it starts. Only facts the app holds are
 used — the profile, where its key would come from, the state files of the servers the app and the
-command line supervise. A URL that was never tested, or did not answer last time, is *not* a reason:
-only trying tells, and a run says clearly when it cannot connect.
+command line supervise, and whether the model the local server would start is on disk (the models
+folder, or Hugging Face's cache where vLLM would find it). A URL that was never tested, or did not
+answer last time, is *not* a reason: only trying tells, and a run says clearly when it cannot connect.
 
 :func:`readiness` is pure (tested without Qt or a network); :func:`known_for` gathers the facts
 (a keyring lookup and a few state files: call it off a GUI thread); :func:`check` does both.
@@ -24,8 +25,9 @@ from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, EndpointProfile, Pr
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
 
-#: Where a problem is fixed: choose a model, add a key, the local server, the profile's fields.
-Fix = Literal["", "choose", "key", "server", "endpoint"]
+#: Where a problem is fixed: choose a model, add a key, the local server, the profile's fields, the
+#: Models view (download the model the local server would start).
+Fix = Literal["", "choose", "key", "server", "endpoint", "models"]
 #: The app's own vLLM server, as its Runtime panel knows it.
 AppServer = Literal["stopped", "starting", "ready", "stopping", "crashed"]
 
@@ -43,24 +45,28 @@ class Known:
     """What the app knows about a profile without asking the network.
 
     ``has_key``: a key is set (session, keyring or environment); ``servers``: supervised servers
-    running now; ``app_server``: the state of the server this app started (``stopped`` when none).
+    running now; ``app_server``: the state of the server this app started (``stopped`` when none);
+    ``missing_model``: the Hugging Face id the local server would start (its settings) when it is
+    neither downloaded to the models folder nor in Hugging Face's cache ("" otherwise).
     """
 
     has_key: bool = False
     servers: tuple[LocalServer, ...] = ()
     app_server: AppServer = "stopped"
+    missing_model: str = ""
 
 
 @dataclass(frozen=True)
 class Readiness:
     """Ready, or one line saying why not, with what fixes it (``fix``) and a button's words
-    (``action``)."""
+    (``action``); ``model``: the model the fix is about (``fix == "models"``: the one to download)."""
 
     ready: bool
     reason: str = ""
     fix: Fix = ""
     action: str = ""
     profile: str | None = None
+    model: str = ""
 
 
 def _same_url(a: str, b: str) -> bool:
@@ -106,6 +112,11 @@ def _local(profile: EndpointProfile, known: Known) -> Readiness:
             "Show the server",
             name,
         )
+    if known.missing_model:  # a server would first have to fetch it (gigabytes, unseen): download it here
+        model = known.missing_model
+        return Readiness(
+            False, f"The local model {model} is not downloaded yet.", "models", "Download it…", name, model
+        )
     return Readiness(False, "The local vLLM server is not running.", "server", "Start the server…", name)
 
 
@@ -126,6 +137,44 @@ def local_servers(runtime_dir: str | os.PathLike[str]) -> tuple[LocalServer, ...
     return tuple(found)
 
 
+def missing_local_model(data_dir: str | os.PathLike[str]) -> str:
+    """The Hugging Face id the app's local vLLM server would start (``config/vllm.json``) when no copy
+    of it is on this machine — not in the models folder, not in Hugging Face's cache — else "".
+    Files only: no network, nothing written (a local folder or an empty setting is never missing)."""
+    import json
+
+    from vrag_desktop.core.runtime.settings import settings_path
+
+    try:
+        model = json.loads(Path(settings_path(data_dir)).read_text(encoding="utf-8")).get("model")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    if not isinstance(model, str) or not model.strip():
+        return ""
+    model = model.strip()
+    parts = model.split("/")
+    if len(parts) != 2 or not all(parts) or os.path.exists(os.path.expanduser(model)):
+        return ""
+    from vrag_desktop.core.models.store import ModelStore
+    from vrag_desktop.core.paths import DataLayout
+
+    if ModelStore(DataLayout(Path(data_dir))).downloaded_path(model) is not None or _in_hf_cache(model):
+        return ""
+    return model
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    """A snapshot of ``repo_id`` with its config in Hugging Face's cache (vLLM loads it from there)."""
+    env = os.environ
+    cache = env.get("HF_HUB_CACHE") or os.path.join(
+        env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or "~/.cache", "huggingface"), "hub"
+    )
+    snapshots = Path(os.path.expanduser(cache)) / f"models--{repo_id.replace('/', '--')}" / "snapshots"
+    with contextlib.suppress(OSError):
+        return any((s / "config.json").exists() for s in snapshots.iterdir())
+    return False
+
+
 def known_for(
     store: ProfileStore,
     profile: EndpointProfile | None,
@@ -143,9 +192,12 @@ def known_for(
         with contextlib.suppress(ProfileError):
             has_key = store.api_key_source(profile.name) is not None
     servers: tuple[LocalServer, ...] = ()
+    missing = ""
     if profile.kind == "local-vllm":
         servers = local_servers(runtime_dir(data_dir))
-    return Known(has_key=has_key, servers=servers, app_server=app_server)
+        if profile.name == LOCAL_VLLM:
+            missing = missing_local_model(data_dir)
+    return Known(has_key=has_key, servers=servers, app_server=app_server, missing_model=missing)
 
 
 def check(store: ProfileStore, data_dir: str | os.PathLike[str], name: str | None = None) -> Readiness:
@@ -156,4 +208,13 @@ def check(store: ProfileStore, data_dir: str | os.PathLike[str], name: str | Non
     return readiness(profile, known_for(store, profile, data_dir))
 
 
-__all__ = ["Known", "LocalServer", "Readiness", "check", "known_for", "local_servers", "readiness"]
+__all__ = [
+    "Known",
+    "LocalServer",
+    "Readiness",
+    "check",
+    "known_for",
+    "local_servers",
+    "missing_local_model",
+    "readiness",
+]

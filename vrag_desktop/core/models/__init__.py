@@ -27,7 +27,7 @@ from vrag_desktop.core.models.errors import (
     NotAModelError,
     OfflineError,
 )
-from vrag_desktop.core.models.fit import Fit, Machine, Verdict, fits, free_bytes, probe_machine
+from vrag_desktop.core.models.fit import Fit, Machine, Verdict, disk_fit, fits, free_bytes, probe_machine
 from vrag_desktop.core.models.listing import ModelRow, list_models
 from vrag_desktop.core.models.settings import (
     ModelSettings,
@@ -63,6 +63,7 @@ __all__ = [
     "Verdict",
     "catalogue",
     "check_model_folder",
+    "disk_fit",
     "entry_from_folder",
     "find_entry",
     "fits",

@@ -108,13 +108,15 @@ def fits(entry: CatalogueEntry, machine: Machine, *, downloaded: bool = False, h
     run = _answer_fit(entry, machine) if entry.kind == "answer" else _embedder_fit(entry, machine)
     if downloaded:
         return run
-    disk_verdict, disk_reason = _disk_fit(entry, machine, have_bytes)
+    disk_verdict, disk_reason = disk_fit(entry, machine, have_bytes)
     verdict = _worst(run.verdict, disk_verdict)
     reasons = (disk_reason, *run.reasons) if disk_verdict is not Verdict.FITS else (*run.reasons, disk_reason)
     return Fit(verdict, reasons, run.device, run.max_model_len)
 
 
-def _disk_fit(entry: CatalogueEntry, machine: Machine, have_bytes: int) -> tuple[Verdict, str]:
+def disk_fit(entry: CatalogueEntry, machine: Machine, have_bytes: int = 0) -> tuple[Verdict, str]:
+    """The disk part of :func:`fits` alone: whether what is left to fetch fits the models folder's
+    disk (the Models view refuses a download on NO before fetching anything)."""
     need = max(0, entry.download_bytes - have_bytes)
     where = f"{human_bytes(machine.disk_free)} free at {machine.disk_path}"
     if machine.disk_free < need + DISK_MARGIN:

@@ -289,6 +289,31 @@ class ModelStore:
             lock.release()
         return f"removed {repo_id}", freed
 
+    def discard_partial(self, repo_id: str, wait: float = 10.0) -> int:
+        """Delete the partial download of ``repo_id`` only (a complete copy stays): *Cancel* in the
+        Models view. Waits up to ``wait`` s for a download of it that is stopping to let go of its
+        lock (:class:`ModelBusyError` after that). Returns the bytes freed (0: there was none)."""
+        from filelock import Timeout
+
+        folder = self.partial_folder(repo_id)
+        if not folder.exists():
+            return 0
+        lock = self.lock(repo_id)
+        try:
+            lock.acquire(timeout=wait)
+        except Timeout:
+            raise ModelBusyError(
+                f"{repo_id} is being downloaded right now: stop that download first"
+            ) from None
+        try:
+            if not folder.exists():
+                return 0
+            freed = folder_size(folder)
+            self._discard(folder)
+            return freed
+        finally:
+            lock.release()
+
     def _discard(self, folder: Path) -> None:
         """Move ``folder`` out of sight first (atomic), then delete it: a crash half-way leaves a
         folder under ``.trash`` that the next removal empties, never a half-deleted model."""
@@ -309,4 +334,3 @@ class ModelStore:
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(partial, final)
         return final
-

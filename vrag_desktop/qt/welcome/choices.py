@@ -9,6 +9,7 @@ panel's own (:class:`ApiKeyBox`, :class:`ConnectionTest`).
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import TYPE_CHECKING
 
@@ -16,46 +17,22 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, EndpointProfile, ProfileError
-from vrag_desktop.core.runtime.gpu import GiB, estimate_vllm_memory
+from vrag_desktop.core.models import Fit, Machine, ModelStore, Verdict, find_entry, fits, probe_machine
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import row
 from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
 from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive, line_edit
 
 if TYPE_CHECKING:
+    from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.core.runtime.gpu import GPUReport
     from vrag_desktop.qt.current_model import CurrentModel
 
-#: The model a local server starts with: the released VRAG checkpoint (Qwen2.5-VL-7B fine-tuned).
+#: The model a local server starts with: the released VRAG checkpoint (Qwen2.5-VL-7B fine-tuned); its
+#: size and architecture come from the core's catalogue.
 LOCAL_MODEL = "autumncc/Qwen2.5-VL-7B-VRAG"
-#: Its architecture (Qwen2.5-VL-7B's config.json), to estimate its GPU memory before any download.
-LOCAL_MODEL_CONFIG = {
-    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
-    "model_type": "qwen2_5_vl",
-    "hidden_size": 3584,
-    "intermediate_size": 18944,
-    "max_position_embeddings": 128000,
-    "num_attention_heads": 28,
-    "num_hidden_layers": 28,
-    "num_key_value_heads": 4,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-    "vocab_size": 152064,
-    "vision_config": {
-        "depth": 32,
-        "hidden_size": 1280,
-        "intermediate_size": 3420,
-        "num_heads": 16,
-        "in_chans": 3,
-        "out_hidden_size": 3584,
-        "patch_size": 14,
-        "spatial_merge_size": 2,
-        "temporal_patch_size": 2,
-    },
-}
-GPU_SHARE = 0.9  # vLLM's default gpu_memory_utilization
 
 
 def _text(parent: QWidget, text: str = "", name: str = "") -> QLabel:
@@ -67,62 +44,78 @@ def _text(parent: QWidget, text: str = "", name: str = "") -> QLabel:
     return label
 
 
-def local_fit(report: GPUReport) -> tuple[bool, str]:
-    """Whether the local model fits this machine's GPU, in one or two sentences (HTML)."""
+def local_fit(report: GPUReport, machine: Machine, *, downloaded: bool = False) -> tuple[Fit, str]:
+    """Whether the VRAG model fits this machine (the catalogue's verdict on ``report``'s GPUs and
+    ``machine``'s RAM and disk), in one or two sentences (HTML)."""
+    entry = find_entry(LOCAL_MODEL)
+    assert entry is not None  # the catalogue's first entry
+    fit = fits(entry, dataclasses.replace(machine, gpus=report), downloaded=downloaded)
     if not report.gpus:
-        return False, (
+        return fit, (
             f"<b>No NVIDIA GPU found on this machine</b> ({html.escape(report.error or 'none found')}). "
             "A 7-billion-parameter vision model is far too slow without one, so this is not recommended "
             "here: use a server elsewhere instead."
         )
-    est = estimate_vllm_memory(LOCAL_MODEL_CONFIG, name=LOCAL_MODEL)
-    need = (est.weights_and_kv_bytes + est.overhead_bytes) / GiB
-    g = max(report.gpus, key=lambda x: x.free_bytes)
-    usable = min(g.total_bytes * GPU_SHARE, g.free_bytes) / GiB
+    g = max(report.gpus, key=lambda x: x.total_bytes)
     gpu = f"{html.escape(g.name)}, {g.total_gib:.0f} GiB ({g.free_gib:.0f} GiB free)"
-    weights = est.weight_bytes / GiB
-    if need <= usable:
-        return True, (
-            f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}, about {weights:.0f} GB to download) "
-            f"<b>fits</b>: it needs about {need:.0f} GiB with its full context."
-        )
-    return False, (
-        f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}) needs about {need:.0f} GiB with its full "
-        f"context; about {usable:.0f} GiB are usable here. A shorter context or a quantised model may fit."
+    verdict = {Verdict.FITS: "<b>fits</b>", Verdict.TIGHT: "is a <b>tight fit</b>"}.get(
+        fit.verdict, "<b>does not fit</b>"
     )
+    have = "downloaded already" if downloaded else f"{entry.size_text} to download"
+    why = "; ".join(html.escape(r) for r in fit.reasons)
+    return fit, f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}, {have}) {verdict} here: {why}."
+
+
+def _probe(layout: DataLayout, report: GPUReport) -> tuple[Machine, bool]:
+    """On a worker: RAM and free disk for the verdict, and whether the model is downloaded."""
+    return probe_machine(layout.models, gpus=report), ModelStore(layout).downloaded_path(
+        LOCAL_MODEL
+    ) is not None
 
 
 class LocalChoice(QGroupBox):
-    """Download and serve a model on this machine; shows whether it fits this GPU."""
+    """Download and serve a model on this machine; shows whether it fits (GPU, RAM, disk)."""
 
-    requested = Signal()  # the person wants to set up the local server
+    requested = Signal()  # the person wants a local model: the window opens the Models view
 
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, layout: DataLayout, parent: QWidget | None = None) -> None:
         super().__init__("Run a model on this machine", parent)
         self.setObjectName("localChoice")
+        self.layout_ = layout
         lay = QVBoxLayout(self)
         self.fit = _text(self, "Looking for a GPU…", "localFit")
         self.about = _text(
             self,
-            "Private and offline once downloaded: the app starts and supervises a vLLM server; the model "
-            "is downloaded when the server first starts.",
+            "Private, and offline once downloaded: the Models view downloads it (size, progress, pause "
+            "and resume), then the app's own vLLM server serves it.",
         )
         self.about.setStyleSheet(f"color: {MUTED};")
-        self.button = QPushButton("Set up the local server…", self)
+        self.button = QPushButton("Download it…", self)
         self.button.setObjectName("chooseLocal")
         self.button.clicked.connect(self.requested)
         lay.addWidget(self.fit)
         lay.addWidget(self.about)
         lay.addLayout(row(self.button))
         self.report: GPUReport | None = None
-        self.fits = False
+        self.verdict: Fit | None = None
+        self._sizing = TaskSlot()
 
     def show_report(self, report: GPUReport) -> None:
+        """The GPU probe's result; RAM, disk and the models folder are read off the GUI thread."""
         self.report = report
-        self.fits, text = local_fit(report)
-        self.fit.setText(text)
-        self.button.setText("Set up the local server…" if report.gpus else "Set it up anyway…")
         self.button.setFlat(not report.gpus)
+        self._sizing.start(
+            run_call, _probe, self.layout_, report, name="size the local model",
+            on_done=if_alive(self, lambda found: self._show(report, *found)), error_title="Cannot size the model",
+        )  # fmt: skip
+
+    def _show(self, report: GPUReport, machine: Machine, downloaded: bool) -> None:
+        self.verdict, text = local_fit(report, machine, downloaded=downloaded)
+        self.fit.setText(text)
+        if downloaded:
+            self.button.setText("Serve it…")
+        else:
+            self.button.setText("Download it…" if report.gpus else "See the models anyway…")
 
 
 class DashScopeChoice(QGroupBox):

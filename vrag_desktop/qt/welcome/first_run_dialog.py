@@ -5,8 +5,7 @@ somewhere. The dialog offers what this machine can do — a local server when th
 whether the model fits), DashScope with its key, any OpenAI-compatible server — and each card's own
 button makes that choice; closing it chooses nothing. It is not modal (tests drive it like any
 widget), and it is also what the Ask panel's *Choose a model…* opens. The local card's button goes
-where the window says (:attr:`FirstRunDialog.localRequested`): today the Runtime panel's vLLM tab,
-later the Models view.
+where the window says (:attr:`FirstRunDialog.localRequested`): the Models view, on the VRAG model.
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ class FirstRunDialog(QDialog):
             "reads what it finds and answers. <b>Choose where that model runs.</b> Nothing is chosen for "
             f"you, and no question leaves this machine until you choose a service that runs elsewhere.{sample}</p>"
         )
-        self.local = LocalChoice(self)
+        self.local = LocalChoice(model.ctx.layout, self)
         self.dashscope = DashScopeChoice(model, self)
         self.server = ServerChoice(model, self)
         self.local.requested.connect(self._local)

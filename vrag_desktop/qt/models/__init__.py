@@ -1,0 +1,1 @@
+"""The Models view: the catalogue and the models folder, downloads, the hub settings (issue 28)."""
