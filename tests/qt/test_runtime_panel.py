@@ -604,7 +604,11 @@ def test_gpu_label_and_preflight_warnings(qtbot: Any, make_panel: Any, tmp_path:
     # a hub id cannot be estimated offline: a quiet note, not a warning
     v.model_edit.setText("some-org/some-model")
     qtbot.waitUntil(lambda: v.estimate_note.isVisibleTo(v), timeout=5000)
-    assert v.estimate_note.text().startswith("Memory not estimated: no config.json at some-org/some-model")
+    assert (
+        v.estimate_note.text()
+        .replace("\u200b", "")
+        .startswith("Memory not estimated: no config.json at some-org/some-model")
+    )
     assert not any("Memory not estimated" in t for t in [v.preflight_label.text()])
 
 

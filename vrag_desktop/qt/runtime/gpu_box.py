@@ -17,7 +17,7 @@ from vrag_desktop.core.runtime.settings import env_is_cpu
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.runtime.server_text import gpu_badge, gpu_lines
-from vrag_desktop.qt.runtime.style import MUTED, amber, if_alive
+from vrag_desktop.qt.runtime.style import MUTED, amber, breakable, if_alive
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
@@ -123,7 +123,7 @@ class Preflight(QObject):
         self._warnings = list(warnings)
         notes = [w for w in warnings if w.startswith("Cannot estimate")]  # information, not a risk
         warnings = [w for w in warnings if w not in notes]
-        self.note.setText(" ".join(f"Memory not estimated: {n.split(': ', 1)[-1]}" for n in notes))
+        self.note.setText(breakable(" ".join(f"Memory not estimated: {n.split(': ', 1)[-1]}" for n in notes)))
         self.note.setVisible(bool(notes))
         if not warnings:
             self.box.setVisible(False)

@@ -59,6 +59,7 @@ class ApiKeyBox(QGroupBox):
         self.source_label = QLabel("", self)
         self.source_label.setObjectName("keySource")
         self.source_label.setStyleSheet(f"color: {MUTED};")
+        self.source_label.setWordWrap(True)  # a long key source must not widen a narrow dock
         self.key_message = QLabel("", self)
         self.key_message.setObjectName("keyMessage")
         self.key_message.setWordWrap(True)

@@ -40,6 +40,15 @@ def _scroll(widget: QWidget) -> QScrollArea:
     area.setWidgetResizable(True)
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    # No sideways scrolling at all: a field taking focus would otherwise slide the whole form left
+    # (labels cut at their start) whenever a long line makes it wider than a narrow dock.
+    bar = area.horizontalScrollBar()
+
+    def back(value: int) -> None:
+        if value:
+            bar.setValue(0)
+
+    bar.valueChanged.connect(back)
     return area
 
 

@@ -27,6 +27,16 @@ def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
     return call
 
 
+ZWSP = "\u200b"
+
+
+def breakable(text: str) -> str:
+    """``text`` with a line-break chance after each ``/``: a wrapped label holding a long path
+    would otherwise be as wide as the path and push a narrow dock's whole form out of sight.
+    Display only (the break marks are invisible but would be copied): paths to copy live in fields."""
+    return text.replace("/", "/" + ZWSP)
+
+
 def amber(name: str) -> str:
     """The style sheet of a warning box (object name ``name``): advice, never a blocker."""
     return (

