@@ -245,6 +245,22 @@ def test_client_errors_are_not_retried(turn: dict[str, Any], kind: str) -> None:
     assert err.value.kind == kind and err.value.status == turn["status"]
 
 
+def test_a_conversation_longer_than_the_context_says_so_and_what_to_change() -> None:
+    """vLLM's own words for a prompt past ``--max-model-len``: the run ends saying what to change."""
+    vllm_words = (
+        "This model's maximum context length is 4096 tokens. However, your prompt contains at least "
+        "4097 input tokens, which exceeds this limit even without any output tokens."
+    )
+    with (
+        ScriptedOpenAI([{"status": 400, "message": vllm_words, "forever": True}]) as srv,
+        pytest.raises(EndpointError) as err,
+    ):
+        run(chat(model(srv)))
+    text = str(err.value)
+    assert err.value.kind == "bad_request" and "no longer fits the model's context" in text
+    assert "longer context" in text and "fewer steps" in text and "4096 tokens" in text
+
+
 def test_unknown_model_is_not_found() -> None:
     with (
         ScriptedOpenAI([], models=["served-a"], strict_models=True) as srv,

@@ -317,6 +317,13 @@ class OpenAIChatModel(AsyncClosing):
         what = self._WHAT.get(fail.kind, "request failed")
         if fail.kind == "auth" and not self._api_key:
             what = "the server requires an API key and none is set"
+        if (
+            fail.kind == "bad_request" and "context length" in fail.detail.lower()
+        ):  # vLLM's and OpenAI's words
+            what = (
+                "the conversation no longer fits the model's context (serve it with a longer context, "
+                "or use fewer steps or a smaller top-k)"
+            )
         status = f" (HTTP {fail.status})" if fail.status else ""
         tries = f" after {attempts} attempts" if attempts and attempts > 1 else ""
         if fail.retry_after is not None and fail.retry_after > self.max_retry_after:
