@@ -6,6 +6,16 @@ click a graph node and the answer's evidence. Only the model's words are scripte
 OpenAI-compatible server (tests/scripted_openai.py) answers like the VRAG model would, with boxes
 computed from where the table really is on the page. The script fails if the run does not produce
 a graph with nodes and evidence with crop boxes.
+
+The README's "First run" pictures (what a newcomer meets: the model chooser, Ask off with its
+reason, a recorded example run, the Models view and a download in progress) are made by::
+
+    xvfb-run -a -s "-screen 0 1600x1000x24" env QT_QPA_PLATFORM=xcb HF_HUB_OFFLINE=1 \
+        .venv/bin/python scripts/screenshots.py --readme
+
+which writes docs/screenshots/{first-run,ask-off,example-run,models,models-download}.png (it runs
+``--newcomer`` and ``--models`` below, each in a process of its own). Nothing leaves the machine: the
+download comes from a fake hub on loopback (tests/fake_hub.py).
 """
 
 from __future__ import annotations
@@ -14,6 +24,7 @@ import argparse
 import base64
 import io
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +38,14 @@ QUESTION = "Which region generated the most revenue for Northwind last year, and
 PAGE_PT = (595.0, 842.0)
 TABLE_PT = (56.0, 250.0, 540.0, 369.0)  # "Table 1. Revenue by region" on page 2 of the annual report
 ROW_PT = (58.0, 287.0, 540.0, 303.0)  # its North America row
+# --readme: which of the --newcomer / --models pictures the README shows, and under which name.
+README_SHOTS = {
+    "first-run-dialog": "first-run.png",
+    "ask-off": "ask-off.png",
+    "example-vrag": "example-run.png",
+    "models-list": "models.png",
+    "models-downloading": "models-download.png",
+}
 
 
 def _last_image_size(body: dict[str, Any]) -> tuple[int, int]:
@@ -138,9 +157,20 @@ def main() -> int:
         help="instead: the Models view (the list, a download in progress from a local fake hub, a "
         "finished one), named after --size; no sample corpus is indexed",
     )
+    ap.add_argument(
+        "--readme",
+        action="store_true",
+        help="the README's First run pictures: --newcomer and --models, keeping only "
+        + ", ".join(README_SHOTS.values()),
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.readme and not (args.newcomer or args.models):
+        for mode in ("--newcomer", "--models"):
+            cmd = [sys.executable, __file__, mode, "--readme", "--out", str(out)]
+            subprocess.run([*cmd, "--theme", args.theme, "--size", args.size], check=True)
+        return 0
     work = Path(tempfile.mkdtemp(prefix="vrag-shots-"))
     os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
     os.environ["VRAG_DESKTOP_CONFIG_DIR"] = str(work / "config")
@@ -167,14 +197,14 @@ def main() -> int:
     window.resize(w, h)
     window.show()
     if args.models:
-        return models(app, window, out, f"{args.size}{'' if args.theme == 'light' else '-dark'}")
+        return models(app, window, out, tag(args))
     indexed: list[str] = []
     window.corpora.indexed.connect(indexed.append)
     t0 = time.monotonic()
     wait(app, lambda: "sample" in indexed, 900, "the sample corpus to be indexed")
     print(f"sample corpus indexed in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     if args.newcomer:
-        return newcomer(app, window, out, f"{args.size}{'' if args.theme == 'light' else '-dark'}")
+        return newcomer(app, window, out, tag(args))
     dialog = window.guide.dialog  # the model chooser: the scripted model is chosen below
     if dialog is not None:
         dialog.close()
@@ -252,25 +282,42 @@ def main() -> int:
     return 0
 
 
-def newcomer(app: Any, window: Any, out: Path, tag: str) -> int:
-    """A first launch on this machine: the model chooser, then (decided later) the Ask panel off with
-    its reason, then each recorded example open in the graph and evidence views."""
+def tag(args: argparse.Namespace) -> str | None:
+    """What the --newcomer / --models pictures' names end in; None: the README's names."""
+    return None if args.readme else f"{args.size}{'' if args.theme == 'light' else '-dark'}"
+
+
+def save_shot(app: Any, out: Path, name: str, tag: str | None, widget: Any = None) -> None:
+    """``widget`` (or the whole screen) as ``name-tag.png``; with no tag, only the README's pictures,
+    under their README names. Re-saved losslessly smaller by Pillow."""
+    from PIL import Image
     from PySide6.QtGui import QGuiApplication
 
+    if tag is None and name not in README_SHOTS:
+        return
+    settle(app, 0.8)
+    path = out / (README_SHOTS[name] if tag is None else f"{name}-{tag}.png")
+    image = widget.grab() if widget is not None else QGuiApplication.primaryScreen().grabWindow(0)
+    if not image.save(str(path)):
+        raise SystemExit(f"screenshots: could not write {path}")
+    with Image.open(path) as im:
+        im.load()
+    im.save(path, optimize=True)
+    print(f"wrote {path} ({path.stat().st_size // 1024} KB)")
+
+
+def newcomer(app: Any, window: Any, out: Path, tag: str | None) -> int:
+    """A first launch on this machine: the model chooser, then (decided later) the Ask panel off with
+    its reason, then each recorded example open in the graph and evidence views."""
+
     def shoot(name: str, widget: Any = None) -> None:
-        settle(app, 0.8)
-        path = out / f"{name}-{tag}.png"
-        screen = QGuiApplication.primaryScreen()
-        image = widget.grab() if widget is not None else screen.grabWindow(0)
-        if not image.save(str(path)):
-            raise SystemExit(f"screenshots: could not write {path}")
-        print(f"wrote {path}")
+        save_shot(app, out, name, tag, widget)
 
     ev = window.evidence
     dialog = window.guide.dialog
     if dialog is None:
         raise SystemExit("screenshots: the first launch showed no model chooser")
-    wait(app, lambda: dialog.local.report is not None, 30, "the GPU probe")
+    wait(app, lambda: dialog.local.verdict is not None, 30, "the GPU probe and the local model's fit")
     dialog.move(window.geometry().center() - dialog.rect().center())
     shoot("first-run")  # the whole screen: the chooser over the window
     shoot("first-run-dialog", dialog)
@@ -292,12 +339,11 @@ def newcomer(app: Any, window: Any, out: Path, tag: str) -> int:
     return 0
 
 
-def models(app: Any, window: Any, out: Path, tag: str) -> int:
+def models(app: Any, window: Any, out: Path, tag: str | None) -> int:
     """The Models view: the list (this machine's verdicts), a download in progress from a fake hub on
     loopback (never the internet), the finished one and *Serve…* leading to the Runtime panel."""
     from fake_hub import FakeHub
     from models_support import tiny_files
-    from PySide6.QtGui import QGuiApplication
 
     from vrag_desktop.core.models import update_settings
 
@@ -308,12 +354,7 @@ def models(app: Any, window: Any, out: Path, tag: str) -> int:
     hub_constants.HF_HUB_OFFLINE = False
 
     def shoot(name: str, widget: Any = None) -> None:
-        settle(app, 0.8)
-        path = out / f"models-{name}-{tag}.png"
-        image = widget.grab() if widget is not None else QGuiApplication.primaryScreen().grabWindow(0)
-        if not image.save(str(path)):
-            raise SystemExit(f"screenshots: could not write {path}")
-        print(f"wrote {path}")
+        save_shot(app, out, f"models-{name}", tag, widget)
 
     repo = "demo-org/tiny-vision-model"
     with FakeHub() as hub:

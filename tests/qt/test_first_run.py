@@ -99,6 +99,24 @@ def test_the_local_choice_follows_the_gpu_and_leads_to_the_models_view(
     window.models.shutdown()
 
 
+def test_the_local_card_grows_to_fit_its_verdict(qtbot: Any, ctx: AppContext) -> None:
+    """The verdict comes after the cards are reordered and is three lines long: the card grows to
+    show them (its lines were drawn over each other, seen in the README's screenshot)."""
+    dlg = FirstRunDialog(ctx.current_model)
+    qtbot.addWidget(dlg)
+    dlg.show()
+    qtbot.waitExposed(dlg)
+    qtbot.wait(200)  # laid out with "Looking for a GPU…" first, as on a first launch
+    dlg.show_gpu(NONE)
+    qtbot.waitUntil(lambda: dlg.local.verdict is not None, timeout=5000)
+    fit, about = dlg.local.fit, dlg.local.about
+
+    def laid_out() -> bool:
+        return fit.height() >= fit.heightForWidth(fit.width()) and about.y() >= fit.geometry().bottom()
+
+    qtbot.waitUntil(laid_out, timeout=3000)
+
+
 def test_dashscope_with_the_key_typed_in_the_chooser(
     qtbot: Any, window: MainWindow, ctx: AppContext, qt_isolation: Any
 ) -> None:

@@ -12,8 +12,8 @@ from functools import partial
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QIcon, QImage, QPixmap
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QBrush, QIcon, QImage, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
 
 from vrag_desktop.core.run.evidence import EvidencePage
@@ -31,13 +31,24 @@ class PageStrip(QListWidget):
         super().__init__(parent)
         self.setIconSize(THUMB)
         self.setSpacing(2)
-        # Narrow by design: each line ends in "…" at the strip's width (the tooltip has it whole),
-        # rather than running under its edge with a scroll bar.
+        # Narrow by design: the thumbnail above its lines, which get the strip's whole width (beside
+        # it they got what the thumbnail left, a few letters); each line ends in "…" at that width
+        # (the tooltip has it whole), rather than running under its edge with a scroll bar.
+        self.setViewMode(QListWidget.ViewMode.IconMode)
+        self.setFlow(QListWidget.Flow.TopToBottom)
+        self.setWrapping(False)
+        self.setMovement(QListWidget.Movement.Static)
         self.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setResizeMode(QListWidget.ResizeMode.Adjust)
         self.setMinimumWidth(90)
         self._reading: dict[str, Task] = {}  # thumbnails asked for, by page key, until they arrive
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        """One cell per row, as wide as the strip: the thumbnail and three lines of text."""
+        super().resizeEvent(event)
+        lines = self.fontMetrics().lineSpacing() * 3
+        self.setGridSize(QSize(max(THUMB.width(), self.viewport().width() - 4), THUMB.height() + lines + 10))
 
     def sync(self, pages: Mapping[str, EvidencePage]) -> None:
         """Rows for exactly ``pages``, in their order; a new row's thumbnail is read off-thread."""

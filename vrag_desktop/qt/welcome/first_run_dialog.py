@@ -102,9 +102,14 @@ class FirstRunDialog(QDialog):
     def _order(self, *, gpu: bool) -> None:
         """The local card first when this machine has a GPU, last (and plainly discouraged) when not;
         a server of the person's own before the cloud service."""
-        while self._cards.count():
-            self._cards.takeAt(0)
         cards: list[QGroupBox] = [self.local, self.server, self.dashscope]
+        # removeWidget, not takeAt: it deletes the card's layout item. A taken item left alive stays
+        # the card's own, so a later change of its text (the GPU verdict) did not resize the card and
+        # its lines were drawn over each other.
+        for card in cards:
+            self._cards.removeWidget(card)
+        while self._cards.count():  # the stretch
+            self._cards.takeAt(0)
         for card in cards if gpu else cards[1:] + cards[:1]:
             self._cards.addWidget(card)
         self._cards.addStretch(1)
