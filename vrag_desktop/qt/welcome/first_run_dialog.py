@@ -51,7 +51,8 @@ class FirstRunDialog(QDialog):
         intro.setObjectName("firstRunIntro")
         intro.setWordWrap(True)
         sample = (
-            " A small sample corpus is being indexed meanwhile, so you can try a question straight away."
+            " A small sample corpus is added to Corpora in the background, so you can try a question as"
+            " soon as a model is chosen."
             if indexing
             else ""
         )
