@@ -125,7 +125,7 @@ def test_first_run_indexes_the_sample_and_explains(
     assert (
         dialog is not None
         and dialog.isVisible()
-        and "sample corpus is being indexed" in dialog.findChild(QLabel, "firstRunIntro").text()
+        and "sample corpus is added to Corpora" in dialog.findChild(QLabel, "firstRunIntro").text()
     )
     assert AppContext.for_dirs(ctx.data_dir, ctx.config_dir).settings.first_run_done
     assert ctx.library.open("sample").stats()["indexed_files"] == 1
