@@ -490,8 +490,8 @@ def test_a_hidden_panel_still_reads_when_asked_and_before_closing(
     ended meanwhile is not asked about)."""
     import threading
 
+    from vrag_desktop.core.training.runs import RunRow
     from vrag_desktop.qt.training import training_panel
-    from vrag_desktop.qt.training.run_files import RunRow
 
     first_read, scan = threading.Event(), training_panel.scan_runs
 

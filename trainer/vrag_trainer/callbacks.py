@@ -39,7 +39,10 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
         self.t_last = time.time()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
-        stop = self.stop_flag() or self.run.stop_requested()
+        from vrag_trainer.distributed import agree_to_stop
+
+        # several processes stop at the same step, or one would wait for the others forever
+        stop = agree_to_stop(self.stop_flag() or self.run.stop_requested(), args.device)
         if stop or (state.max_steps and state.global_step >= state.max_steps):
             control.should_save = True
         if stop:

@@ -64,9 +64,14 @@ class Generator(Protocol):
 
 @dataclass(frozen=True)
 class Limits:
+    """The config's lengths. ``max_prompt_length`` bounds the prompt a sequence starts from (the
+    system prompt and question; for VimRAG each node's rebuilt context), as verl's
+    ``data.max_prompt_length`` bounds the dataset prompt; ``max_model_len`` the whole sequence."""
+
     max_model_len: int = 10240
     max_response_length: int = 2048
     max_images: int = 25
+    max_prompt_length: int = 8192
 
 
 @dataclass
@@ -208,9 +213,10 @@ class PolicyChat:
         seg, ids, pixels, grid, images = await asyncio.to_thread(self._context, request)
         lim = self.limits
         room = lim.max_model_len - len(seg.input_ids) - len(ids)
-        if room < 1 or seg.n_images + len(images) > lim.max_images:
+        long_prompt = not seg.prompt_len and len(seg.input_ids) + len(ids) > lim.max_prompt_length
+        if room < 1 or long_prompt or seg.n_images + len(images) > lim.max_images:
             seg.truncated = True
-            what = "context length" if room < 1 else "image limit"
+            what = "context length" if room < 1 else "prompt length" if long_prompt else "image limit"
             raise EndpointError(
                 f"the trajectory reached the {what} ({len(seg.input_ids) + len(ids)} tokens, "
                 f"{seg.n_images + len(images)} images); it ends here",

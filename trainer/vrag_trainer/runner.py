@@ -198,8 +198,13 @@ GeneratorFactory = Callable[[Any, Any], Any]
 def start(cfg: TrainConfig, run_dir: str | None = None, *, generator: GeneratorFactory | None = None) -> int:
     data_root = resolve_data_dir(cfg.data_dir or None)
     root = Path(run_dir).expanduser() if run_dir else cfg.resolved_output_dir(data_root)
+    from vrag_desktop.core.training.plan import check_fields
+    from vrag_trainer import distributed
+
+    check_fields(cfg)  # e.g. engine: verl, which this trainer does not run (the message says what does)
+    distributed.check_processes(cfg)
     try:
-        run = TrainRun.create(root, cfg)
+        run = distributed.create_run(root, cfg)  # rank 0 creates it; other processes join
     except TrainRunError as exc:
         raise RunRefused(str(exc)) from exc
     return _train(run, cfg, resuming=False, generator=generator)
@@ -207,10 +212,13 @@ def start(cfg: TrainConfig, run_dir: str | None = None, *, generator: GeneratorF
 
 def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: GeneratorFactory | None = None) -> int:
     try:
-        run = TrainRun.open(run_dir)
+        from vrag_trainer import distributed
+
+        run = distributed.open_run(run_dir)
         old = run.config()
     except TrainRunError as exc:
         raise RunRefused(str(exc)) from exc
+    distributed.check_processes(cfg or old)
     if cfg is not None:
         changed = changed_fields(old, cfg)
         if changed:
@@ -260,6 +268,7 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: Genera
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
             stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
+            _finish_processes()
         except (DataError, RunRefused) as exc:
             run.write_state(status="failed", error=str(exc))
             log.error("%s", exc)
@@ -328,7 +337,7 @@ def _build(
         bf16=dtype == torch.bfloat16,
         logging_dir=str(run.tensorboard),
     )
-    limits = Limits(cfg.max_model_len, cfg.max_response_length, cfg.max_images)
+    limits = Limits(cfg.max_model_len, cfg.max_response_length, cfg.max_images, cfg.max_prompt_length)
     weights = RewardWeights(cfg.reward.judge, cfg.reward.format, cfg.reward.ndcg)
 
     searcher = HttpSearcher(url)  # shared by every rollout: one connection pool
@@ -371,6 +380,12 @@ def _build(
     )
     trainer.search_client = searcher
     return trainer
+
+
+def _finish_processes() -> None:
+    from vrag_trainer import distributed
+
+    distributed.finish()
 
 
 # ---- export -------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from trl import GRPOConfig, GRPOTrainer
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_trainer.batch import chunks, collate
+from vrag_trainer.distributed import average_gradients, pad_rows
 from vrag_trainer.ggpo import Row, training_rows
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
 
@@ -269,22 +270,32 @@ class AgentGRPOTrainer(GRPOTrainer):
         image_token = getattr(self.accelerator.unwrap_model(model).config, "image_token_id", None)
         ggpo = self.run_config.algorithm == "ggpo"
         total_tokens = max(1, sum(sum(r.segment.loss_mask) * r.weight for r in rows))
+        n_rows = max(1, len(rows))
         total = torch.zeros((), device=self.accelerator.device)
+        # Several processes: as many micro-batches of as many rows on each (TRL's loss gathers its
+        # metrics per micro-batch), passes on the unwrapped model, gradients averaged once at the end
+        # (see distributed.py). One process: unchanged.
+        several = self.accelerator.num_processes > 1
+        rows = pad_rows(rows, self.accelerator.device)
+        forward = self.accelerator.unwrap_model(model) if several else model
         for part in chunks(rows, self.run_config.micro_batch_rows):
             batch = collate(part, pad, image_token, self.accelerator.device)
             if self.beta != 0.0:
                 batch["ref_per_token_logps"] = self._ref_logps(batch)
-            share = len(part) / len(rows) if ggpo else float(batch["tool_mask"].sum()) / total_tokens
-            if share == 0.0:
+            share = len(part) / n_rows if ggpo else float(batch["tool_mask"].sum()) / total_tokens
+            if share == 0.0 and not several:
                 continue
             with self.compute_loss_context_manager():
-                loss = self._compute_loss(model, batch) * share
+                loss = self._compute_loss(forward, batch) * share
+            if share == 0.0:  # padding: computed only so that every process gathers alike
+                continue
             if not torch.isfinite(loss):
                 self.nan_skipped += 1
                 self._metrics["train"]["nan_skipped"].append(1.0)
                 continue
             self.accelerator.backward(loss)
             total += loss.detach()
+        average_gradients(model)
         self._step += 1
         self._metrics["train"]["step_time"].append(time.perf_counter() - t0)
         return total

@@ -112,6 +112,7 @@ def _add_grace(p: argparse.ArgumentParser) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from vrag_desktop.core.training.config import ConfigError
     from vrag_desktop.core.training.launch import TrainLaunchError
+    from vrag_desktop.core.training.plan import LaunchRefused
     from vrag_desktop.core.training.rundir import TrainRunError
 
     handler = {
@@ -125,7 +126,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     }[args.train_command]
     try:
         return handler(args)
-    except (BadInput, ConfigError, TrainRunError) as exc:
+    except (BadInput, ConfigError, TrainRunError, LaunchRefused) as exc:
         print(f"vrag-desktop: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except TrainLaunchError as exc:
@@ -136,11 +137,10 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _new_run(args: argparse.Namespace) -> int:
-    from vrag_desktop.core.fsutil import atomic_write_json
     from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training import plan
     from vrag_desktop.core.training.config import TrainConfig, load_config
-    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
-    from vrag_desktop.core.training.rundir import TrainRun
+    from vrag_desktop.core.training.launch import resolve_trainer_python
 
     layout = DataLayout.resolve(args.data_dir)
     overrides = _parse_sets(args.set)
@@ -148,22 +148,20 @@ def _new_run(args: argparse.Namespace) -> int:
     if said not in (args.train_command, TrainConfig.algorithm):  # the file names the other one
         raise BadInput(f"algorithm: the config says {said!r}; use 'vrag-desktop train {said}'")
     cfg = load_config(args.config, **{**overrides, "algorithm": args.train_command})
+    plan.check_fields(cfg)  # a field this command would not act on: refused before anything else
     root = Path(args.run).expanduser() if args.run else cfg.resolved_output_dir(layout.root)
     python = resolve_trainer_python(layout.trainer_env)
-    TrainRun.check_free(root)  # refused here (exit 2) rather than by the trainer
-    run = TrainRun(root)
-    run.root.mkdir(parents=True, exist_ok=True)
-    effective = run.root / "launch-config.json"  # the file plus --set: what the trainer creates the run with
-    atomic_write_json(effective, cfg.to_dict())
-    err(f"Run directory: {run.root}")
-    argv = trainer_argv(python, cfg.algorithm, config=effective, run=run.root)
-    return _foreground(run, argv, args.grace, f"{cfg.algorithm.upper()} training")
+    # the one place a run is set up (as the app's New-run dialog): checks, launch-config.json, argv
+    p = plan.new_run(cfg, root, python)
+    err(f"Run directory: {p.run.root}")
+    return _foreground(p.run, p.argv, args.grace, p.what)
 
 
 def _resume(args: argparse.Namespace) -> int:
     from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.training import plan
     from vrag_desktop.core.training.config import changed_fields, load_config
-    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
+    from vrag_desktop.core.training.launch import resolve_trainer_python
 
     layout = DataLayout.resolve(args.data_dir)
     run = _open_run(args.run, args.data_dir)
@@ -178,19 +176,20 @@ def _resume(args: argparse.Namespace) -> int:
     if run.last_checkpoint() is None:
         err("note: no complete checkpoint yet; the trainer starts this run from its first step")
     python = resolve_trainer_python(layout.trainer_env)
-    argv = trainer_argv(python, "resume", run=run.root, config=args.config)
-    return _foreground(run, argv, args.grace, "Training (resumed)")
+    p = plan.resume_run(run, python, config=args.config)
+    return _foreground(p.run, p.argv, args.grace, p.what)
 
 
 def _export(args: argparse.Namespace) -> int:
     from vrag_desktop.core.paths import DataLayout
-    from vrag_desktop.core.training.launch import resolve_trainer_python, trainer_argv
+    from vrag_desktop.core.training import plan
+    from vrag_desktop.core.training.launch import resolve_trainer_python
 
     layout = DataLayout.resolve(args.data_dir)
     run = _open_run(args.run, args.data_dir)
     python = resolve_trainer_python(layout.trainer_env)
-    argv = trainer_argv(python, "export", run=run.root, out=args.out)
-    code = _foreground(run, argv, args.grace, "Export", summary=False)
+    p = plan.export_run(run, python, out=args.out)
+    code = _foreground(p.run, p.argv, args.grace, p.what, summary=False)
     if code == EXIT_OK:
         out = Path(args.out).expanduser() if args.out else run.export_dir
         print(f"Exported to {out}. Serve it with: vrag-desktop runtime start {shlex.quote(str(out))}")
@@ -222,9 +221,7 @@ def _foreground(run: TrainRun, argv: list[str], grace: float, what: str, *, summ
             interrupted.event.clear()
             if attempt == 1:
                 err("\nStopping at the next step boundary (Ctrl-C again to kill the trainer)…")
-                run.request_stop()
-                if sup.pid is not None:
-                    launch.signal_trainer(sup.pid)
+                launch.ask_to_stop(run, sup.pid, launch.argv_processes(argv))
                 asyncio.get_running_loop().call_later(grace, interrupted.event.set)  # then kill
             else:
                 err("\nKilling the trainer…")
@@ -252,7 +249,7 @@ def _report(run: TrainRun, rc: int | None, killed: bool, summary: bool) -> int:
     state = run.state()
     step = state.get("step", 0)
     resume = f"vrag-desktop train resume {shlex.quote(str(run.root))}"
-    kind = outcome(rc)
+    kind = outcome(rc, run)
     if killed:
         err(f"The trainer was killed at step {step}. Resume from the last checkpoint with: {resume}")
         return EXIT_INTERRUPTED

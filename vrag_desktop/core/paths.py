@@ -44,9 +44,22 @@ class DataLayout:
     runtime: Path = field(init=False)  # model-server state: state file, server logs, vLLM environment
     datasets: Path = field(init=False)  # the app's labelled datasets, one unified JSON file each
     models: Path = field(init=False)  # downloaded models, one plain folder each (core/models/store.py)
+    training: Path = field(init=False)  # training runs, one directory each (core/training/rundir.py)
+    evaluations: Path = field(init=False)  # evaluations, one resumable folder each (core/eval/store.py)
 
     def __post_init__(self) -> None:
-        for name in ("corpora", "runs", "config", "logs", "runtime", "datasets", "models"):
+        names = (
+            "corpora",
+            "runs",
+            "config",
+            "logs",
+            "runtime",
+            "datasets",
+            "models",
+            "training",
+            "evaluations",
+        )
+        for name in names:
             object.__setattr__(self, name, self.root / name)
 
     @property
@@ -58,11 +71,6 @@ class DataLayout:
     def python(self) -> Path:
         """A Python the app downloaded (uv) to create the environments above, when the machine had none."""
         return self.runtime / "python"
-
-    @property
-    def training(self) -> Path:
-        """Training runs, one directory each (the default for a config without ``output_dir``)."""
-        return self.root / "training"
 
     @classmethod
     def resolve(cls, override: str | os.PathLike[str] | None = None) -> DataLayout:

@@ -150,7 +150,9 @@ def read_evaluation(folder: str | os.PathLike[str]) -> EvalInfo:
 
 def list_evaluations(data_dir: str | os.PathLike[str]) -> list[EvalInfo]:
     """Every folder under ``<data>/evaluations``, newest first; damaged ones listed with the reason."""
-    root = Path(data_dir) / "evaluations"
+    from vrag_desktop.core.paths import DataLayout
+
+    root = DataLayout(Path(data_dir)).evaluations
     try:
         folders = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")]
     except FileNotFoundError:

@@ -243,7 +243,10 @@ def _answers(
 
 
 def evaluations_dir(data_root: str | Path) -> Path:
-    return Path(data_root) / "evaluations"
+    """``<data>/evaluations`` (:class:`~vrag_desktop.core.paths.DataLayout` spells it)."""
+    from vrag_desktop.core.paths import DataLayout
+
+    return DataLayout(Path(data_root)).evaluations
 
 
 def _slug(text: str) -> str:

@@ -208,7 +208,9 @@ class TrainConfig:
     def resolved_output_dir(self, data_root: Path) -> Path:
         if self.output_dir:
             return Path(self.output_dir).expanduser()
-        return data_root / "training" / (self.name or f"{self.algorithm}-{self.agent}")
+        from vrag_desktop.core.paths import DataLayout
+
+        return DataLayout(data_root).training / (self.name or f"{self.algorithm}-{self.agent}")
 
 
 def load_config(path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:

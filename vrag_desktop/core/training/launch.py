@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +38,8 @@ __all__ = [
     "PROCESS_STATE",
     "TrainLaunchError",
     "TrainerEnvMissing",
+    "argv_processes",
+    "ask_to_stop",
     "classify_trainer_exit",
     "find_running",
     "outcome",
@@ -118,6 +121,17 @@ def classify_trainer_exit(lines: Sequence[str], returncode: int | None) -> tuple
     """The trainer's exit codes in words (3 and 2 are answers, not crashes)."""
     from vrag_desktop.core.runtime.exits import default_classifier, tail_text
 
+    root = _root_cause(lines) if returncode not in (None, EXIT_OK) else None
+    if root is not None:  # several processes: the launcher exits 1, its report names the first exit
+        rank, code = root
+        if code == EXIT_STOPPED:
+            return "stopped", "stopped on request at a step boundary (every process)"
+        if code < 0:
+            return "killed", (
+                f"trainer process {rank} was killed (signal {-code}); the others were stopped. "
+                "Resume goes on from the last complete checkpoint"
+            )
+        returncode = code
     if returncode == EXIT_STOPPED:
         return "stopped", "stopped on request at a step boundary"
     if returncode == EXIT_BAD_INPUT:
@@ -131,11 +145,37 @@ def classify_trainer_exit(lines: Sequence[str], returncode: int | None) -> tuple
     return default_classifier(lines, returncode)
 
 
-def outcome(returncode: int | None) -> str:
-    """``finished``, ``stopped``, ``bad_input`` or ``failed`` for a trainer's exit code."""
+_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S)
+
+
+def _root_cause(lines: Sequence[str]) -> tuple[int, int] | None:
+    """``(rank, exit code)`` of the first process to end, from ``accelerate launch``'s report."""
+    m = _ROOT_CAUSE.search("\n".join(lines[-80:]))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def outcome(returncode: int | None, run: TrainRun | None = None) -> str:
+    """``finished``, ``stopped``, ``bad_input`` or ``failed`` for a trainer's exit code. With
+    ``run``: a multi-process run's launcher (``accelerate launch``) turns any process's non-zero
+    exit (3 too) into 1, so the status rank 0 recorded in ``state.json`` decides whether it stopped."""
+    if run is not None and returncode not in (None, EXIT_OK, EXIT_STOPPED, EXIT_BAD_INPUT):
+        state = run.state()
+        if int(state.get("processes") or 1) > 1 and state.get("status") == "stopped":
+            return "stopped"
     return {EXIT_OK: "finished", EXIT_STOPPED: "stopped", EXIT_BAD_INPUT: "bad_input"}.get(
         returncode if returncode is not None else -1, "failed"
     )
+
+
+def argv_processes(argv: Sequence[str]) -> int:
+    """How many trainer processes ``argv`` starts (``--num_processes`` of ``accelerate launch``)."""
+    args = [str(a) for a in argv]
+    if "accelerate.commands.launch" not in args:
+        return 1
+    for i, a in enumerate(args[:-1]):
+        if a == "--num_processes":
+            return int(args[i + 1])
+    return 1
 
 
 #: The trainer's CPU niceness (it lowers its own priority at start; a spawn option would make
@@ -173,7 +213,11 @@ def train_spec(
         cwd=cwd,
         log_path=run.log_path,
         state_path=run.root / PROCESS_STATE,
-        state_extra={"run": str(run.root), "subcommand": _subcommand(argv)},
+        state_extra={
+            "run": str(run.root),
+            "subcommand": _subcommand(argv),
+            "processes": argv_processes(argv),
+        },
         kind="training",
         long_running=False,
         classifier=classify_trainer_exit,
@@ -208,6 +252,15 @@ async def start(
     return sup
 
 
+def ask_to_stop(run: TrainRun, pid: int | None, processes: int = 1) -> None:
+    """A clean stop at the next step boundary: the ``STOP`` file, and SIGTERM to a single trainer.
+    Several processes read the file and agree on the step; a SIGTERM to their launcher would make
+    it kill them after 30 s, mid-step."""
+    run.request_stop()
+    if pid is not None and processes <= 1:
+        signal_trainer(pid)
+
+
 def signal_trainer(pid: int, sig: int = signal.SIGTERM) -> bool:
     """Send ``sig`` to the trainer process alone (not its group: its data workers must not die
     mid-step); False if it is gone."""
@@ -225,9 +278,8 @@ def stop(run: TrainRun, grace: float = 60.0, kill_timeout: float = 5.0) -> str:
     rec = find_running(run)
     if rec is None:
         return "not_running"
-    run.request_stop()
-    if recorded_process(rec.state) is not None:
-        signal_trainer(rec.pid)
+    alive = recorded_process(rec.state) is not None
+    ask_to_stop(run, rec.pid if alive else None, int(rec.state.get("processes") or 1))
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and recorded_process(rec.state) is not None:
         time.sleep(0.1)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.config import ConfigError, TrainConfig
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -337,24 +337,39 @@ def write_error_message(exc: OSError, path: str | os.PathLike[str]) -> str:
 
 # ---- the command ---------------------------------------------------------------------------------
 def command_preview(
-    cfg: TrainConfig, run_dir: str | os.PathLike[str], python: str | os.PathLike[str] | None = None
+    cfg: TrainConfig,
+    run_dir: str | os.PathLike[str],
+    python: str | os.PathLike[str] | None = None,
+    gpus: GPUReport | None = None,
 ) -> list[str]:
-    """Exactly the argv the launch runs: ``python -m vrag_trainer <algorithm> --config
-    <run>/launch-config.json --run <run>``; ``python`` None: the trainer env's (or where it will be)."""
+    """Exactly the argv :func:`vrag_desktop.core.training.plan.new_run` returns (one process:
+    ``python -m vrag_trainer <algorithm> --config <run>/launch-config.json --run <run>``; several:
+    the same under ``accelerate launch``). ``python`` None: the trainer env's (or where it will
+    be); ``gpus`` None: the machine is not probed (one process unless ``gpus`` asks for more)."""
     from vrag_desktop.core.paths import DataLayout
+    from vrag_desktop.core.runtime.gpu import GPUReport
     from vrag_desktop.core.runtime.trainer_env import find_trainer_python
     from vrag_desktop.core.runtime.venv import venv_python
-    from vrag_desktop.core.training.launch import trainer_argv
+    from vrag_desktop.core.training import plan
 
     run = Path(run_dir).expanduser()
     if python is None:
         layout = DataLayout(Path(cfg.data_dir).expanduser()) if cfg.data_dir else DataLayout.resolve(None)
         python = find_trainer_python(layout.trainer_env) or venv_python(layout.trainer_env)
-    return trainer_argv(python, cfg.algorithm, config=run / LAUNCH_CONFIG, run=run)
+    try:
+        processes = plan.process_count(cfg, gpus or GPUReport(error="not probed"))[0]
+    except ConfigError:  # refused at the start, with its reason; the preview shows what was asked
+        processes = max(1, cfg.gpus)
+    if gpus is None and cfg.gpus == 0:
+        processes = 1
+    return plan.command(
+        python, cfg.algorithm, processes=processes, port=29500, config=run / LAUNCH_CONFIG, run=run
+    )
 
 
 def write_launch_config(cfg: TrainConfig, run_dir: str | os.PathLike[str]) -> Path:
-    """Write the file :func:`command_preview` passes with ``--config`` (what the CLI writes too)."""
+    """Write the file :func:`command_preview` passes with ``--config`` (called by
+    :func:`vrag_desktop.core.training.plan.new_run`, the one place a run is set up)."""
     from vrag_desktop.core.fsutil import atomic_write_json
 
     path = Path(run_dir).expanduser() / LAUNCH_CONFIG

@@ -1,9 +1,10 @@
-"""Reading training runs for the panel: plain functions the panel calls off the GUI thread.
+"""Reading training runs while they grow: the run list, new metrics rows and log lines, samples.
 
-Why a module of its own: everything here touches the disk (a run list, a 10,000-line metrics file,
-a growing log, sample runs) and so runs in ``tasks.run_call``; keeping it free of widgets keeps
-that rule easy to see. The panel polls :func:`poll` about once a second with the offsets it got
-last time, so each poll reads only what was appended.
+Why in the core: the app's Training dock and the command line read runs the same way, and none of
+it needs a widget. Everything here touches the disk (a run list, a 10,000-line metrics file, a
+growing log, sample runs), so the app calls it off the GUI thread (``tasks.run_call``). A reader
+polls :func:`poll` about once a second with the offsets it got last time, so each poll reads only
+what was appended.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ class TrainerProcesses(QObject):
     def _ended(self, root: Path, result: tuple[int | None, ExitInfo | None, bool]) -> None:
         rc, info, elsewhere = result
         self.stopping.discard(root)
-        kind = launch.outcome(rc)
+        kind = launch.outcome(rc, TrainRun(root))
         # The exit code decides: a reader that found the record of an already-ended process removes
         # it, which the supervisor takes for a stop from elsewhere.
         if kind == "stopped":

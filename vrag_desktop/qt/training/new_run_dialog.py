@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.training import plan
 from vrag_desktop.core.training import preflight as pf
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
 from vrag_desktop.qt.infra.errors import describe, error_sink
@@ -197,13 +198,15 @@ class NewRunDialog(QDialog):
             self.form.set_default_output(str(default))
             m["output_dir"] = self.form.output_dir()
             self.config = TrainConfig.from_mapping(m)
+            plan.check_fields(self.config, self.gpu_report)  # e.g. more GPUs than this machine has
         except ConfigError as exc:
+            self.config = None
             self._error = exc
         self.form.show_error(self._error)
         if self.config is not None:
             self.run_dir = self.config.resolved_output_dir(self.ctx.data_dir)
             python = self.env.python if self.env is not None and self.env.ready else None
-            self.argv = pf.command_preview(self.config, self.run_dir, python)
+            self.argv = pf.command_preview(self.config, self.run_dir, python, self.gpu_report)
             self.preview.setPlainText(
                 json.dumps(self.config.to_dict(), indent=2)
                 + "\n\n# The command (run in the trainer environment):\n"
@@ -250,6 +253,7 @@ class NewRunDialog(QDialog):
 
     def _gpus_found(self, report: GPUReport) -> None:
         self.gpu_report = report
+        self._validate()  # the GPU count is checked against the gpus field now
         self._run_checks()
 
     def _run_match(self) -> None:

@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.endpoints.profiles import ProfileError
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.runs import Poll, SampleRow, list_samples, poll
 from vrag_desktop.core.training.serve import (
     NeedsExport,
     ServeError,
@@ -54,7 +55,6 @@ from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.plots import MetricPlots
-from vrag_desktop.qt.training.run_files import Poll, SampleRow, list_samples, poll
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
 if TYPE_CHECKING:

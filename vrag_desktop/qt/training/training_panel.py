@@ -35,13 +35,13 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.runs import RunRow, remove_run, scan_runs
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses
-from vrag_desktop.qt.training.run_files import RunRow, remove_run, scan_runs
 from vrag_desktop.qt.training.run_view import RunView
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
@@ -286,47 +286,44 @@ class TrainingPanel(PolledWidget):
 
     def start_new(self, cfg: TrainConfig, run_dir: Path) -> Path:
         """:meth:`launch_new` raising :class:`~launch.TrainLaunchError` with a person's message (the
-        New-run dialog shows it and stays open, its values kept). Nothing is left behind when the
-        run directory cannot be written (a full disk, no permission): a folder made here is removed."""
-        from vrag_desktop.core.fsutil import atomic_write_json
-        from vrag_desktop.core.training import preflight as pf
-        from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
+        New-run dialog shows it and stays open, its values kept). The checks, the launch config and
+        the command are :func:`core.training.plan.new_run`'s, as for ``vrag-desktop train``."""
+        from vrag_desktop.core.training import plan
+        from vrag_desktop.core.training.config import ConfigError
 
         python = self.trainer_python()
         if python is None:
             raise launch.TrainerEnvMissing(self.env_box.message.text().split("\n")[0])
-        run_dir = Path(run_dir).expanduser()
-        problem = pf.output_dir_problem(run_dir)
-        if problem is not None:
-            raise launch.TrainLaunchError(problem)
         try:
-            TrainRun.check_free(run_dir)
-        except TrainRunError as exc:
+            p = plan.new_run(cfg, Path(run_dir), python)
+        except ConfigError as exc:  # a field refused (engine, gpus): named, as in the form
             raise launch.TrainLaunchError(str(exc)) from exc
-        made = [p for p in (run_dir, *run_dir.parents) if not p.exists()]
-        effective = run_dir / pf.LAUNCH_CONFIG
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(effective, cfg.to_dict())
-        except OSError as exc:
-            for p in made:  # deepest first; only the empty folders made here
-                with contextlib.suppress(OSError):
-                    p.rmdir()
-            raise launch.TrainLaunchError(pf.write_error_message(exc, exc.filename or effective)) from exc
-        argv = launch.trainer_argv(python, cfg.algorithm, config=effective, run=run_dir)
-        return self._start(run_dir, argv, f"{cfg.algorithm.upper()} training")
+        return self._start(p.run.root, p.argv, p.what)
 
     def resume_run(self, root: Path) -> Path | None:
+        from vrag_desktop.core.training import plan
+        from vrag_desktop.core.training.config import ConfigError
+        from vrag_desktop.core.training.rundir import TrainRun
+
         python = self.trainer_python()
         if python is None:
             return None
-        return self._launch(root, launch.trainer_argv(python, "resume", run=root), "Training (resumed)")
+        try:
+            p = plan.resume_run(TrainRun(root), python)
+        except (ConfigError, launch.TrainLaunchError) as exc:
+            error_sink().report("Cannot resume the training", str(exc))
+            return None
+        return self._launch(root, p.argv, p.what)
 
     def export_run(self, root: Path) -> Path | None:
+        from vrag_desktop.core.training import plan
+        from vrag_desktop.core.training.rundir import TrainRun
+
         python = self.trainer_python()
         if python is None:
             return None
-        return self._launch(root, launch.trainer_argv(python, "export", run=root), "Export")
+        p = plan.export_run(TrainRun(root), python)
+        return self._launch(root, p.argv, p.what)
 
     def _launch(self, root: Path, argv: list[str], what: str) -> Path | None:
         try:
