@@ -24,13 +24,23 @@ BASE = {"model": "tiny", "dataset": "d.json"}
 def test_off_by_default_with_the_language_models_projections() -> None:
     cfg = TrainConfig.from_mapping(BASE)
     assert cfg.lora == LoraConfig() and not cfg.lora.enabled and not cfg.lora.vision
-    assert cfg.lora.target_modules == ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    assert cfg.lora.target_modules == (
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    )
     assert cfg.to_dict()["lora"]["target_modules"] == list(cfg.lora.target_modules)  # JSON-ready
 
 
 def test_a_file_and_set_overrides_fill_the_section(tmp_path: Path) -> None:
     p = tmp_path / "c.json"
-    p.write_text(json.dumps({**BASE, "lora": {"enabled": True, "rank": 8, "target_modules": ["q_proj", "v_proj"]}}))
+    p.write_text(
+        json.dumps({**BASE, "lora": {"enabled": True, "rank": 8, "target_modules": ["q_proj", "v_proj"]}})
+    )
     cfg = load_config(p, **{"lora.alpha": 16, "lora.vision": True})
     assert cfg.lora == LoraConfig(
         enabled=True, rank=8, alpha=16, target_modules=("q_proj", "v_proj"), vision=True

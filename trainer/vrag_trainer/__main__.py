@@ -27,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="export the last checkpoint as a Hugging Face model directory")
     e.add_argument("run")
     e.add_argument("--out", help="where to write it (default: <run>/export)")
+    e.add_argument(
+        "--adapter-only",
+        action="store_true",
+        help="a LoRA run: write only its adapter (to <out>/adapter), not the merged model",
+    )
     v = sub.add_parser("verl", help="write a verl (Ray) config, data and launch script for a cluster run")
     v.add_argument("--config", required=True, help="the run's config (JSON or TOML)")
     v.add_argument("--out", required=True, help="the run directory (the bundle goes to <out>/verl)")
@@ -67,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return runner.EXIT_OK
         if args.command == "resume":
             return runner.resume(args.run, load_config(args.config) if args.config else None)
-        out = runner.export(args.run, args.out)
+        out = runner.export(args.run, args.out, merged=not args.adapter_only)
         print(out)
         return runner.EXIT_OK
     except (ConfigError, runner.RunRefused) as exc:

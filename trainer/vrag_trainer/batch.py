@@ -1,6 +1,7 @@
 """Rows → the tensors TRL's GRPO loss reads (pinned to trl 1.16: ``prompt_ids``, ``prompt_mask``,
 ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``pixel_values``,
-``image_grid_thw``, ``num_images``, ``mm_token_type_ids``, ``num_items_in_batch``).
+``image_grid_thw``, ``num_images``, ``mm_token_type_ids``, ``num_items_in_batch``; with vLLM also
+``sampling_per_token_logps`` and the ``importance_sampling_ratio`` made from it, :mod:`.offpolicy`).
 
 Each segment splits at its first generated token: the context before it is the "prompt" (left
 padded, as TRL pads prompts), everything after — the policy's turns *and* the observations between
@@ -31,6 +32,8 @@ LOSS_KEYS = (
     "num_images",
     "mm_token_type_ids",
     "num_items_in_batch",
+    "sampling_per_token_logps",
+    "importance_sampling_ratio",
 )
 
 
@@ -52,6 +55,7 @@ def collate(
     completion_ids = torch.full((b, c_len), pad_id, dtype=torch.long)
     completion_mask = torch.zeros((b, c_len), dtype=torch.long)
     tool_mask = torch.zeros((b, c_len), dtype=torch.long)
+    sampling = torch.full((b, c_len), float("nan"), dtype=torch.float32)
     for i, (p, c, m) in enumerate(zip(prompts, completions, masks, strict=True)):
         if p:
             prompt_ids[i, p_len - len(p) :] = torch.tensor(p)
@@ -60,6 +64,9 @@ def collate(
             completion_ids[i, : len(c)] = torch.tensor(c)
             completion_mask[i, : len(c)] = 1
             tool_mask[i, : len(m)] = torch.tensor(m)
+            seg = rows[i].segment
+            if len(seg.logprobs) == len(seg.input_ids):  # the engine's log-probs, token by token
+                sampling[i, : len(c)] = torch.tensor(seg.logprobs[seg.prompt_len :], dtype=torch.float32)
     out: dict[str, Any] = {
         "prompt_ids": prompt_ids.to(device),
         "prompt_mask": prompt_mask.to(device),
@@ -69,6 +76,8 @@ def collate(
         "advantages": torch.tensor([r.advantage for r in rows], dtype=torch.float32, device=device),
         "num_items_in_batch": tool_mask.sum().clamp(min=1).to(device),
     }
+    if not torch.isnan(sampling).all():  # NaN where unknown (prompt, observations, HF sampling)
+        out["sampling_per_token_logps"] = sampling.to(device)
     pixels = [p for r in rows for p in r.segment.pixel_values]
     if pixels:
         out["pixel_values"] = torch.cat(pixels).to(device)

@@ -14,7 +14,6 @@ import io
 import logging
 import math
 import os
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -70,9 +69,15 @@ def load_policy(cfg: TrainConfig, path: str | None = None) -> tuple[Any, Any]:
         config = AutoConfig.from_pretrained(str(local))
     except (OSError, ValueError) as exc:
         raise RunRefused(f"model: cannot read the config of {local}: {exc}") from exc
-    _, dtype = device_and_dtype(cfg)
+    from vrag_trainer.lora import LoraRefused, quantization
+
+    device, dtype = device_and_dtype(cfg)
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(local), dtype=dtype)
+        extra = quantization(cfg, device, dtype) if path is None else {}
+    except LoraRefused as exc:
+        raise RunRefused(str(exc)) from exc
+    try:
+        model = AutoModelForImageTextToText.from_pretrained(str(local), dtype=dtype, **extra)
     except ValueError as exc:
         raise RunRefused(
             f"model: {where} ({config.model_type}) is not a vision-language chat model: {exc}"
@@ -193,9 +198,17 @@ class _StopFlag:
 # ---- the run ------------------------------------------------------------------------------------
 #: Builds the rollout generator from (model, processor); None: HF sampling or vLLM per the config.
 GeneratorFactory = Callable[[Any, Any], Any]
+#: Called after each step's rollouts with (trainer, rollouts, rows), before the update (tests, probes).
+StepHook = Callable[[Any, Any, Any], None]
 
 
-def start(cfg: TrainConfig, run_dir: str | None = None, *, generator: GeneratorFactory | None = None) -> int:
+def start(
+    cfg: TrainConfig,
+    run_dir: str | None = None,
+    *,
+    generator: GeneratorFactory | None = None,
+    on_step: StepHook | None = None,
+) -> int:
     data_root = resolve_data_dir(cfg.data_dir or None)
     root = Path(run_dir).expanduser() if run_dir else cfg.resolved_output_dir(data_root)
     from vrag_desktop.core.training.plan import check_fields
@@ -207,7 +220,7 @@ def start(cfg: TrainConfig, run_dir: str | None = None, *, generator: GeneratorF
         run = distributed.create_run(root, cfg)  # rank 0 creates it; other processes join
     except TrainRunError as exc:
         raise RunRefused(str(exc)) from exc
-    return _train(run, cfg, resuming=False, generator=generator)
+    return _train(run, cfg, resuming=False, generator=generator, on_step=on_step)
 
 
 def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: GeneratorFactory | None = None) -> int:
@@ -231,7 +244,14 @@ def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: Generator
     return _train(run, cfg or old, resuming=True, generator=generator)
 
 
-def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: GeneratorFactory | None) -> int:
+def _train(
+    run: TrainRun,
+    cfg: TrainConfig,
+    *,
+    resuming: bool,
+    generator: GeneratorFactory | None,
+    on_step: StepHook | None = None,
+) -> int:
     from vrag_trainer.callbacks import RunCallback
     from vrag_trainer.data import DataError, load_train_data, serve_search
     from vrag_trainer.rewards import JudgeRefused, RunJudge
@@ -263,7 +283,7 @@ def _train(run: TrainRun, cfg: TrainConfig, *, resuming: bool, generator: Genera
                 stack.callback(stop_search)
                 log.info("serving the corpora for the rollouts at %s", url)
             judge = RunJudge(cfg.judge, data_root)
-            trainer = _build(run, cfg, data, url, judge, flag, generator)
+            trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
             stack.callback(trainer.search_client.close)
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
             stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
@@ -310,6 +330,7 @@ def _build(
     judge: Any,
     flag: _StopFlag,
     generator: GeneratorFactory | None,
+    on_step: StepHook | None = None,
 ) -> Any:
     import torch
     from datasets import Dataset as HFDataset  # type: ignore[import-untyped]
@@ -365,6 +386,14 @@ def _build(
         )
 
     callback = RunCallback(run, cfg, processor, lambda: flag.set)
+    peft: Any = None
+    if cfg.lora.enabled:
+        from vrag_trainer.lora import LoraRefused, peft_config
+
+        try:
+            peft = peft_config(model, cfg.lora)
+        except LoraRefused as exc:
+            raise RunRefused(str(exc)) from exc
     trainer = AgentGRPOTrainer(
         model=model,
         args=args,
@@ -377,7 +406,13 @@ def _build(
         make_spec=make_spec,
         judge=judge,
         samples_dir=run.samples,
+        on_step=on_step,
+        peft_config=peft,
     )
+    if peft is not None:
+        wrapped: Any = trainer.model
+        n = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+        log.info("LoRA: %d adapter parameters train (rank %d); the base is frozen", n, cfg.lora.rank)
     trainer.search_client = searcher
     return trainer
 
@@ -389,44 +424,12 @@ def _finish_processes() -> None:
 
 
 # ---- export -------------------------------------------------------------------------------------
-def export(run_dir: str, out: str | None = None) -> Path:
-    """The last complete checkpoint as a Hugging Face model directory a vLLM server can load."""
-    run = TrainRun.open(run_dir)
-    ckpt = run.last_checkpoint()
-    if ckpt is None:
-        raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
-    target = Path(out).expanduser() if out else run.export_dir
-    if target.exists() and any(target.iterdir()):
-        raise RunRefused(f"{target} is not empty; choose another --out")
-    tmp = target.with_name(f".{target.name}.partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    keep = (
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "model.safetensors.index.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.json",
-        "merges.txt",
-        "preprocessor_config.json",
-        "chat_template.jinja",
-        "chat_template.json",
-    )
-    for f in ckpt.path.iterdir():
-        if f.name in keep or (f.name.startswith("model-") and f.suffix == ".safetensors"):
-            shutil.copy2(f, tmp / f.name)
-    if not (tmp / "config.json").is_file():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RunRefused(f"{ckpt.path} holds no model weights (config.json missing)")
-    if target.exists():
-        target.rmdir()
-    os.replace(tmp, target)
-    log.info("exported step %d to %s", ckpt.step, target)
-    return target
+def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path:
+    """The last complete checkpoint as a model folder a vLLM server can load (see
+    :func:`vrag_trainer.exporting.export`)."""
+    from vrag_trainer.exporting import export as _export
+
+    return _export(run_dir, out, merged=merged)
 
 
 def _finite(x: float) -> bool:

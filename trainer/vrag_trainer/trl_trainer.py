@@ -18,11 +18,17 @@ Loss normalisation, decided and documented (docs/trainer.md):
 
 Micro-batches are weighted so their sum is exactly the full-step loss (tokens for GRPO, rows for
 GGPO). A non-finite loss skips the micro-batch's backward and is counted (``nan_skipped``).
+
+The reference policy: TRL's ``ref_model`` for full fine-tuning; for LoRA (a PEFT model, no
+``ref_model``) the same model with its adapter disabled. With vLLM rollouts, TRL's importance
+sampling correction stays on and its ratio is supplied from vLLM's recorded log-probs
+(:mod:`.offpolicy`), at the cost of one extra no-grad forward pass per micro-batch.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -37,6 +43,7 @@ from vrag_desktop.core.training.config import TrainConfig
 from vrag_trainer.batch import chunks, collate
 from vrag_trainer.distributed import average_gradients, pad_rows
 from vrag_trainer.ggpo import Row, training_rows
+from vrag_trainer.offpolicy import importance_ratio, ratio_metrics
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
 
 __all__ = ["AgentGRPOTrainer", "SearchDown", "grpo_args"]
@@ -282,6 +289,8 @@ class AgentGRPOTrainer(GRPOTrainer):
             batch = collate(part, pad, image_token, self.accelerator.device)
             if self.beta != 0.0:
                 batch["ref_per_token_logps"] = self._ref_logps(batch)
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                self._add_importance_ratio(batch)
             share = len(part) / n_rows if ggpo else float(batch["tool_mask"].sum()) / total_tokens
             if share == 0.0 and not several:
                 continue
@@ -300,13 +309,42 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._metrics["train"]["step_time"].append(time.perf_counter() - t0)
         return total
 
-    @torch.no_grad()
     def _ref_logps(self, batch: dict[str, Any]) -> torch.Tensor:
+        """The reference policy's log-probs: TRL's ``ref_model``, or (LoRA) the base model, i.e.
+        this model with its adapter disabled."""
+        if self.ref_model is not None:
+            return self._logps(self.ref_model, batch)
+        policy = self.accelerator.unwrap_model(self.model)
+        off = policy.disable_adapter() if hasattr(policy, "peft_config") else contextlib.nullcontext()
+        with off:
+            return self._logps(self.model, batch)
+
+    def _add_importance_ratio(self, batch: dict[str, Any]) -> None:
+        """TRL's vLLM importance-sampling ratio for ``batch``, from the policy's log-probs now
+        (before the update) and the sampler's recorded ones (see :mod:`.offpolicy`)."""
+        mask = batch["completion_mask"] * batch["tool_mask"]
+        policy = self._logps(self.model, batch)
+        sampling = batch.get("sampling_per_token_logps")
+        if sampling is None:  # no log-probs recorded (not vLLM-sampled): ratio 1
+            sampling = torch.full_like(policy, float("nan"))
+        ratio = importance_ratio(
+            policy,
+            sampling,
+            mask,
+            mode=self.vllm_importance_sampling_mode,
+            clip_min=self.vllm_importance_sampling_clip_min,
+            clip_max=self.vllm_importance_sampling_clip_max,
+        )
+        batch["importance_sampling_ratio"] = ratio
+        for key, value in ratio_metrics(policy, sampling, mask, ratio).items():
+            self._metrics["train"][key].append(value)
+
+    @torch.no_grad()
+    def _logps(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:
         input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
         attention = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-        ref = self.ref_model if self.ref_model is not None else self.model
         logps, _, _ = self._get_per_token_logps_and_entropies(
-            ref,
+            model,
             input_ids,
             attention,
             batch["completion_ids"].size(1),

@@ -1,0 +1,98 @@
+"""Export a run's last complete checkpoint as a folder a serving engine loads: the full model's
+weights and processor files, or — for a LoRA run — the merged model with its adapter beside it
+(:mod:`vrag_trainer.lora`). Written to a hidden ``.partial`` folder first, then renamed, so a
+failed export never leaves a half folder where the app looks for a model."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.rundir import TrainRun
+from vrag_trainer.runner import RunRefused
+
+__all__ = ["export"]
+
+log = logging.getLogger("vrag_trainer")
+
+
+def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path:
+    """The last complete checkpoint as a Hugging Face model directory a vLLM server can load. A
+    LoRA run's export is the merged model with its adapter in ``adapter/`` (``merged=False``:
+    the adapter alone, in ``adapter/``)."""
+    run = TrainRun.open(run_dir)
+    ckpt = run.last_checkpoint()
+    if ckpt is None:
+        raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
+    target = Path(out).expanduser() if out else run.export_dir
+    if target.exists() and any(target.iterdir()):
+        raise RunRefused(f"{target} is not empty; choose another --out")
+    tmp = target.with_name(f".{target.name}.partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    from vrag_trainer.lora import is_adapter_checkpoint
+
+    if is_adapter_checkpoint(ckpt.path):
+        _export_adapter(run, ckpt.path, tmp, merged)
+        return _publish(tmp, target, ckpt.step)
+    keep = (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "merges.txt",
+        "preprocessor_config.json",
+        "chat_template.jinja",
+        "chat_template.json",
+    )
+    for f in ckpt.path.iterdir():
+        if f.name in keep or (f.name.startswith("model-") and f.suffix == ".safetensors"):
+            shutil.copy2(f, tmp / f.name)
+    if not (tmp / "config.json").is_file():
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RunRefused(f"{ckpt.path} holds no model weights (config.json missing)")
+    return _publish(tmp, target, ckpt.step)
+
+
+def _export_adapter(run: TrainRun, ckpt: Path, tmp: Path, merged: bool) -> None:
+    from vrag_desktop.core.embedders.base import EmbedderError
+    from vrag_desktop.core.embedders.qwen_vl_loading import resolve_model_dir
+    from vrag_trainer.lora import export_lora
+
+    cfg = run.config()
+    try:
+        base = resolve_model_dir(cfg.model)
+    except EmbedderError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RunRefused(f"the base model of this LoRA run is not available: {exc}") from exc
+    try:
+        export_lora(ckpt, base, tmp, merged=merged, dtype=_export_dtype(cfg))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _export_dtype(cfg: TrainConfig) -> Any:
+    """The merge's dtype: the run's, else the base's own (``auto``)."""
+    if cfg.dtype == "auto":
+        return "auto"
+    import torch
+
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[cfg.dtype]
+
+
+def _publish(tmp: Path, target: Path, step: int) -> Path:
+    if target.exists():
+        target.rmdir()
+    os.replace(tmp, target)
+    log.info("exported step %d to %s", step, target)
+    return target
