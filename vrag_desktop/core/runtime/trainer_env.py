@@ -73,8 +73,10 @@ MARKER = ".vrag-trainer-env.json"
 VERSIONS = ".vrag-trainer-versions.json"  # written by the import check, copied into the marker
 PYTHON_ENV = "VRAG_TRAINER_PYTHON"  # an existing interpreter to run the trainer with
 PTH_NAME = "_vrag_app.pth"
+#: LoRA/QLoRA adapters (vrag_trainer/lora.py); pinned to a version built against transformers 5.
+PEFT = "peft==0.21.2"
 #: What a layered env adds to the app's packages.
-LAYERED_PACKAGES = ("trl==1.16.0", "accelerate>=1.10.1", "tensorboard")
+LAYERED_PACKAGES = ("trl==1.16.0", "accelerate>=1.10.1", "tensorboard", PEFT)
 #: A full (GPU) env. TRL 1.16's [vllm] extra accepts vllm 0.22–0.31; vllm 0.31.0 pins torch 2.13.0
 #: (the app's version, a CUDA build from PyPI), torchvision 0.28.0 and transformers >=5.10.4,<5.18.
 FULL_PACKAGES = (
@@ -85,6 +87,7 @@ FULL_PACKAGES = (
     "trl==1.16.0",
     "accelerate>=1.10.1",
     "tensorboard",
+    PEFT,
 )
 DEEPSPEED = "deepspeed>=0.18.6"
 #: A standalone (CPU) env's torch, from PyTorch's CPU index (as scripts/setup.sh does): the app's
@@ -102,6 +105,7 @@ _VERSIONED = (
     "trl",
     "accelerate",
     "tensorboard",
+    "peft",
     "vllm",
     "deepspeed",
     "vrag-desktop",
@@ -111,6 +115,7 @@ _VERSIONED = (
 _VERIFY = """\
 import importlib.metadata as m, json, sys
 import trl, accelerate, vrag_trainer, vrag_desktop.core.training
+import peft  # LoRA runs
 {extra}
 v = {{}}
 for n in {names!r}:

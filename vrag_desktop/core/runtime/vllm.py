@@ -59,7 +59,10 @@ class VLLMConfig:
     """What to serve and how. ``python`` is the vLLM environment's interpreter or virtualenv
     directory; ``port=None`` picks a free port at start; ``entrypoint`` is what follows the
     interpreter (tests point it at a fake server). ``api_key`` (or an ``--api-key`` among
-    ``extra_args``, or an inherited ``$VLLM_API_KEY``) reaches vLLM through its environment."""
+    ``extra_args``, or an inherited ``$VLLM_API_KEY``) reaches vLLM through its environment.
+    ``lora_modules`` (served name → adapter folder, e.g. a LoRA run's ``export/adapter``) serves
+    adapters on top of ``model``, the base they were trained on; ``max_lora_rank`` defaults to the
+    largest ``r`` their ``adapter_config.json`` files declare."""
 
     model: str
     served_model_name: str | None = None
@@ -75,6 +78,8 @@ class VLLMConfig:
     extra_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     entrypoint: tuple[str, ...] = ("-m", API_SERVER_MODULE)
+    lora_modules: dict[str, str] = field(default_factory=dict)
+    max_lora_rank: int | None = None
 
     @property
     def model_name(self) -> str:
@@ -141,6 +146,10 @@ class VLLMConfig:
             cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.limit_mm_per_prompt:
             cmd += ["--limit-mm-per-prompt", json.dumps(self.limit_mm_per_prompt)]
+        if self.lora_modules:
+            rank = self.max_lora_rank or _adapter_rank(self.lora_modules.values())
+            cmd += ["--enable-lora", *(["--max-lora-rank", str(rank)] if rank else [])]
+            cmd += ["--lora-modules", *(f"{name}={path}" for name, path in self.lora_modules.items())]
         return cmd + split_api_key(self.extra_args)[0]  # never a key: see child_env
 
     def shell_command(self, port: int | None = None) -> str:
@@ -148,6 +157,24 @@ class VLLMConfig:
         there is one, shows as ``VLLM_API_KEY=***`` before it."""
         line = shlex.join(self.build_command(port))
         return f"{API_KEY_ENV}=*** {line}" if self.server_key() else line
+
+
+#: The values vLLM accepts for ``--max-lora-rank``.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def _adapter_rank(folders: Any) -> int | None:
+    """The largest LoRA rank the adapters declare, rounded up to a value vLLM accepts (it refuses
+    adapters above ``--max-lora-rank``, 16 by default); None when none can be read."""
+    ranks = []
+    for folder in folders:
+        try:
+            ranks.append(int(json.loads((Path(folder) / "adapter_config.json").read_text("utf-8"))["r"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    if not ranks:
+        return None
+    return next((r for r in VLLM_LORA_RANKS if r >= max(ranks)), max(ranks))
 
 
 def resolve_python(python: str | os.PathLike[str] | None) -> str:
