@@ -53,6 +53,12 @@ def train(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str
             {"model": "m", "dataset": "d", "generator": "vllm", "device": "cpu"},
             "generator: vllm generates on a GPU",
         ),
+        (  # the field would do nothing under TRL: refused with the command that runs verl
+            {"model": "m", "dataset": "d", "engine": "verl"},
+            "engine: verl runs on a Ray cluster, not from 'train grpo'; prepare its bundle with: "
+            "python -m vrag_trainer verl",
+        ),
+        ({"model": "m", "dataset": "d", "gpus": 64}, "gpus: 64 "),  # more than this machine has
     ],
 )
 def test_bad_config_exits_2_naming_the_field_and_launches_nothing(

@@ -162,6 +162,21 @@ def test_a_bad_value_turns_its_field_red_and_disables_start(
     assert dlg.ok_button.isEnabled(), dlg.blockers()
 
 
+def test_more_gpus_than_the_machine_has_turns_gpus_red(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
+    """The machine's real GPU probe against the gpus field: refused in the form, with both counts,
+    before Start (the same check the launch makes)."""
+    dlg = _checked_dialog(qtbot, indexed, tmp_path)
+    qtbot.waitUntil(lambda: dlg.gpu_report is not None, timeout=WAIT)
+    dlg.form.fields["gpus"].setText("64")  # type: ignore[attr-defined]
+    text = dlg.form.error_text("gpus")
+    assert text.startswith("64 ") and "this machine has" in text, text
+    assert not dlg.ok_button.isEnabled()
+    dlg.form.fields["gpus"].setText("0")  # type: ignore[attr-defined]
+    assert dlg.form.error_text("gpus") == ""
+
+
 def test_no_matching_item_and_a_folder_that_is_not_a_model(qtbot: Any, indexed: Any, tmp_path: Path) -> None:
     _dataset(indexed, "elsewhere", ["other.pdf", "third.pdf"])
     (tmp_path / "photos").mkdir()
