@@ -133,7 +133,10 @@ def test_layered_steps_for_an_installed_app(tmp_path: Path) -> None:
     steps = trainer_env_steps(
         tmp_path / "e", mode="layered", base="py", trainer_source=trainer, site_dirs=["/site"]
     )
-    assert steps[2].argv[-len(LAYERED_PACKAGES) :] == LAYERED_PACKAGES and steps[3].argv[-2:] == ("--no-deps", str(trainer))
+    assert steps[2].argv[-len(LAYERED_PACKAGES) :] == LAYERED_PACKAGES and steps[3].argv[-2:] == (
+        "--no-deps",
+        str(trainer),
+    )
 
 
 def test_bad_modes_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -298,7 +298,9 @@ def test_layered_env_commands(tmp_path: Path) -> None:
     py = str(env / "bin" / "python")
     assert steps[0].argv == ("/usr/bin/python3", "-m", "venv", str(env))
     assert steps[1].argv[:2] == (py, "-c") and steps[1].argv[-2:] == ("_vrag_app.pth", "/app/site")
-    assert steps[2].argv[:3] == (py, "-m", "pip") and steps[2].argv[-len(LAYERED_PACKAGES) :] == LAYERED_PACKAGES
+    assert (
+        steps[2].argv[:3] == (py, "-m", "pip") and steps[2].argv[-len(LAYERED_PACKAGES) :] == LAYERED_PACKAGES
+    )
     assert "trl==1.16.0" in steps[2].argv and "torch" not in " ".join(steps[2].argv)
     assert steps[3].argv[-3:] == ("--no-deps", "-e", "/repo/trainer")
     assert steps[4].argv[0] == py and "import trl, accelerate, vrag_trainer" in steps[4].argv[2]
