@@ -162,3 +162,34 @@ def test_lora_on_missing_modules_or_qlora_without_a_gpu_is_refused_before_a_step
     q = _config(tiny_model_dir, dataset_file, toy_data, search_url, lora={**LORA, "qlora": True})
     assert runner.start(q, str(tmp_path / "q"), generator=lambda _m, p: vrag_script(p)) == runner.EXIT_BAD
     assert "lora.qlora: a 4-bit base needs a CUDA GPU" in TrainRun.open(tmp_path / "q").state()["error"]
+
+
+def test_a_lora_run_resumes_from_its_adapter_checkpoint(  # type: ignore[no-untyped-def]
+    tiny_model_dir, dataset_file, toy_data, search_url, tmp_path
+) -> None:
+    from safetensors.torch import load_file
+
+    cfg = _config(tiny_model_dir, dataset_file, toy_data, search_url, lora=LORA, max_steps=1)
+    root = tmp_path / "run"
+    assert runner.start(cfg, str(root), generator=lambda _m, p: vrag_script(p)) == runner.EXIT_OK
+    run = TrainRun.open(root)
+    first = load_file(str(run.checkpoint_dir(1) / "adapter_model.safetensors"))
+    seen: dict[str, Any] = {}
+
+    def factory(model: Any, proc: Any) -> Any:  # called at the resumed step's first rollout
+        seen["policy"] = model
+        seen["at_start"] = {
+            n.replace(".default.", "."): p.detach().clone()
+            for n, p in model.named_parameters()
+            if p.requires_grad
+        }
+        return vrag_script(proc)
+
+    more = cfg.with_changes(max_steps=2)
+    assert runner.resume(str(root), more, generator=factory) == runner.EXIT_OK
+    assert [c.step for c in run.complete_checkpoints()] == [1, 2]
+    second = load_file(str(run.checkpoint_dir(2) / "adapter_model.safetensors"))
+    assert first.keys() == second.keys() and any(not torch.equal(first[k], second[k]) for k in first)
+    assert all(".lora_" in n for n, p in seen["policy"].named_parameters() if p.requires_grad)
+    restored = seen["at_start"]  # step 2 started from step 1's adapter, not a fresh one
+    assert restored.keys() == first.keys() and all(torch.equal(restored[k], first[k]) for k in first)
