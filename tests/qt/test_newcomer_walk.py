@@ -5,9 +5,10 @@ evidence views → the Models view pulls a tiny model from a hub on loopback (pr
 reaches that server. The model is a tiny random LM, so it writes nonsense: the run ends with the
 agent's own message (out of steps, or the server's refusal said plainly). The path is what is tested.
 
-``VRAG_WALK_SHOTS=<folder>`` saves a screenshot of each screen there (run it under Xvfb for the
-README: ``xvfb-run -a env QT_QPA_PLATFORM=xcb VRAG_WALK_SHOTS=docs/screenshots/walk .venv/bin/python
--m pytest tests/qt/test_newcomer_walk.py``).
+``VRAG_WALK_SHOTS=<folder>`` saves a screenshot of each screen there; README's local-server.png and
+first-question.png are its 5-served.png and 6-asked.png, taken with ``xvfb-run -a -s "-screen 0
+1600x1000x24" env QT_QPA_PLATFORM=xcb VRAG_WALK_SHOTS=<folder> .venv/bin/python -m pytest
+tests/qt/test_newcomer_walk.py``.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def test_a_newcomer_goes_from_first_launch_to_a_question_answered_by_a_model_ser
     # ---- first launch: the chooser; closing it chooses nothing, and Ask says why it is off
     w = MainWindow(ctx, first_run=True)
     qtbot.addWidget(w)
-    w.resize(1400, 900)
+    w.resize(1600, 1000)
     w.show()
     qtbot.waitUntil(lambda: w.guide.dialog is not None and w.guide.dialog.isVisible(), timeout=10_000)
     _shoot("1-first-run", w.guide.dialog)
