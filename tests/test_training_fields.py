@@ -57,6 +57,8 @@ FIELD_TESTS: dict[str, str] = {
     "engine": PLAN + "test_engine_verl_is_refused_with_the_command_to_use",
     "generator": T + "test_generation.py::test_grpo_args_hand_generation_to_trls_vllm_when_asked",
     "vllm_mode": T + "test_generation.py::test_grpo_args_hand_generation_to_trls_vllm_when_asked",
+    "vllm_url": "tests/test_vllm_rollouts.py::"
+    + "test_grpo_with_rollouts_from_a_real_vllm_server_loads_each_steps_adapter",
     "gpus": T + "test_processes.py::test_two_processes_average_their_gradients_and_write_the_run_once",
     "save_steps": TRL_ARGS,
     "save_total_limit": TRL_ARGS,

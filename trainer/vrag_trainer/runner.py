@@ -286,6 +286,7 @@ def _train(
             trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
             stack.callback(trainer.search_client.close)
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
+            stack.callback(lambda: _close_generator(trainer))
             stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
             _finish_processes()
@@ -367,6 +368,10 @@ def _build(
         policy = trainer.accelerator.unwrap_model(trainer.model)
         if generator is not None:
             gen: Any = generator(policy, processor)
+        elif cfg.generator == "vllm" and cfg.vllm_mode == "app_server":
+            from vrag_trainer.vllm_http import ServerGenerator
+
+            gen = ServerGenerator(trainer, cfg.vllm_url, run.root / "vllm-adapters", name=run.root.name)
         elif cfg.generator == "vllm":
             from vrag_trainer.generation import VLLMGenerator
 
@@ -415,6 +420,14 @@ def _build(
         log.info("LoRA: %d adapter parameters train (rank %d); the base is frozen", n, cfg.lora.rank)
     trainer.search_client = searcher
     return trainer
+
+
+def _close_generator(trainer: Any) -> None:
+    """Close an HTTP rollout client (vllm_http) on the trainer's loop, if one was made."""
+    gen = getattr(trainer._spec, "generator", None) if trainer._spec is not None else None
+    close = getattr(gen, "aclose", None)
+    if close is not None and not trainer._loop.is_closed():
+        trainer._loop.run_until_complete(close())
 
 
 def _finish_processes() -> None:

@@ -102,7 +102,9 @@ def grpo_args(
         disable_dropout=True,
         dataloader_num_workers=0,
     )
-    if cfg.generator == "vllm":  # TRL builds its VLLMGeneration; our rollouts call it (generation.py)
+    if cfg.generator == "vllm" and cfg.vllm_mode != "app_server":
+        # TRL builds its VLLMGeneration; our rollouts call it (generation.py). app_server: our own
+        # HTTP client (vllm_http.py), TRL builds nothing.
         kwargs.update(
             use_vllm=True,
             vllm_mode=cfg.vllm_mode,
@@ -153,6 +155,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.last_rollouts: list[Rollout] = []
         self.nan_skipped = 0
         self.search_client: Any = None  # the rollouts' shared searcher, closed by whoever built it
+        if run_config.generator == "vllm" and run_config.vllm_mode == "app_server":
+            # Rollouts come from the app's vLLM server (vllm_http.py), not from a TRL-built engine;
+            # TRL's loss multiplies by the importance-sampling ratio only under this flag.
+            self.use_vllm = True
 
     # ---- rollouts ------------------------------------------------------------------------------
     @property
@@ -196,6 +202,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         t0 = time.perf_counter()
         done = self._loop.run_until_complete(self._rollouts(list(generation_batch)))
         rollouts = [r for r, _ in done]
+        self._generator_report(done)
         if rollouts and not any(r.usable for r in rollouts):
             for _, rec in done:
                 if rec is not None:
@@ -211,6 +218,21 @@ class AgentGRPOTrainer(GRPOTrainer):
         if self.on_step is not None:
             self.on_step(self, rollouts, rows)
         return {"rows": rows}
+
+    def _generator_report(self, done: list[tuple[Rollout, Any]]) -> None:
+        """A rollout server that failed fails the step (the agents only saw an endpoint error);
+        otherwise its counters join the step's metrics."""
+        gen = self.spec.generator
+        failure = getattr(gen, "failure", None)
+        if failure is not None:
+            for _, rec in done:
+                if rec is not None:
+                    rec.finish()
+            raise failure
+        take = getattr(gen, "take_stats", None)
+        if take is not None:
+            for key, value in take().items():
+                self._metrics["train"][key].append(value)
 
     def _record_samples(self, done: list[tuple[Rollout, Any]], rows: list[Row]) -> None:
         for k, (r, rec) in enumerate(done):

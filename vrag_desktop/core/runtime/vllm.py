@@ -62,7 +62,9 @@ class VLLMConfig:
     ``extra_args``, or an inherited ``$VLLM_API_KEY``) reaches vLLM through its environment.
     ``lora_modules`` (served name → adapter folder, e.g. a LoRA run's ``export/adapter``) serves
     adapters on top of ``model``, the base they were trained on; ``max_lora_rank`` defaults to the
-    largest ``r`` their ``adapter_config.json`` files declare."""
+    largest ``r`` their ``adapter_config.json`` files declare. ``runtime_lora`` lets clients load
+    adapters while it runs (``POST /v1/load_lora_adapter``: a LoRA training run's rollouts, see
+    trainer/vrag_trainer/vllm_http.py); ``max_lora_rank`` must then cover the run's rank."""
 
     model: str
     served_model_name: str | None = None
@@ -80,6 +82,7 @@ class VLLMConfig:
     entrypoint: tuple[str, ...] = ("-m", API_SERVER_MODULE)
     lora_modules: dict[str, str] = field(default_factory=dict)
     max_lora_rank: int | None = None
+    runtime_lora: bool = False
 
     @property
     def model_name(self) -> str:
@@ -119,7 +122,10 @@ class VLLMConfig:
     def child_env(self) -> dict[str, str]:
         """``env`` plus the key as ``$VLLM_API_KEY`` (vLLM reads it when ``--api-key`` is absent)."""
         key = self.server_key()
-        return {**self.env, API_KEY_ENV: key} if key else dict(self.env)
+        env = {**self.env, API_KEY_ENV: key} if key else dict(self.env)
+        if self.runtime_lora:
+            env.setdefault("VLLM_ALLOW_RUNTIME_LORA_UPDATING", "True")
+        return env
 
     def build_command(self, port: int | None = None) -> list[str]:
         """The argv (no shell). ``--limit-mm-per-prompt`` uses the JSON form newer vLLM expects."""
@@ -146,9 +152,10 @@ class VLLMConfig:
             cmd += ["--tensor-parallel-size", str(self.tensor_parallel_size)]
         if self.limit_mm_per_prompt:
             cmd += ["--limit-mm-per-prompt", json.dumps(self.limit_mm_per_prompt)]
-        if self.lora_modules:
+        if self.lora_modules or self.runtime_lora:
             rank = self.max_lora_rank or _adapter_rank(self.lora_modules.values())
             cmd += ["--enable-lora", *(["--max-lora-rank", str(rank)] if rank else [])]
+        if self.lora_modules:
             cmd += ["--lora-modules", *(f"{name}={path}" for name, path in self.lora_modules.items())]
         return cmd + split_api_key(self.extra_args)[0]  # never a key: see child_env
 

@@ -40,7 +40,9 @@ __all__ = [
 ALGORITHMS = ("grpo", "ggpo")
 AGENTS = ("vrag", "vimrag")
 GENERATORS = ("hf", "vllm")
-VLLM_MODES = ("colocate", "server")
+#: ``app_server``: the app's own vLLM server over HTTP at ``vllm_url``, the LoRA adapter loaded into
+#: it after each step (trainer/vrag_trainer/vllm_http.py).
+VLLM_MODES = ("colocate", "server", "app_server")
 ENGINES = ("trl", "verl")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "bf16", "fp16", "fp32")
@@ -49,7 +51,16 @@ JUDGE_KINDS = ("profile", "url", "exact", "anls")
 
 #: Fields a resumed run may change (they do not alter what was learnt so far).
 RESUME_SAFE = frozenset(
-    {"max_steps", "save_steps", "save_total_limit", "samples_per_step", "tensorboard", "name", "judge"}
+    {
+        "max_steps",
+        "save_steps",
+        "save_total_limit",
+        "samples_per_step",
+        "tensorboard",
+        "name",
+        "judge",
+        "vllm_url",
+    }
 )
 
 
@@ -157,6 +168,7 @@ class TrainConfig:
     generator: str = "hf"
     vllm_mode: str = "colocate"
     vllm_gpu_memory_utilization: float = 0.6
+    vllm_url: str = ""  # vllm_mode app_server: the running server's OpenAI base URL (http://host:port/v1)
     gpus: int = 0  # 0: every visible GPU (or the CPU)
     # run directory
     save_steps: int = 25
@@ -358,6 +370,32 @@ def _text(name: str, value: Any, required: bool = False) -> None:
         raise ConfigError(name, "is required")
 
 
+def _check_vllm(c: TrainConfig) -> None:
+    _text("vllm_url", c.vllm_url)
+    app_server = c.generator == "vllm" and c.vllm_mode == "app_server"
+    if c.vllm_url and not app_server:
+        raise ConfigError("vllm_url", "is read only with generator vllm and vllm_mode app_server")
+    if not app_server:
+        if c.generator == "vllm" and c.device == "cpu":
+            raise ConfigError("generator", "vllm generates on a GPU; use hf with device cpu")
+        return
+    if not c.vllm_url.startswith(("http://", "https://")):
+        raise ConfigError(
+            "vllm_url", "vllm_mode app_server needs the running vLLM server's URL (http://host:port/v1)"
+        )
+    if c.gpus > 1:
+        raise ConfigError(
+            "gpus", "vllm_mode app_server trains in one process (one adapter per step); use gpus 1"
+        )
+    if not c.lora.enabled:
+        raise ConfigError(
+            "vllm_mode",
+            "app_server loads the trained LoRA adapter into the running server after each step; "
+            "full fine-tuning would reload the whole model every step: set lora.enabled, or use "
+            "vllm_mode colocate or server",
+        )
+
+
 def _check(c: TrainConfig) -> None:
     _choice("algorithm", c.algorithm, ALGORITHMS)
     _choice("agent", c.agent, AGENTS)
@@ -403,8 +441,6 @@ def _check(c: TrainConfig) -> None:
     _choice("engine", c.engine, ENGINES)
     _choice("generator", c.generator, GENERATORS)
     _choice("vllm_mode", c.vllm_mode, VLLM_MODES)
-    if c.generator == "vllm" and c.device == "cpu":
-        raise ConfigError("generator", "vllm generates on a GPU; use hf with device cpu")
     if not isinstance(c.reward, RewardConfig):
         raise ConfigError("reward", "must be a table with judge, format and ndcg weights")
     for name in ("judge", "format", "ndcg"):
@@ -429,3 +465,4 @@ def _check(c: TrainConfig) -> None:
     _num("judge.workers", j.workers, integer=True, low=1, high=256)
     _num("judge.anls_threshold", j.anls_threshold, low=0.0, high=1.0)
     _check_lora(c)
+    _check_vllm(c)
