@@ -130,20 +130,26 @@ def test_a_hyper_parameter_out_of_range_names_its_field() -> None:
 def test_memory_estimate_on_a_gpu(tmp_path: Path) -> None:
     small, big = _model(tmp_path, SMALL, "small"), _model(tmp_path, BIG, "big")
     report = GPUReport((_gpu(70.0),), "550", "12.8")
-    est = pf.memory_estimate(str(small), _cfg(), report)
+    fits = {"micro_batch_rows": 1, "gradient_checkpointing": True}
+    est = pf.memory_estimate(str(small), _cfg(**fits), report)
     assert est.device == "cuda" and 0.4e9 < (est.params or 0) < 0.6e9
     parts = dict(est.parts)
     assert parts["weights"] == parts["gradients"] == est.params * 2  # type: ignore[operator]
     assert parts["AdamW moments (2)"] == 4 * est.params  # type: ignore[operator]
-    assert "reference model (KL)" in parts and est.warnings == []
-    assert "reference model (KL)" not in dict(pf.memory_estimate(str(small), _cfg(kl_coef=0.0), report).parts)
+    assert "reference model (KL)" in parts and est.warnings == [] and est.refusal is None
+    no_kl = pf.memory_estimate(str(small), _cfg(kl_coef=0.0, **fits), report)
+    assert "reference model (KL)" not in dict(no_kl.parts)
     est7 = pf.memory_estimate(str(big), _cfg(), GPUReport((_gpu(20.0),)))
-    assert any("per GPU to train; GPU 0 has 20 GiB free" in w for w in est7.warnings)
-    lean = pf.memory_estimate(str(big), _cfg(micro_batch_rows=1, gradient_checkpointing=True), report)
+    assert est7.refusal is not None and "per GPU to train (estimate); GPU 0 (H100, 80 GiB)" in est7.refusal
+    lean = pf.memory_estimate(str(big), _cfg(**fits), report)
     assert lean.per_device_bytes < est7.per_device_bytes
-    two = pf.memory_estimate(str(small), _cfg(gpus=2), report)
+    busy = pf.memory_estimate(str(small), _cfg(**fits), GPUReport((_gpu(5.0),)))
+    assert busy.refusal is None and any(
+        "per GPU to train; GPU 0 has 5.0 GiB free" in w for w in busy.warnings
+    )
+    two = pf.memory_estimate(str(small), _cfg(gpus=2, **fits), report)
     assert any("only 1 GPU(s)" in w for w in two.warnings)
-    vllm = pf.memory_estimate(str(small), _cfg(generator="vllm"), GPUReport((_gpu(50.0),)))
+    vllm = pf.memory_estimate(str(small), _cfg(generator="vllm", **fits), GPUReport((_gpu(50.0),)))
     assert any("after vLLM's colocated share" in w for w in vllm.warnings)
 
 

@@ -341,3 +341,44 @@ def test_accept_gives_the_config_and_remembers_the_values(
     again = _dialog(qtbot, indexed)
     assert again.form.fields["group_size"].text() == "8"  # type: ignore[attr-defined]
     assert again.form.model.text() == str(tmp_path / "tiny-model") and again.form.name.text() == ""
+
+
+def test_a_model_too_large_for_the_gpu_turns_start_off_with_the_estimate(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
+    """The 7B VRAG model, full fine-tuning, on a 24 GB GPU (the probe's answer, as NVML gives it):
+    the pre-flight shows the estimate and Start is off, naming the GPU and LoRA; with LoRA at the
+    documented settings it fits and Start is on."""
+    from vrag_desktop.core.models.catalogue_data import QWEN25_VL_7B
+    from vrag_desktop.core.runtime.gpu import GPUInfo, GPUReport
+
+    model = tmp_path / "qwen7b"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(QWEN25_VL_7B))
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    _dataset(indexed, "atlas", ["robots.pdf"] * 2)
+    dlg = _dialog(qtbot, indexed, str(model))
+    qtbot.waitUntil(lambda: dlg.gpu_report is not None, timeout=WAIT)
+    dlg._gpus_found(GPUReport((GPUInfo(0, "RTX 4090", 24 * 1024**3, 23 * 1024**3),), "550", "12.8"))
+    _ready(qtbot, dlg)
+    assert dlg.estimate is not None and dlg.estimate.refusal is not None
+    assert "peak ~" in dlg.memory_label.text() and "GiB per GPU" in dlg.memory_label.text()
+    assert not dlg.ok_button.isEnabled()
+    assert any("RTX 4090, 24 GiB" in b and "lora.enabled: true" in b for b in dlg.blockers())
+    assert "RTX 4090" in dlg.warn_label.text() and dlg.warn_box.isVisibleTo(dlg)
+    dlg.estimate = None
+    dlg.form.set_values(
+        {
+            **dlg.config.to_dict(),  # type: ignore[union-attr]
+            "lora": {"enabled": True},  # the form's LoRA box
+            "gradient_checkpointing": True,
+            "micro_batch_rows": 1,
+            "max_model_len": 6144,
+            "max_response_length": 1024,
+            "max_images": 8,
+        }
+    )
+    dlg._edited()
+    _ready(qtbot, dlg)
+    assert dlg.estimate is not None and dlg.estimate.refusal is None, dlg.estimate.lines()
+    assert dlg.ok_button.isEnabled(), dlg.blockers()

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import yaml  # type: ignore[import-untyped]
 from vrag_trainer.verl import config as vc
 
@@ -113,3 +114,25 @@ def test_cluster_refusals_name_the_field(tmp_path: Path, capsys) -> None:  # typ
     f.write_text(json.dumps({"model": "m", "dataset": "d.json", "search_url": "http://h:1"}))
     assert main(["verl", "--config", str(f), "--out", str(tmp_path / "r")]) == 2
     assert "judge.kind" in capsys.readouterr().err
+
+
+def test_a_bundle_verl_cannot_run_is_refused_naming_why(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """VimRAG (one output per graph node) and GGPO need the multi-output agent-loop manager that is
+    not written: ``vrag_trainer verl`` refuses them (exit 2) before writing anything."""
+    import json
+
+    from vrag_trainer.__main__ import main
+
+    base = {"model": "m", "dataset": "d.json", "search_url": "http://h:1", "judge": {"kind": "exact"}}
+    for extra, field in (({"agent": "vimrag"}, "agent:"), ({"algorithm": "ggpo"}, "algorithm:")):
+        f = tmp_path / "c.json"
+        f.write_text(json.dumps({**base, **extra}))
+        out = tmp_path / f"run-{field[:-1]}"
+        assert main(["verl", "--config", str(f), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert field in err and "multi-output agent-loop manager" in err and "not written yet" in err
+        assert not out.exists()
+    with pytest.raises(ValueError, match="agent: VimRAG gives one verl output per graph node"):
+        vc.write_bundle(_cfg(agent="vimrag"), tmp_path / "direct", [])
+    assert not (tmp_path / "direct").exists()
+    assert vc.unsupported(_cfg()) is None

@@ -30,6 +30,7 @@ __all__ = [
     "launch_script",
     "prepare",
     "ray_recipe",
+    "unsupported",
     "verl_settings",
     "write_bundle",
     "yaml_text",
@@ -41,6 +42,28 @@ EXTERNAL_LIB = "vrag_trainer.verl.agent_loop"
 AGENT_LOOPS = {"vrag": "vrag_agent", "vimrag": "vimrag_agent"}
 #: Keys verl's ``ppo_trainer.yaml`` does not declare: a Hydra override must add them with ``+``.
 NEW_KEYS = ("actor_rollout_ref.rollout.limit_images", "vrag.", "ray_kwargs.ray_init.runtime_env")
+
+
+def unsupported(cfg: TrainConfig) -> str | None:
+    """Why verl cannot run ``cfg`` yet (None: it can). A bundle that cannot run is not written:
+    VimRAG gives one verl output per graph node, which verl's stock agent-loop manager cannot
+    batch (a multi-output manager is needed, docs/trainer.md); GGPO's masks are per graph node."""
+    missing = (
+        "a multi-output agent-loop manager (rollout.agent.agent_loop_manager_class) that repeats "
+        "each prompt's rows per segment and keys segment_grpo's groups by rollout, which is not written yet"
+    )
+    if cfg.agent == "vimrag":
+        return (
+            f"agent: VimRAG gives one verl output per graph node, and verl's stock agent-loop manager "
+            f"takes one per sample; it needs {missing}. Train VimRAG with `vrag_trainer {cfg.algorithm}` "
+            "(TRL) on one machine"
+        )
+    if cfg.algorithm == "ggpo":
+        return (
+            "algorithm: GGPO masks VimRAG graph nodes (a VRAG rollout is one segment with no graph), "
+            f"and VimRAG on verl needs {missing}. Use algorithm grpo on verl, or `vrag_trainer ggpo` (TRL)"
+        )
+    return None
 
 
 def file_logger_path(run_dir: str | Path, launch_id: str) -> Path:
@@ -321,7 +344,11 @@ def write_bundle(
     nodes: int = 1,
     gpus_per_node: int = 1,
 ) -> Bundle:
-    """Write config, data (through the app's verl exporter) and scripts into ``<run>/verl``."""
+    """Write config, data (through the app's verl exporter) and scripts into ``<run>/verl``;
+    ``ValueError`` (nothing written) for a run verl cannot run (:func:`unsupported`)."""
+    why = unsupported(cfg)
+    if why is not None:
+        raise ValueError(why)
     from vrag_desktop.core.fsutil import atomic_write_json
     from vrag_desktop.core.run.export import export_dataset_rl
 
@@ -356,6 +383,9 @@ def prepare(cfg: TrainConfig, out: str | Path, *, nodes: int = 1, gpus_per_node:
     from vrag_trainer.data import DataError, load_train_data
     from vrag_trainer.runner import RunRefused
 
+    why = unsupported(cfg)
+    if why is not None:
+        raise RunRefused(why)
     if not cfg.search_url:
         raise RunRefused(
             "search_url: a verl run needs a search server every node can reach "

@@ -43,6 +43,7 @@ __all__ = [
     "LaunchPlan",
     "LaunchRefused",
     "check_fields",
+    "check_memory",
     "command",
     "export_run",
     "new_run",
@@ -131,6 +132,20 @@ def check_fields(cfg: TrainConfig, report: GPUReport | None = None) -> None:
         process_count(cfg, report)
 
 
+def check_memory(cfg: TrainConfig, report: GPUReport) -> None:
+    """Refuse (:class:`LaunchRefused`) a run whose estimated peak does not fit the GPU even when
+    nothing else runs on it, with the estimate, the GPU and what to change
+    (:mod:`vrag_desktop.core.training.memory`). A model that cannot be estimated (a hub id not yet
+    downloaded) is not refused; ``VRAG_TRAINER_SKIP_MEMORY_CHECK=1`` skips the check."""
+    from vrag_desktop.core.training.memory import SKIP_CHECK_ENV, memory_estimate
+
+    if os.environ.get(SKIP_CHECK_ENV, "") not in ("", "0") or not report.gpus or cfg.device == "cpu":
+        return
+    est = memory_estimate(cfg.model, cfg, report)
+    if est.refusal is not None:
+        raise LaunchRefused(est.refusal)
+
+
 def _free_port() -> int:
     """A loopback port for the processes' rendezvous (29500, accelerate's default, may be taken by
     another run)."""
@@ -182,7 +197,9 @@ def new_run(
     the command. Refusals: :class:`ConfigError` (a field, by name) or :class:`LaunchRefused` (the
     folder); nothing is left behind — a folder made here is removed if the write fails."""
     check_fields(cfg)
-    processes, _on_cpu = process_count(cfg, _report(gpus))
+    report = _report(gpus)
+    processes, _on_cpu = process_count(cfg, report)
+    check_memory(cfg, report)
     root = Path(run_dir).expanduser()
     problem = output_dir_problem(root)
     if problem is not None:

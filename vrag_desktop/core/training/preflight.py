@@ -13,11 +13,12 @@ import json
 import os
 import re
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.core.training.memory import CPU_TINY_PARAMS, Estimate, memory_estimate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,11 +43,8 @@ __all__ = [
     "write_launch_config",
 ]
 
-GiB = 1024**3
 #: The config file the launcher writes into the run directory and passes with ``--config``.
 LAUNCH_CONFIG = "launch-config.json"
-#: Above this many parameters a CPU run is refused advice-wise (rollouts are token-by-token).
-CPU_TINY_PARAMS = 500_000_000
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _LAST = "training-last.json"
 
@@ -94,151 +92,6 @@ def check_model_dir(path: str) -> ModelCheck:
         tail = " (offline now: it must already be in the Hugging Face cache)" if offline else ""
         return ModelCheck(True, "hub", f"Hub model {text}: downloaded when the run starts{tail}")
     return ModelCheck(False, "bad", f"model: no such folder {p}, and not a hub id (owner/name)")
-
-
-# ---- memory -------------------------------------------------------------------------------------
-@dataclass
-class Estimate:
-    """Rough memory a run needs per device, its parts, the assumptions, and warnings for a person."""
-
-    name: str
-    params: int | None
-    device: str  # "cuda" or "cpu"
-    devices: int = 1
-    parts: list[tuple[str, int]] = field(default_factory=list)  # (what, bytes per device)
-    assumptions: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def per_device_bytes(self) -> int:
-        return sum(b for _, b in self.parts)
-
-    def lines(self) -> list[str]:
-        if self.params is None:
-            return list(self.warnings)
-        where = "per GPU" if self.device == "cuda" else "in RAM"
-        out = [
-            f"{self.name}: {self.params / 1e9:.2f} B parameters, ~{_gib(self.per_device_bytes)} GiB {where}"
-        ]
-        out += [f"  {what}: {_gib(b)} GiB" for what, b in self.parts]
-        return out + self.warnings
-
-
-def _gib(n: float) -> str:
-    g = n / GiB
-    return f"{g:.0f}" if g >= 10 else f"{g:.1f}"
-
-
-def memory_estimate(model_dir_or_id: str, cfg: TrainConfig, gpus: GPUReport | None) -> Estimate:
-    """Weights + gradients + AdamW's two moments + the KL reference copy + activations and logits of
-    one micro-batch (+ vLLM's colocated share), per device, against the probe's free memory.
-
-    Assumptions: torch AdamW keeps its moments in the weights' dtype (bf16 on a GPU, fp32 on the
-    CPU, as the trainer loads them); DDP replicates everything on each GPU; activations of a layer
-    ≈ 16 × hidden values per token (2 with gradient checkpointing); logits in fp32."""
-    from vrag_desktop.core.runtime.gpu import GPUReport, estimate_vllm_memory
-
-    report = gpus if gpus is not None else GPUReport(error="not probed")
-    want_cpu = cfg.device == "cpu" or (cfg.device == "auto" and not report.available)
-    device = "cpu" if want_cpu else "cuda"
-    est = Estimate(model_dir_or_id or "the model", None, device)
-    if cfg.device == "cuda" and not report.available:
-        est.warnings.append(f"device is cuda but no NVIDIA GPU is visible ({report.error or 'none found'}).")
-    if device == "cpu":
-        est.warnings.append(
-            "Training on the CPU: only for tiny models (well under 1 B parameters, e.g. for trying the "
-            "set-up). Each step generates group_size × prompts_per_step rollouts token by token and "
-            "back-propagates in fp32, tens to hundreds of times slower than a GPU."
-        )
-    try:
-        config = _model_config(model_dir_or_id)
-        local = Path(model_dir_or_id).expanduser()
-        source: Any = local if local.is_dir() else config  # a folder: its safetensors size wins
-        m = estimate_vllm_memory(source, cfg.max_model_len, "auto", name=Path(model_dir_or_id).name)
-    except (OSError, KeyError, ValueError, TypeError) as exc:
-        est.warnings.append(f"Cannot estimate the memory this model needs: {exc}")
-        return est
-    p = m.params
-    est.name, est.params = m.name, p
-    b = 4 if device == "cpu" else 2
-    if cfg.dtype != "auto":
-        b = {"bf16": 2, "fp16": 2, "fp32": 4}[cfg.dtype]
-    cfg_t = {**config, **(config.get("text_config") or {})} if isinstance(config, dict) else {}
-    hidden, layers = int(cfg_t.get("hidden_size", 0)), int(cfg_t.get("num_hidden_layers", 0))
-    vocab = int(cfg_t.get("vocab_size", 0))
-    tokens = cfg.micro_batch_rows * cfg.max_model_len
-    per_layer = 2 if cfg.gradient_checkpointing else 16
-    est.parts = [("weights", p * b), ("gradients", p * b), ("AdamW moments (2)", 2 * p * b)]
-    if cfg.kl_coef > 0:
-        est.parts.append(("reference model (KL)", p * b))
-    est.parts.append(("activations (one micro-batch)", tokens * hidden * layers * per_layer * b))
-    est.parts.append(("logits (fp32)", tokens * vocab * 4))
-    est.assumptions = [
-        f"{'bf16/fp16' if b == 2 else 'fp32'} weights; AdamW moments in the same dtype",
-        "DDP: each GPU holds a full copy" if device == "cuda" else "one process on the CPU",
-        f"micro-batch of {cfg.micro_batch_rows} rows × {cfg.max_model_len} tokens"
-        + (", gradient checkpointing" if cfg.gradient_checkpointing else ""),
-    ]
-    if device == "cpu":
-        if p > CPU_TINY_PARAMS:
-            est.warnings.append(f"{m.name} has {p / 1e9:.1f} B parameters: far too big to train on a CPU.")
-        _check_ram(est)
-        return est
-    est.parts.append(("CUDA context and buffers", int(1.5 * GiB)))
-    _check_gpus(est, cfg, report)
-    return est
-
-
-def _model_config(model: str) -> dict[str, Any]:
-    """``config.json`` of a local folder, or of a hub id already in the Hugging Face cache."""
-    from vrag_desktop.core.runtime.gpu import load_model_config
-
-    p = Path(model).expanduser()
-    if p.exists() or not _HUB_ID.match(model):
-        return load_model_config(p)[0]
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = try_to_load_from_cache(model, "config.json")
-    except Exception:  # no hub library, a malformed id: nothing cached
-        cached = None
-    if not isinstance(cached, str):
-        raise FileNotFoundError(f"{model} is not downloaded yet (estimated once it is)")
-    data = json.loads(Path(cached).read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else {}
-
-
-def _check_gpus(est: Estimate, cfg: TrainConfig, report: GPUReport) -> None:
-    if not report.gpus:
-        return
-    n = cfg.gpus or len(report.gpus)
-    if n > len(report.gpus):
-        est.warnings.append(f"gpus is {n} but only {len(report.gpus)} GPU(s) are present.")
-    est.devices = min(n, len(report.gpus))
-    need = est.per_device_bytes
-    for gpu in report.gpus[: est.devices]:
-        room = gpu.free_bytes
-        if cfg.generator == "vllm" and cfg.vllm_mode == "colocate":
-            room -= int(gpu.total_bytes * cfg.vllm_gpu_memory_utilization)
-        if need > room:
-            est.warnings.append(
-                f"{est.name} needs ~{_gib(need)} GiB per GPU to train; GPU {gpu.index} has "
-                f"{_gib(max(room, 0))} GiB free for it"
-                + (" after vLLM's colocated share" if room < gpu.free_bytes else "")
-                + ". Lower micro_batch_rows or max_model_len, turn on gradient checkpointing, "
-                "or use a smaller model."
-            )
-
-
-def _check_ram(est: Estimate) -> None:
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")  # total: free RAM misleads (caches)
-    except (ValueError, OSError, AttributeError):
-        return
-    if est.per_device_bytes > total:
-        est.warnings.append(
-            f"It needs ~{_gib(est.per_device_bytes)} GiB of RAM; this machine has {_gib(total)} GiB."
-        )
 
 
 # ---- trainer environment ------------------------------------------------------------------------

@@ -314,7 +314,7 @@ class NewRunDialog(QDialog):
 
         def done(result: tuple[pf.ModelCheck, str | None, pf.Estimate]) -> None:
             model, where, est = result
-            self._problem = (None if model.ok else model.message) or where
+            self._problem = (None if model.ok else model.message) or where or est.refusal
             self.model_label.setText(model.message)
             self.model_label.setStyleSheet(f"color: {OK_COLOR if model.ok else BAD_COLOR};")
             self.show_estimate(est if report is not None else None)

@@ -172,6 +172,7 @@ class RunForm(QWidget):
         for key, label in NUMBERS:
             self._field(form, key, label, QLineEdit(self))
         self._field(form, "gradient_checkpointing", "Gradient checkpointing", QCheckBox("less memory", self))
+        self._field(form, "lora.enabled", "LoRA", QCheckBox("train adapters only (far less memory)", self))
         return box
 
     # ---- choices --------------------------------------------------------------------------------
@@ -205,6 +206,7 @@ class RunForm(QWidget):
         """Show a config's values (a :meth:`TrainConfig.to_dict`); unknown choices are skipped."""
         flat = {**values, **{f"reward.{k}": v for k, v in dict(values.get("reward") or {}).items()}}
         flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
+        flat.update({f"lora.{k}": v for k, v in dict(values.get("lora") or {}).items()})
         for key, w in self.fields.items():
             if key not in flat or flat[key] is None:
                 continue
@@ -244,7 +246,7 @@ class RunForm(QWidget):
             else:
                 value = w.text().strip()  # type: ignore[attr-defined]
             if sub:
-                out[head][sub] = value
+                out.setdefault(head, {})[sub] = value
             else:
                 out[key] = value
         if out["judge"]["kind"] == "profile" and not out["judge"]["profile"]:
