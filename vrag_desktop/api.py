@@ -84,8 +84,8 @@ class _Base:
         # Where searches go: ``search``, else ``searcher_factory``, else search_url or the local corpora.
         if search is not None:
             self.search_url = search.url
-        elif searcher_factory is not None:
-            search = SearchSource(factory=searcher_factory)
+        elif searcher_factory is not None:  # searches go to the factory's searcher; the URL is recorded
+            search = SearchSource(url=search_url, factory=searcher_factory)
         else:
             search = SearchSource(url=search_url, corpora=self.corpora, data_dir=data_dir)
         self.search = search
