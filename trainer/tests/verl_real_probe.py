@@ -33,7 +33,7 @@ class ScriptedServer:
         prompt_ids: list[int],
         sampling_params: dict[str, Any],
         image_data: Any = None,
-    ) -> Any:  # noqa: E501
+    ) -> Any:
         self.calls += 1
         ids = [*self.tok.encode(self.reply, add_special_tokens=False), self.tok.eos_token_id]
         return SimpleNamespace(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")

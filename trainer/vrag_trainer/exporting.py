@@ -13,6 +13,7 @@ from typing import Any
 
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
+from vrag_trainer.lora import PROCESSOR_FILES
 from vrag_trainer.runner import RunRefused
 
 __all__ = ["export"]
@@ -39,21 +40,8 @@ def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path
     if is_adapter_checkpoint(ckpt.path):
         _export_adapter(run, ckpt.path, tmp, merged)
         return _publish(tmp, target, ckpt.step)
-    keep = (
-        "config.json",
-        "generation_config.json",
-        "model.safetensors",
-        "model.safetensors.index.json",
-        "tokenizer.json",
-        "tokenizer_config.json",
-        "special_tokens_map.json",
-        "added_tokens.json",
-        "vocab.json",
-        "merges.txt",
-        "preprocessor_config.json",
-        "chat_template.jinja",
-        "chat_template.json",
-    )
+    weights = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+    keep = (*weights, *PROCESSOR_FILES)
     for f in ckpt.path.iterdir():
         if f.name in keep or (f.name.startswith("model-") and f.suffix == ".safetensors"):
             shutil.copy2(f, tmp / f.name)
