@@ -21,6 +21,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -386,6 +387,46 @@ def test_the_server_dying_mid_run_fails_the_step_clearly_and_the_run_resumes(
     assert [int(m["step"]) for m in steps] == [1, 2]
     assert steps[-1]["vllm/adapter_step"] == 1.0  # the resumed run loaded step 1's adapter first
     shutil.rmtree(run / "vllm-adapters", ignore_errors=True)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_killing_the_vllm_server_mid_run_fails_the_step_naming_it_with_a_checkpoint_kept(
+    server: VLLMServer, models: dict[str, Path], toy_data: Path, tmp_path: Path
+) -> None:
+    """SIGKILL the server's process group once step 1 is written: the next step's rollouts fail,
+    the run exits 1 naming the server, and a complete checkpoint remains to resume from. Last in
+    this module: it kills the module's server."""
+    import signal
+    import time
+
+    run = tmp_path / "run"
+    cfg = _run_config(tmp_path, models, toy_data, server.base_url, max_steps=4)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [str(TRAINER_PY), "-m", "vrag_trainer", "grpo", "--config", str(cfg), "--run", str(run)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(ROOT),
+    )
+    deadline = time.monotonic() + 600
+    while not (run / "metrics.jsonl").exists() or not _metrics(run):
+        assert proc.poll() is None and time.monotonic() < deadline, "step 1 never finished"
+        time.sleep(0.5)
+    pid = server.supervisor.pid
+    assert pid is not None
+    os.killpg(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 1, err[-5000:]
+    state = json.loads((run / "state.json").read_text(encoding="utf-8"))
+    print("[vllm-rollouts] killed server:", state.get("error"), flush=True)
+    assert state["status"] == "failed"
+    assert f"ServerRolloutError: the vLLM server at {server.base_url} failed" in state["error"], state
+    assert re.search(r"the last complete checkpoint \(step [1-3]\) is kept", state["error"]), state
+    kept = sorted(p.name for p in (run / "checkpoints").glob("checkpoint-*") if (p / "COMPLETE").exists())
+    assert kept, "no complete checkpoint to resume from"
 
 
 if __name__ == "__main__":  # pragma: no cover
