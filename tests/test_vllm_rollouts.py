@@ -423,7 +423,9 @@ def test_killing_the_vllm_server_mid_run_fails_the_step_naming_it_with_a_checkpo
     state = json.loads((run / "state.json").read_text(encoding="utf-8"))
     print("[vllm-rollouts] killed server:", state.get("error"), flush=True)
     assert state["status"] == "failed"
-    assert f"ServerRolloutError: the vLLM server at {server.base_url} failed" in state["error"], state
+    # a dropped request ("failed … disconnected") or a refused reconnect ("is not reachable"): which one
+    # depends on where the kill lands; either names the server
+    assert f"ServerRolloutError: the vLLM server at {server.base_url} " in state["error"], state
     assert re.search(r"the last complete checkpoint \(step [1-3]\) is kept", state["error"]), state
     kept = sorted(p.name for p in (run / "checkpoints").glob("checkpoint-*") if (p / "COMPLETE").exists())
     assert kept, "no complete checkpoint to resume from"

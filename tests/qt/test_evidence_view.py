@@ -511,8 +511,14 @@ def test_a_page_left_before_its_turn_to_decode_is_never_decoded(
     monkeypatch.setattr(view_mod, "read_page", read_page)
     view = _view(qtbot)
     events = run["events"]
-    gate = threading.Event()
-    busy = run_decode(gate.wait, 5)  # the decode lane is busy (thumbnails, say)
+    gate, started = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        started.set()
+        gate.wait(5)
+
+    busy = run_decode(hold)  # the decode lane is busy (thumbnails, say)
+    assert started.wait(5)  # running: an urgent page queued now cannot jump ahead of it
     view.apply(events[0])  # page 1 shown, queued
     view.apply(events[3])  # page 2 shown before page 1 was decoded: the view follows
     with qtbot.waitSignal(view.pageLoaded, timeout=5000):
