@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set everything up, run the static checks (ruff lint, ruff format check, mypy), then the whole test
-# suite (the import-linter contract runs inside it), then the trainer's tests in its own environment
-# (.venv-trainer). Any failing step fails the command, and so CI; both suites run even if the first
-# fails. Extra arguments go to the app's pytest. The suite includes the frozen-app test
+# suite (the import-linter contract runs inside it; two pytest-xdist processes) with the trainer's
+# tests beside it in its own environment (.venv-trainer). Any failing step fails the command, and so
+# CI; both suites always run to the end. Extra arguments go to the app's pytest. The suite includes the frozen-app test
 # (tests/test_frozen_app.py: builds the double-click app with scripts/build-app.sh when it is out of
 # date, minutes); VRAG_SKIP_FROZEN=1 skips it locally, CI runs it.
 set -euo pipefail
@@ -30,9 +30,19 @@ echo "mypy trainer/vrag_trainer"
 TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
 .venv/bin/mypy --python-executable "$TRAINER_VENV/bin/python" trainer/vrag_trainer
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
-echo "pytest trainer/tests (in $TRAINER_VENV)"
-"$TRAINER_VENV/bin/python" -m pytest trainer/tests -q || status=$?
+# The trainer's tests run beside the app's (its own environment, its own log), and the app's tests in
+# two processes, one test module each at a time (--dist loadscope keeps a module's fixtures in one
+# process): much of the suite waits on child processes and servers, so a 2-core machine has room.
+mkdir -p build
+echo "pytest trainer/tests (in $TRAINER_VENV, beside the app's tests; log: build/trainer-tests.log)"
+"$TRAINER_VENV/bin/python" -m pytest trainer/tests -q > build/trainer-tests.log 2>&1 &
+trainer_pid=$!
+.venv/bin/python -m pytest -n "${VRAG_TEST_PROCESSES:-2}" --dist loadscope "$@" || status=$?
+trainer_status=0
+wait "$trainer_pid" || trainer_status=$?
+echo "---- trainer/tests (build/trainer-tests.log)"
+cat build/trainer-tests.log
+[ "$trainer_status" = 0 ] || status=$trainer_status
 if [ -n "$build_pid" ]; then
   wait "$build_pid" || { echo "frozen-app build failed (see build/build-app.log)"; status=1; }
 fi

@@ -734,12 +734,12 @@ def test_preflight_warns_before_a_model_that_will_not_fit(tmp_path: Path) -> Non
     assert "Cannot estimate" in preflight(VLLMConfig(model="org/remote-model"), [big])[0]
 
 
-def test_supervisor_runs_under_qasync() -> None:
-    """The app drives the supervisor from Qt's event loop through qasync."""
-    qtcore = pytest.importorskip("PySide6.QtCore")
+def test_supervisor_runs_under_qasync(qapp: object) -> None:
+    """The app drives the supervisor from Qt's event loop through qasync. ``qapp``: the one
+    QApplication of the test process (a bare QCoreApplication made here would make every later
+    widget in this process abort)."""
     qasync = pytest.importorskip("qasync")
-    app = qtcore.QCoreApplication.instance() or qtcore.QCoreApplication([])
-    loop = qasync.QEventLoop(app)
+    loop = qasync.QEventLoop(qapp)
 
     async def main() -> list[ProcessStatus]:
         server = VLLMServer(fake("--fake-delay", "0.3"), ready_timeout=20, probe_interval=0.2)

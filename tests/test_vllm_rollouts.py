@@ -33,7 +33,6 @@ from typing import Any
 import httpx
 import pytest
 from toy_training import DOCS, EXAMPLES, TAGS
-from vllm_support import vllm_python  # noqa: F401 - a session fixture
 
 from vrag_desktop.core.runtime.supervisor import ProcessError
 from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMServer
@@ -73,7 +72,7 @@ print(json.dumps({"vl": str(vl), "text": str(text)}))
 
 
 @pytest.fixture(scope="module")
-def models(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:  # noqa: F811
+def models(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("vllm-rollout-models")
     proc = subprocess.run(
         [str(vllm_python), "-c", BUILD, str(ROOT / "tests"), str(out), json.dumps(TAGS)],
@@ -117,7 +116,7 @@ def toy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(
-    vllm_python: Path,  # noqa: F811
+    vllm_python: Path,
     models: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[VLLMServer]:
@@ -354,7 +353,7 @@ except ServerRolloutError as exc:
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_the_server_dying_mid_run_fails_the_step_clearly_and_the_run_resumes(
-    vllm_python: Path,  # noqa: F811
+    vllm_python: Path,
     server: VLLMServer,
     models: dict[str, Path],
     toy_data: Path,

