@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
-from toy_training import DOCS, EXAMPLES, TAGS
+from toy_training import TAGS, build_toy_data
 
 from vrag_desktop.core.runtime.supervisor import ProcessError
 from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMServer
@@ -89,29 +89,7 @@ def models(vllm_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[
 def toy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory with corpus ``toy`` (two small PDFs) indexed with MiniLM, as the trainer's
     own tests build it."""
-    import pymupdf
-
-    from vrag_desktop.core.corpus.library import Library
-    from vrag_desktop.core.embedders.minilm import MiniLMEmbedder
-
-    base = tmp_path_factory.mktemp("toy")
-    docs = base / "docs"
-    docs.mkdir()
-    for name, pages in DOCS.items():
-        doc = pymupdf.open()
-        for text in pages:
-            page = doc.new_page(width=300, height=200)
-            page.insert_textbox(pymupdf.Rect(20, 20, 280, 180), text, fontsize=14)
-        doc.save(str(docs / name))
-        doc.close()
-    data = base / "data"
-    corpus = Library(data).open("toy", create=True)
-    corpus.add_paths([docs])
-    for gen in (corpus.scan(), corpus.build(MiniLMEmbedder(device="cpu"))):
-        for _ in gen:
-            pass
-    (base / "dataset.json").write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
-    return data
+    return build_toy_data(tmp_path_factory.mktemp("toy"))
 
 
 @pytest.fixture(scope="module")

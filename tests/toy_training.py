@@ -35,6 +35,34 @@ EXAMPLES = [
 ]
 
 
+def build_toy_data(base: Path) -> Path:
+    """Under ``base``: ``data/`` with corpus ``toy`` (the two small PDFs of :data:`DOCS`) indexed
+    with MiniLM, and ``dataset.json`` (:data:`EXAMPLES`). Returns the data directory. Shared by the
+    trainer's tests and the app's vLLM-rollout tests."""
+    import pymupdf
+
+    from vrag_desktop.core.corpus.library import Library
+    from vrag_desktop.core.embedders.minilm import MiniLMEmbedder
+
+    docs = base / "docs"
+    docs.mkdir()
+    for name, pages in DOCS.items():
+        doc = pymupdf.open()
+        for text in pages:
+            page = doc.new_page(width=300, height=200)
+            page.insert_textbox(pymupdf.Rect(20, 20, 280, 180), text, fontsize=14)
+        doc.save(str(docs / name))
+        doc.close()
+    data = base / "data"
+    corpus = Library(data).open("toy", create=True)
+    corpus.add_paths([docs])
+    for gen in (corpus.scan(), corpus.build(MiniLMEmbedder(device="cpu"))):
+        for _ in gen:
+            pass
+    (base / "dataset.json").write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
+    return data
+
+
 def make_export(root: Path) -> Path:
     """A run directory whose ``export/`` looks like a served model (config and weights file)."""
     export = TrainRun(root).export_dir

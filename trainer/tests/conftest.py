@@ -28,7 +28,7 @@ os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-v
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from toy_training import DOCS, EXAMPLES, TAGS  # noqa: E402 - after the sys.path entry
+from toy_training import DOCS, EXAMPLES, TAGS, build_toy_data  # noqa: E402 - after the sys.path entry
 
 __all__ = ["DOCS", "EXAMPLES", "TAGS", "ScriptedGenerator", "write_config"]
 
@@ -52,28 +52,7 @@ def processor(tiny_model_dir: Path) -> Any:
 @pytest.fixture(scope="session")
 def toy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data directory with corpus ``toy`` (two small PDFs) indexed with MiniLM."""
-    import pymupdf
-
-    from vrag_desktop.core.corpus.library import Library
-    from vrag_desktop.core.embedders.minilm import MiniLMEmbedder
-
-    base = tmp_path_factory.mktemp("toy")
-    docs = base / "docs"
-    docs.mkdir()
-    for name, pages in DOCS.items():
-        doc = pymupdf.open()
-        for text in pages:
-            page = doc.new_page(width=300, height=200)
-            page.insert_textbox(pymupdf.Rect(20, 20, 280, 180), text, fontsize=14)
-        doc.save(str(docs / name))
-        doc.close()
-    data = base / "data"
-    corpus = Library(data).open("toy", create=True)
-    corpus.add_paths([docs])
-    _drain(corpus.scan())
-    _drain(corpus.build(MiniLMEmbedder(device="cpu")))
-    (base / "dataset.json").write_text(json.dumps({"examples": EXAMPLES}), encoding="utf-8")
-    return data
+    return build_toy_data(tmp_path_factory.mktemp("toy"))
 
 
 @pytest.fixture(scope="session")
