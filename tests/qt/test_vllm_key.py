@@ -58,6 +58,8 @@ def test_the_key_box_key_reaches_vllm_by_environment_only(
     v.python_edit.setText(sys.executable)
     assert v.start()
     qtbot.waitUntil(lambda: v.status is ProcessStatus.READY, timeout=20000)  # its probe sent the key
+    # the Local vLLM profile is pointed at it when the (queued) status signal arrives
+    qtbot.waitUntil(lambda: bool(ctx.profiles.get(LOCAL_VLLM).base_url), timeout=5000)
     server = v.server
     assert server is not None and server.supervisor.pid is not None
     proc = psutil.Process(server.supervisor.pid)
