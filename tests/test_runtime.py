@@ -357,8 +357,31 @@ def test_jobs_exit_normally_and_spawn_failures_crash() -> None:
     assert ok.status is S.EXITED and ok.returncode == 0 and ok.lines() == ["step 1", "done"]
     assert bad.status is S.CRASHED and bad.exit_info
     assert "exited with code 3" in bad.exit_info.message
-    assert "boom" in bad.exit_info.message
+    assert "boom" in bad.exit_info.message and bad.exit_info.message.startswith("job failed (exit code 3)")
     assert missing.status is S.CRASHED and err.kind == "spawn_failed"
+
+
+def test_a_job_that_stops_on_request_of_its_own_is_not_a_crash() -> None:
+    """The trainer stops at a step boundary when its stop file appears and exits 3: the log says
+    so, not "trainer failed to start (exit code 3)" as it did."""
+    from vrag_desktop.core.training.launch import classify_trainer_exit
+
+    async def main():  # type: ignore[no-untyped-def]
+        job = ProcessSupervisor(
+            ProcessSpec(
+                [sys.executable, "-c", "import sys; print('stopped at step 2'); sys.exit(3)"],
+                long_running=False,
+                name="trainer",
+                classifier=classify_trainer_exit,
+            )
+        )
+        await job.start()
+        await job.wait(10)
+        return job
+
+    job = asyncio.run(main())
+    assert job.status is S.EXITED and job.returncode == 3 and job.exit_info is not None
+    assert job.exit_info.message == "trainer stopped on request at a step boundary (exit code 3)."
 
 
 def test_stream_after_exit_replays_and_a_slow_reader_loses_lines() -> None:

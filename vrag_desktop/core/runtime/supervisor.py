@@ -363,7 +363,13 @@ class ProcessSupervisor:
             status = ProcessStatus.EXITED
         elif self.long_running or rc != 0:
             kind, text = self.classifier(tail, rc)
-            when = "failed to start" if self._status is ProcessStatus.STARTING else "crashed"
+            if not self.long_running and kind == "stopped":  # a job that answered a stop request of its own
+                info = ExitInfo(rc, kind, f"{self.name} {text} (exit code {rc}).", tail)
+                self._finish(info, ProcessStatus.EXITED)
+                return
+            # a job never becomes "ready": it failed, it did not fail to start
+            when = "failed" if not self.long_running else "crashed"
+            when = "failed to start" if self._status is ProcessStatus.STARTING and self.long_running else when
             info = ExitInfo(rc, kind, f"{self.name} {when} (exit code {rc}): {text}", tail)
             status = ProcessStatus.CRASHED
         else:

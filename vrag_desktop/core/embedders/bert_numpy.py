@@ -1,0 +1,110 @@
+"""A BERT encoder's forward pass in NumPy, for inputs too small to be worth importing torch.
+
+Why it exists: ``import torch`` plus transformers' model classes take 3–8 s on a workstation's CPU;
+a search's query through all-MiniLM-L6-v2 (6 layers, 384 wide) takes milliseconds. The pass mirrors
+transformers' ``BertModel`` in eval mode (absolute positions, token type 0, post-layer-norm, exact
+erf GELU) and returns the last hidden state's masked mean; ``tests/test_minilm_paths.py`` holds it
+to transformers' output. Bulk work stays on torch (:mod:`~vrag_desktop.core.embedders.minilm`):
+NumPy has no fused kernels and is several times slower there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    """erf to 1.5e-7 (Abramowitz & Stegun 7.1.26): below float32's resolution of GELU's output."""
+    a = np.abs(x)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
+    return np.copysign(1.0 - poly * np.exp(-a * a), x).astype(x.dtype, copy=False)
+
+
+def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    mean = x.mean(-1, keepdims=True)
+    centred = x - mean
+    var = (centred * centred).mean(-1, keepdims=True)
+    return centred / np.sqrt(var + eps) * gamma + beta
+
+
+@dataclass(frozen=True)
+class BertWeights:
+    """A BERT encoder's tensors by their transformers names, and the shape facts the pass needs."""
+
+    tensors: Mapping[str, np.ndarray]
+    layers: int
+    heads: int
+    eps: float
+
+    @classmethod
+    def load(cls, path: Path, config: Mapping[str, Any]) -> BertWeights:
+        from safetensors.numpy import load_file
+
+        tensors = {k.removeprefix("bert."): v for k, v in load_file(str(path)).items()}
+        if config.get("hidden_act", "gelu") != "gelu" or config.get(
+            "position_embedding_type", "absolute"
+        ) != ("absolute"):
+            raise ValueError("only BERT with GELU and absolute positions is supported")
+        return cls(
+            tensors,
+            int(config["num_hidden_layers"]),
+            int(config["num_attention_heads"]),
+            float(config.get("layer_norm_eps", 1e-12)),
+        )
+
+    def sharing(self, tensors: Mapping[str, np.ndarray]) -> BertWeights:
+        """The same encoder reading ``tensors`` (e.g. torch's, as NumPy views) instead of its own."""
+        return BertWeights(dict(tensors), self.layers, self.heads, self.eps)
+
+    def mean_pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The masked mean of the last hidden state, ``(rows, hidden)`` float32."""
+        w = self.tensors
+        rows, width = ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:width][None]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
+        hidden = x.shape[-1]
+        head = hidden // self.heads
+        blocked = np.where(mask[:, None, None, :] > 0, 0.0, np.finfo(np.float32).min).astype(np.float32)
+        scale = np.float32(1.0 / np.sqrt(head))
+        for i in range(self.layers):
+            p = f"encoder.layer.{i}."
+
+            def linear(name: str, h: np.ndarray, p: str = p) -> np.ndarray:
+                return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+
+            def heads(h: np.ndarray) -> np.ndarray:
+                return np.ascontiguousarray(h.reshape(rows, width, self.heads, head).transpose(0, 2, 1, 3))
+
+            q = heads(linear("attention.self.query", x)) * scale
+            k = heads(linear("attention.self.key", x))
+            v = heads(linear("attention.self.value", x))
+            scores = q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2)) + blocked
+            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            scores /= scores.sum(-1, keepdims=True)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(rows, width, hidden)
+            x = _layer_norm(
+                linear("attention.output.dense", context) + x,
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                self.eps,
+            )
+            h = linear("intermediate.dense", x)
+            h = 0.5 * h * (1.0 + _erf(h * np.float32(1.0 / np.sqrt(2.0))))
+            x = _layer_norm(
+                linear("output.dense", h) + x,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                self.eps,
+            )
+        m = mask[..., None].astype(np.float32)
+        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9), dtype=np.float32)
