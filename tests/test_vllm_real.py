@@ -53,6 +53,7 @@ def test_real_vllm_cpu_start_chat_stop(
         python=str(vllm_python),
         dtype="float32",
         max_model_len=512,
+        extra_args=["--enforce-eager"],  # no torch.compile warm-up: half the start on 2 cores
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
     )
     server = VLLMServer(cfg, log_path=tmp_path / "vllm.log", ready_timeout=600, probe_interval=1.0)
