@@ -72,3 +72,18 @@ def test_a_query_process_never_imports_torch_or_transformers() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_many_small_batches_move_to_torch_after_the_budget() -> None:
+    """An indexing job embeds batch after batch: NumPy (~5× slower per token) only until its budget."""
+    from vrag_desktop.core.embedders.minilm import NUMPY_BUDGET
+
+    emb = MiniLMEmbedder(device="cpu")
+    item = base.EmbedInput("text", "A short note about the quarterly revenue of the robotics division. " * 8)
+    width = len(emb.windows(item.text or "")[0])
+    first = emb.embed_items([item])[0]
+    assert emb._torch_model is None
+    for _ in range(NUMPY_BUDGET // width):
+        emb.embed_items([item])
+    assert emb._torch_model is not None  # the budget ran out: torch took over
+    assert np.abs(emb.embed_items([item])[0] - first).max() < 2e-6

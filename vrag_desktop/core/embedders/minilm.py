@@ -32,9 +32,13 @@ STRIDE = 32  # tokens shared by consecutive windows, so a sentence cut at a boun
 MAX_WINDOWS = 64  # a pathological 100-page "page" still costs bounded time
 # Page images for a text embedder are for people and OCR, not the model: ~150 dpi on A4.
 RENDER_PIXELS = 1_843_200
-#: Up to this many tokens (rows × padded width) a call runs in NumPy: a query, a few short items.
-#: Past it torch is faster than importing it costs (measured in bench/minilm_paths.py).
+#: Up to this many tokens (rows × padded width) a call runs in NumPy (a query, a few short items),
+#: and up to NUMPY_BUDGET tokens in all per process: NumPy runs a full batch ~5× slower than torch, so
+#: past that an indexing job is better off paying torch's import once (bench/minilm_paths.py).
 NUMPY_TOKENS = 2048
+NUMPY_BUDGET = 8192
+#: Once torch is loaded, only inputs up to this size (a query) still take the NumPy pass.
+QUERY_TOKENS = 256
 
 
 def _model_dir() -> Path:
@@ -73,6 +77,7 @@ class MiniLMEmbedder(base.Embedder):
             raise base.EmbedderError(f"cannot load all-MiniLM-L6-v2 from {self.path}: no [CLS]/[SEP] token")
         self._cls, self._sep = cls, sep
         self._torch_model: Any = None
+        self._numpy_tokens = 0  # spent so far in this process's NumPy passes (see NUMPY_BUDGET)
         self._torch_lock = threading.Lock()
         # the device is torch's business: deciding it imports torch, so only the bulk path asks
         self.device = device or "cpu"
@@ -125,8 +130,11 @@ class MiniLMEmbedder(base.Embedder):
             return np.zeros((0, self.dim), dtype=np.float32)
         # Sort by length so each forward pass pads little; restore order afterwards.
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
-        small = len(windows) * len(windows[order[-1]]) <= NUMPY_TOKENS
-        forward = self._forward_numpy if small else self._forward_torch
+        forward = (
+            self._forward_numpy
+            if self._numpy_fits(len(windows) * len(windows[order[-1]]))
+            else self._forward_torch
+        )
         out = []
         for start in range(0, len(order), self.batch_size):
             idx = order[start : start + self.batch_size]
@@ -141,6 +149,15 @@ class MiniLMEmbedder(base.Embedder):
         restored = np.empty_like(vecs)
         restored[order] = vecs
         return restored
+
+    def _numpy_fits(self, tokens: int) -> bool:
+        """Whether a call of ``tokens`` (rows × padded width) takes the NumPy pass."""
+        if self._torch_model is not None:
+            return tokens <= QUERY_TOKENS
+        if tokens > NUMPY_TOKENS or self._numpy_tokens + tokens > NUMPY_BUDGET:
+            return False
+        self._numpy_tokens += tokens
+        return True
 
     def _forward_numpy(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return base.l2_normalize(self._bert.mean_pooled(ids, mask))
