@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # Set everything up, run the static checks (ruff lint, ruff format check, mypy), then the whole test
-# suite (the import-linter contract runs inside it), then the trainer's tests in its own environment
-# (.venv-trainer). Any failing step fails the command, and so CI; both suites run even if the first
-# fails. Extra arguments go to the app's pytest. The suite includes the frozen-app test
+# suite (the import-linter contract runs inside it) and the trainer's tests in their own environment
+# (.venv-trainer). Any failing step fails the command, and so CI; every part runs to its end even if
+# another fails. Extra arguments go to the app's pytest. The suite includes the frozen-app tests
 # (tests/test_frozen_app.py: builds the double-click app with scripts/build-app.sh when it is out of
-# date, minutes); VRAG_SKIP_FROZEN=1 skips it locally, CI runs it.
+# date, minutes); VRAG_SKIP_FROZEN=1 skips them locally, CI runs them.
+#
+# Much of the suite waits on child processes, servers and a GUI event loop, so on two cores the work
+# runs side by side: the frozen-app build from the start; after the static checks, the Qt tests and
+# then the trainer's tests (one process, log build/tests-qt.log) beside the other app tests (this
+# terminal), the frozen-app tests last so the build has time to finish. Each shard is one ordinary
+# pytest process in the order a single run would have. VRAG_TEST_SHARDS=0, or paths among the
+# arguments: one process, as given, then the trainer's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+mkdir -p build
 # The frozen-app build (minutes, mostly one core) overlaps the checks and the other tests; the frozen
 # test's own scripts/build-app.sh call waits for it, then finds the bundle up to date.
 build_pid=
 if [ "${VRAG_SKIP_FROZEN:-0}" != 1 ]; then
-  mkdir -p build
   echo "building the frozen app in the background (log: build/build-app.log)"
   bash scripts/build-app.sh --no-setup > build/build-app.log 2>&1 &
   build_pid=$!
@@ -30,9 +37,33 @@ echo "mypy trainer/vrag_trainer"
 TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
 .venv/bin/mypy --python-executable "$TRAINER_VENV/bin/python" trainer/vrag_trainer
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
-echo "pytest trainer/tests (in $TRAINER_VENV)"
-"$TRAINER_VENV/bin/python" -m pytest trainer/tests -q || status=$?
+trainer_tests() {
+  echo "pytest trainer/tests (in $TRAINER_VENV)"
+  "$TRAINER_VENV/bin/python" -m pytest trainer/tests -q
+}
+paths=0
+for arg in "$@"; do [[ "$arg" != -* && -e "$arg" ]] && paths=1; done
+if [ "${VRAG_TEST_SHARDS:-1}" = 0 ] || [ "$paths" = 1 ]; then
+  .venv/bin/python -m pytest "$@" || status=$?
+  trainer_tests || status=$?
+else
+  frozen=(tests/test_frozen_app.py tests/test_frozen_readonly.py)
+  others=()
+  for f in tests/test_*.py; do [[ " ${frozen[*]} " == *" $f "* ]] || others+=("$f"); done
+  echo "pytest tests/qt, then trainer/tests (beside the other tests; log: build/tests-qt.log)"
+  (
+    rc=0
+    .venv/bin/python -m pytest "$@" tests/qt || rc=1
+    trainer_tests || rc=1
+    exit "$rc"
+  ) > build/tests-qt.log 2>&1 &
+  qt_pid=$!
+  echo "pytest the other tests, the frozen app's last"
+  .venv/bin/python -m pytest "$@" "${others[@]}" "${frozen[@]}" || status=$?
+  wait "$qt_pid" || status=1
+  echo "---- tests/qt and trainer/tests (build/tests-qt.log)"
+  cat build/tests-qt.log
+fi
 if [ -n "$build_pid" ]; then
   wait "$build_pid" || { echo "frozen-app build failed (see build/build-app.log)"; status=1; }
 fi
