@@ -128,8 +128,8 @@ def test_defaults_are_the_originals_and_the_preview_is_the_exact_command(
     assert dlg.argv == trainer_argv(python, "grpo", config=run_dir / "launch-config.json", run=run_dir)
     text = dlg.preview.toPlainText()
     assert shlex.join(dlg.argv) in text and '"group_size": 5' in text
-    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("ggpo"))
-    assert dlg.argv[3] == "ggpo" and dlg.run_dir == indexed.data_dir / "training" / "ggpo-vrag"
+    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("ggpo"))  # GGPO trains VimRAG
+    assert dlg.argv[3] == "ggpo" and dlg.run_dir == indexed.data_dir / "training" / "ggpo-vimrag"
     _ready(qtbot, dlg)
     assert dlg.match_label.text().startswith("3 of 3 items match the chosen corpora")
     assert dlg.ok_button.isEnabled(), dlg.blockers()
@@ -144,7 +144,7 @@ def test_a_bad_value_turns_its_field_red_and_disables_start(
     group = dlg.form.fields["group_size"]
     group.setText("1")  # type: ignore[attr-defined]
     assert not dlg.ok_button.isEnabled()
-    assert dlg.form.error_text("group_size") == "must be >= 2, not 1"
+    assert dlg.form.error_text("group_size").startswith("must be >= 2 (rollouts per prompt), not 1: ")
     assert "red" in group.styleSheet() or "#b91c1c" in group.styleSheet()
     assert "group_size: must be >= 2" in dlg.preview.toPlainText()
     group.setText("5")  # type: ignore[attr-defined]
@@ -382,3 +382,41 @@ def test_a_model_too_large_for_the_gpu_turns_start_off_with_the_estimate(
     _ready(qtbot, dlg)
     assert dlg.estimate is not None and dlg.estimate.refusal is None, dlg.estimate.lines()
     assert dlg.ok_button.isEnabled(), dlg.blockers()
+
+
+def test_ggpo_switches_to_vimrag_and_refuses_vrag_by_name(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
+    dlg = _checked_dialog(qtbot, indexed, tmp_path)
+    assert dlg.form.agent.currentData() == "vrag"
+    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("ggpo"))
+    assert dlg.form.agent.currentData() == "vimrag" and dlg.config is not None
+    assert dlg.config.agent == "vimrag" and dlg.form.error_text("agent") == ""
+    dlg.form.agent.setCurrentIndex(dlg.form.agent.findData("vrag"))  # chosen back by hand: refused
+    assert dlg.config is None and not dlg.ok_button.isEnabled()
+    assert dlg.form.error_text("agent").startswith("GGPO trains the VimRAG agent, not VRAG")
+    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("grpo"))  # GRPO trains either
+    assert dlg.form.agent.currentData() == "vrag" and dlg.config is not None
+
+
+def test_an_exact_judge_on_sentence_answers_is_a_pre_flight_warning(
+    qtbot: Any, indexed: Any, tmp_path: Path, ready_env: Path
+) -> None:
+    """A warning, not a blocker: Start stays on; the words are the CLI's (core/training/learnable)."""
+    answers = ["The Atlas robot can lift a payload of 450 kg.", "It runs for fourteen hours on one charge."]
+    for i, answer in enumerate(answers):
+        indexed.datasets.add_item(
+            "prose", DatasetItem(f"s{i}", "Q?", answer, "robots.pdf", (2,)), create=True
+        )
+    dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
+    dlg.form.dataset.setCurrentIndex(dlg.form.dataset.findData("prose"))
+    qtbot.waitUntil(lambda: dlg.answers is not None, timeout=WAIT)
+    _ready(qtbot, dlg)
+    assert not any("judge.kind: exact" in w for w in dlg.warnings())  # a model judges: fine
+    dlg.form.judge_kind.setCurrentIndex(dlg.form.judge_kind.findData("exact"))
+    assert dlg.warn_box.isVisibleTo(dlg), dlg.warnings()
+    assert "2 of 2 reference answers look like whole sentences" in dlg.warn_label.text()
+    assert "anls" in dlg.warn_label.text()
+    assert dlg.ok_button.isEnabled(), dlg.blockers()
+    dlg.form.judge_kind.setCurrentIndex(dlg.form.judge_kind.findData("anls"))
+    assert "judge.kind: exact" not in dlg.warn_label.text()

@@ -1,20 +1,23 @@
 """The bridge from TRL's training loop to the run directory: metrics every step, checkpoints marked
 complete (with the processor beside the weights), state kept current, clean stops at step ends,
-and a run that keeps producing non-finite losses stopped before it wrecks the weights."""
+a run that keeps producing non-finite losses stopped before it wrecks the weights, and TensorBoard
+events that a resume does not duplicate."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
 
-__all__ = ["METRIC_NAMES", "RunCallback"]
+__all__ = ["METRIC_NAMES", "PurgingTensorBoard", "RunCallback"]
 
 #: TRL's log keys → the run's metric names (the rest keep theirs).
 METRIC_NAMES = {
@@ -88,3 +91,18 @@ class RunCallback(TrainerCallback):  # type: ignore[misc]
             self.run.mark_complete(path, int(state.global_step))
             self.run.write_state(last_checkpoint=int(state.global_step))
         return control
+
+
+class PurgingTensorBoard(TensorBoardCallback):  # type: ignore[misc]
+    """HF's TensorBoard callback, writing to ``log_dir`` with ``purge_step``: a resume from
+    checkpoint k logs step k+1 again, which the killed run may have logged already. The writer's
+    first event then tells TensorBoard to drop every earlier event of step k+1 or later, so no step
+    shows twice. ``purge_step`` None (a new run): an ordinary writer."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None) -> None:
+        super().__init__()
+        self.logging_dir = str(log_dir)
+        self.purge_step = purge_step
+
+    def _init_summary_writer(self, args: Any, *_: Any, **__: Any) -> None:
+        self.tb_writer = self._SummaryWriter(log_dir=self.logging_dir, purge_step=self.purge_step)

@@ -98,6 +98,9 @@ class RankRun(TrainRun):
         if is_main():
             super().mark_complete(path, step)
 
+    def remove_samples_after(self, step: int) -> int:
+        return super().remove_samples_after(step) if is_main() else 0
+
     def remove_incomplete_checkpoints(self) -> list[Path]:
         return super().remove_incomplete_checkpoints() if is_main() else []
 

@@ -4,7 +4,9 @@ Stop: SIGTERM (what the app's supervisor sends first) or a ``STOP`` file both en
 next step boundary, after a checkpoint of that step, with exit code 3. A SIGKILL loses the steps
 since the last complete checkpoint (``save_steps``; 1 keeps every step). A resume refuses a config
 that changes anything but the resume-safe fields, naming them, and restarts from the last
-*complete* checkpoint (a half-written one, from a full disk or a kill, is removed first).
+*complete* checkpoint (a half-written one, from a full disk or a kill, is removed first), after
+dropping what the steps it redoes left behind: their metrics rows and samples, and (TensorBoard's
+``purge_step``) their events, so no step shows twice.
 """
 
 from __future__ import annotations
@@ -252,6 +254,7 @@ def _train(
     generator: GeneratorFactory | None,
     on_step: StepHook | None = None,
 ) -> int:
+    from vrag_desktop.core.training.learnable import answer_style, learning_warnings
     from vrag_trainer.callbacks import RunCallback
     from vrag_trainer.data import DataError, load_train_data, serve_search
     from vrag_trainer.rewards import JudgeRefused, RunJudge
@@ -267,7 +270,11 @@ def _train(
                     "removed the incomplete checkpoint %s (a crash or a full disk cut it short)", gone
                 )
             ckpt = run.last_checkpoint()
-            run.truncate_metrics(ckpt.step if ckpt else 0)
+            done = ckpt.step if ckpt else 0
+            run.truncate_metrics(done)  # the steps after it are redone: none may show twice
+            dropped = run.remove_samples_after(done)
+            if dropped:
+                log.info("removed %d sample(s) of the steps after step %d (redone now)", dropped, done)
             log.info("resuming %s from %s", run.root, f"step {ckpt.step}" if ckpt else "the start")
         run.write_state(
             status="running", pid=os.getpid(), error=None, resumed_from=ckpt.step if ckpt else None
@@ -277,6 +284,8 @@ def _train(
             data = load_train_data(cfg, data_root)
             for line in data.lines():
                 log.info("%s", line)
+            for warning in learning_warnings(cfg, answer_style(data.items)):
+                log.warning("warning: %s", warning)  # the words the New-run dialog and the CLI show
             url = cfg.search_url
             if not url:
                 url, stop_search = serve_search(data_root, data.corpora)
@@ -284,6 +293,8 @@ def _train(
                 log.info("serving the corpora for the rollouts at %s", url)
             judge = RunJudge(cfg.judge, data_root)
             trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
+            if cfg.tensorboard:  # a resume purges the events of the steps it redoes
+                _purging_tensorboard(trainer, run, (ckpt.step if ckpt else 0) + 1 if resuming else None)
             stack.callback(trainer.search_client.close)
             stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
             stack.callback(lambda: _close_generator(trainer))
@@ -420,6 +431,17 @@ def _build(
         log.info("LoRA: %d adapter parameters train (rank %d); the base is frozen", n, cfg.lora.rank)
     trainer.search_client = searcher
     return trainer
+
+
+def _purging_tensorboard(trainer: Any, run: TrainRun, purge_step: int | None) -> None:
+    """Swap HF's TensorBoard callback for one whose writer purges from ``purge_step`` (see
+    :class:`vrag_trainer.callbacks.PurgingTensorBoard`)."""
+    from transformers.integrations import TensorBoardCallback
+
+    from vrag_trainer.callbacks import PurgingTensorBoard
+
+    trainer.remove_callback(TensorBoardCallback)
+    trainer.add_callback(PurgingTensorBoard(run.tensorboard, purge_step))
 
 
 def _close_generator(trainer: Any) -> None:

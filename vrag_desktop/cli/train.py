@@ -141,6 +141,7 @@ def _new_run(args: argparse.Namespace) -> int:
     from vrag_desktop.core.training import plan
     from vrag_desktop.core.training.config import TrainConfig, load_config
     from vrag_desktop.core.training.launch import resolve_trainer_python
+    from vrag_desktop.core.training.learnable import dataset_warnings
 
     layout = DataLayout.resolve(args.data_dir)
     overrides = _parse_sets(args.set)
@@ -153,6 +154,8 @@ def _new_run(args: argparse.Namespace) -> int:
     python = resolve_trainer_python(layout.trainer_env)
     # the one place a run is set up (as the app's New-run dialog): checks, launch-config.json, argv
     p = plan.new_run(cfg, root, python)
+    for warning in dataset_warnings(cfg, Path(cfg.data_dir).expanduser() if cfg.data_dir else layout.root):
+        err(f"warning: {warning}")  # it would run, but may learn nothing (the dialog shows the same)
     err(f"Run directory: {p.run.root}")
     return _foreground(p.run, p.argv, args.grace, p.what)
 
@@ -273,17 +276,20 @@ def _report(run: TrainRun, rc: int | None, killed: bool, summary: bool) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from vrag_desktop.core.training.launch import find_running
+    from vrag_desktop.core.training.runs import effective_status, hand_started_pid, status_line
 
     run = _open_run(args.run, args.data_dir)
     state = run.state()
     rows = run.metrics()[-max(0, args.rows) :] if args.rows else []
     proc = find_running(run)
+    pid = proc.pid if proc else hand_started_pid(state)
     ckpt = run.last_checkpoint()
     data = {
         "run": str(run.root),
+        "status": effective_status(state, pid is not None),  # "crashed": killed while running
         "state": state,
-        "running": proc is not None,
-        "pid": proc.pid if proc else None,
+        "running": pid is not None,
+        "pid": pid,
         "last_checkpoint": {"step": ckpt.step, "path": str(ckpt.path)} if ckpt else None,
         "metrics": rows,
         "log": str(run.log_path),
@@ -291,9 +297,10 @@ def _status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1, default=str))
         return EXIT_OK
+    where = proc.describe() if proc else f"trainer, pid {pid}, started by hand" if pid else "not running"
     print(f"Run:        {run.root}")
-    print(f"Status:     {state.get('status', '?')} at step {state.get('step', 0)}")
-    print(f"Process:    {proc.describe() if proc else 'not running'}")
+    print(f"Status:     {status_line(run, state, pid is not None)}")
+    print(f"Process:    {where}")
     print(f"Checkpoint: {f'step {ckpt.step} ({ckpt.path})' if ckpt else 'none yet'}")
     if state.get("error"):
         print(f"Error:      {state['error']}")

@@ -52,16 +52,16 @@ def unsupported(cfg: TrainConfig) -> str | None:
         "a multi-output agent-loop manager (rollout.agent.agent_loop_manager_class) that repeats "
         "each prompt's rows per segment and keys segment_grpo's groups by rollout, which is not written yet"
     )
+    if cfg.algorithm == "ggpo":  # GGPO trains VimRAG only (the config refuses it with VRAG)
+        return (
+            "algorithm: GGPO masks VimRAG graph nodes (a VRAG rollout is one segment with no graph), "
+            f"and VimRAG on verl needs {missing}. Use algorithm grpo on verl, or `vrag_trainer ggpo` (TRL)"
+        )
     if cfg.agent == "vimrag":
         return (
             f"agent: VimRAG gives one verl output per graph node, and verl's stock agent-loop manager "
             f"takes one per sample; it needs {missing}. Train VimRAG with `vrag_trainer {cfg.algorithm}` "
             "(TRL) on one machine"
-        )
-    if cfg.algorithm == "ggpo":
-        return (
-            "algorithm: GGPO masks VimRAG graph nodes (a VRAG rollout is one segment with no graph), "
-            f"and VimRAG on verl needs {missing}. Use algorithm grpo on verl, or `vrag_trainer ggpo` (TRL)"
         )
     return None
 

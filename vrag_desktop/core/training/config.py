@@ -24,7 +24,9 @@ from typing import Any
 __all__ = [
     "AGENTS",
     "ALGORITHMS",
+    "DEFAULT_AGENTS",
     "GENERATORS",
+    "GGPO_NEEDS_VIMRAG",
     "JUDGE_KINDS",
     "RESUME_SAFE",
     "ConfigError",
@@ -39,6 +41,9 @@ __all__ = [
 
 ALGORITHMS = ("grpo", "ggpo")
 AGENTS = ("vrag", "vimrag")
+#: The agent an algorithm trains when the config names none: GGPO's mask is made of VimRAG's graph
+#: nodes, so GGPO trains VimRAG; GRPO trains VRAG, as the original VRAG-RL does.
+DEFAULT_AGENTS = {"grpo": "vrag", "ggpo": "vimrag"}
 GENERATORS = ("hf", "vllm")
 #: ``app_server``: the app's own vLLM server over HTTP at ``vllm_url``, the LoRA adapter loaded into
 #: it after each step (trainer/vrag_trainer/vllm_http.py).
@@ -61,6 +66,15 @@ RESUME_SAFE = frozenset(
         "judge",
         "vllm_url",
     }
+)
+
+
+#: Why GGPO with the VRAG agent is refused (the trap: it runs, and learns only from failures).
+GGPO_NEEDS_VIMRAG = (
+    "GGPO trains the VimRAG agent, not VRAG: its mask keeps only the segments on the graph's path "
+    "to the answer, and the VRAG agent's segments have no graph node, so every correct rollout would "
+    "be masked out and the run would learn only from its failures; set agent to vimrag (or leave it "
+    "out), or train VRAG with grpo"
 )
 
 
@@ -124,10 +138,11 @@ class LoraConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything a run needs. Required: ``model`` and ``dataset``."""
+    """Everything a run needs. Required: ``model`` and ``dataset``. ``agent`` left empty is the
+    algorithm's own (:data:`DEFAULT_AGENTS`)."""
 
     algorithm: str = "grpo"
-    agent: str = "vrag"
+    agent: str = ""
     model: str = ""  # a local Hugging Face directory, or a hub id (downloaded when online)
     dataset: str = ""  # a dataset file (unified JSON, JSON lines, parquet) or an app dataset's name
     corpora: tuple[str, ...] = ()  # the app corpora the agent searches (empty: all)
@@ -178,6 +193,8 @@ class TrainConfig:
 
     # ---- validation ---------------------------------------------------------------------------
     def __post_init__(self) -> None:
+        if self.agent == "" and isinstance(self.algorithm, str):
+            object.__setattr__(self, "agent", DEFAULT_AGENTS.get(self.algorithm, "vrag"))
         _check(self)
 
     @classmethod
@@ -399,6 +416,8 @@ def _check_vllm(c: TrainConfig) -> None:
 def _check(c: TrainConfig) -> None:
     _choice("algorithm", c.algorithm, ALGORITHMS)
     _choice("agent", c.agent, AGENTS)
+    if c.algorithm == "ggpo" and c.agent == "vrag":
+        raise ConfigError("agent", GGPO_NEEDS_VIMRAG)
     _text("model", c.model, required=True)
     _text("dataset", c.dataset, required=True)
     for name in ("search_url", "data_dir", "output_dir", "name"):
@@ -406,7 +425,14 @@ def _check(c: TrainConfig) -> None:
     if c.search_url and not c.search_url.startswith(("http://", "https://")):
         raise ConfigError("search_url", f"must be an http(s) URL, not {c.search_url!r}")
     _num("seed", c.seed, integer=True, low=0)
-    _num("group_size", c.group_size, integer=True, low=2)
+    _num("group_size", c.group_size, integer=True)
+    if c.group_size < 2:
+        raise ConfigError(
+            "group_size",
+            f"must be >= 2 (rollouts per prompt), not {c.group_size}: GRPO learns from how the "
+            "rollouts of one prompt differ (each one's advantage is its reward against its group's "
+            "mean), and a group of one has nothing to be compared with, so the run cannot learn",
+        )
     for name in (
         "prompts_per_step",
         "max_turns",

@@ -3,7 +3,9 @@
 Why here: a run that dies after minutes of model loading because no item matched its corpora, the
 model folder was wrong, the trainer env was missing or the GPU was too small wastes the most time of
 all; each is answered here in milliseconds (the match in seconds), by the same core code the trainer
-and the vLLM pre-flight use, so the form and the trainer never disagree.
+and the vLLM pre-flight use, so the form and the trainer never disagree. A run that would start but
+could not learn is the worst waste of all (it looks like a run): the matched items' answers are
+checked against the judge here too (:func:`learning_warnings`, from ``learnable.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.core.training.learnable import AnswerStyle, answer_style, learning_warnings
 from vrag_desktop.core.training.memory import CPU_TINY_PARAMS, Estimate, memory_estimate
 
 if TYPE_CHECKING:
@@ -28,12 +31,16 @@ if TYPE_CHECKING:
 __all__ = [
     "CPU_TINY_PARAMS",
     "LAUNCH_CONFIG",
+    "AnswerStyle",
+    "DatasetCheck",
     "EnvStatus",
     "Estimate",
     "ModelCheck",
+    "check_dataset",
     "check_model_dir",
     "command_preview",
     "env_status",
+    "learning_warnings",
     "load_last_config",
     "match_count",
     "memory_estimate",
@@ -50,16 +57,38 @@ _LAST = "training-last.json"
 
 
 # ---- dataset ↔ corpora --------------------------------------------------------------------------
-def match_count(
+@dataclass(frozen=True)
+class DatasetCheck:
+    """The items a run would train on (``matched`` of ``total``, the others named in ``problems``)
+    and their answers' :class:`AnswerStyle`, which :func:`learning_warnings` reads with the config."""
+
+    matched: int
+    total: int
+    problems: list[tuple[str, str]]
+    style: AnswerStyle
+
+    @property
+    def match(self) -> tuple[int, int, list[tuple[str, str]]]:
+        return self.matched, self.total, self.problems
+
+
+def check_dataset(
     dataset_spec: str, corpora: Sequence[str], data_dir: str | os.PathLike[str]
-) -> tuple[int, int, list[tuple[str, str]]]:
-    """``(matched, total, problems)``: the items the trainer would train on (the shared rule of
-    :func:`vrag_desktop.core.training.data.training_items`). ``corpora`` empty: all. A dataset or
-    corpus that cannot be found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
+) -> DatasetCheck:
+    """Match the dataset against ``corpora`` (empty: all) by the shared rule of
+    :func:`vrag_desktop.core.training.data.training_items`. A dataset or corpus that cannot be
+    found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
     from vrag_desktop.core.training.data import training_items
 
     found = training_items(dataset_spec, corpora, data_dir)
-    return len(found.items), found.total, found.problems
+    return DatasetCheck(len(found.items), found.total, found.problems, answer_style(found.items))
+
+
+def match_count(
+    dataset_spec: str, corpora: Sequence[str], data_dir: str | os.PathLike[str]
+) -> tuple[int, int, list[tuple[str, str]]]:
+    """``(matched, total, problems)`` of :func:`check_dataset`."""
+    return check_dataset(dataset_spec, corpora, data_dir).match
 
 
 # ---- base model ---------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ the reader needs is a file with a stable name::
     <run>/STOP             written by whoever wants a clean stop at the next step boundary
 
 A checkpoint counts only once its ``COMPLETE`` marker is written, after every file of it: a disk
-that fills up or a kill mid-save leaves the previous checkpoint as the one to resume from.
+that fills up or a kill mid-save leaves the previous checkpoint as the one to resume from. A resume
+redoes the steps after that checkpoint, so it first drops what they left: their metrics rows and
+their samples (:meth:`TrainRun.remove_samples_after`), and the trainer's TensorBoard writer purges
+their events; no step is ever shown twice.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 from vrag_desktop.core.fsutil import atomic_write_json
 from vrag_desktop.core.training.config import TrainConfig
 
-__all__ = ["STATUSES", "Checkpoint", "TrainRun", "TrainRunError"]
+__all__ = ["STATUSES", "Checkpoint", "TrainRun", "TrainRunError", "sample_step"]
 
 #: ``created`` → ``running`` → ``stopping`` → ``stopped`` | ``finished`` | ``failed``.
 STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
@@ -42,6 +45,24 @@ COMPLETE = "COMPLETE"
 #: captured log, the process record (and its lock), the effective config (file plus ``--set``).
 LAUNCHER_FILES = frozenset({"train.log", "process.json", ".process.json.lock", "launch-config.json"})
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
+_SAMPLE_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")  # a RunStore run id
+
+
+def sample_step(settings: Any) -> int | None:
+    """The optimiser step a saved sample (its ``run.json`` settings) belongs to: the step the
+    trainer recorded once the step's rollouts were scored. None for an orphan: a sample whose step
+    was cut short (recorded, never scored; ``training_step`` alone) or that names no step at all."""
+    t = settings.get("training") if isinstance(settings, Mapping) else None
+    step = t.get("step") if isinstance(t, Mapping) else None
+    return step if isinstance(step, int) and not isinstance(step, bool) and step >= 1 else None
+
+
+def _sample_dir_step(path: Path) -> int | None:
+    try:
+        data = json.loads((path / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return sample_step(data.get("settings")) if isinstance(data, dict) else None
 
 
 class TrainRunError(RuntimeError):
@@ -183,6 +204,23 @@ class TrainRun:
         from vrag_desktop.core.fsutil import atomic_write_text
 
         atomic_write_text(self.metrics_path, text)
+
+    # ---- samples ------------------------------------------------------------------------------
+    def remove_samples_after(self, step: int) -> int:
+        """Delete the samples of the steps after ``step`` and the orphans (see :func:`sample_step`):
+        a resume from checkpoint ``step`` redoes those steps and saves their samples again. Returns
+        how many were deleted."""
+        if not self.samples.is_dir():
+            return 0
+        removed = 0
+        for child in self.samples.iterdir():
+            if not (_SAMPLE_ID.match(child.name) and child.is_dir()):
+                continue
+            got = _sample_dir_step(child)
+            if got is None or got > step:
+                shutil.rmtree(child, ignore_errors=True)
+                removed += 1
+        return removed
 
     # ---- checkpoints --------------------------------------------------------------------------
     def checkpoint_dir(self, step: int) -> Path:

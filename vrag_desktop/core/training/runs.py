@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.launch import find_running
-from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.rundir import TrainRun, sample_step
 
 LOG_START_BYTES = 256 * 1024  # a reopened run shows the end of its log, not megabytes of it
 
@@ -77,6 +78,46 @@ def _last_row(path: Path, window: int = 16384) -> dict[str, Any]:
         if isinstance(row, dict):
             return row
     return {}
+
+
+def hand_started_pid(state: Mapping[str, Any]) -> int | None:
+    """The pid a trainer started by hand (``python -m vrag_trainer``: no process record) wrote into
+    the run's state, if that process is alive and still a trainer (a reused pid is not)."""
+    import psutil
+
+    pid = state.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        alive = proc.status() != psutil.STATUS_ZOMBIE
+        command = " ".join(proc.cmdline())
+    except psutil.Error:
+        return None
+    return pid if alive and "vrag_trainer" in command else None
+
+
+def effective_status(state: Mapping[str, Any], alive: bool) -> str:
+    """The recorded status, corrected by whether a trainer is alive: ``crashed`` when the state says
+    running (or stopping) but no trainer is (``kill -9``, a crash, the machine went down);
+    ``running`` when one is alive but has not written its state yet (loading)."""
+    status = str(state.get("status", "?"))
+    if not alive and status in ("running", "stopping"):
+        return "crashed"
+    if alive and status not in ("running", "stopping"):
+        return "running"
+    return status
+
+
+def status_line(run: TrainRun, state: Mapping[str, Any], alive: bool) -> str:
+    """The run's status for a person: ``finished at step 6``, ``running at step 3``, or
+    ``crashed at step 3 (resumable from step 2)``, its last complete checkpoint."""
+    status, step = effective_status(state, alive), state.get("step") or 0
+    if status == "crashed":
+        ckpt = run.last_checkpoint()
+        where = f"step {ckpt.step}" if ckpt else "the start: no complete checkpoint"
+        return f"crashed at step {step} (resumable from {where})"
+    return f"{status} at step {step}"
 
 
 def run_row(root: Path) -> RunRow:
@@ -185,22 +226,26 @@ class SampleRow:
 
 
 def list_samples(samples_root: Path) -> list[SampleRow]:
-    """The run's sample trajectories, latest step first."""
+    """The run's sample trajectories, latest step first. Orphans are left out: a sample whose step
+    never finished (a crash, or the step running now) has no reward, no masks and no step to show
+    it under (:func:`~vrag_desktop.core.training.rundir.sample_step`)."""
     from vrag_desktop.core.run.store import RunStore
 
     if not samples_root.is_dir():
         return []
     out: list[SampleRow] = []
     for s in RunStore(samples_root).list():
-        t = s.settings.get("training") if isinstance(s.settings, dict) else None
-        t = t if isinstance(t, dict) else {}
+        step = sample_step(s.settings)
+        if step is None:
+            continue
+        t = s.settings["training"]
         correct = t.get("correct")
         reward = t.get("reward")
         segments: list[Any] = t["segments"] if isinstance(t.get("segments"), list) else []
         out.append(
             SampleRow(
                 run_id=s.id,
-                step=int(t.get("step") or 0),
+                step=step,
                 reward=float(reward) if isinstance(reward, (int, float)) else None,
                 correct=correct if isinstance(correct, bool) else None,
                 agent=s.agent,

@@ -7,9 +7,11 @@ that reads files or probes the GPU runs off the GUI thread (:mod:`vrag_desktop.q
 a stale answer (the person typed on) is dropped. Start is off, with the reason under the form, while
 anything would make the launch fail: a bad value, no matching item, a base model or output folder
 that cannot be used, the trainer environment missing or broken (the dialog offers to create or
-re-create it). Given ``launch`` (the panel's), Start launches from here and a refusal (a full disk,
-an unwritable folder) is shown in the dialog, which stays open with its values. On accept:
-:attr:`config` and :attr:`run_dir`.
+re-create it). A run that would start but cannot learn (an exact judge on sentence answers) is
+warned about in the pre-flight box, in the words the CLI prints (``core/training/learnable.py``).
+Given ``launch`` (the panel's), Start launches from here and a refusal (a full disk, an unwritable
+folder) is shown in the dialog, which stays open with its values. On accept: :attr:`config` and
+:attr:`run_dir`.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class NewRunDialog(QDialog):
         self.env: pf.EnvStatus | None = None
         self.match: tuple[int, int, list[tuple[str, str]]] | None = None
         self.estimate: pf.Estimate | None = None
+        self.answers: pf.AnswerStyle | None = None  # the matched items' answers (warnings)
         self._problem: str | None = None  # from the worker: model or output folder not usable
         self._error: ConfigError | None = None
         self._matching, self._checking = TaskSlot(), TaskSlot()  # the newest answer of each wins
@@ -215,6 +218,7 @@ class NewRunDialog(QDialog):
         else:
             self.argv = []
             self.preview.setPlainText(f"Not valid yet: {self._error}")
+        self._show_warnings()
         self._update_ok()
 
     def blockers(self) -> list[str]:
@@ -260,6 +264,7 @@ class NewRunDialog(QDialog):
         """How many items the trainer would train on (off the GUI thread; stale answers dropped)."""
         spec, corpora = self.form.dataset.chosen(), self.form.chosen_corpora()
         self.match = None
+        self.answers = None
         self._update_ok()
         if not spec:
             self._matching.drop()
@@ -268,9 +273,9 @@ class NewRunDialog(QDialog):
         self.match_label.setText("Matching the dataset against the corpora…")
         self.match_label.setStyleSheet(f"color: {MUTED};")
 
-        def done(result: tuple[int, int, list[tuple[str, str]]]) -> None:
-            self.match = result
-            matched, total, problems = result
+        def done(check: pf.DatasetCheck) -> None:
+            self.match, self.answers = check.match, check.style
+            matched, total, problems = check.match
             text = f"{matched} of {total} items match the chosen corpora"
             if problems:
                 uid, why = problems[0]
@@ -281,6 +286,7 @@ class NewRunDialog(QDialog):
             self.match_label.setText(text)
             self.match_label.setToolTip("\n".join(f"{u}: {w}" for u, w in problems[:50]))
             self.match_label.setStyleSheet(f"color: {OK_COLOR if matched else BAD_COLOR};")
+            self._show_warnings()
             self._update_ok()
 
         def failed(exc: BaseException) -> None:
@@ -290,7 +296,7 @@ class NewRunDialog(QDialog):
             self._update_ok()
 
         self._matching.start(
-            run_call, pf.match_count, spec, corpora, self.ctx.data_dir,
+            run_call, pf.check_dataset, spec, corpora, self.ctx.data_dir,
             on_done=if_alive(self, done), on_error=if_alive(self, failed), report=False,
         )  # fmt: skip
 
@@ -328,12 +334,24 @@ class NewRunDialog(QDialog):
         self.estimate = est
         if est is None:
             self.memory_label.setText("Detecting GPUs…")
+            self._show_warnings()
             return
         head = [ln for ln in est.lines() if ln not in est.warnings]
         self.memory_label.setText("\n".join(head + [f"Assumes: {'; '.join(est.assumptions)}"] * bool(head)))
-        items = "".join(f"<li>{html.escape(w)}</li>" for w in est.warnings)
+        self._show_warnings()
+
+    def warnings(self) -> list[str]:
+        """The pre-flight's warnings: the memory estimate's, then why the run may learn nothing."""
+        out = list(self.estimate.warnings) if self.estimate is not None else []
+        if self.config is not None and self.answers is not None:
+            out += pf.learning_warnings(self.config, self.answers)
+        return out
+
+    def _show_warnings(self) -> None:
+        shown = self.warnings()
+        items = "".join(f"<li>{html.escape(w)}</li>" for w in shown)
         self.warn_label.setText(f"<b>⚠ Pre-flight</b><ul style='margin-left:-20px'>{items}</ul>")
-        self.warn_box.setVisible(bool(est.warnings))
+        self.warn_box.setVisible(bool(shown))
 
     # ---- trainer environment ---------------------------------------------------------------------
     def refresh_env(self) -> None:

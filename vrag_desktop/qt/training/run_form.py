@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.core.training.config import DEFAULT_AGENTS, ConfigError, TrainConfig
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.runtime.style import BAD_COLOR, error_label
 
@@ -141,6 +141,7 @@ class RunForm(QWidget):
         out_browse = QPushButton("Browse…", self)
         out_browse.clicked.connect(self._browse_output)
         self.device = self._combo(DEVICES)
+        self.algorithm.currentIndexChanged.connect(self._algorithm_changed)  # before `edited`
         self._field(form, "algorithm", "Algorithm", self.algorithm)
         self._field(form, "agent", "Agent", self.agent)
         self._field(form, "model", "Base model", self.model, browse)
@@ -297,6 +298,13 @@ class RunForm(QWidget):
         ):
             form, box = self.rows[key]
             form.setRowVisible(box, show)
+
+    def _algorithm_changed(self) -> None:
+        """GGPO trains VimRAG (its mask is made of graph nodes): choosing it switches the agent,
+        rather than leaving a VRAG agent the config refuses."""
+        want = DEFAULT_AGENTS.get(str(self.algorithm.currentData()))
+        if want == "vimrag" and self.agent.currentData() == "vrag":
+            self.agent.setCurrentIndex(self.agent.findData(want))
 
     def _browse_model(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Base model folder", self.model.text())
