@@ -35,8 +35,8 @@ RENDER_PIXELS = 1_843_200
 #: Up to this many tokens (rows × padded width) a call runs in NumPy (a query, a few short items),
 #: and up to NUMPY_BUDGET tokens in all per process: NumPy runs a full batch ~5× slower than torch, so
 #: past that an indexing job is better off paying torch's import once (bench/minilm_paths.py).
-NUMPY_TOKENS = 2048
-NUMPY_BUDGET = 8192
+NUMPY_TOKENS = 1024
+NUMPY_BUDGET = 4096
 #: Once torch is loaded, only inputs up to this size (a query) still take the NumPy pass.
 QUERY_TOKENS = 256
 
