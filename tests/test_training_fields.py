@@ -46,6 +46,7 @@ FIELD_TESTS: dict[str, str] = {
     "entropy_coef": TRL_ARGS,
     "grad_clip": TRL_ARGS,
     "epochs": TRL_ARGS,
+    "ppo_epochs": T + "test_ppo_epochs.py::test_ppo_epochs_reuse_the_rollouts_and_the_clip_acts",
     "max_steps": TRL_ARGS,
     "gradient_checkpointing": TRL_ARGS,
     "dtype": T + "test_fields.py::test_device_and_dtype_follow_the_config",

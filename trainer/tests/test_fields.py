@@ -25,7 +25,7 @@ def test_trl_arguments_follow_the_config(tmp_path: Path) -> None:
         model="m", dataset="d", group_size=3, prompts_per_step=4, learning_rate=2e-5, warmup_steps=7,
         kl_coef=0.05, clip_ratio=0.3, entropy_coef=0.01, grad_clip=0.5, epochs=3, max_steps=9,
         save_steps=4, save_total_limit=2, tensorboard=False, seed=11, gradient_checkpointing=True,
-        temperature=0.7, max_model_len=4096, max_response_length=512,
+        temperature=0.7, max_model_len=4096, max_response_length=512, ppo_epochs=2,
     )  # fmt: skip
     a = grpo_args(changed, str(tmp_path), world_size=2, use_cpu=True, bf16=False, logging_dir=None)
     got = {
@@ -46,6 +46,7 @@ def test_trl_arguments_follow_the_config(tmp_path: Path) -> None:
         "gradient_checkpointing": a.gradient_checkpointing,
         "temperature": a.temperature,
         "max_completion_length": a.max_completion_length,
+        "num_iterations": a.num_iterations,
     }
     assert got == {
         "num_generations": 3,
@@ -65,6 +66,7 @@ def test_trl_arguments_follow_the_config(tmp_path: Path) -> None:
         "gradient_checkpointing": True,
         "temperature": 0.7,
         "max_completion_length": 4096,
+        "num_iterations": 2,
     }
 
 

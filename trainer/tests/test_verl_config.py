@@ -19,7 +19,13 @@ def _cfg(**kw: object) -> TrainConfig:
 
 def test_settings_map_our_fields(tmp_path: Path) -> None:
     cfg = _cfg(
-        group_size=6, prompts_per_step=16, learning_rate=2e-6, kl_coef=0.02, clip_ratio=0.25, max_images=7
+        group_size=6,
+        prompts_per_step=16,
+        learning_rate=2e-6,
+        kl_coef=0.02,
+        clip_ratio=0.25,
+        max_images=7,
+        ppo_epochs=3,
     )
     s = vc.verl_settings(cfg, tmp_path, train_file=tmp_path / "t.parquet", nodes=2, gpus_per_node=8)
     a, r = s["actor_rollout_ref"]["actor"], s["actor_rollout_ref"]["rollout"]
@@ -29,6 +35,8 @@ def test_settings_map_our_fields(tmp_path: Path) -> None:
     assert (
         a["clip_ratio"] == 0.25 and a["entropy_coeff"] == 0.0 and a["policy_loss"]["loss_mode"] == "vanilla"
     )
+    assert a["ppo_epochs"] == 3 and a["ppo_mini_batch_size"] == 16  # three passes over each batch
+    assert vc.verl_settings(_cfg(), tmp_path, train_file="t")["actor_rollout_ref"]["actor"]["ppo_epochs"] == 1
     assert s["data"]["max_prompt_length"] == 8192 and r["max_model_len"] == 10240
     assert r["limit_images"] == 7 and r["gpu_memory_utilization"] == 0.6 and r["name"] == "vllm"
     assert r["multi_turn"]["max_user_turns"] == 4 and r["agent"]["default_agent_loop"] == "vrag_agent"

@@ -1,7 +1,8 @@
 """Rows → the tensors TRL's GRPO loss reads (pinned to trl 1.16: ``prompt_ids``, ``prompt_mask``,
 ``completion_ids``, ``completion_mask``, ``tool_mask``, ``advantages``, ``pixel_values``,
 ``image_grid_thw``, ``num_images``, ``mm_token_type_ids``, ``num_items_in_batch``; with vLLM also
-``sampling_per_token_logps`` and the ``importance_sampling_ratio`` made from it, :mod:`.offpolicy`).
+``sampling_per_token_logps`` and the ``importance_sampling_ratio`` made from it, :mod:`.offpolicy`;
+with ``ppo_epochs`` > 1 the ``old_per_token_logps`` taken before a batch's first update).
 
 Each segment splits at its first generated token: the context before it is the "prompt" (left
 padded, as TRL pads prompts), everything after — the policy's turns *and* the observations between
@@ -34,6 +35,7 @@ LOSS_KEYS = (
     "num_items_in_batch",
     "sampling_per_token_logps",
     "importance_sampling_ratio",
+    "old_per_token_logps",
 )
 
 

@@ -19,6 +19,12 @@ Loss normalisation, decided and documented (docs/trainer.md):
 Micro-batches are weighted so their sum is exactly the full-step loss (tokens for GRPO, rows for
 GGPO). A non-finite loss skips the micro-batch's backward and is counted (``nan_skipped``).
 
+Several updates per batch (``ppo_epochs`` → TRL's ``num_iterations``): TRL's sampler hands each
+batch over ``ppo_epochs`` steps in a row; the first makes the rollouts and, before its update, the
+policy's own log-probs (π_old), which the later steps reuse with the rows, so the ratio π/π_old
+moves and the clip acts (with one update per batch it is 1 and the clip never does). The batch's
+rollout metrics are logged again on each of its steps, with ``ppo_epoch`` (1 … ppo_epochs).
+
 The reference policy: TRL's ``ref_model`` for full fine-tuning; for LoRA (a PEFT model, no
 ``ref_model``) the same model with its adapter disabled. With vLLM rollouts, TRL's importance
 sampling correction stays on and its ratio is supplied from vLLM's recorded log-probs
@@ -33,6 +39,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -73,7 +80,7 @@ def grpo_args(
         num_generations=cfg.group_size,
         steps_per_generation=1,
         gradient_accumulation_steps=1,
-        num_iterations=1,
+        num_iterations=cfg.ppo_epochs,
         learning_rate=cfg.learning_rate,
         warmup_steps=cfg.warmup_steps,
         lr_scheduler_type="constant_with_warmup",
@@ -121,6 +128,19 @@ def grpo_args(
         return GRPOConfig(**kwargs)
 
 
+@dataclass
+class _Batch:
+    """A batch of rows kept over its ``ppo_epochs`` updates: the rows (padded to the other
+    processes'), the step's loss normalisers, and per micro-batch the log-probs taken before the
+    first update (:meth:`AgentGRPOTrainer._frozen_logps`)."""
+
+    rows: list[Row]
+    tokens: int
+    n_rows: int
+    iteration: int = 0
+    frozen: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
+
+
 def _unused_reward(*_a: Any, **_k: Any) -> list[float]:
     raise RuntimeError("rewards come from the rollouts, not from TRL's reward functions")
 
@@ -154,6 +174,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         self._loop = asyncio.new_event_loop()
         self.last_rollouts: list[Rollout] = []
         self.nan_skipped = 0
+        self._kept: _Batch | None = None  # the rollouts' rows while their updates last
+        self._kept_metrics: dict[str, float] = {}
         self.search_client: Any = None  # the rollouts' shared searcher, closed by whoever built it
         if run_config.generator == "vllm" and run_config.vllm_mode == "app_server":
             # Rollouts come from the app's vLLM server (vllm_http.py), not from a TRL-built engine;
@@ -263,59 +285,73 @@ class AgentGRPOTrainer(GRPOTrainer):
             rec.finish()
 
     def _log_rollouts(self, rollouts: list[Rollout], rows: list[Row], seconds: float) -> None:
-        m = self._metrics["train"]
         n = max(1, len(rollouts))
         usable = [r for r in rollouts if r.usable] or rollouts
         k = max(1, len(usable))
-        m["reward"].append(sum(r.reward for r in usable) / k)
-        m["reward/format"].append(sum(r.parts.format for r in usable) / k)
-        m["reward/judge"].append(sum(float(r.parts.judge or 0) for r in usable) / k)
-        m["reward/ndcg"].append(sum(r.parts.ndcg for r in usable) / k)
-        m["accuracy"].append(sum(1.0 for r in usable if r.correct) / k)
-        m["turns"].append(sum(r.turns for r in rollouts) / n)
         gen = sum(s.generated_tokens for r in rollouts for s in r.segments)
-        m["response_length"].append(gen / n)
+        batch = {
+            "reward": sum(r.reward for r in usable) / k,
+            "reward/format": sum(r.parts.format for r in usable) / k,
+            "reward/judge": sum(float(r.parts.judge or 0) for r in usable) / k,
+            "reward/ndcg": sum(r.parts.ndcg for r in usable) / k,
+            "accuracy": sum(1.0 for r in usable if r.correct) / k,
+            "turns": sum(r.turns for r in rollouts) / n,
+            "response_length": gen / n,
+            "segments": float(len(rows)),
+            "masked_segments": float(sum(1 for r in rows if not r.weight)),
+            "truncated": float(sum(1 for r in rollouts if r.truncated)),
+            "search_failures": float(sum(1 for r in rollouts if not r.usable)),
+            "judge_failures": float(sum(1 for r in rollouts if r.parts.judge_failed)),
+            "rollout_errors": float(sum(1 for r in rollouts if r.error)),
+        }
+        self._kept_metrics = batch  # logged again on the batch's later updates (ppo_epochs > 1)
+        m = self._metrics["train"]
+        for key, value in batch.items():
+            m[key].append(value)
         m["tokens_per_second"].append(gen / seconds if seconds > 0 else 0.0)
         m["rollout_seconds"].append(seconds)
-        m["segments"].append(float(len(rows)))
-        m["masked_segments"].append(float(sum(1 for r in rows if not r.weight)))
-        m["truncated"].append(float(sum(1 for r in rollouts if r.truncated)))
-        m["search_failures"].append(float(sum(1 for r in rollouts if not r.usable)))
-        m["judge_failures"].append(float(sum(1 for r in rollouts if r.parts.judge_failed)))
-        m["rollout_errors"].append(float(sum(1 for r in rollouts if r.error)))
         for error in sorted({r.error for r in rollouts if r.error})[:3]:  # say why, once per kind
             log.warning("step %d: a rollout ended with %s", self.state.global_step + 1, error)
-        if torch.cuda.is_available():
-            m["gpu_memory_gb"].append(torch.cuda.max_memory_allocated() / 2**30)
 
     # ---- the update ----------------------------------------------------------------------------
     def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
         t0 = time.perf_counter()
         model.train()
-        rows: list[Row] = self._prepare_inputs(inputs)["rows"]
+        first = self._kept is None or self.state.global_step % self.num_iterations == 0
+        if first:
+            rows: list[Row] = self._prepare_inputs(inputs)["rows"]
+            self._kept = _Batch(
+                rows=pad_rows(rows, self.accelerator.device),
+                tokens=max(1, sum(sum(r.segment.loss_mask) * r.weight for r in rows)),
+                n_rows=max(1, len(rows)),
+            )
+        else:  # another update on the kept batch: TRL's sampler handed the same prompts again
+            for key, value in self._kept_metrics.items():
+                self._metrics["train"][key].append(value)
+        kept = self._kept
+        assert kept is not None
+        kept.iteration += 1
+        if self.num_iterations > 1:
+            self._metrics["train"]["ppo_epoch"].append(float(kept.iteration))
         pc: Any = self.processing_class
         tok = pc.tokenizer if hasattr(pc, "tokenizer") else pc
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         image_token = getattr(self.accelerator.unwrap_model(model).config, "image_token_id", None)
         ggpo = self.run_config.algorithm == "ggpo"
-        total_tokens = max(1, sum(sum(r.segment.loss_mask) * r.weight for r in rows))
-        n_rows = max(1, len(rows))
         total = torch.zeros((), device=self.accelerator.device)
         # Several processes: as many micro-batches of as many rows on each (TRL's loss gathers its
         # metrics per micro-batch), passes on the unwrapped model, gradients averaged once at the end
         # (see distributed.py). One process: unchanged.
         several = self.accelerator.num_processes > 1
-        rows = pad_rows(rows, self.accelerator.device)
         forward = self.accelerator.unwrap_model(model) if several else model
-        for part in chunks(rows, self.run_config.micro_batch_rows):
+        for n, part in enumerate(chunks(kept.rows, self.run_config.micro_batch_rows)):
             batch = collate(part, pad, image_token, self.accelerator.device)
-            if self.beta != 0.0:
-                batch["ref_per_token_logps"] = self._ref_logps(batch)
-            if self.use_vllm and self.vllm_importance_sampling_correction:
-                self._add_importance_ratio(batch)
-            share = len(part) / n_rows if ggpo else float(batch["tool_mask"].sum()) / total_tokens
+            share = len(part) / kept.n_rows if ggpo else float(batch["tool_mask"].sum()) / kept.tokens
             if share == 0.0 and not several:
                 continue
+            if n not in kept.frozen:  # before the batch's first update, kept for the later ones
+                kept.frozen[n] = self._frozen_logps(batch)
+            batch.update(kept.frozen[n])
             with self.compute_loss_context_manager():
                 loss = self._compute_loss(forward, batch) * share
             if share == 0.0:  # padding: computed only so that every process gathers alike
@@ -327,9 +363,30 @@ class AgentGRPOTrainer(GRPOTrainer):
             self.accelerator.backward(loss)
             total += loss.detach()
         average_gradients(model)
+        if kept.iteration >= self.num_iterations:
+            self._kept = None  # its last update: the next step makes new rollouts
         self._step += 1
-        self._metrics["train"]["step_time"].append(time.perf_counter() - t0)
+        m = self._metrics["train"]
+        m["step_time"].append(time.perf_counter() - t0)
+        if torch.cuda.is_available():
+            m["gpu_memory_gb"].append(torch.cuda.max_memory_allocated() / 2**30)
         return total
+
+    def _frozen_logps(self, batch: dict[str, Any]) -> dict[str, torch.Tensor]:
+        """What stays fixed over a batch's ``ppo_epochs`` updates, computed before the first: the
+        reference log-probs (KL), the policy's own (π_old of the clipped ratio, when there is more
+        than one update) and vLLM's importance-sampling ratio (made from those same log-probs)."""
+        out: dict[str, torch.Tensor] = {}
+        if self.beta != 0.0:
+            out["ref_per_token_logps"] = self._ref_logps(batch)
+        correct = self.use_vllm and self.vllm_importance_sampling_correction
+        if self.num_iterations > 1 or correct:
+            old = self._logps(self.model, batch)
+            if self.num_iterations > 1:
+                out["old_per_token_logps"] = old
+            if correct:
+                out["importance_sampling_ratio"] = self._importance_ratio(batch, old)
+        return out
 
     def _ref_logps(self, batch: dict[str, Any]) -> torch.Tensor:
         """The reference policy's log-probs: TRL's ``ref_model``, or (LoRA) the base model, i.e.
@@ -341,11 +398,10 @@ class AgentGRPOTrainer(GRPOTrainer):
         with off:
             return self._logps(self.model, batch)
 
-    def _add_importance_ratio(self, batch: dict[str, Any]) -> None:
-        """TRL's vLLM importance-sampling ratio for ``batch``, from the policy's log-probs now
-        (before the update) and the sampler's recorded ones (see :mod:`.offpolicy`)."""
+    def _importance_ratio(self, batch: dict[str, Any], policy: torch.Tensor) -> torch.Tensor:
+        """TRL's vLLM importance-sampling ratio for ``batch``, from the policy's log-probs before
+        the update and the sampler's recorded ones (see :mod:`.offpolicy`)."""
         mask = batch["completion_mask"] * batch["tool_mask"]
-        policy = self._logps(self.model, batch)
         sampling = batch.get("sampling_per_token_logps")
         if sampling is None:  # no log-probs recorded (not vLLM-sampled): ratio 1
             sampling = torch.full_like(policy, float("nan"))
@@ -357,9 +413,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             clip_min=self.vllm_importance_sampling_clip_min,
             clip_max=self.vllm_importance_sampling_clip_max,
         )
-        batch["importance_sampling_ratio"] = ratio
         for key, value in ratio_metrics(policy, sampling, mask, ratio).items():
             self._metrics["train"][key].append(value)
+        return ratio
 
     @torch.no_grad()
     def _logps(self, model: Any, batch: dict[str, Any]) -> torch.Tensor:

@@ -3,7 +3,7 @@ file and as Hydra overrides), the training data as verl parquet, and launch scri
 
 Pure functions of the :class:`TrainConfig` (plus where the run lives), so they are tested without
 verl. The mapping keeps the original VRAG-RL settings (reference §6.5): GRPO advantages, KL loss
-``low_var_kl``, clip 0.2, actor learning rate with warm-up steps, vLLM rollouts with
+``low_var_kl``, clip 0.2, ``ppo_epochs`` 1, actor learning rate with warm-up steps, vLLM rollouts with
 ``limit_images`` = ``max_images``. verl's file logger opens its path with ``"wb"``: every launch
 (a resume included) therefore gets a new path, chosen by the launch script at start time.
 """
@@ -98,9 +98,9 @@ def verl_settings(
             "clip_grad": cfg.grad_clip,
         },
         "grad_clip": cfg.grad_clip,
-        "ppo_mini_batch_size": cfg.prompts_per_step,  # one optimiser step per rollout step, as ours
+        "ppo_mini_batch_size": cfg.prompts_per_step,  # one optimiser step per pass over the batch
         "ppo_micro_batch_size_per_gpu": micro,
-        "ppo_epochs": 1,
+        "ppo_epochs": cfg.ppo_epochs,  # passes per rollout step, against the old log-probs
         "use_kl_loss": cfg.kl_coef > 0,
         "kl_loss_coef": cfg.kl_coef,
         "kl_loss_type": "low_var_kl",

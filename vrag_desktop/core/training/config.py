@@ -169,6 +169,7 @@ class TrainConfig:
     entropy_coef: float = 0.0
     grad_clip: float = 1.0
     epochs: int = 1
+    ppo_epochs: int = 1  # updates per batch of rollouts (the original's 1); above 1 the clip acts
     max_steps: int = 0  # 0: as many as `epochs` take
     micro_batch_rows: int = 4  # rows per forward pass (memory), gradients accumulated over a step
     gradient_checkpointing: bool = False
@@ -442,6 +443,7 @@ def _check(c: TrainConfig) -> None:
         "max_model_len",
         "max_images",
         "epochs",
+        "ppo_epochs",
         "micro_batch_rows",
         "save_steps",
         "save_total_limit",
