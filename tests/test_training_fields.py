@@ -15,6 +15,7 @@ T = "trainer/tests/"
 TRAINING = T + "test_training.py::test_real_steps_change_the_weights_and_write_the_run"
 TRL_ARGS = T + "test_fields.py::test_trl_arguments_follow_the_config"
 PLAN = "tests/test_training_plan.py::"
+DAPO = T + "test_dapo.py::"
 LORA = T + "test_lora.py::test_lora_grpo_trains_only_the_adapter_against_the_base_and_exports_both_ways"
 
 FIELD_TESTS: dict[str, str] = {
@@ -66,6 +67,13 @@ FIELD_TESTS: dict[str, str] = {
     "samples_per_step": T
     + "test_processes.py::test_two_processes_average_their_gradients_and_write_the_run_once",
     "tensorboard": TRL_ARGS,
+    "clip_ratio_high": DAPO + "test_clip_higher_maps_to_trl_and_verl_and_the_options_default_off",
+    "dynamic_sampling.enabled": DAPO + "test_uniform_groups_are_filtered_and_resampled",
+    "dynamic_sampling.max_resample_rounds": DAPO
+    + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
+    "overlong.enabled": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
+    "overlong.buffer": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
+    "overlong.penalty": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
     "lora.enabled": LORA,
     "lora.rank": LORA,
     "lora.target_modules": T

@@ -50,7 +50,7 @@ class Rollout:
     """A finished rollout with its reward; ``segments`` are its training sequences."""
 
     uid: str
-    group: int  # index of the dataset row it answers (rollouts of one row form a GRPO group)
+    group: int  # its GRPO group: the dataset row's index (+ k·len(dataset) if resampled, sampling.py)
     segments: list[Segment]
     answer: str | None
     forced: bool

@@ -25,6 +25,9 @@ policy's own log-probs (π_old), which the later steps reuse with the rows, so t
 moves and the clip acts (with one update per batch it is 1 and the clip never does). The batch's
 rollout metrics are logged again on each of its steps, with ``ppo_epoch`` (1 … ppo_epochs).
 
+DAPO's options (off by default, :mod:`.sampling`): overlong shaping; dynamic sampling, which drops
+groups of equal rewards and rolls out new prompts instead; a step left with no group is skipped.
+
 The reference policy: TRL's ``ref_model`` for full fine-tuning; for LoRA (a PEFT model, no
 ``ref_model``) the same model with its adapter disabled. With vLLM rollouts, TRL's importance
 sampling correction stays on and its ratio is supplied from vLLM's recorded log-probs
@@ -35,8 +38,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,10 +53,11 @@ from trl import GRPOConfig, GRPOTrainer
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_trainer.batch import chunks, collate
-from vrag_trainer.distributed import average_gradients, pad_rows
+from vrag_trainer.distributed import agree_to_stop, average_gradients, pad_rows
 from vrag_trainer.ggpo import Row, training_rows
 from vrag_trainer.offpolicy import importance_ratio, ratio_metrics
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
+from vrag_trainer.sampling import FILTERED, pick_prompts, shape_overlong, varied_groups
 
 __all__ = ["AgentGRPOTrainer", "SearchDown", "grpo_args"]
 
@@ -87,6 +93,7 @@ def grpo_args(
         max_grad_norm=cfg.grad_clip,
         beta=cfg.kl_coef,
         epsilon=cfg.clip_ratio,
+        epsilon_high=cfg.clip_ratio_high or cfg.clip_ratio,  # clip-higher (DAPO); 0: symmetric
         loss_type="grpo" if ggpo else "bnpo",
         importance_sampling_level="sequence" if ggpo else "token",
         entropy_coef=cfg.entropy_coef,
@@ -138,6 +145,7 @@ class _Batch:
     tokens: int
     n_rows: int
     iteration: int = 0
+    skipped: bool = False  # dynamic sampling found no group that differs: no update
     frozen: dict[int, dict[str, torch.Tensor]] = field(default_factory=dict)
 
 
@@ -176,6 +184,7 @@ class AgentGRPOTrainer(GRPOTrainer):
         self.nan_skipped = 0
         self._kept: _Batch | None = None  # the rollouts' rows while their updates last
         self._kept_metrics: dict[str, float] = {}
+        self._sampling: dict[str, float] = {}  # the batch's dynamic-sampling counts
         self.search_client: Any = None  # the rollouts' shared searcher, closed by whoever built it
         if run_config.generator == "vllm" and run_config.vllm_mode == "app_server":
             # Rollouts come from the app's vLLM server (vllm_http.py), not from a TRL-built engine;
@@ -189,9 +198,10 @@ class AgentGRPOTrainer(GRPOTrainer):
             self._spec = self._make_spec(self)
         return self._spec
 
-    async def _rollouts(self, rows: list[dict[str, Any]]) -> list[tuple[Rollout, Any]]:
+    async def _rollouts(self, rows: list[dict[str, Any]], round_no: int = 0) -> list[tuple[Rollout, Any]]:
         limit = asyncio.Semaphore(8)
-        sample_left = self.run_config.samples_per_step if self.accelerator.is_main_process else 0
+        main = self.accelerator.is_main_process and round_no == 0
+        sample_left = self.run_config.samples_per_step if main else 0
         jobs = []
         for n, row in enumerate(rows):
             i = int(row["index"])
@@ -210,7 +220,7 @@ class AgentGRPOTrainer(GRPOTrainer):
                         self.spec,
                         self.items[i],
                         self.golden[i],
-                        i,
+                        i + round_no * len(self.items),  # a resampled group is a group of its own
                         judge=self.judge,
                         samples=keep,
                         settings=settings,
@@ -222,9 +232,9 @@ class AgentGRPOTrainer(GRPOTrainer):
     def _prepare_inputs(self, generation_batch: Any) -> dict[str, Any]:
         """One generation per optimiser step: run the rollouts, score them, make the rows."""
         t0 = time.perf_counter()
-        done = self._loop.run_until_complete(self._rollouts(list(generation_batch)))
+        batch = list(generation_batch)
+        done = self._round(batch, 0)
         rollouts = [r for r, _ in done]
-        self._generator_report(done)
         if rollouts and not any(r.usable for r in rollouts):
             for _, rec in done:
                 if rec is not None:
@@ -233,13 +243,58 @@ class AgentGRPOTrainer(GRPOTrainer):
                 "every rollout of this step failed to reach the search server; the run stops here "
                 "(resume it when the server is back)"
             )
+        keep: set[int] | None = None
+        if self.run_config.dynamic_sampling.enabled:
+            keep = self._resample(done, {int(row["index"]) for row in batch})
+            rollouts = [r for r, _ in done]
         rows = training_rows(rollouts, self.run_config.algorithm)
+        if keep is not None:  # the filtered groups' rows are kept for the samples, masked
+            rows = [
+                row
+                if rollouts[row.rollout].group in keep
+                else dataclasses.replace(row, weight=0, reason=FILTERED)
+                for row in rows
+            ]
         self._record_samples(done, rows)
-        self._log_rollouts(rollouts, rows, time.perf_counter() - t0)
+        trained = rows if keep is None else [r for r in rows if rollouts[r.rollout].group in keep]
+        self._log_rollouts(rollouts, trained, time.perf_counter() - t0)
+        rows = trained or rows[:1]  # none: one masked row, which another process may need to pad
         self.last_rollouts = rollouts
         if self.on_step is not None:
             self.on_step(self, rollouts, rows)
         return {"rows": rows}
+
+    def _round(self, rows: list[dict[str, Any]], round_no: int) -> list[tuple[Rollout, Any]]:
+        """One round of rollouts, checked and (overlong shaping) scored."""
+        done = self._loop.run_until_complete(self._rollouts(rows, round_no))
+        self._generator_report(done)
+        ov = self.run_config.overlong
+        if ov.enabled:
+            rollouts = [r for r, _ in done]
+            pen = shape_overlong(rollouts, self.run_config.max_response_length, ov.buffer, ov.penalty)
+            self._metrics["train"]["reward/overlong"].append(sum(pen) / max(1, len(pen)))
+        return done
+
+    def _resample(self, done: list[tuple[Rollout, Any]], used: set[int]) -> set[int]:
+        """DAPO's dynamic sampling: while fewer groups differ than the step asked for, roll out new
+        prompts in the place of the uniform ones (``max_resample_rounds`` rounds at most). Extends
+        ``done``; returns the groups that train."""
+        cfg = self.run_config
+        want = len({r.group for r, _ in done})
+        keep = varied_groups([r for r, _ in done])
+        rounds = 0
+        while len(keep) < want and rounds < cfg.dynamic_sampling.max_resample_rounds:
+            rounds += 1
+            step = self.state.global_step + 1
+            rng = random.Random(f"{cfg.seed}:{self.accelerator.process_index}:{step}:{rounds}")
+            picks = pick_prompts(want - len(keep), used, len(self.items), rng)
+            used |= set(picks)
+            new = self._round([{"index": i} for i in picks for _ in range(cfg.group_size)], rounds)
+            done += new
+            keep |= varied_groups([r for r, _ in new])
+        made = len({r.group for r, _ in done})
+        self._sampling = {"groups_filtered": float(made - len(keep)), "resample_rounds": float(rounds)}
+        return keep
 
     def _generator_report(self, done: list[tuple[Rollout, Any]]) -> None:
         """A rollout server that failed fails the step (the agents only saw an endpoint error);
@@ -308,6 +363,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         m = self._metrics["train"]
         for key, value in batch.items():
             m[key].append(value)
+        for key, value in self._sampling.items():  # the batch's, once (summed over steps in the panel)
+            m[key].append(value)
         m["tokens_per_second"].append(gen / seconds if seconds > 0 else 0.0)
         m["rollout_seconds"].append(seconds)
         for error in sorted({r.error for r in rollouts if r.error})[:3]:  # say why, once per kind
@@ -320,11 +377,23 @@ class AgentGRPOTrainer(GRPOTrainer):
         first = self._kept is None or self.state.global_step % self.num_iterations == 0
         if first:
             rows: list[Row] = self._prepare_inputs(inputs)["rows"]
+            # agree_to_stop: true on every process when any has a row that trains
+            skipped = self.run_config.dynamic_sampling.enabled and not agree_to_stop(
+                any(r.weight for r in rows), self.accelerator.device
+            )
             self._kept = _Batch(
-                rows=pad_rows(rows, self.accelerator.device),
+                rows=[] if skipped else pad_rows(rows, self.accelerator.device),
                 tokens=max(1, sum(sum(r.segment.loss_mask) * r.weight for r in rows)),
                 n_rows=max(1, len(rows)),
+                skipped=skipped,
             )
+            if skipped:
+                log.warning(
+                    "step %d skipped: every group's rollouts got the same reward (no variance, so "
+                    "every advantage is 0) after %d resample round(s); no update was made",
+                    self.state.global_step + 1,
+                    int(self._sampling.get("resample_rounds", 0)),
+                )
         else:  # another update on the kept batch: TRL's sampler handed the same prompts again
             for key, value in self._kept_metrics.items():
                 self._metrics["train"][key].append(value)
@@ -333,6 +402,8 @@ class AgentGRPOTrainer(GRPOTrainer):
         kept.iteration += 1
         if self.num_iterations > 1:
             self._metrics["train"]["ppo_epoch"].append(float(kept.iteration))
+        if self.run_config.dynamic_sampling.enabled:
+            self._metrics["train"]["skipped_steps"].append(1.0 if kept.skipped else 0.0)
         pc: Any = self.processing_class
         tok = pc.tokenizer if hasattr(pc, "tokenizer") else pc
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
@@ -362,7 +433,8 @@ class AgentGRPOTrainer(GRPOTrainer):
                 continue
             self.accelerator.backward(loss)
             total += loss.detach()
-        average_gradients(model)
+        if not kept.skipped:  # skipped: no gradient at all, so the optimiser step changes nothing
+            average_gradients(model)
         if kept.iteration >= self.num_iterations:
             self._kept = None  # its last update: the next step makes new rollouts
         self._step += 1

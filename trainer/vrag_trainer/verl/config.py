@@ -57,6 +57,11 @@ def unsupported(cfg: TrainConfig) -> str | None:
             "algorithm: GGPO masks VimRAG graph nodes (a VRAG rollout is one segment with no graph), "
             f"and VimRAG on verl needs {missing}. Use algorithm grpo on verl, or `vrag_trainer ggpo` (TRL)"
         )
+    if cfg.dynamic_sampling.enabled or cfg.overlong.enabled:
+        return (
+            "dynamic_sampling / overlong: DAPO's group filtering and overlong shaping are not mapped "
+            "to verl's recipe yet; turn them off for verl, or train with `vrag_trainer grpo` (TRL)"
+        )
     if cfg.agent == "vimrag":
         return (
             f"agent: VimRAG gives one verl output per graph node, and verl's stock agent-loop manager "
@@ -106,7 +111,7 @@ def verl_settings(
         "kl_loss_type": "low_var_kl",
         "clip_ratio": cfg.clip_ratio,
         "clip_ratio_low": cfg.clip_ratio,
-        "clip_ratio_high": cfg.clip_ratio,
+        "clip_ratio_high": cfg.clip_ratio_high or cfg.clip_ratio,  # DAPO's clip-higher; 0: symmetric
         "entropy_coeff": cfg.entropy_coef,
         # GRPO: token mean over the step (the original); GGPO: per segment, then over all segments
         "loss_agg_mode": "seq-mean-token-mean" if ggpo else "token-mean",

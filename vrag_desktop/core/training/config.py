@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.training.sampling import DAPO_TABLES, DynamicSamplingConfig, OverlongConfig, check_dapo
+
 __all__ = [
     "AGENTS",
     "ALGORITHMS",
@@ -166,6 +168,7 @@ class TrainConfig:
     warmup_steps: int = 5
     kl_coef: float = 0.01
     clip_ratio: float = 0.2
+    clip_ratio_high: float = 0.0  # DAPO's clip-higher upper bound; 0: clip_ratio (symmetric)
     entropy_coef: float = 0.0
     grad_clip: float = 1.0
     epochs: int = 1
@@ -179,6 +182,8 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     lora: LoraConfig = field(default_factory=LoraConfig)
+    dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
+    overlong: OverlongConfig = field(default_factory=OverlongConfig)
     # engines
     engine: str = "trl"
     generator: str = "hf"
@@ -206,7 +211,7 @@ class TrainConfig:
                 "config", f"must be a mapping of field names to values, not {type(data).__name__}"
             )
         kwargs = _fields_from(cls, data, "")
-        for name, sub in (("reward", RewardConfig), ("judge", JudgeConfig)):
+        for name, sub in (("reward", RewardConfig), ("judge", JudgeConfig), *DAPO_TABLES):
             if name in kwargs:
                 value = kwargs[name]
                 if not isinstance(value, Mapping):
@@ -494,3 +499,4 @@ def _check(c: TrainConfig) -> None:
     _num("judge.anls_threshold", j.anls_threshold, low=0.0, high=1.0)
     _check_lora(c)
     _check_vllm(c)
+    check_dapo(c)

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 REDRAW_MS = 250  # at most 4 redraws a second
 X_START = 10  # steps the x axis shows at first; it grows by half again when a run passes its end
 
-#: Plot title -> (metric key, legend name, colour); GPU memory shows only once a row has it.
+#: Plot title -> (metric key, legend name, colour); the :data:`OPTIONAL` ones show once a row has it.
 PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "Reward",
@@ -49,7 +49,17 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Response length", (("response_length", "tokens", "#7c3aed"),)),
     ("Tokens/s", (("tokens_per_second", "tokens/s", "#ea580c"),)),
     ("GPU memory (GB)", (("gpu_memory_gb", "GB", "#be123c"),)),
+    (
+        "Dynamic sampling",
+        (
+            ("groups_filtered", "groups filtered", "#d97706"),
+            ("resample_rounds", "resample rounds", "#2563eb"),
+            ("skipped_steps", "skipped", "#dc2626"),
+        ),
+    ),
 )
+#: Plots shown only once a row has their key: GPU memory (a GPU run), dynamic sampling (when on).
+OPTIONAL = {"GPU memory (GB)": "gpu_memory_gb", "Dynamic sampling": "groups_filtered"}
 KEYS = tuple(key for _title, curves in PLOTS for key, _n, _c in curves)
 #: What an empty plot says once the run has rows (TRL logs KL only when β > 0).
 NOT_LOGGED = {"KL": "KL — not logged (β = 0: no reference model)"}
@@ -210,13 +220,15 @@ class MetricPlots(QWidget):
                 last = max(last, float(x[-1]))
         if i == 0:
             self.boxes[title].setXRange(0, self._x_end(last), padding=0)
-        plot.setVisible(title != "GPU memory (GB)" or bool(self.series["gpu_memory_gb"].n))
+        plot.setVisible(title not in OPTIONAL or bool(self.series[OPTIONAL[title]].n))
         self._title(title)
 
     def _title(self, title: str) -> None:
         """The plot's title, or why it is empty while the run has rows."""
         empty = self.series["reward"].n and not any(self.series[k].n for k, _n, _c in dict(PLOTS)[title])
         text = NOT_LOGGED.get(title, f"{title} — not logged") if empty else title
+        if title == "Dynamic sampling" and not empty:
+            text = f"{title} — {self.sampling_totals()}"
         if self.titles[title].text != text:
             self.titles[title].setText(text)
 
@@ -226,8 +238,9 @@ class MetricPlots(QWidget):
         for curve in self.curves.values():
             curve.setData([], [])
         self._dirty.clear()
-        if (gpu := self.plots.get("GPU memory (GB)")) is not None:
-            gpu.setVisible(False)
+        for title in OPTIONAL:
+            if (plot := self.plots.get(title)) is not None:
+                plot.setVisible(False)
 
     def add_rows(self, rows: Iterable[Mapping[str, Any]]) -> int:
         """Append each row's known metrics at its step; returns how many rows had a step."""
@@ -268,11 +281,20 @@ class MetricPlots(QWidget):
         end = first.viewRange()[0][1]
         if last > end:  # the x axis grows in steps, not with every row: fewer axis repaints
             first.setXRange(0, self._x_end(last), padding=0)
-        if "gpu_memory_gb" in self._dirty:
-            self.plots["GPU memory (GB)"].setVisible(True)
+        for title, key in OPTIONAL.items():
+            if key in self._dirty:
+                self.plots[title].setVisible(True)
         for title, _curves in PLOTS:  # a text compare each; set only when it changes
             self._title(title)
         self._dirty.clear()
+
+    def sampling_totals(self) -> str:
+        """The run's dynamic-sampling counts so far, summed over its steps (the plot's title)."""
+        filtered, rounds, skipped = (
+            int(self.series[k].view()[1].sum())
+            for k in ("groups_filtered", "resample_rounds", "skipped_steps")
+        )
+        return f"{filtered} groups filtered, {rounds} resample rounds, {skipped} step(s) skipped"
 
     def _x_end(self, last: float) -> float:
         return max(last * 1.5, X_START) if self.live else max(last, 1.0)
