@@ -154,7 +154,7 @@ def test_a_newcomer_goes_from_first_launch_to_a_question_answered_by_a_model_ser
 
         # ---- the sample corpus indexed meanwhile; a question reaches the app's server
         qtbot.waitUntil(
-            lambda: "sample" in ctx.library.names() and not w.corpora.indexer.is_busy(), timeout=300_000
+            lambda: "sample" in ctx.library.names() and not w.corpora.indexer.is_busy(), timeout=900_000
         )
         w.ask.max_steps.setValue(3)
         ends: list[tuple[str, str]] = []

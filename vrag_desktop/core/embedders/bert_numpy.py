@@ -10,12 +10,15 @@ NumPy has no fused kernels and is several times slower there.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+_BLAS_LOCK = threading.Lock()
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -63,7 +66,18 @@ class BertWeights:
         return BertWeights(dict(tensors), self.layers, self.heads, self.eps)
 
     def mean_pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The masked mean of the last hidden state, ``(rows, hidden)`` float32."""
+        """The masked mean of the last hidden state, ``(rows, hidden)`` float32.
+
+        On one BLAS thread: these matrices are small, and OpenBLAS's worker threads spin-wait for
+        work, so on a busy CPU (indexing, a trainer, a vLLM server beside it) its default pool made
+        a query's pass 7× slower than one thread (bench/minilm_paths.py). The lock keeps concurrent
+        passes from restoring each other's limits out of order."""
+        from threadpoolctl import threadpool_limits
+
+        with _BLAS_LOCK, threadpool_limits(limits=1, user_api="blas"):
+            return self._mean_pooled(ids, mask)
+
+    def _mean_pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
         w = self.tensors
         rows, width = ids.shape
         x = (
