@@ -40,7 +40,7 @@ TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
 status=0
 trainer_tests() {
   echo "pytest trainer/tests (in $TRAINER_VENV)"
-  "$TRAINER_VENV/bin/python" -m pytest trainer/tests -q
+  "$TRAINER_VENV/bin/python" -m pytest trainer/tests -q --durations=15
 }
 paths=0
 for arg in "$@"; do [[ "$arg" != -* && -e "$arg" ]] && paths=1; done
@@ -54,13 +54,13 @@ else
   echo "pytest tests/qt, then trainer/tests (beside the other tests; log: build/tests-qt.log)"
   (
     rc=0
-    .venv/bin/python -m pytest "$@" tests/qt || rc=1
+    .venv/bin/python -m pytest --durations=20 "$@" tests/qt || rc=1
     trainer_tests || rc=1
     exit "$rc"
   ) > build/tests-qt.log 2>&1 &
   qt_pid=$!
   echo "pytest the other tests, the frozen app's last"
-  .venv/bin/python -m pytest "$@" "${others[@]}" "${frozen[@]}" || status=$?
+  .venv/bin/python -m pytest --durations=30 "$@" "${others[@]}" "${frozen[@]}" || status=$?
   wait "$qt_pid" || status=1
   echo "---- tests/qt and trainer/tests (build/tests-qt.log)"
   cat build/tests-qt.log
