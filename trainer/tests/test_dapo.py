@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ScriptedGenerator
-from test_training import ANSWERS, _changed, _config, _topic, _weights
+from test_training import _changed, _config, _weights, vrag_script
 from vrag_trainer import runner
 from vrag_trainer.policy import Segment
 from vrag_trainer.rollout import Rollout
@@ -23,20 +22,6 @@ from vrag_desktop.core.training.config import ConfigError, TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
 
 
-def _script(processor: Any, right: Any) -> ScriptedGenerator:
-    """Search, then answer; ``right(topic, k)`` says whether the k-th answer on a topic is right."""
-    seen: dict[str, int] = {}
-
-    def reply(text: str, n_images: int, _n: int) -> str:
-        topic = _topic(text)
-        if n_images == 0:
-            return f"<think>look it up</think><search>{topic} facts</search>"
-        seen[topic] = seen.get(topic, 0) + 1
-        return f"<answer>{ANSWERS[topic] if right(topic, seen[topic]) else 'no idea'}</answer>"
-
-    return ScriptedGenerator(processor, reply)
-
-
 def _run(
     tmp_path: Path, fixtures: tuple[Any, ...], right: Any, rounds: int, **over: Any
 ) -> tuple[TrainRun, list[Any]]:
@@ -47,7 +32,7 @@ def _run(
     rc = runner.start(
         cfg,
         str(tmp_path / "run"),
-        generator=lambda _m, p: _script(p, right),
+        generator=lambda _m, p: vrag_script(p, right),
         on_step=lambda _t, rollouts, rows: steps.append((list(rollouts), list(rows))),
     )
     assert rc == runner.EXIT_OK

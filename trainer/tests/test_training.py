@@ -5,6 +5,7 @@ app run files, and the export loads back."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ def _topic(text: str) -> str:
     return "Alpha" if "Alpha Corp in 2023" in text else "Beta"
 
 
-def vrag_script(processor: Any) -> ScriptedGenerator:
-    """Search, then answer; the k-th answer to a question alternates right and wrong, so every
-    group has a spread of rewards whatever order the rollouts run in."""
+def vrag_script(processor: Any, right: Callable[[str, int], bool] | None = None) -> ScriptedGenerator:
+    """Search, then answer; ``right(topic, k)`` says whether the k-th answer on a topic is right.
+    By default answers alternate right and wrong, so every group has a spread of rewards whatever
+    order the rollouts run in."""
     seen: dict[str, int] = {}
 
     def reply(text: str, n_images: int, _n: int) -> str:
@@ -34,7 +36,8 @@ def vrag_script(processor: Any) -> ScriptedGenerator:
         if n_images == 0:
             return f"<think>look it up</think><search>{topic} facts</search>"
         seen[topic] = seen.get(topic, 0) + 1
-        return f"<answer>{ANSWERS[topic] if seen[topic] % 2 else 'no idea'}</answer>"
+        ok = right(topic, seen[topic]) if right is not None else seen[topic] % 2 == 1
+        return f"<answer>{ANSWERS[topic] if ok else 'no idea'}</answer>"
 
     return ScriptedGenerator(processor, reply)
 
