@@ -379,7 +379,7 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
     §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""
 
-    from vrag_desktop.qt.training.plots import PLOTS
+    from vrag_desktop.qt.training.plots import OPTIONAL, PLOTS
 
     tabs, plots = _plots_in_tabs(qtbot)
     plots.redraw()
@@ -396,7 +396,7 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     qtbot.waitUntil(lambda: plots.built, timeout=5_000)
     assert len(plots.plots) == len(PLOTS) and plots.point_count("reward") == 3
     shown = [t for t, p in plots.plots.items() if p.isVisible()]
-    assert "GPU memory (GB)" not in shown and len(shown) == len(PLOTS) - 1
+    assert not set(OPTIONAL) & set(shown) and len(shown) == len(PLOTS) - len(OPTIONAL)  # no GPU, no DAPO rows
     plots.add_rows([{"step": 4, "reward": 0.4, "gpu_memory_gb": 1.5}])
     plots.redraw()
     assert plots.point_count("reward") == 4 and plots.plots["GPU memory (GB)"].isVisible()
