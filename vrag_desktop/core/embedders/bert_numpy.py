@@ -72,8 +72,10 @@ class BertWeights:
         work, so on a busy CPU (indexing, a trainer, a vLLM server beside it) its default pool made
         a query's pass 7× slower than one thread (bench/minilm_paths.py). The lock keeps concurrent
         passes from restoring each other's limits out of order."""
-        from threadpoolctl import threadpool_limits
-
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # a declared dependency; without it only the speed on a busy CPU suffers
+            return self._mean_pooled(ids, mask)
         with _BLAS_LOCK, threadpool_limits(limits=1, user_api="blas"):
             return self._mean_pooled(ids, mask)
 
