@@ -7,10 +7,10 @@
 # date, minutes); VRAG_SKIP_FROZEN=1 skips them locally, CI runs them.
 #
 # Much of the suite waits on child processes, servers and a GUI event loop, so on two cores the work
-# runs side by side: the frozen-app build from the start; after the static checks, the Qt tests and
-# then the trainer's tests (one process, log build/tests-qt.log) beside the other app tests (this
-# terminal), the frozen-app tests last so the build has time to finish. Each shard is one ordinary
-# pytest process in the order a single run would have. VRAG_TEST_SHARDS=0, or paths among the
+# runs side by side: the frozen-app build from the start; after the static checks, the Qt and
+# real-vLLM tests, then the trainer's tests (log build/tests-qt.log), beside the other app tests
+# (this terminal), the frozen-app tests last so the build has time to finish. Each shard is one
+# ordinary pytest process in the order a single run would have. VRAG_TEST_SHARDS=0, or paths among the
 # arguments: one process, as given, then the trainer's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,12 +49,14 @@ if [ "${VRAG_TEST_SHARDS:-1}" = 0 ] || [ "$paths" = 1 ]; then
   trainer_tests || status=$?
 else
   frozen=(tests/test_frozen_app.py tests/test_frozen_readonly.py)
+  # the real-vLLM tests go with the Qt tests: the two shards then take about as long
+  vllm=(tests/test_vllm_real.py tests/test_vllm_rollouts.py)
   others=()
-  for f in tests/test_*.py; do [[ " ${frozen[*]} " == *" $f "* ]] || others+=("$f"); done
-  echo "pytest tests/qt, then trainer/tests (beside the other tests; log: build/tests-qt.log)"
+  for f in tests/test_*.py; do [[ " ${frozen[*]} ${vllm[*]} " == *" $f "* ]] || others+=("$f"); done
+  echo "pytest tests/qt ${vllm[*]}, then trainer/tests (beside the other tests; log: build/tests-qt.log)"
   (
     rc=0
-    .venv/bin/python -m pytest --durations=20 "$@" tests/qt || rc=1
+    .venv/bin/python -m pytest --durations=20 "$@" tests/qt "${vllm[@]}" || rc=1
     trainer_tests || rc=1
     exit "$rc"
   ) > build/tests-qt.log 2>&1 &
