@@ -367,9 +367,12 @@ class ProcessSupervisor:
                 info = ExitInfo(rc, kind, f"{self.name} {text} (exit code {rc}).", tail)
                 self._finish(info, ProcessStatus.EXITED)
                 return
-            # a job never becomes "ready": it failed, it did not fail to start
-            when = "failed" if not self.long_running else "crashed"
-            when = "failed to start" if self._status is ProcessStatus.STARTING and self.long_running else when
+            if not self.long_running:
+                when = "failed"  # a job never becomes "ready": it failed, it did not fail to start
+            elif self._status is ProcessStatus.STARTING:
+                when = "failed to start"
+            else:
+                when = "crashed"
             info = ExitInfo(rc, kind, f"{self.name} {when} (exit code {rc}): {text}", tail)
             status = ProcessStatus.CRASHED
         else:
