@@ -125,7 +125,7 @@ class CorpusChecker:
         if report.name != self.name:
             return
         self.last = report
-        QTimer.singleShot(0, lambda: self._reveal(report.name))
+        self._reveal(report.name)
         lines = report.lines()
         if repaired is not None:
             verdict = "nothing is left damaged." if report.ok else "something is still damaged."
@@ -146,10 +146,17 @@ class CorpusChecker:
         self.banner.say("warn" if newer else "error", lines[0], lines[1:], repair=not newer)
 
     def _reveal(self, name: str) -> None:
-        """The corpus the report is about, selected and in view (the banner took room from the list)."""
+        """The corpus the report is about, selected now and scrolled into view once the banner has
+        taken its room from the list (the layout settles on the next turn of the event loop)."""
         item = self.panel.corpus_item(name)
-        if item is not None and name == self.name:
-            self.panel.tree.setCurrentItem(item)
+        if item is None or name != self.name:
+            return
+        self.panel.tree.setCurrentItem(item)
+        QTimer.singleShot(0, lambda: self._scroll_to(name))
+
+    def _scroll_to(self, name: str) -> None:
+        item = self.panel.corpus_item(name)
+        if item is not None:
             self.panel.tree.scrollToItem(item)
 
     def _failed(self, name: str, exc: BaseException) -> None:
