@@ -11,7 +11,8 @@ overwrites the files with the same content. The corpus exercises every input typ
 * a short MP4 video made of title-card scenes,
 * Markdown and plain-text notes,
 
-plus ``questions.json``: questions a user might ask, each answerable from exactly one page or file.
+plus ``questions.json``: questions a user might ask, each answerable from exactly one page or file,
+and ``train.json`` / ``val.json``: the same questions split for training, with short reference answers.
 
 Usage::
 
@@ -52,6 +53,8 @@ VIDEO_MP4 = "video/lab_tour.mp4"
 MEETING_MD = "notes/kestrel_batteries_meeting.md"
 RECIPE_TXT = "notes/team_breakfast_pancakes.txt"
 QUESTIONS_JSON = "questions.json"
+TRAIN_JSON = "train.json"
+VAL_JSON = "val.json"
 README_MD = "README.md"
 
 PAGE_W, PAGE_H = 595, 842  # A4 in points (annual report, memo)
@@ -1479,6 +1482,51 @@ QUESTIONS = [
 ]
 
 
+# The training/validation split of the questions above, with SHORT reference answers (1-4 words)
+# that an exact-match or ANLS judge on a CPU can score: the long answers above suit a model judge
+# only. A two-part question is narrowed to the part its short answer answers. Each item keeps the
+# uid of its question in questions.json (q1..q24) so the two splits and the full list line up.
+# (index into QUESTIONS, narrowed question or None for the same wording, short answer, split)
+SPLIT = [
+    (0, "Who signed the letter to shareholders?", "Maren Alvarez", "train"),
+    (1, None, "North America", "val"),
+    (2, None, "21.1 percent", "train"),
+    (3, "How heavy a load can the Atlas robot carry?", "450 kg", "train"),
+    (4, "How many minor incidents involving Atlas robots did customers report?", "seven", "train"),
+    (5, None, "120 metres", "train"),
+    (6, None, "62 percent", "train"),
+    (7, None, "620", "val"),
+    (8, "Which new robot does Northwind plan to launch next year?", "Atlas Mini", "train"),
+    (9, None, "500 euros", "val"),
+    (10, "What kind of light do the white woolly hairs of edelweiss reflect?", "ultraviolet light", "train"),
+    (11, "Which insects do closed gentian flowers keep warm?", "bumblebees", "train"),
+    (12, None, "4,505 metres", "train"),
+    (13, "At about what altitude is the tree line in the Valmora mountains?", "2,100 m", "train"),
+    (14, None, "Monday, March 3", "val"),
+    (15, None, "Larimer Square garage", "train"),
+    (16, None, "December", "val"),
+    (17, None, "1871", "val"),
+    (18, "Which bug is the team fixing this sprint?", "NW-4471", "train"),
+    (19, None, "Building C", "val"),
+    (20, None, "64", "train"),
+    (21, None, "45 °C", "train"),
+    (22, None, "USD 57", "train"),
+    (23, None, "20 minutes", "val"),
+]
+
+
+def split_questions(part: str) -> list[dict]:
+    """The ``train`` or ``val`` questions of :data:`SPLIT`, in the questions.json form plus a uid."""
+    out = []
+    for i, question, answer, where in SPLIT:
+        if where == part:
+            base = QUESTIONS[i]
+            item = {"uid": f"q{i + 1}", **q(question or base["question"], "", None, answer)}
+            item["expected"] = dict(base["expected"])
+            out.append(item)
+    return out
+
+
 README_ROWS = [  # file, type, contents: topics only, no facts (see the README text)
     (
         REPORT_PDF,
@@ -1510,6 +1558,8 @@ README_ROWS = [  # file, type, contents: topics only, no facts (see the README t
     (MEETING_MD, "Markdown", "Notes from a supplier meeting"),
     (RECIPE_TXT, "Plain text", "A recipe for a team breakfast"),
     (QUESTIONS_JSON, "JSON", f"{len(QUESTIONS)} test questions with the expected file and page"),
+    (TRAIN_JSON, "JSON", f"{len(split_questions('train'))} of those questions for training, short answers"),
+    (VAL_JSON, "JSON", f"{len(split_questions('val'))} of those questions held out for validation"),
 ]
 
 
@@ -1550,6 +1600,13 @@ A list of objects:
 images, the video and the notes. Each question is answerable from exactly one page or file and is
 worded the way a user would ask, not copied from the source. Text in the images and video frames
 is at least 24 px high so that OCR can read it.
+
+## train.json and val.json
+
+The same questions split for training a model (see docs/trainer.md): `train.json` to train on,
+`val.json` held out to draw the validation curve. Same form, plus each question's `uid` in
+`questions.json`; the answers are short (one to four words) so that an exact-match or ANLS judge
+can score them without a judge model. A question with two parts is narrowed to one.
 """
 
 
@@ -1609,10 +1666,39 @@ def verify(out: Path) -> list[str]:
             problems.append(f"question points at a missing file: {exp['file']}")
         elif exp["file"] in EXPECTED_PAGES and not 1 <= (exp["page"] or 0) <= EXPECTED_PAGES[exp["file"]]:
             problems.append(f"question has a bad page: {item['question']}")
+    problems += verify_split(out)
     total = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     if total > 3 * 1024 * 1024:
         problems.append(f"corpus is {total} bytes, over 3 MB")
     return problems
+
+
+def verify_split(out: Path) -> list[str]:
+    """train.json and val.json: as the script writes them, disjoint, every question in one of them,
+    every answer short enough for an exact or ANLS judge."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for rel in (TRAIN_JSON, VAL_JSON):
+        want = split_questions(rel.removesuffix(".json"))
+        got = json.loads((out / rel).read_text(encoding="utf-8")) if (out / rel).exists() else None
+        if got != want:
+            problems.append(f"{rel}: not what the script writes (run it again)")
+        for item in want:
+            if not 1 <= len(item["answer"].split()) <= 4:
+                problems.append(f"{rel}: answer not short: {item['answer']!r}")
+            if item["uid"] in seen:
+                problems.append(f"{rel}: {item['uid']} is in both splits")
+            seen.add(item["uid"])
+    if len(seen) != len(QUESTIONS):
+        problems.append(f"the split covers {len(seen)} of {len(QUESTIONS)} questions")
+    return problems
+
+
+def write_split(out: Path) -> None:
+    """train.json and val.json (also run alone: they need none of the rendered files)."""
+    for rel in (TRAIN_JSON, VAL_JSON):
+        items = split_questions(rel.removesuffix(".json"))
+        (out / rel).write_text(json.dumps(items, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def generate(out: Path) -> None:
@@ -1630,6 +1716,7 @@ def generate(out: Path) -> None:
     (out / QUESTIONS_JSON).write_text(
         json.dumps(QUESTIONS, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    write_split(out)
 
 
 def main(argv: list[str] | None = None) -> int:
