@@ -74,7 +74,7 @@ def test_status_of_a_killed_run_says_crashed_and_where_it_resumes(
     data = json.loads(out)
     assert data["status"] == "crashed" and data["running"] is False
     assert data["state"]["status"] == "running"  # the file as the trainer left it
-    assert run_row(run.root).status == "interrupted"  # the run list's word for it is unchanged
+    assert run_row(run.root).status == "crashed"  # the run list says it in the same word
 
 
 def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path: Path) -> None:

@@ -333,13 +333,22 @@ def test_accept_gives_the_config_and_remembers_the_values(
     _dataset(indexed, "atlas", ["robots.pdf"] * 2)
     dlg = _dialog(qtbot, indexed, str(_model(tmp_path)))
     dlg.form.fields["group_size"].setText("8")  # type: ignore[attr-defined]
+    dlg.form.fields["ppo_epochs"].setText("0")  # type: ignore[attr-defined]
+    assert "must be >= 1" in dlg.form.error_text("ppo_epochs") and not dlg.ok_button.isEnabled()
+    dlg.form.fields["ppo_epochs"].setText("2")  # type: ignore[attr-defined]
+    dlg.form.fields["clip_ratio_high"].setText("0.28")  # type: ignore[attr-defined]
+    dlg.form.fields["dynamic_sampling.enabled"].setChecked(True)  # type: ignore[attr-defined]
     dlg.form.name.setText("first")
     _ready(qtbot, dlg)
     dlg.accept()
-    assert dlg.result() == 1 and dlg.config is not None and dlg.config.group_size == 8
+    cfg = dlg.config
+    assert dlg.result() == 1 and cfg is not None and cfg.group_size == 8
+    assert (cfg.ppo_epochs, cfg.clip_ratio_high, cfg.dynamic_sampling.enabled) == (2, 0.28, True)
     assert dlg.run_dir == indexed.data_dir / "training" / "first"
     again = _dialog(qtbot, indexed)
     assert again.form.fields["group_size"].text() == "8"  # type: ignore[attr-defined]
+    assert again.form.fields["ppo_epochs"].text() == "2"  # type: ignore[attr-defined]
+    assert again.form.fields["dynamic_sampling.enabled"].isChecked()  # type: ignore[attr-defined]
     assert again.form.model.text() == str(tmp_path / "tiny-model") and again.form.name.text() == ""
 
 

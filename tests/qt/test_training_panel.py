@@ -175,6 +175,19 @@ def test_torn_metrics_line_waits_for_its_end(qtbot: Any, ctx: Any) -> None:
     panel.shutdown()
 
 
+def test_a_killed_run_reads_crashed_with_where_it_resumes(qtbot: Any, ctx: Any) -> None:
+    from test_training_crash import crashed_run
+
+    run = crashed_run(ctx.layout.training / "killed")
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: panel.view.root == run.root, timeout=10_000)
+    qtbot.waitUntil(lambda: _status(panel, run.root) == "crashed", timeout=10_000)  # the CLI's word
+    qtbot.waitUntil(lambda: panel.view.status_text == "crashed", timeout=10_000)
+    assert panel.view.status.text().startswith("crashed at step 3 (resumable from step 2)")
+    assert panel.view.resume_button.isEnabled() and not panel.view.stop_button.isEnabled()
+    panel.shutdown()
+
+
 def test_delete_asks_first(qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from vrag_desktop.qt.training import training_panel
 

@@ -129,12 +129,8 @@ def run_row(root: Path) -> RunRow:
         algorithm = str(json.loads(run.config_path.read_text(encoding="utf-8")).get("algorithm", ""))
     last = _last_row(run.metrics_path)
     reward = last.get("reward")
-    status = str(state.get("status", "created"))
-    if rec is not None and status not in ("running", "stopping"):
-        status = "running"  # the trainer is alive but has not written its state yet (loading)
-    elif rec is None and status in ("running", "stopping"):
-        status = "interrupted"  # nothing works on it any more: it was killed mid-run
-    elif rec is None and not run.state_path.exists():
+    status = effective_status({"status": "created", **state}, rec is not None)
+    if rec is None and not run.state_path.exists():
         status = "not started"  # the trainer ended before creating the run (see its log)
     started = state.get("created_at")
     if not isinstance(started, (int, float)):

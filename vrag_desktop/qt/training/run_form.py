@@ -50,6 +50,8 @@ NUMBERS = (
     ("learning_rate", "Learning rate"),
     ("kl_coef", "KL coefficient"),
     ("clip_ratio", "Clip ratio"),
+    ("clip_ratio_high", "Clip ratio, upper (0: same)"),
+    ("ppo_epochs", "Updates per batch"),
     ("max_turns", "Max turns"),
     ("max_prompt_length", "Max prompt tokens"),
     ("max_response_length", "Max tokens per turn"),
@@ -174,6 +176,12 @@ class RunForm(QWidget):
             self._field(form, key, label, QLineEdit(self))
         self._field(form, "gradient_checkpointing", "Gradient checkpointing", QCheckBox("less memory", self))
         self._field(form, "lora.enabled", "LoRA", QCheckBox("train adapters only (far less memory)", self))
+        self._field(
+            form,
+            "dynamic_sampling.enabled",
+            "Dynamic sampling",
+            QCheckBox("resample groups whose rewards are all equal (they teach nothing)", self),
+        )
         return box
 
     # ---- choices --------------------------------------------------------------------------------
@@ -207,7 +215,8 @@ class RunForm(QWidget):
         """Show a config's values (a :meth:`TrainConfig.to_dict`); unknown choices are skipped."""
         flat = {**values, **{f"reward.{k}": v for k, v in dict(values.get("reward") or {}).items()}}
         flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
-        flat.update({f"lora.{k}": v for k, v in dict(values.get("lora") or {}).items()})
+        for table in ("lora", "dynamic_sampling"):
+            flat.update({f"{table}.{k}": v for k, v in dict(values.get(table) or {}).items()})
         for key, w in self.fields.items():
             if key not in flat or flat[key] is None:
                 continue

@@ -40,7 +40,7 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.endpoints.profiles import ProfileError
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.training.rundir import TrainRun
-from vrag_desktop.core.training.runs import Poll, SampleRow, list_samples, poll
+from vrag_desktop.core.training.runs import Poll, SampleRow, effective_status, list_samples, poll, status_line
 from vrag_desktop.core.training.serve import (
     NeedsExport,
     ServeError,
@@ -68,7 +68,7 @@ STATUS_COLOURS = {
     "finished": "#16a34a",
     "stopped": "#6b7280",
     "failed": "#dc2626",
-    "interrupted": "#d97706",
+    "crashed": "#d97706",
 }
 
 SERVE_TIP = (
@@ -305,12 +305,11 @@ class RunView(PolledWidget):
     # ---------------------------------------------------------------- look
     @property
     def status_text(self) -> str:
-        status = str(self.state.get("status", "")) if self.root else ""
-        if self.pid is not None and status not in ("running", "stopping"):
-            status = "running"
-        elif self.pid is None and not self._ours and status in ("running", "stopping"):
-            status = "interrupted"
-        return status
+        if self.root is None:
+            return ""
+        if self.pid is None and self._ours:  # the app's own trainer, starting or ending: as recorded
+            return str(self.state.get("status", ""))
+        return effective_status(self.state, self.pid is not None)
 
     def _render(self) -> None:
         checkpoint = self.checkpoint
@@ -318,6 +317,8 @@ class RunView(PolledWidget):
         status = self.status_text
         step = self.state.get("step", 0)
         text = f"{status or '…'} · step {step}" if has else ""
+        if has and status == "crashed" and self.root is not None:  # and where a resume starts
+            text = status_line(TrainRun(self.root), self.state, alive=False)
         if checkpoint is not None:
             text += f" · checkpoint {checkpoint}"
         self.status.setText(text)
@@ -327,7 +328,7 @@ class RunView(PolledWidget):
         live = self.running or self._busy
         self.stop_button.setEnabled(has and live)
         self.resume_button.setEnabled(has and not live and status not in ("finished", ""))
-        self.export_button.setEnabled(has and not live and status in ("finished", "stopped", "interrupted"))
+        self.export_button.setEnabled(has and not live and status in ("finished", "stopped", "crashed"))
         servable = self.exported or checkpoint is not None
         self.serve_button.setEnabled(has and not live and servable)
         self.serve_button.setToolTip(

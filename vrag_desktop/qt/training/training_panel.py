@@ -172,7 +172,7 @@ class TrainingPanel(PolledWidget):
         pick: QTreeWidgetItem | None = None
         for r in rows:
             status = r.status
-            if self.processes.is_ours(r.root) and status in ("created", "interrupted", "stopped", "failed"):
+            if self.processes.is_ours(r.root) and status in ("created", "crashed", "stopped", "failed"):
                 status = "starting"
             if r.root in self.processes.stopping and status == "running":
                 status = "stopping"
