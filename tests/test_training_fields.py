@@ -16,6 +16,7 @@ TRAINING = T + "test_training.py::test_real_steps_change_the_weights_and_write_t
 TRL_ARGS = T + "test_fields.py::test_trl_arguments_follow_the_config"
 PLAN = "tests/test_training_plan.py::"
 DAPO = T + "test_dapo.py::"
+VAL = T + "test_validation.py::"
 LORA = T + "test_lora.py::test_lora_grpo_trains_only_the_adapter_against_the_base_and_exports_both_ways"
 
 FIELD_TESTS: dict[str, str] = {
@@ -79,6 +80,10 @@ FIELD_TESTS: dict[str, str] = {
     "lora.target_modules": T
     + "test_lora.py::test_target_modules_stay_in_the_language_model_unless_vision_is_asked",
     "lora.vision": T + "test_lora.py::test_target_modules_stay_in_the_language_model_unless_vision_is_asked",
+    "validation.dataset": VAL + "test_best_validation_is_checkpointed_kept_through_rotation_and_exported",
+    "validation.eval_steps": VAL + "test_no_validation_set_splits_the_dataset_and_says_so",
+    "validation.fraction": VAL + "test_no_validation_set_splits_the_dataset_and_says_so",
+    "validation.max_items": "tests/test_training_validation.py::test_max_items_caps_the_validation_set_and_says_so",
 }
 
 #: Wired to the run but not yet shown by a test of their own (why each acts: the code path).

@@ -1,5 +1,5 @@
 """``python -m vrag_trainer grpo|ggpo --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
-``export RUN [--out DIR]`` — the trainer's own entry, run in its environment (the app's
+``export RUN [--out DIR] [--best]`` — the trainer's own entry, run in its environment (the app's
 ``vrag-desktop train`` launches exactly this). Exit codes: 0 finished, 1 failed, 2 refused (bad
 config or data; the message names the field), 3 stopped on request."""
 
@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         "--adapter-only",
         action="store_true",
         help="a LoRA run: write only its adapter (to <out>/adapter), not the merged model",
+    )
+    e.add_argument(
+        "--best",
+        action="store_true",
+        help="export the checkpoint of the best validation reward (best.json), not the last one",
     )
     v = sub.add_parser("verl", help="write a verl (Ray) config, data and launch script for a cluster run")
     v.add_argument("--config", required=True, help="the run's config (JSON or TOML)")
@@ -72,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return runner.EXIT_OK
         if args.command == "resume":
             return runner.resume(args.run, load_config(args.config) if args.config else None)
-        out = runner.export(args.run, args.out, merged=not args.adapter_only)
+        out = runner.export(args.run, args.out, merged=not args.adapter_only, best=args.best)
         print(out)
         return runner.EXIT_OK
     except (ConfigError, runner.RunRefused) as exc:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
 from vrag_desktop.core.training.data import TrainingItems, training_items
+from vrag_desktop.core.training.validation import ValidationSplit, validation_split
 
-__all__ = ["DataError", "TrainData", "load_train_data", "serve_search"]
+__all__ = ["DataError", "TrainData", "load_train_data", "load_validation", "serve_search"]
 
 
 class DataError(ValueError):
@@ -39,6 +40,17 @@ def load_train_data(cfg: TrainConfig, data_root: Path) -> TrainingItems:
     if not data.items:
         raise DataError("\n".join(["no dataset item can be trained on:", *data.lines()[1:]]))
     return data
+
+
+def load_validation(cfg: TrainConfig, data_root: Path, data: TrainingItems) -> ValidationSplit | None:
+    """What the run validates on, by the app's own rule (a held-out split of ``data`` or
+    ``validation.dataset``); None when validation is off. :class:`DataError` when it cannot be made."""
+    if not cfg.validation.eval_steps:
+        return None
+    try:
+        return validation_split(cfg, data, data_root)
+    except ConfigError as exc:
+        raise DataError(str(exc)) from exc
 
 
 def serve_search(

@@ -12,21 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.config import TrainConfig
-from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.rundir import Checkpoint, TrainRun
 from vrag_trainer.lora import PROCESSOR_FILES
 from vrag_trainer.runner import RunRefused
 
-__all__ = ["export"]
+__all__ = ["best_checkpoint", "export"]
 
 log = logging.getLogger("vrag_trainer")
 
 
-def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path:
-    """The last complete checkpoint as a Hugging Face model directory a vLLM server can load. A
-    LoRA run's export is the merged model with its adapter in ``adapter/`` (``merged=False``:
-    the adapter alone, in ``adapter/``)."""
+def export(run_dir: str, out: str | None = None, *, merged: bool = True, best: bool = False) -> Path:
+    """The last complete checkpoint (``best``: the best validation's, ``best.json``) as a Hugging
+    Face model directory a vLLM server can load. A LoRA run's export is the merged model with its
+    adapter in ``adapter/`` (``merged=False``: the adapter alone, in ``adapter/``)."""
     run = TrainRun.open(run_dir)
-    ckpt = run.last_checkpoint()
+    ckpt = best_checkpoint(run) if best else run.last_checkpoint()
     if ckpt is None:
         raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
     target = Path(out).expanduser() if out else run.export_dir
@@ -49,6 +49,23 @@ def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path
         shutil.rmtree(tmp, ignore_errors=True)
         raise RunRefused(f"{ckpt.path} holds no model weights (config.json missing)")
     return _publish(tmp, target, ckpt.step)
+
+
+def best_checkpoint(run: TrainRun) -> Checkpoint:
+    """The best validation's checkpoint; :class:`RunRefused` saying why there is none."""
+    found = run.best()
+    if found is None:
+        raise RunRefused(
+            f"{run.root} has no best checkpoint: no validation has run (a run validates every "
+            "validation.eval_steps steps when that is above 0); export the last checkpoint instead"
+        )
+    if found.checkpoint is None:
+        raise RunRefused(
+            f"the best checkpoint of {run.root} (step {found.step}, {found.metric} {found.value:.4f}) "
+            "is gone from checkpoints/; export the last checkpoint instead"
+        )
+    log.info("exporting the best checkpoint: step %d (%s %.4f)", found.step, found.metric, found.value)
+    return found.checkpoint
 
 
 def _export_adapter(run: TrainRun, ckpt: Path, tmp: Path, merged: bool) -> None:

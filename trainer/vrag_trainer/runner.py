@@ -240,7 +240,8 @@ def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: Generator
             raise RunRefused(
                 f"resume refused: the config changes {', '.join(changed)}, which would make the run "
                 "a different experiment; start a new run instead (resume may change only "
-                "max_steps, save_steps, save_total_limit, samples_per_step, tensorboard, name, judge)"
+                "max_steps, save_steps, save_total_limit, samples_per_step, tensorboard, name, judge, "
+                "vllm_url, validation.eval_steps, validation.max_items)"
             )
         run.replace_config(cfg)
     return _train(run, cfg or old, resuming=True, generator=generator)
@@ -256,7 +257,7 @@ def _train(
 ) -> int:
     from vrag_desktop.core.training.learnable import answer_style, learning_warnings
     from vrag_trainer.callbacks import RunCallback
-    from vrag_trainer.data import DataError, load_train_data, serve_search
+    from vrag_trainer.data import DataError, load_train_data, load_validation, serve_search
     from vrag_trainer.rewards import JudgeRefused, RunJudge
     from vrag_trainer.trl_trainer import SearchDown
 
@@ -286,6 +287,11 @@ def _train(
                 log.info("%s", line)
             for warning in learning_warnings(cfg, answer_style(data.items)):
                 log.warning("warning: %s", warning)  # the words the New-run dialog and the CLI show
+            split = load_validation(cfg, data_root, data)  # a split holds items out of `data`: said
+            if split is not None:
+                data = split.train
+                for line in split.lines():
+                    log.info("%s", line)
             url = cfg.search_url
             if not url:
                 url, stop_search = serve_search(data_root, data.corpora)
@@ -293,6 +299,10 @@ def _train(
                 log.info("serving the corpora for the rollouts at %s", url)
             judge = RunJudge(cfg.judge, data_root)
             trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
+            if split is not None:  # after _build: it validates the trainer's own policy and judge
+                from vrag_trainer.validation import ValidationCallback
+
+                trainer.add_callback(ValidationCallback(trainer, run, cfg, split))
             if cfg.tensorboard:  # a resume purges the events of the steps it redoes
                 _purging_tensorboard(trainer, run, (ckpt.step if ckpt else 0) + 1 if resuming else None)
             stack.callback(trainer.search_client.close)
@@ -459,12 +469,12 @@ def _finish_processes() -> None:
 
 
 # ---- export -------------------------------------------------------------------------------------
-def export(run_dir: str, out: str | None = None, *, merged: bool = True) -> Path:
-    """The last complete checkpoint as a model folder a vLLM server can load (see
-    :func:`vrag_trainer.exporting.export`)."""
+def export(run_dir: str, out: str | None = None, *, merged: bool = True, best: bool = False) -> Path:
+    """The last complete checkpoint (``best``: the best validation's) as a model folder a vLLM
+    server can load (see :func:`vrag_trainer.exporting.export`)."""
     from vrag_trainer.exporting import export as _export
 
-    return _export(run_dir, out, merged=merged)
+    return _export(run_dir, out, merged=merged, best=best)
 
 
 def _finite(x: float) -> bool:

@@ -103,7 +103,9 @@ def grpo_args(
         max_steps=cfg.max_steps or -1,
         save_strategy="steps",
         save_steps=cfg.save_steps,
-        save_total_limit=cfg.save_total_limit,
+        # with validation on, the run keeps the limit itself, the best checkpoint included
+        # (validation.py): HF's rotation would delete the last one at the end of the run
+        save_total_limit=None if cfg.validation.eval_steps else cfg.save_total_limit,
         logging_steps=1,
         report_to=["tensorboard"] if cfg.tensorboard else "none",
         use_cpu=use_cpu,

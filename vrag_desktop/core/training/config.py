@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.sampling import DAPO_TABLES, DynamicSamplingConfig, OverlongConfig, check_dapo
+from vrag_desktop.core.training.validation import (
+    RESUME_SAFE_VALIDATION,
+    VALIDATION_TABLES,
+    ValidationConfig,
+    check_validation,
+)
 
 __all__ = [
     "AGENTS",
@@ -69,6 +75,8 @@ RESUME_SAFE = frozenset(
         "vllm_url",
     }
 )
+#: Fields of a table a resumed run may change, by dotted name (the rest of the table may not).
+RESUME_SAFE_FIELDS = RESUME_SAFE_VALIDATION
 
 
 #: Why GGPO with the VRAG agent is refused (the trap: it runs, and learns only from failures).
@@ -184,6 +192,7 @@ class TrainConfig:
     lora: LoraConfig = field(default_factory=LoraConfig)
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = field(default_factory=OverlongConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)  # the held-out curve
     # engines
     engine: str = "trl"
     generator: str = "hf"
@@ -211,7 +220,8 @@ class TrainConfig:
                 "config", f"must be a mapping of field names to values, not {type(data).__name__}"
             )
         kwargs = _fields_from(cls, data, "")
-        for name, sub in (("reward", RewardConfig), ("judge", JudgeConfig), *DAPO_TABLES):
+        tables = (("reward", RewardConfig), ("judge", JudgeConfig), *DAPO_TABLES, *VALIDATION_TABLES)
+        for name, sub in tables:
             if name in kwargs:
                 value = kwargs[name]
                 if not isinstance(value, Mapping):
@@ -296,7 +306,9 @@ def changed_fields(old: TrainConfig, new: TrainConfig) -> list[str]:
     """Dotted names of the fields that differ and that a resumed run may not change."""
     a, b = _flat(old.to_dict()), _flat(new.to_dict())
     return sorted(
-        k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and k.split(".")[0] not in RESUME_SAFE
+        k
+        for k in a.keys() | b.keys()
+        if a.get(k) != b.get(k) and k.split(".")[0] not in RESUME_SAFE and k not in RESUME_SAFE_FIELDS
     )
 
 
@@ -500,3 +512,4 @@ def _check(c: TrainConfig) -> None:
     _check_lora(c)
     _check_vllm(c)
     check_dapo(c)
+    check_validation(c)

@@ -6,6 +6,9 @@ the reader needs is a file with a stable name::
     <run>/config.json      the validated config (resume compares against it)
     <run>/state.json       status, step, pid, last checkpoint, last error (atomic rewrites)
     <run>/metrics.jsonl    one JSON object per optimiser step (appended, flushed each step)
+    <run>/val_metrics.jsonl   one JSON object per validation (``val/...`` metrics at a step)
+    <run>/validation.json  which items are validated on (a held-out split or a file), as said
+    <run>/best.json        the step and checkpoint of the best validation reward so far
     <run>/train.log        the trainer's log
     <run>/samples/         sample trajectories as the app's run files (a RunStore root)
     <run>/checkpoints/checkpoint-<step>/   Hugging Face Trainer checkpoints; COMPLETE marks a whole one
@@ -15,8 +18,8 @@ the reader needs is a file with a stable name::
 
 A checkpoint counts only once its ``COMPLETE`` marker is written, after every file of it: a disk
 that fills up or a kill mid-save leaves the previous checkpoint as the one to resume from. A resume
-redoes the steps after that checkpoint, so it first drops what they left: their metrics rows and
-their samples (:meth:`TrainRun.remove_samples_after`), and the trainer's TensorBoard writer purges
+redoes the steps after that checkpoint, so it first drops what they left: their metrics and
+validation rows and their samples (:meth:`TrainRun.remove_samples_after`), and the trainer's TensorBoard writer purges
 their events; no step is ever shown twice.
 """
 
@@ -36,7 +39,7 @@ from typing import Any
 from vrag_desktop.core.fsutil import atomic_write_json
 from vrag_desktop.core.training.config import TrainConfig
 
-__all__ = ["STATUSES", "Checkpoint", "TrainRun", "TrainRunError", "sample_step"]
+__all__ = ["STATUSES", "Best", "Checkpoint", "TrainRun", "TrainRunError", "sample_step"]
 
 #: ``created`` → ``running`` → ``stopping`` → ``stopped`` | ``finished`` | ``failed``.
 STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
@@ -75,6 +78,45 @@ class Checkpoint:
     path: Path
 
 
+@dataclass(frozen=True)
+class Best:
+    """The best validation result so far (``best.json``): its step, ``metric`` and ``value``, and
+    its checkpoint, which rotation never deletes (None if it is gone: deleted by hand)."""
+
+    step: int
+    metric: str
+    value: float
+    checkpoint: Checkpoint | None
+
+
+def _append_jsonl(path: Path, row: Mapping[str, Any]) -> None:
+    line = json.dumps(dict(row), ensure_ascii=False, allow_nan=True, default=float) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _read_jsonl(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    rows: list[dict[str, Any]] = []
+    for raw in data[:end].splitlines():
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows, offset + end
+
+
 class TrainRun:
     """One run directory. :meth:`create` starts a new one, :meth:`open` an existing one."""
 
@@ -83,6 +125,9 @@ class TrainRun:
         self.config_path = self.root / "config.json"
         self.state_path = self.root / "state.json"
         self.metrics_path = self.root / "metrics.jsonl"
+        self.val_metrics_path = self.root / "val_metrics.jsonl"
+        self.validation_path = self.root / "validation.json"
+        self.best_path = self.root / "best.json"
         self.log_path = self.root / "train.log"
         self.samples = self.root / "samples"
         self.checkpoints = self.root / "checkpoints"
@@ -167,43 +212,61 @@ class TrainRun:
     # ---- metrics ------------------------------------------------------------------------------
     def append_metrics(self, row: Mapping[str, Any]) -> None:
         """One step's metrics, flushed and synced so a reader (or a crash) sees whole lines."""
-        line = json.dumps(dict(row), ensure_ascii=False, allow_nan=True, default=float) + "\n"
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.metrics_path, "a", encoding="utf-8") as fh:
-            fh.write(line)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _append_jsonl(self.metrics_path, row)
 
     def read_metrics(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Rows appended since byte ``offset`` and the offset to continue from. A last line still
         being written is left for the next call; a damaged line is skipped."""
-        try:
-            with open(self.metrics_path, "rb") as fh:
-                fh.seek(offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return [], offset
-        end = data.rfind(b"\n") + 1
-        rows: list[dict[str, Any]] = []
-        for raw in data[:end].splitlines():
-            try:
-                row = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(row, dict):
-                rows.append(row)
-        return rows, offset + end
+        return _read_jsonl(self.metrics_path, offset)
 
     def metrics(self) -> list[dict[str, Any]]:
         return self.read_metrics(0)[0]
 
+    def append_val_metrics(self, row: Mapping[str, Any]) -> None:
+        """One validation's metrics (``step`` and ``val/...``), written as :meth:`append_metrics`."""
+        _append_jsonl(self.val_metrics_path, row)
+
+    def read_val_metrics(self, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
+        return _read_jsonl(self.val_metrics_path, offset)
+
+    def val_metrics(self) -> list[dict[str, Any]]:
+        return self.read_val_metrics(0)[0]
+
     def truncate_metrics(self, after_step: int) -> None:
-        """Drop rows past ``after_step`` (a resume from an earlier checkpoint redoes those steps)."""
-        rows = [r for r in self.metrics() if int(r.get("step", 0)) <= after_step]
-        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        """Drop rows past ``after_step``, of the step and validation metrics both (a resume from an
+        earlier checkpoint redoes those steps)."""
         from vrag_desktop.core.fsutil import atomic_write_text
 
-        atomic_write_text(self.metrics_path, text)
+        for path in (self.metrics_path, self.val_metrics_path):
+            if path == self.val_metrics_path and not path.exists():  # a run without validation
+                continue
+            rows = [r for r in _read_jsonl(path, 0)[0] if int(r.get("step", 0)) <= after_step]
+            atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+    # ---- the best validation --------------------------------------------------------------------
+    def best(self) -> Best | None:
+        """The best validation so far (None: no validation has run, or ``best.json`` is unreadable)."""
+        try:
+            data = json.loads(self.best_path.read_text(encoding="utf-8"))
+            step, value = int(data["step"]), float(data["value"])
+            metric = str(data.get("metric", "val/reward"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        ckpt = next((c for c in self.complete_checkpoints() if c.step == step), None)
+        return Best(step, metric, value, ckpt)
+
+    def write_best(self, step: int, metric: str, value: float) -> None:
+        """Record step ``step`` (its checkpoint complete) as the best by ``metric``."""
+        atomic_write_json(
+            self.best_path,
+            {
+                "step": step,
+                "metric": metric,
+                "value": value,
+                "checkpoint": str(self.checkpoint_dir(step).relative_to(self.root)),
+                "time": time.time(),
+            },
+        )
 
     # ---- samples ------------------------------------------------------------------------------
     def remove_samples_after(self, step: int) -> int:
@@ -256,5 +319,8 @@ class TrainRun:
         return removed
 
     def prune_checkpoints(self, keep: int) -> None:
+        """Keep the last ``keep`` complete checkpoints, and the best validation's whatever its age."""
+        best = self.best()
         for ckpt in self.complete_checkpoints()[:-keep] if keep > 0 else []:
-            shutil.rmtree(ckpt.path, ignore_errors=True)
+            if best is None or ckpt.step != best.step:
+                shutil.rmtree(ckpt.path, ignore_errors=True)

@@ -1,0 +1,183 @@
+"""The validation set of a training run (issue 30, item 4), Qt-free: the ``validation`` table is
+checked like every config table (each bad value named), the split of a dataset without validation
+items is deterministic, disjoint and said, a validation file with nothing to validate is refused by
+name, ``max_items`` caps the set, and the best checkpoint survives pruning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import index_paths
+
+from vrag_desktop.core.datasets import DatasetItem
+from vrag_desktop.core.training.config import ConfigError, TrainConfig, changed_fields
+from vrag_desktop.core.training.data import TrainingItems, training_items
+from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.validation import split_items, validation_plan, validation_split
+
+
+def _cfg(**kw: Any) -> TrainConfig:
+    return TrainConfig.from_mapping({"model": "m", "dataset": "train.json", **kw})
+
+
+@pytest.mark.parametrize(
+    "table,field,words",
+    [
+        ({"fraction": 0.0}, "validation.fraction", "must be > 0.0"),
+        ({"fraction": 0.8}, "validation.fraction", "must be <= 0.5"),
+        ({"eval_steps": -1}, "validation.eval_steps", "must be >= 0"),
+        ({"eval_steps": 2.5}, "validation.eval_steps", "whole number"),
+        ({"max_items": -3}, "validation.max_items", "must be >= 0"),
+        ({"dataset": 7, "eval_steps": 1}, "validation.dataset", "must be text"),
+        ({"dataset": "val.json"}, "validation.dataset", "only when validation.eval_steps is above 0"),
+        ({"dataset": "train.json", "eval_steps": 1}, "validation.dataset", "is the training dataset itself"),
+        ({"evalsteps": 1}, "validation.evalsteps", "did you mean 'eval_steps'"),
+    ],
+)
+def test_bad_validation_values_are_named(table: dict[str, Any], field: str, words: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _cfg(validation=table)
+    assert err.value.field == field and words in err.value.problem
+
+
+def test_validation_is_off_by_default_and_only_what_it_measures_is_resume_safe() -> None:
+    base = _cfg()
+    assert base.validation.eval_steps == 0 and "off" in validation_plan(base)
+    assert changed_fields(base, _cfg(validation={"eval_steps": 5, "max_items": 10})) == []
+    # which items are held out decides what is trained on: not changeable on resume
+    assert changed_fields(base, _cfg(validation={"fraction": 0.2})) == ["validation.fraction"]
+    assert changed_fields(base, _cfg(validation={"dataset": "v.json", "eval_steps": 1})) == [
+        "validation.dataset"
+    ]
+    plan = validation_plan(_cfg(seed=3, validation={"eval_steps": 4, "fraction": 0.25}))
+    assert plan.startswith("Validation: every 4 step(s)") and "25%" in plan and "seed 3" in plan
+
+
+def _items(n: int) -> TrainingItems:
+    items = [DatasetItem(f"q{i}", f"Question {i}?", "42", "robots.pdf", (1,)) for i in range(n)]
+    return TrainingItems(items, [("robots_1",)] * n, [("x", "not in the corpora")], ["robots"])
+
+
+def test_the_split_is_deterministic_disjoint_and_keeps_the_order() -> None:
+    data = _items(20)
+    train, val = split_items(data, 0.1, seed=0)
+    assert len(val.items) == 2 and len(train.items) == 18
+    uids = [it.uid for it in val.items]
+    assert not set(uids) & {it.uid for it in train.items}
+    assert sorted(uids, key=lambda u: int(u[1:])) == uids  # the dataset's order
+    assert [it.uid for it in split_items(data, 0.1, seed=0)[1].items] == uids  # same seed, same split
+    assert any(
+        [it.uid for it in split_items(data, 0.1, seed=s)[1].items] != uids for s in range(1, 5)
+    )  # the seed decides
+    assert train.problems == data.problems and len(train.golden) == 18
+    assert len(split_items(_items(3), 0.01, seed=0)[1].items) == 1  # at least one held out
+    assert len(split_items(_items(2), 0.5, seed=0)[0].items) == 1  # at least one trained on
+
+
+def test_a_dataset_too_small_to_split_is_refused_by_name() -> None:
+    with pytest.raises(ConfigError) as err:
+        split_items(_items(1), 0.1, seed=0)
+    assert err.value.field == "validation.fraction"
+    assert "1 usable item(s): too few to split a validation set off" in err.value.problem
+
+
+@pytest.fixture
+def robots(data_dir: Path, library: Any, make_pdf: Any, minilm: Any, tmp_path: Path) -> Path:
+    pdf = make_pdf("robots.pdf", ["Northwind annual report.", "Atlas robot: payload 450 kg."])
+    corpus, _, _ = index_paths(library, "robots", [pdf], minilm)
+    corpus.close()
+    rows = [
+        {"uid": f"q{i}", "query": f"Payload {i}?", "reference_answer": "450 kg",
+         "meta_info": {"file_name": "robots.pdf", "reference_page": [2]}}
+        for i in range(10)
+    ]  # fmt: skip
+    (tmp_path / "train.json").write_text(json.dumps({"examples": rows}), encoding="utf-8")
+    return data_dir
+
+
+def test_a_dataset_without_validation_items_is_split_and_said(robots: Path, tmp_path: Path) -> None:
+    cfg = _cfg(dataset=str(tmp_path / "train.json"), seed=1, validation={"eval_steps": 5, "fraction": 0.2})
+    found = training_items(cfg.dataset, ["robots"], robots)
+    split = validation_split(cfg, found, robots)
+    assert split.source == "split" and len(split.val.items) == 2 and len(split.train.items) == 8
+    (said,) = split.lines()
+    assert "no validation.dataset, so 2 of the 10 usable training item(s) are held out" in said
+    assert "(validation.fraction 0.2, seed 1) and not trained on: " + ", ".join(split.uids) in said
+    assert "8 train; evaluated every 5 step(s) and at the end" in said
+
+
+def test_max_items_caps_the_validation_set_and_says_so(robots: Path, tmp_path: Path) -> None:
+    cfg = _cfg(
+        dataset=str(tmp_path / "train.json"), validation={"eval_steps": 1, "fraction": 0.5, "max_items": 2}
+    )
+    split = validation_split(cfg, training_items(cfg.dataset, ["robots"], robots), robots)
+    assert len(split.val.items) == 2 and len(split.val.golden) == 2 and len(split.train.items) == 5
+    assert "the first 2 of 5 validation items are evaluated (validation.max_items)" in split.lines()[-1]
+
+
+def test_a_validation_file_is_matched_and_overlap_is_warned(robots: Path, tmp_path: Path) -> None:
+    val = tmp_path / "val.json"
+    rows = [
+        {"uid": "v1", "query": "Payload 3?", "reference_answer": "450 kg",
+         "meta_info": {"file_name": "robots.pdf", "reference_page": [2]}},
+        {"uid": "v2", "query": "Which page?", "reference_answer": "2",
+         "meta_info": {"file_name": "robots.pdf", "reference_page": [9]}},
+        {"uid": "v3", "query": "Far?", "reference_answer": "x", "meta_info": {"file_name": "far.pdf"}},
+    ]  # fmt: skip
+    val.write_text(json.dumps({"examples": rows}), encoding="utf-8")
+    cfg = _cfg(dataset=str(tmp_path / "train.json"), validation={"dataset": str(val), "eval_steps": 2})
+    split = validation_split(cfg, training_items(cfg.dataset, ["robots"], robots), robots)
+    assert (
+        split.source == "file" and split.uids == ["v1"] and len(split.train.items) == 10
+    )  # nothing held out
+    lines = split.lines()
+    assert (
+        lines[0]
+        == "validation: 1 of 3 item(s) of val.json match the corpora, evaluated every 2 step(s) and at the end"
+    )
+    assert any("left out of validation v2:" in ln and "do not exist" in ln for ln in lines)
+    assert any("left out of validation v3: far.pdf is not in the indexed files" in ln for ln in lines)
+    assert lines[-1].startswith(
+        "warning: validation.dataset: 1 validation question(s) are also training questions (v1)"
+    )
+
+
+def test_a_validation_file_that_cannot_be_read_is_named(robots: Path, tmp_path: Path) -> None:
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    for spec, words in (
+        (tmp_path / "missing.json", "no such file"),
+        (tmp_path / "broken.json", "cannot read"),
+    ):
+        cfg = _cfg(dataset=str(tmp_path / "train.json"), validation={"dataset": str(spec), "eval_steps": 2})
+        with pytest.raises(ConfigError) as err:
+            validation_split(cfg, training_items(cfg.dataset, ["robots"], robots), robots)
+        assert err.value.field == "validation.dataset" and words in err.value.problem
+
+
+def test_a_validation_file_with_nothing_to_validate_is_refused(robots: Path, tmp_path: Path) -> None:
+    val = tmp_path / "val.json"
+    row = {"uid": "v1", "query": "Q?", "reference_answer": "x", "meta_info": {"file_name": "far.pdf"}}
+    val.write_text(json.dumps({"examples": [row]}), encoding="utf-8")
+    cfg = _cfg(dataset=str(tmp_path / "train.json"), validation={"dataset": str(val), "eval_steps": 2})
+    with pytest.raises(ConfigError) as err:
+        validation_split(cfg, training_items(cfg.dataset, ["robots"], robots), robots)
+    assert err.value.field == "validation.dataset"
+    assert "none of the 1 item(s) of" in err.value.problem and "v1: far.pdf is not in" in err.value.problem
+
+
+def test_pruning_keeps_the_best_checkpoint_and_truncation_drops_later_validations(tmp_path: Path) -> None:
+    run = TrainRun.create(tmp_path / "run", _cfg())
+    for step in (1, 2, 3, 4):
+        run.checkpoint_dir(step).mkdir(parents=True)
+        run.mark_complete(run.checkpoint_dir(step), step)
+        run.append_val_metrics({"step": step, "val/reward": 0.1 * step})
+    run.write_best(1, "val/reward", 0.9)
+    run.prune_checkpoints(keep=2)
+    assert [c.step for c in run.complete_checkpoints()] == [1, 3, 4]
+    best = run.best()
+    assert best is not None and best.checkpoint is not None and best.checkpoint.step == 1
+    run.truncate_metrics(2)  # a resume from checkpoint 2 redoes steps 3 and 4
+    assert [r["step"] for r in run.val_metrics()] == [1, 2]
