@@ -134,6 +134,37 @@ def test_grpo_runs_in_the_foreground_then_status_and_export(
     assert rc == 2 and "not a training run" in err
 
 
+def test_export_best_needs_a_validated_run_and_says_which_step(
+    tmp_path: Path, fake: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = write_config(tmp_path / "c.json", name="val")
+    rc, _, err = train(capsys, "grpo", "--config", str(cfg), "--set", "validation.eval_steps=2")
+    assert rc == 0, err
+    assert (
+        "Validation: every 2 step(s) and at the end on 10% of the training items, held out by seed 0" in err
+    )
+    run = TrainRun.open(data_dir / "training" / "val")
+    rc, out, err = train(capsys, "export", "val", "--best")  # refused before anything is launched
+    assert rc == 2 and "val has no best checkpoint: no validation has run" in err
+    assert "in the foreground" not in err and not run.export_dir.exists()
+    for step in (1, 2):
+        run.checkpoint_dir(step).mkdir(parents=True)
+        run.mark_complete(run.checkpoint_dir(step), step)
+    run.append_val_metrics({"step": 1, "val/reward": 0.75, "val/accuracy": 0.5, "best": True})
+    run.write_best(1, "val/reward", 0.75)
+    rc, out, _ = train(capsys, "status", "val")
+    assert "Validation: step 1: reward=0.75  accuracy=0.5" in out
+    assert (
+        f"Best:       step 1 (val/reward 0.7500); export it with: vrag-desktop train export {run.root} --best"
+        in out
+    )
+    rc, out, _ = train(capsys, "status", "val", "--json")
+    assert json.loads(out)["best"] == {"step": 1, "val/reward": 0.75, "kept": True}
+    rc, out, err = train(capsys, "export", "val", "--best", "--out", str(tmp_path / "best"))
+    assert rc == 0 and "Export (best checkpoint) in the foreground" in err
+    assert "Exported the best checkpoint (step 1, val/reward 0.7500) to" in out
+
+
 def test_resume_refuses_changed_fields_and_allows_resume_safe_ones(
     tmp_path: Path, fake: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

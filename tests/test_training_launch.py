@@ -132,6 +132,7 @@ def test_trainer_argv_matches_the_trainer_cli() -> None:
     assert launch.trainer_argv("py", "resume", run="r") == ["py", "-m", "vrag_trainer", "resume", "r"]
     assert launch.trainer_argv("py", "resume", run="r", config="c")[-2:] == ["--config", "c"]
     assert launch.trainer_argv("py", "export", run="r", out="o")[-3:] == ["r", "--out", "o"]
+    assert launch.trainer_argv("py", "export", run="r", best=True)[-2:] == ["r", "--best"]
     with pytest.raises(ValueError):
         launch.trainer_argv("py", "ggpo")
     with pytest.raises(ValueError):

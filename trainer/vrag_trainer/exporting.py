@@ -53,17 +53,12 @@ def export(run_dir: str, out: str | None = None, *, merged: bool = True, best: b
 
 def best_checkpoint(run: TrainRun) -> Checkpoint:
     """The best validation's checkpoint; :class:`RunRefused` saying why there is none."""
+    from vrag_desktop.core.training.validation import no_best_reason
+
+    reason = no_best_reason(run)
     found = run.best()
-    if found is None:
-        raise RunRefused(
-            f"{run.root} has no best checkpoint: no validation has run (a run validates every "
-            "validation.eval_steps steps when that is above 0); export the last checkpoint instead"
-        )
-    if found.checkpoint is None:
-        raise RunRefused(
-            f"the best checkpoint of {run.root} (step {found.step}, {found.metric} {found.value:.4f}) "
-            "is gone from checkpoints/; export the last checkpoint instead"
-        )
+    if reason is not None or found is None or found.checkpoint is None:
+        raise RunRefused(reason or "no best checkpoint")
     log.info("exporting the best checkpoint: step %d (%s %.4f)", found.step, found.metric, found.value)
     return found.checkpoint
 

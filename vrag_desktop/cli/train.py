@@ -75,6 +75,11 @@ def add_parsers(sub: Any) -> None:
     e = ts.add_parser("export", help="write the run's final model as a Hugging Face directory vLLM serves")
     e.add_argument("run", metavar="RUN")
     e.add_argument("--out", metavar="DIR", help="where to write it (default: RUN/export)")
+    e.add_argument(
+        "--best",
+        action="store_true",
+        help="the checkpoint of the best validation reward (best.json) instead of the last one",
+    )
     _add_grace(e)
     s = ts.add_parser("status", help="a run's state, its last metrics and whether a trainer works on it")
     s.add_argument("run", metavar="RUN")
@@ -156,6 +161,10 @@ def _new_run(args: argparse.Namespace) -> int:
     p = plan.new_run(cfg, root, python)
     for warning in dataset_warnings(cfg, Path(cfg.data_dir).expanduser() if cfg.data_dir else layout.root):
         err(f"warning: {warning}")  # it would run, but may learn nothing (the dialog shows the same)
+    if cfg.validation.eval_steps:
+        from vrag_desktop.core.training.validation import validation_plan
+
+        err(validation_plan(cfg))  # the trainer's log (streamed below) then names the held-out items
     err(f"Run directory: {p.run.root}")
     return _foreground(p.run, p.argv, args.grace, p.what)
 
@@ -191,11 +200,13 @@ def _export(args: argparse.Namespace) -> int:
     layout = DataLayout.resolve(args.data_dir)
     run = _open_run(args.run, args.data_dir)
     python = resolve_trainer_python(layout.trainer_env)
-    p = plan.export_run(run, python, out=args.out)
+    p = plan.export_run(run, python, out=args.out, best=args.best)
     code = _foreground(p.run, p.argv, args.grace, p.what, summary=False)
     if code == EXIT_OK:
         out = Path(args.out).expanduser() if args.out else run.export_dir
-        print(f"Exported to {out}. Serve it with: vrag-desktop runtime start {shlex.quote(str(out))}")
+        best = run.best() if args.best else None
+        which = f"the best checkpoint (step {best.step}, {best.metric} {best.value:.4f})" if best else "it"
+        print(f"Exported {which} to {out}. Serve it with: vrag-desktop runtime start {shlex.quote(str(out))}")
     return code
 
 
@@ -284,6 +295,8 @@ def _status(args: argparse.Namespace) -> int:
     proc = find_running(run)
     pid = proc.pid if proc else hand_started_pid(state)
     ckpt = run.last_checkpoint()
+    best = run.best()
+    val = run.val_metrics()[-1:] if run.val_metrics_path.exists() else []
     data = {
         "run": str(run.root),
         "status": effective_status(state, pid is not None),  # "crashed": killed while running
@@ -292,6 +305,8 @@ def _status(args: argparse.Namespace) -> int:
         "pid": pid,
         "last_checkpoint": {"step": ckpt.step, "path": str(ckpt.path)} if ckpt else None,
         "metrics": rows,
+        "best": {"step": best.step, best.metric: best.value, "kept": bool(best.checkpoint)} if best else None,
+        "validation": val[0] if val else None,
         "log": str(run.log_path),
     }
     if args.json:
@@ -302,6 +317,13 @@ def _status(args: argparse.Namespace) -> int:
     print(f"Status:     {status_line(run, state, pid is not None)}")
     print(f"Process:    {where}")
     print(f"Checkpoint: {f'step {ckpt.step} ({ckpt.path})' if ckpt else 'none yet'}")
+    if val:
+        v = val[0]
+        shown = "  ".join(f"{k[4:]}={_fmt(x)}" for k, x in v.items() if k.startswith("val/"))
+        print(f"Validation: step {v.get('step')}: {shown}")
+    if best:
+        export = f"vrag-desktop train export {shlex.quote(str(run.root))} --best"
+        print(f"Best:       step {best.step} ({best.metric} {best.value:.4f}); export it with: {export}")
     if state.get("error"):
         print(f"Error:      {state['error']}")
     for row in rows:

@@ -95,8 +95,10 @@ def trainer_argv(
     run: str | os.PathLike[str] | None = None,
     config: str | os.PathLike[str] | None = None,
     out: str | os.PathLike[str] | None = None,
+    best: bool = False,
 ) -> list[str]:
-    """``[python, -m, vrag_trainer, ...]`` for one of the trainer's subcommands."""
+    """``[python, -m, vrag_trainer, ...]`` for one of the trainer's subcommands (``best``: export
+    the best validation's checkpoint)."""
     if command not in COMMANDS:
         raise ValueError(f"unknown trainer command {command!r}")
     argv = [str(python), "-m", "vrag_trainer", command]
@@ -114,6 +116,8 @@ def trainer_argv(
         argv += ["--config", str(config)]
     if command == "export" and out is not None:
         argv += ["--out", str(out)]
+    if command == "export" and best:
+        argv.append("--best")
     return argv
 
 

@@ -242,7 +242,19 @@ def resume_run(
 
 
 def export_run(
-    run: TrainRun, python: str | os.PathLike[str], *, out: str | os.PathLike[str] | None = None
+    run: TrainRun,
+    python: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str] | None = None,
+    best: bool = False,
 ) -> LaunchPlan:
-    """Export the last complete checkpoint (one process: it only copies files)."""
-    return LaunchPlan(run, trainer_argv(python, "export", run=run.root, out=out), "Export")
+    """Export the last complete checkpoint (one process: it only copies files); ``best``: the best
+    validation's, refused (:class:`LaunchRefused`, saying why) when the run has none."""
+    if best:
+        from vrag_desktop.core.training.validation import no_best_reason
+
+        reason = no_best_reason(run)
+        if reason is not None:
+            raise LaunchRefused(reason)
+    argv = trainer_argv(python, "export", run=run.root, out=out, best=best)
+    return LaunchPlan(run, argv, "Export (best checkpoint)" if best else "Export")

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vrag_desktop.core.training.config import TrainConfig
     from vrag_desktop.core.training.data import TrainingItems
+    from vrag_desktop.core.training.rundir import TrainRun
 
 __all__ = [
     "RESUME_SAFE_VALIDATION",
@@ -34,6 +35,7 @@ __all__ = [
     "ValidationConfig",
     "ValidationSplit",
     "check_validation",
+    "no_best_reason",
     "split_items",
     "validation_plan",
     "validation_split",
@@ -210,6 +212,23 @@ def validation_plan(cfg: TrainConfig) -> str:
         f"Validation: every {v.eval_steps} step(s) and at the end on {v.fraction:.0%} of the training "
         f"items, held out by seed {cfg.seed} and not trained on{cap} (the log names them)"
     )
+
+
+def no_best_reason(run: TrainRun) -> str | None:
+    """Why ``run`` has no best checkpoint to export (None: it has one): what ``train export --best``,
+    the Training panel and the trainer say alike."""
+    found = run.best()
+    if found is None:
+        return (
+            f"{run.root.name} has no best checkpoint: no validation has run (a run validates every "
+            "validation.eval_steps steps when that is above 0); export the last checkpoint instead"
+        )
+    if found.checkpoint is None:
+        return (
+            f"the best checkpoint of {run.root.name} (step {found.step}, {found.metric} "
+            f"{found.value:.4f}) is gone from checkpoints/; export the last checkpoint instead"
+        )
+    return None
 
 
 def split_record(split: ValidationSplit, cfg: TrainConfig) -> dict[str, Any]:
