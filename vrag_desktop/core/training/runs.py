@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.launch import find_running
-from vrag_desktop.core.training.rundir import TrainRun, sample_step
+from vrag_desktop.core.training.rundir import Best, TrainRun, sample_step
 
 LOG_START_BYTES = 256 * 1024  # a reopened run shows the end of its log, not megabytes of it
 
@@ -50,6 +50,10 @@ class Poll:
     pid: int | None = None
     checkpoint: int | None = None
     exported: bool = False  # <run>/export exists (Serve… checks it is a model)
+    val_rows: list[dict[str, Any]] = field(default_factory=list)  # new validation rows
+    val_offset: int = 0
+    val_reset: bool = False  # the validation file shrank (a resume truncated it)
+    best: Best | None = None  # the best validation so far (best.json), with its checkpoint
 
 
 #: Any of these makes a directory a run (``launch-config.json``: launched, but the trainer died
@@ -179,17 +183,24 @@ def read_lines(path: Path, offset: int) -> tuple[list[str], int]:
     return [ln for ln in text.replace("\r", "\n").split("\n") if ln.strip()], offset + end
 
 
-def poll(root: Path, metrics_offset: int, log_offset: int | None) -> Poll:
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def poll(root: Path, metrics_offset: int, log_offset: int | None, val_offset: int = 0) -> Poll:
     """Read what a run appended since the offsets (``log_offset`` None: start near the log's end)."""
     run = TrainRun(root)
     out = Poll(metrics_offset=metrics_offset)
-    try:
-        size = run.metrics_path.stat().st_size
-    except OSError:
-        size = 0
-    if size < metrics_offset:
+    if _size(run.metrics_path) < metrics_offset:
         out.metrics_reset, metrics_offset = True, 0
     out.rows, out.metrics_offset = run.read_metrics(metrics_offset)
+    if _size(run.val_metrics_path) < val_offset:
+        out.val_reset, val_offset = True, 0
+    out.val_rows, out.val_offset = run.read_val_metrics(val_offset)
+    out.best = run.best()
     try:
         log_size = run.log_path.stat().st_size
     except OSError:

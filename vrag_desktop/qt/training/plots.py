@@ -13,6 +13,12 @@ Plots tab is shown with rows to plot; then one plot is made per event-loop turn 
 grid's geometry settles without painting), and they are revealed one per turn, each with its data,
 so no turn paints more than one new plot. A plot is a title, a ViewBox and two axes, without menus (see
 :meth:`MetricPlots._make_plot`).
+
+The validation curve (``val/...`` rows of ``val_metrics.jsonl``, a point every ``eval_steps``) is
+drawn beside what it validates: the validation reward on the Reward plot and the validation accuracy
+on the Accuracy plot, as dashed lines through points (few points, each a measurement), and the
+reward's parts and the retrieval recall on a Validation plot of their own, whose title names the
+best step; a dotted line marks the best step on both.
 """
 
 from __future__ import annotations
@@ -24,12 +30,13 @@ from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette, QShowEvent
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 REDRAW_MS = 250  # at most 4 redraws a second
 X_START = 10  # steps the x axis shows at first; it grows by half again when a run passes its end
+VAL_COLOUR = "#dc2626"  # the validation curve beside a training one
 
 #: Plot title -> (metric key, legend name, colour); the :data:`OPTIONAL` ones show once a row has it.
 PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -40,9 +47,10 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("reward/format", "format", "#16a34a"),
             ("reward/judge", "judge", "#d97706"),
             ("reward/ndcg", "NDCG", "#9333ea"),
+            ("val/reward", "validation", VAL_COLOUR),
         ),
     ),
-    ("Accuracy", (("accuracy", "accuracy", "#16a34a"),)),
+    ("Accuracy", (("accuracy", "accuracy", "#16a34a"), ("val/accuracy", "validation", VAL_COLOUR))),
     ("KL", (("kl", "KL", "#dc2626"),)),
     ("Entropy", (("entropy", "entropy", "#0891b2"),)),
     ("Loss", (("loss", "loss", "#4b5563"),)),
@@ -57,10 +65,31 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("skipped_steps", "skipped", "#dc2626"),
         ),
     ),
+    (
+        "Validation",
+        (
+            ("val/reward", "reward", "#2563eb"),
+            ("val/accuracy", "accuracy", "#16a34a"),
+            ("val/format", "format", "#0891b2"),
+            ("val/ndcg", "NDCG", "#9333ea"),
+            ("val/recall", "recall", "#d97706"),
+        ),
+    ),
 )
-#: Plots shown only once a row has their key: GPU memory (a GPU run), dynamic sampling (when on).
-OPTIONAL = {"GPU memory (GB)": "gpu_memory_gb", "Dynamic sampling": "groups_filtered"}
-KEYS = tuple(key for _title, curves in PLOTS for key, _n, _c in curves)
+#: Plots shown only once a row has their key: GPU memory (a GPU run), dynamic sampling (when on),
+#: validation (a run with ``validation.eval_steps``).
+OPTIONAL = {
+    "GPU memory (GB)": "gpu_memory_gb",
+    "Dynamic sampling": "groups_filtered",
+    "Validation": "val/reward",
+}
+KEYS = tuple(dict.fromkeys(key for _title, curves in PLOTS for key, _n, _c in curves))
+#: The last plot (index) each key is drawn on.
+LAST_PLOT_OF = {key: i for i, (_t, curves) in enumerate(PLOTS) for key, _n, _c in curves}
+#: Drawn as points on a dashed line: a validation is a measurement every few steps, not a trace.
+POINTS = frozenset(k for k in KEYS if k.startswith("val/"))
+#: The plots whose best validation step is marked with a dotted vertical line.
+BEST_MARKED = ("Reward", "Validation")
 #: What an empty plot says once the run has rows (TRL logs KL only when β > 0).
 NOT_LOGGED = {"KL": "KL — not logged (β = 0: no reference model)"}
 
@@ -91,7 +120,9 @@ class MetricPlots(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.series: dict[str, Series] = {k: Series() for k in KEYS}
-        self.curves: dict[str, pg.PlotDataItem] = {}
+        self.curves: dict[str, list[pg.PlotDataItem]] = {}  # a key's curve in each plot it is on
+        self.best: tuple[float, float] | None = None  # (step, validation reward) of the best so far
+        self.best_lines: list[pg.InfiniteLine] = []
         self.plots: dict[str, pg.GraphicsLayout] = {}  # title -> its cell (title, axes, view)
         self.boxes: dict[str, pg.ViewBox] = {}
         self.titles: dict[str, pg.LabelItem] = {}
@@ -200,13 +231,22 @@ class MetricPlots(QWidget):
             )
             legend.setParentItem(box)
         for key, name, colour in curves:
-            curve = pg.PlotDataItem(
-                pen=pg.mkPen(colour, width=1.5), clipToView=True, autoDownsample=True, downsampleMethod="peak"
-            )
+            style: dict[str, Any] = {"pen": pg.mkPen(colour, width=1.5)}
+            if key in POINTS:
+                pen = pg.mkPen(colour, width=1.2, style=Qt.PenStyle.DashLine)
+                style = {"pen": pen, "symbol": "o", "symbolSize": 6, "symbolBrush": colour, "symbolPen": None}
+            curve = pg.PlotDataItem(**style, clipToView=True, autoDownsample=True, downsampleMethod="peak")
             box.addItem(curve)
             if legend is not None:
                 legend.addItem(curve, name)
-            self.curves[key] = curve
+            self.curves.setdefault(key, []).append(curve)
+        if title in BEST_MARKED:
+            line = pg.InfiniteLine(
+                angle=90, movable=False, pen=pg.mkPen(VAL_COLOUR, width=1, style=Qt.PenStyle.DotLine)
+            )
+            line.setVisible(False)
+            box.addItem(line, ignoreBounds=True)
+            self.best_lines.append(line)
 
     def _reveal(self, i: int) -> None:
         title, curves = PLOTS[i]
@@ -214,13 +254,16 @@ class MetricPlots(QWidget):
         last = 0.0
         for key, _name, _colour in curves:
             x, y = self.series[key].view()
-            self.curves[key].setData(x, y)
-            self._dirty.discard(key)
+            for curve in self.curves[key]:
+                curve.setData(x, y)
+            if LAST_PLOT_OF[key] == i:  # its last plot: every curve of it holds its series now
+                self._dirty.discard(key)
             if len(x):
                 last = max(last, float(x[-1]))
         if i == 0:
             self.boxes[title].setXRange(0, self._x_end(last), padding=0)
         plot.setVisible(title not in OPTIONAL or bool(self.series[OPTIONAL[title]].n))
+        self._show_best()
         self._title(title)
 
     def _title(self, title: str) -> None:
@@ -229,15 +272,20 @@ class MetricPlots(QWidget):
         text = NOT_LOGGED.get(title, f"{title} — not logged") if empty else title
         if title == "Dynamic sampling" and not empty:
             text = f"{title} — {self.sampling_totals()}"
+        if title == "Validation" and self.best is not None:
+            text = f"{title} — best: step {self.best[0]:g} (reward {self.best[1]:.3f})"
         if self.titles[title].text != text:
             self.titles[title].setText(text)
 
     # ---- data -------------------------------------------------------------------------------------
     def clear(self) -> None:
         self.series = {k: Series() for k in KEYS}
-        for curve in self.curves.values():
-            curve.setData([], [])
+        for curves in self.curves.values():
+            for curve in curves:
+                curve.setData([], [])
         self._dirty.clear()
+        self.best = None
+        self._show_best()
         for title in OPTIONAL:
             if (plot := self.plots.get(title)) is not None:
                 plot.setVisible(False)
@@ -255,8 +303,18 @@ class MetricPlots(QWidget):
                 if isinstance(value, (int, float)) and math.isfinite(value):
                     self.series[key].append(float(step), float(value))
                     self._dirty.add(key)
+            reward = row.get("val/reward")
+            if row.get("best") is True and isinstance(reward, (int, float)):  # the trainer's verdict
+                self.best = (float(step), float(reward))
         self._schedule()
         return n
+
+    def _show_best(self) -> None:
+        """The dotted line at the best validation step (hidden while there is none)."""
+        for line in self.best_lines:
+            if self.best is not None:
+                line.setValue(self.best[0])
+            line.setVisible(self.best is not None)
 
     def redraw(self) -> None:
         """Push changed series to their curves (called by the timer new rows arm; tests call it
@@ -274,9 +332,11 @@ class MetricPlots(QWidget):
         last = 0.0
         for key in self._dirty:
             x, y = self.series[key].view()
-            self.curves[key].setData(x, y)
+            for curve in self.curves[key]:
+                curve.setData(x, y)
             if len(x):
                 last = max(last, float(x[-1]))
+        self._show_best()
         first = self.boxes[PLOTS[0][0]]
         end = first.viewRange()[0][1]
         if last > end:  # the x axis grows in steps, not with every row: fewer axis repaints
@@ -311,6 +371,6 @@ class MetricPlots(QWidget):
     def point_count(self, key: str = "reward") -> int:
         """Points the curve of ``key`` holds (before downsampling to the screen's resolution); 0 until
         the plots are made."""
-        curve = self.curves.get(key)
-        x = curve.xData if curve is not None else None
+        curves = self.curves.get(key)
+        x = curves[0].xData if curves else None
         return 0 if x is None else len(x)

@@ -13,6 +13,9 @@ profile named after the run pointing at it (:mod:`vrag_desktop.core.training.ser
 fails leaves no profile behind and its classified reason is shown here. A run with only a checkpoint
 is exported first (the Export button's path), then served. The button is on only for a run with an
 export or a complete checkpoint, and nothing working on it.
+
+A run that validates (``validation.eval_steps``) shows its best validation under the buttons, with
+"Export best", which exports that step's checkpoint instead of the last one (``export --best``).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.endpoints.profiles import ProfileError
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
-from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.core.training.rundir import Best, TrainRun
 from vrag_desktop.core.training.runs import Poll, SampleRow, effective_status, list_samples, poll, status_line
 from vrag_desktop.core.training.serve import (
     NeedsExport,
@@ -54,6 +57,7 @@ from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import if_alive
+from vrag_desktop.qt.training.best_row import BestRow
 from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
@@ -101,6 +105,7 @@ class RunView(PolledWidget):
     stopRequested = Signal(object)  # run root (Path)
     resumeRequested = Signal(object)
     exportRequested = Signal(object)
+    exportBestRequested = Signal(object)  # the best validation's checkpoint
     deleteRequested = Signal(object)
     openSampleRequested = Signal(object, str)  # samples root (Path), sample run id
     polled = Signal(object)  # the Poll just applied (the panel follows the state)
@@ -126,6 +131,8 @@ class RunView(PolledWidget):
         self._ready_hooked: set[int] = set()
         self.checkpoint: int | None = None  # the last complete checkpoint's step (polled)
         self.exported = False  # <run>/export exists (polled)
+        self.best: Best | None = None  # the best validation (polled)
+        self._val_offset = 0
 
         self.title = QLabel("No run selected")
         self.title.setStyleSheet("font-weight: 600;")
@@ -145,6 +152,8 @@ class RunView(PolledWidget):
         self.serve_button = button(self, "Serve…", self.serve, tip=SERVE_TIP, name="trainingServe")
         self.delete_button = button(self, "Delete…", lambda: self._emit(self.deleteRequested))
         self.folder_button = button(self, "Open folder", self._open_folder)
+        self.best_row = BestRow(self)
+        self.best_row.exportBestRequested.connect(lambda: self._emit(self.exportBestRequested))
 
         self.plots = MetricPlots(self)
         self.log_view = LogView(self, placeholder="The trainer's log appears here.")
@@ -181,6 +190,7 @@ class RunView(PolledWidget):
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addLayout(head)
         lay.addLayout(buttons)
+        lay.addWidget(self.best_row)
         lay.addWidget(self.detail)
         lay.addWidget(self.tabs, 1)
 
@@ -193,7 +203,7 @@ class RunView(PolledWidget):
         self._polling.drop()  # the run before's files are not heard any more
         self._sampling.drop()
         self.root, self.state, self.pid, self.rows_seen = root, {}, None, 0
-        self.checkpoint, self.exported = None, False
+        self.checkpoint, self.exported, self.best, self._val_offset = None, False, None, 0
         if self._serve_after_export != root:
             self._serve_after_export = None
         self._metrics_offset, self._log_offset, self._samples_at = 0, None, 0.0
@@ -243,17 +253,27 @@ class RunView(PolledWidget):
             root,
             self._metrics_offset,
             self._log_offset,
+            self._val_offset,
             name="Read training metrics",
             on_done=if_alive(self, lambda p: self._apply(root, p)),
             report=False,
         )
 
     def _apply(self, root: Path, p: Poll) -> None:
-        if p.metrics_reset:
+        if p.metrics_reset or p.val_reset:  # a resume truncated the run's metrics: plot from scratch
             self.plots.clear()
             self.rows_seen = 0
+            read_on = self._val_offset if p.metrics_reset else self._metrics_offset
+            if not (p.metrics_reset and p.val_reset) and read_on:  # the other file: read again
+                p.rows, p.val_rows, p.metrics_offset, p.val_offset = [], [], 0, 0
         self.rows_seen += self.plots.add_rows(p.rows)
-        self._metrics_offset, self._log_offset = p.metrics_offset, p.log_offset
+        self.plots.add_rows(p.val_rows)
+        self._metrics_offset, self._log_offset, self._val_offset = (
+            p.metrics_offset,
+            p.log_offset,
+            p.val_offset,
+        )
+        self.best = p.best
         if p.lines:
             self.log_view.append_lines(p.lines)
         self.state, self.pid = p.state, p.pid
@@ -340,6 +360,7 @@ class RunView(PolledWidget):
         )
         self.delete_button.setEnabled(has and not live)
         self.folder_button.setEnabled(has)
+        self.best_row.show_best(self.best if has else None, has and not live)
 
     def _emit(self, signal: Any) -> None:
         if self.root is not None:

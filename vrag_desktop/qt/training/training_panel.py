@@ -111,6 +111,7 @@ class TrainingPanel(PolledWidget):
         self.view.stopRequested.connect(self.stop_run)
         self.view.resumeRequested.connect(self.resume_run)
         self.view.exportRequested.connect(self.export_run)
+        self.view.exportBestRequested.connect(lambda root: self.export_run(root, best=True))
         self.view.deleteRequested.connect(self.delete_run)
         self.view.openSampleRequested.connect(self.openSampleRequested)
         self.view.polled.connect(lambda _p: self._follow_view())
@@ -315,14 +316,19 @@ class TrainingPanel(PolledWidget):
             return None
         return self._launch(root, p.argv, p.what)
 
-    def export_run(self, root: Path) -> Path | None:
+    def export_run(self, root: Path, best: bool = False) -> Path | None:
+        """Export the run's last checkpoint (``best``: its best validation's) to ``<run>/export``."""
         from vrag_desktop.core.training import plan
         from vrag_desktop.core.training.rundir import TrainRun
 
         python = self.trainer_python()
         if python is None:
             return None
-        p = plan.export_run(TrainRun(root), python)
+        try:
+            p = plan.export_run(TrainRun(root), python, best=best)
+        except launch.TrainLaunchError as exc:  # no best checkpoint: said, nothing launched
+            error_sink().report("Cannot export", str(exc))
+            return None
         return self._launch(root, p.argv, p.what)
 
     def _launch(self, root: Path, argv: list[str], what: str) -> Path | None:
