@@ -75,6 +75,8 @@ FIELD_TESTS: dict[str, str] = {
     "overlong.enabled": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
     "overlong.buffer": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
     "overlong.penalty": DAPO + "test_a_step_with_no_varied_group_at_the_budget_is_skipped",
+    "init_from": T + "test_sft.py::test_a_grpo_run_starts_from_the_sft_result",
+    "sft.batch_size": T + "test_sft.py::test_sft_arguments_follow_the_config",
     "lora.enabled": LORA,
     "lora.rank": LORA,
     "lora.target_modules": T

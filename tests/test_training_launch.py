@@ -51,7 +51,7 @@ if cmd == "export":
     (out / "config.json").write_text("{}")
     print("exported to", out)
     sys.exit(0)
-if cmd in ("grpo", "ggpo"):  # as the real trainer: it creates the run (the launcher's files may be there)
+if cmd in ("grpo", "ggpo", "sft"):  # as the real trainer: it creates the run (the launcher's files may be there)
     from vrag_desktop.core.training.config import load_config
     run = TrainRun.create(opts["--run"], load_config(opts["--config"], algorithm=cmd))
 else:

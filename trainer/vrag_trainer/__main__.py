@@ -1,4 +1,4 @@
-"""``python -m vrag_trainer grpo|ggpo --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
+"""``python -m vrag_trainer grpo|ggpo|sft --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
 ``export RUN [--out DIR] [--best]`` — the trainer's own entry, run in its environment (the app's
 ``vrag-desktop train`` launches exactly this). Exit codes: 0 finished, 1 failed, 2 refused (bad
 config or data; the message names the field), 3 stopped on request."""
@@ -17,8 +17,9 @@ from vrag_desktop.core.training.config import ConfigError, load_config
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m vrag_trainer", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
-    for algo in ("grpo", "ggpo"):
-        s = sub.add_parser(algo, help=f"start a {algo.upper()} run")
+    for algo in ("grpo", "ggpo", "sft"):
+        what = "a supervised warm-start (SFT)" if algo == "sft" else f"a {algo.upper()}"
+        s = sub.add_parser(algo, help=f"start {what} run")
         s.add_argument("--config", required=True, help="the run's config (JSON, or TOML on Python 3.11+)")
         s.add_argument("--run", help="the run directory (default: the config's output_dir)")
     r = sub.add_parser("resume", help="resume a run from its last complete checkpoint")
@@ -64,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vrag_trainer import runner
 
     try:
-        if args.command in ("grpo", "ggpo"):
+        if args.command in ("grpo", "ggpo", "sft"):
             cfg = load_config(args.config, algorithm=args.command)
             return runner.start(cfg, args.run)
         if args.command == "verl":

@@ -64,14 +64,13 @@ def best_checkpoint(run: TrainRun) -> Checkpoint:
 
 
 def _export_adapter(run: TrainRun, ckpt: Path, tmp: Path, merged: bool) -> None:
-    from vrag_desktop.core.embedders.base import EmbedderError
-    from vrag_desktop.core.embedders.qwen_vl_loading import resolve_model_dir
     from vrag_trainer.lora import export_lora
+    from vrag_trainer.warmstart import base_model_dir
 
     cfg = run.config()
     try:
-        base = resolve_model_dir(cfg.model)
-    except EmbedderError as exc:
+        base = base_model_dir(run, cfg)  # a warm-started run's adapter sits on the weights it started from
+    except RunRefused as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise RunRefused(f"the base model of this LoRA run is not available: {exc}") from exc
     try:

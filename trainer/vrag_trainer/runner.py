@@ -53,8 +53,10 @@ def device_and_dtype(cfg: TrainConfig) -> tuple[str, Any]:
     return device, torch.float32
 
 
-def load_policy(cfg: TrainConfig, path: str | None = None) -> tuple[Any, Any]:
-    """Model and processor from a local directory or a hub id (downloaded when online)."""
+def load_policy(cfg: TrainConfig, path: str | None = None, *, weights: Path | None = None) -> tuple[Any, Any]:
+    """Model and processor from a local directory or a hub id (downloaded when online); ``weights``:
+    the folder a warm-started run loads its weights from (``init_from``; quantized as the model
+    would be), the processor still coming from the model."""
     from transformers import AutoConfig, AutoModelForImageTextToText
 
     from vrag_desktop.core.embedders.base import EmbedderError
@@ -79,7 +81,7 @@ def load_policy(cfg: TrainConfig, path: str | None = None) -> tuple[Any, Any]:
     except LoraRefused as exc:
         raise RunRefused(str(exc)) from exc
     try:
-        model = AutoModelForImageTextToText.from_pretrained(str(local), dtype=dtype, **extra)
+        model = AutoModelForImageTextToText.from_pretrained(str(weights or local), dtype=dtype, **extra)
     except ValueError as exc:
         raise RunRefused(
             f"model: {where} ({config.model_type}) is not a vision-language chat model: {exc}"
@@ -218,6 +220,9 @@ def start(
 
     check_fields(cfg)  # e.g. engine: verl, which this trainer does not run (the message says what does)
     distributed.check_processes(cfg)
+    from vrag_desktop.core.training.warmstart import check_init_from
+
+    check_init_from(cfg)  # weights of another architecture: refused by name before the run exists
     try:
         run = distributed.create_run(root, cfg)  # rank 0 creates it; other processes join
     except TrainRunError as exc:
@@ -282,33 +287,38 @@ def _train(
         )
         data_root = resolve_data_dir(cfg.data_dir or None)
         try:
-            data = load_train_data(cfg, data_root)
-            for line in data.lines():
-                log.info("%s", line)
-            for warning in learning_warnings(cfg, answer_style(data.items)):
-                log.warning("warning: %s", warning)  # the words the New-run dialog and the CLI show
-            split = load_validation(cfg, data_root, data)  # a split holds items out of `data`: said
-            if split is not None:
-                data = split.train
-                for line in split.lines():
-                    log.info("%s", line)
-            url = cfg.search_url
-            if not url:
-                url, stop_search = serve_search(data_root, data.corpora)
-                stack.callback(stop_search)
-                log.info("serving the corpora for the rollouts at %s", url)
-            judge = RunJudge(cfg.judge, data_root)
-            trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
-            if split is not None:  # after _build: it validates the trainer's own policy and judge
-                from vrag_trainer.validation import ValidationCallback
+            if cfg.algorithm == "sft":  # the supervised warm start: fixed trajectories, no rollouts
+                from vrag_trainer.sft import build_sft
 
-                trainer.add_callback(ValidationCallback(trainer, run, cfg, split))
+                trainer = build_sft(run, cfg, data_root, lambda: flag.set)
+            else:
+                data = load_train_data(cfg, data_root)
+                for line in data.lines():
+                    log.info("%s", line)
+                for warning in learning_warnings(cfg, answer_style(data.items)):
+                    log.warning("warning: %s", warning)  # the words the New-run dialog and the CLI show
+                split = load_validation(cfg, data_root, data)  # a split holds items out of `data`: said
+                if split is not None:
+                    data = split.train
+                    for line in split.lines():
+                        log.info("%s", line)
+                url = cfg.search_url
+                if not url:
+                    url, stop_search = serve_search(data_root, data.corpora)
+                    stack.callback(stop_search)
+                    log.info("serving the corpora for the rollouts at %s", url)
+                judge = RunJudge(cfg.judge, data_root)
+                trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
+                if split is not None:  # after _build: it validates the trainer's own policy and judge
+                    from vrag_trainer.validation import ValidationCallback
+
+                    trainer.add_callback(ValidationCallback(trainer, run, cfg, split))
+                stack.callback(trainer.search_client.close)
+                stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
+                stack.callback(lambda: _close_generator(trainer))
+                stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             if cfg.tensorboard:  # a resume purges the events of the steps it redoes
                 _purging_tensorboard(trainer, run, (ckpt.step if ckpt else 0) + 1 if resuming else None)
-            stack.callback(trainer.search_client.close)
-            stack.callback(trainer._loop.close)  # last: callbacks run in reverse order
-            stack.callback(lambda: _close_generator(trainer))
-            stack.callback(lambda: trainer._loop.run_until_complete(judge.aclose()))
             trainer.train(resume_from_checkpoint=str(ckpt.path) if ckpt else None)
             _finish_processes()
         except (DataError, RunRefused) as exc:
@@ -364,10 +374,11 @@ def _build(
     from vrag_trainer.policy import Limits
     from vrag_trainer.rollout import RolloutSpec
     from vrag_trainer.trl_trainer import AgentGRPOTrainer, grpo_args
+    from vrag_trainer.warmstart import init_weights
 
     torch.manual_seed(cfg.seed)
     device, dtype = device_and_dtype(cfg)
-    model, processor = load_policy(cfg)
+    model, processor = load_policy(cfg, weights=init_weights(run, cfg, dtype))
     rows = [
         {"prompt": [{"role": "user", "content": it.query}], "index": i} for i, it in enumerate(data.items)
     ]

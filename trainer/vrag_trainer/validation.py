@@ -122,6 +122,14 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         every = self.cfg.validation.eval_steps
         return bool(every) and step > 0 and (step % every == 0 or final)
 
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
+        """A warm-started run (``init_from``) first validates the weights it starts from, as step 0:
+        the warm-start value its curve is to rise above (not a best: it has no checkpoint here)."""
+        first = self.cfg.init_from and int(state.global_step) == 0 and state.is_world_process_zero
+        if first and not any(int(r.get("step", -1)) == 0 for r in self.run.val_metrics()):
+            self.evaluate(0, baseline=True)
+        return control
+
     def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> Any:
         from vrag_trainer.distributed import agree_to_stop
 
@@ -166,9 +174,10 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         return control
 
     # ---- one validation ------------------------------------------------------------------------
-    def evaluate(self, step: int) -> dict[str, float] | None:
+    def evaluate(self, step: int, *, baseline: bool = False) -> dict[str, float] | None:
         """Run and score every validation item once with the current policy; write the row. None
-        when no rollout could reach the search server (nothing measured: no point, no best)."""
+        when no rollout could reach the search server (nothing measured: no point, no best).
+        ``baseline``: the starting weights' value (step 0), never marked the best."""
         trainer = self.trainer
         spec = dataclasses.replace(trainer.spec, temperature=0.0)  # greedy: one answer per item
         t0 = time.perf_counter()
@@ -190,7 +199,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         metrics = summarize(rows)
         metrics["val/search_failures"] = float(lost)
         metrics["val/seconds"] = time.perf_counter() - t0
-        better = self.best_value is None or metrics[BEST_METRIC] > self.best_value
+        better = not baseline and (self.best_value is None or metrics[BEST_METRIC] > self.best_value)
         self.run.append_val_metrics({"step": step, "time": time.time(), **metrics, "best": better})
         self._tensorboard(metrics, step)
         log.info(

@@ -1,4 +1,4 @@
-"""``vrag-desktop train grpo|ggpo|resume|export|status|stop|env``: reinforcement learning from the terminal.
+"""``vrag-desktop train grpo|ggpo|sft|resume|export|status|stop|env``: training from the terminal.
 
 Why this shape: the trainer runs in its own environment (``train env`` makes it) as a supervised
 child (:mod:`vrag_desktop.core.training.launch`). The config is validated here first, so a mistake
@@ -43,13 +43,18 @@ def add_parsers(sub: Any) -> None:
     ts = command_group(
         sub,
         "train",
-        help="train an agent with GRPO or GGPO (runs in the trainer's own environment)",
-        description="Reinforcement learning of the VRAG / VimRAG agents. The trainer runs in its own "
+        help="train an agent with GRPO or GGPO, or its SFT warm start (in the trainer's own environment)",
+        description="Reinforcement learning of the VRAG / VimRAG agents, and the supervised warm start "
+        "(SFT) a run starts from (init_from). The trainer runs in its own "
         "environment ('vrag-desktop train env' makes it) and writes a run directory: config, "
         "state, metrics.jsonl, train.log, checkpoints, samples, export.",
         epilog="Exit codes: 0 finished, 3 stopped on request, 2 bad config or input, 1 failure.",
     )
-    for algo, what in (("grpo", "GRPO (as VRAG-RL)"), ("ggpo", "GGPO (as VimRAG: graph-masked)")):
+    for algo, what in (
+        ("grpo", "GRPO (as VRAG-RL)"),
+        ("ggpo", "GGPO (as VimRAG: graph-masked)"),
+        ("sft", "SFT, the supervised warm start (a dataset's labelled items or History's SFT export)"),
+    ):
         a = ts.add_parser(
             algo,
             help=f"start a new {what} run in the foreground",
@@ -123,6 +128,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     handler = {
         "grpo": _new_run,
         "ggpo": _new_run,
+        "sft": _new_run,
         "resume": _resume,
         "export": _export,
         "status": _status,

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.sampling import DAPO_TABLES, DynamicSamplingConfig, OverlongConfig, check_dapo
+from vrag_desktop.core.training.sft import SFT_TABLES, SftConfig, check_sft
 from vrag_desktop.core.training.validation import (
     RESUME_SAFE_VALIDATION,
     VALIDATION_TABLES,
@@ -47,11 +48,12 @@ __all__ = [
     "merge_overrides",
 ]
 
-ALGORITHMS = ("grpo", "ggpo")
+#: ``sft``: the supervised warm start (core/training/sft.py), run and supervised like the RL runs.
+ALGORITHMS = ("grpo", "ggpo", "sft")
 AGENTS = ("vrag", "vimrag")
 #: The agent an algorithm trains when the config names none: GGPO's mask is made of VimRAG's graph
 #: nodes, so GGPO trains VimRAG; GRPO trains VRAG, as the original VRAG-RL does.
-DEFAULT_AGENTS = {"grpo": "vrag", "ggpo": "vimrag"}
+DEFAULT_AGENTS = {"grpo": "vrag", "ggpo": "vimrag", "sft": "vrag"}
 GENERATORS = ("hf", "vllm")
 #: ``app_server``: the app's own vLLM server over HTTP at ``vllm_url``, the LoRA adapter loaded into
 #: it after each step (trainer/vrag_trainer/vllm_http.py).
@@ -155,6 +157,7 @@ class TrainConfig:
     agent: str = ""
     model: str = ""  # a local Hugging Face directory, or a hub id (downloaded when online)
     dataset: str = ""  # a dataset file (unified JSON, JSON lines, parquet) or an app dataset's name
+    init_from: str = ""  # start from these weights: a run, a checkpoint or a model folder (warmstart.py)
     corpora: tuple[str, ...] = ()  # the app corpora the agent searches (empty: all)
     search_url: str = ""  # a running search server; empty: the trainer serves `corpora` itself
     data_dir: str = ""  # the app's data directory (empty: the default)
@@ -193,6 +196,7 @@ class TrainConfig:
     dynamic_sampling: DynamicSamplingConfig = field(default_factory=DynamicSamplingConfig)
     overlong: OverlongConfig = field(default_factory=OverlongConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)  # the held-out curve
+    sft: SftConfig = field(default_factory=SftConfig)
     # engines
     engine: str = "trl"
     generator: str = "hf"
@@ -220,7 +224,13 @@ class TrainConfig:
                 "config", f"must be a mapping of field names to values, not {type(data).__name__}"
             )
         kwargs = _fields_from(cls, data, "")
-        tables = (("reward", RewardConfig), ("judge", JudgeConfig), *DAPO_TABLES, *VALIDATION_TABLES)
+        tables = (
+            ("reward", RewardConfig),
+            ("judge", JudgeConfig),
+            *DAPO_TABLES,
+            *VALIDATION_TABLES,
+            *SFT_TABLES,
+        )
         for name, sub in tables:
             if name in kwargs:
                 value = kwargs[name]
@@ -513,3 +523,4 @@ def _check(c: TrainConfig) -> None:
     _check_vllm(c)
     check_dapo(c)
     check_validation(c)
+    check_sft(c)

@@ -9,7 +9,7 @@ streamed to ``<run>/train.log``, recorded in ``<run>/process.json`` while it liv
 restart, find it. A stop is clean first: the ``STOP`` file plus SIGTERM to the trainer alone (it
 ends at the next step boundary and exits 3), then the whole tree is killed after a grace period.
 
-The trainer's module CLI: ``grpo|ggpo --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
+The trainer's module CLI: ``grpo|ggpo|sft --config FILE [--run DIR]``, ``resume RUN [--config FILE]``,
 ``export RUN [--out DIR]``; exit 0 finished, 3 stopped on request, 2 bad config or input.
 """
 
@@ -54,7 +54,7 @@ __all__ = [
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_STOPPED = 0, 2, 3
 PROCESS_STATE = "process.json"
-COMMANDS = ("grpo", "ggpo", "resume", "export")
+COMMANDS = ("grpo", "ggpo", "sft", "resume", "export")
 ENV_COMMAND = "vrag-desktop train env"
 
 
@@ -102,7 +102,7 @@ def trainer_argv(
     if command not in COMMANDS:
         raise ValueError(f"unknown trainer command {command!r}")
     argv = [str(python), "-m", "vrag_trainer", command]
-    if command in ("grpo", "ggpo"):
+    if command in ("grpo", "ggpo", "sft"):
         if config is None:
             raise ValueError(f"{command} needs a config file")
         argv += ["--config", str(config)]

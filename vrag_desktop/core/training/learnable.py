@@ -72,8 +72,11 @@ def answer_style(items: Iterable[DatasetItem]) -> AnswerStyle:
 
 
 def learning_warnings(cfg: TrainConfig, style: AnswerStyle) -> list[str]:
-    """Why a run of ``cfg`` on a dataset of ``style`` may learn nothing (empty: no known reason)."""
+    """Why a run of ``cfg`` on a dataset of ``style`` may learn nothing (empty: no known reason).
+    An SFT warm start has no reward, so none of these apply to it."""
     out: list[str] = []
+    if cfg.algorithm == "sft":
+        return out
     judged = cfg.reward.judge > 0
     many = style.sentences >= max(1, math.ceil(SENTENCE_SHARE * style.total))
     if judged and cfg.judge.kind == "exact" and style.sentences and many:

@@ -36,6 +36,7 @@ from vrag_desktop.core.training.rundir import TrainRun, TrainRunError
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
+    from vrag_desktop.core.training.warmstart import InitSource
 
 __all__ = [
     "CPU_PROCESSES_ENV",
@@ -44,6 +45,7 @@ __all__ = [
     "LaunchRefused",
     "check_fields",
     "check_memory",
+    "check_warm_start",
     "command",
     "export_run",
     "new_run",
@@ -132,6 +134,23 @@ def check_fields(cfg: TrainConfig, report: GPUReport | None = None) -> None:
         process_count(cfg, report)
 
 
+def check_warm_start(cfg: TrainConfig) -> InitSource | None:
+    """Refuse (:class:`ConfigError`) a warm start that cannot work, before anything is written:
+    ``init_from`` naming weights of another architecture than ``model`` (both named), or an SFT
+    run with nothing to train on (an export without an assistant turn, a dataset without answers).
+    Returns what ``init_from`` names (None: the base model itself)."""
+    from vrag_desktop.core.paths import resolve_data_dir
+    from vrag_desktop.core.training.sft import sft_source_problem
+    from vrag_desktop.core.training.warmstart import check_init_from
+
+    start = check_init_from(cfg)
+    problem = sft_source_problem(cfg, resolve_data_dir(cfg.data_dir or None))
+    if problem is not None:
+        field, _, why = problem.partition(": ")
+        raise ConfigError(field if why else "dataset", why or problem)
+    return start
+
+
 def check_memory(cfg: TrainConfig, report: GPUReport) -> None:
     """Refuse (:class:`LaunchRefused`) a run whose estimated peak does not fit the GPU even when
     nothing else runs on it, with the estimate, the GPU and what to change
@@ -197,6 +216,7 @@ def new_run(
     the command. Refusals: :class:`ConfigError` (a field, by name) or :class:`LaunchRefused` (the
     folder); nothing is left behind — a folder made here is removed if the write fails."""
     check_fields(cfg)
+    check_warm_start(cfg)
     report = _report(gpus)
     processes, _on_cpu = process_count(cfg, report)
     check_memory(cfg, report)

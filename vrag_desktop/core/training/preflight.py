@@ -66,6 +66,7 @@ class DatasetCheck:
     total: int
     problems: list[tuple[str, str]]
     style: AnswerStyle
+    what: str = "items match the chosen corpora"  # an SFT export: trajectories, no corpus needed
 
     @property
     def match(self) -> tuple[int, int, list[tuple[str, str]]]:
@@ -79,7 +80,12 @@ def check_dataset(
     :func:`vrag_desktop.core.training.data.training_items`. A dataset or corpus that cannot be
     found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
     from vrag_desktop.core.training.data import training_items
+    from vrag_desktop.core.training.sft import is_sft_export, read_sft_export
 
+    if is_sft_export(dataset_spec):  # History's SFT export: its trajectories are trained as they are
+        export = read_sft_export(dataset_spec)
+        what = "trajectories of the SFT export can be trained on"
+        return DatasetCheck(len(export.samples), export.total, export.problems, AnswerStyle(), what)
     found = training_items(dataset_spec, corpora, data_dir)
     return DatasetCheck(len(found.items), found.total, found.problems, answer_style(found.items))
 

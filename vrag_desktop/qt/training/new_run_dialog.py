@@ -249,8 +249,15 @@ class NewRunDialog(QDialog):
     # ---- off the GUI thread ----------------------------------------------------------------------
     def _start_probes(self) -> None:
         from vrag_desktop.core.runtime.gpu import detect_gpus
+        from vrag_desktop.core.training.warmstart import warm_start_runs
 
         run_call(detect_gpus, on_done=if_alive(self, self._gpus_found), report=False)
+        run_call(
+            warm_start_runs,
+            self.ctx.layout.training,
+            on_done=if_alive(self, self.form.set_warm_starts),
+            report=False,
+        )
         self.refresh_env()
         self._run_match()
         self._run_checks()
@@ -276,7 +283,7 @@ class NewRunDialog(QDialog):
         def done(check: pf.DatasetCheck) -> None:
             self.match, self.answers = check.match, check.style
             matched, total, problems = check.match
-            text = f"{matched} of {total} items match the chosen corpora"
+            text = f"{matched} of {total} {check.what}"
             if problems:
                 uid, why = problems[0]
                 more = f" (and {len(problems) - 1} more: hover)" if len(problems) > 1 else ""
@@ -316,6 +323,16 @@ class NewRunDialog(QDialog):
                 TrainRun.check_free(run_dir)
             except TrainRunError as exc:
                 where = where or f"output_dir: {exc}"
+            if model.ok:  # a warm start of another architecture, an SFT source with nothing to train
+                try:
+                    start = plan.check_warm_start(cfg)
+                except ConfigError as exc:
+                    where = where or str(exc)
+                else:
+                    if start is not None:
+                        model = pf.ModelCheck(
+                            True, model.kind, f"{model.message}; starts from the {start.describe()}"
+                        )
             return model, where, pf.memory_estimate(cfg.model, cfg, report)
 
         def done(result: tuple[pf.ModelCheck, str | None, pf.Estimate]) -> None:

@@ -24,16 +24,23 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QListWidget,
     QListWidgetItem,
+    QMenu,
     QPushButton,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
 from vrag_desktop.core.training.config import DEFAULT_AGENTS, ConfigError, TrainConfig
+from vrag_desktop.core.training.warmstart import WarmStartRun
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.runtime.style import BAD_COLOR, error_label
 
-ALGORITHMS = (("grpo", "GRPO"), ("ggpo", "GGPO (graph-masked, VimRAG)"))
+ALGORITHMS = (
+    ("grpo", "GRPO"),
+    ("ggpo", "GGPO (graph-masked, VimRAG)"),
+    ("sft", "SFT warm start (supervised; then GRPO/GGPO from it)"),
+)
 AGENTS = (("vrag", "VRAG (search, crop, zoom)"), ("vimrag", "VimRAG (memory graph)"))
 JUDGES = (
     ("profile", "A model: an endpoint profile"),
@@ -62,7 +69,21 @@ NUMBERS = (
     ("gpus", "GPUs (0: all visible)"),
 )
 WEIGHTS = (("reward.judge", "Judge"), ("reward.format", "Format"), ("reward.ndcg", "NDCG"))
-INTS = {f.name for f in TrainConfig.__dataclass_fields__.values() if f.type == "int"}
+#: Fields an SFT run does not read (hidden while SFT is chosen); ``sft.batch_size`` only it reads.
+RL_ONLY = (
+    "group_size",
+    "prompts_per_step",
+    "kl_coef",
+    "clip_ratio",
+    "clip_ratio_high",
+    "ppo_epochs",
+    "dynamic_sampling.enabled",
+)
+SFT_ONLY = ("sft.batch_size",)
+#: The learning rates the form switches between with the algorithm while the person has not typed
+#: their own: the original's RL rate, and the rate of its SFT (LLaMA-Factory, paper Table 4).
+RL_LR, SFT_LR = 1e-6, 1e-5
+INTS = {f.name for f in TrainConfig.__dataclass_fields__.values() if f.type == "int"} | {"sft.batch_size"}
 
 
 def _number(name: str, text: str) -> int | float:
@@ -93,6 +114,7 @@ class RunForm(QWidget):
         lay.addWidget(self._reward_box())
         lay.addWidget(self._hyper_box())
         lay.addStretch(1)
+        self.show_algorithm_rows()
 
     # ---- building -------------------------------------------------------------------------------
     def _field(self, form: QFormLayout, key: str, label: str, widget: QWidget, *extra: QWidget) -> None:
@@ -147,6 +169,7 @@ class RunForm(QWidget):
         self._field(form, "algorithm", "Algorithm", self.algorithm)
         self._field(form, "agent", "Agent", self.agent)
         self._field(form, "model", "Base model", self.model, browse)
+        self._field(form, "init_from", "Start from", self._warm_start_row(), *self._warm_start_buttons())
         self._field(form, "dataset", "Dataset", self.dataset)
         self._field(form, "corpora", "Corpora", self.corpora)
         self._field(form, "name", "Run name", self.name)
@@ -155,8 +178,52 @@ class RunForm(QWidget):
         self.dataset.currentIndexChanged.connect(lambda *_: self.sourcesChanged.emit())
         return box
 
+    def _warm_start_row(self) -> QLineEdit:
+        self.init_from = QLineEdit(self)
+        self.init_from.setObjectName("initFrom")
+        self.init_from.setPlaceholderText("the base model itself (no warm start)")
+        self.init_from.setToolTip(
+            "The weights the run starts from: an SFT run (its export, else its last checkpoint), a "
+            "checkpoint folder or a model folder of the base model's architecture"
+        )
+        return self.init_from
+
+    def _warm_start_buttons(self) -> tuple[QWidget, QWidget]:
+        self.warm_runs = QToolButton(self)
+        self.warm_runs.setObjectName("warmStartRuns")
+        self.warm_runs.setText("SFT runs")
+        self.warm_runs.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.warm_runs.setMenu(QMenu(self.warm_runs))
+        self.set_warm_starts([])
+        browse = QPushButton("Browse…", self)
+        browse.clicked.connect(self._browse_init)
+        return self.warm_runs, browse
+
+    def set_warm_starts(self, runs: list[WarmStartRun]) -> None:
+        """The SFT runs to start from (the menu beside *Start from*); picking one also sets the base
+        model to the one it trained, since a run starts from its own model's architecture."""
+        menu = self.warm_runs.menu()
+        menu.clear()
+        none = menu.addAction("No warm start: the base model itself")
+        none.triggered.connect(lambda: self.init_from.setText(""))
+        for run in runs:
+            where = f"step {run.step}" if run.step else "exported"
+            action = menu.addAction(f"{run.name} ({run.agent}, {where}) — {run.model}")
+            action.triggered.connect(lambda _=False, r=run: self.pick_warm_start(r))
+        self.warm_runs.setEnabled(bool(runs))
+        self.warm_runs.setToolTip(
+            f"{len(runs)} SFT run(s) with weights to start from"
+            if runs
+            else "No SFT run to start from yet: start one with the algorithm SFT warm start"
+        )
+
+    def pick_warm_start(self, run: WarmStartRun) -> None:
+        self.model.setText(run.model)
+        self.init_from.setText(str(run.path))
+
     def _reward_box(self) -> QGroupBox:
         box = QGroupBox("Reward and judge", self)
+        self.reward_box = box
         form = QFormLayout(box)
         for key, label in WEIGHTS:
             self._field(form, key, f"{label} weight", QLineEdit(self))
@@ -174,6 +241,7 @@ class RunForm(QWidget):
         form = QFormLayout(box)
         for key, label in NUMBERS:
             self._field(form, key, label, QLineEdit(self))
+        self._field(form, "sft.batch_size", "Sequences per step (SFT)", QLineEdit(self))
         self._field(form, "gradient_checkpointing", "Gradient checkpointing", QCheckBox("less memory", self))
         self._field(form, "lora.enabled", "LoRA", QCheckBox("train adapters only (far less memory)", self))
         self._field(
@@ -215,7 +283,7 @@ class RunForm(QWidget):
         """Show a config's values (a :meth:`TrainConfig.to_dict`); unknown choices are skipped."""
         flat = {**values, **{f"reward.{k}": v for k, v in dict(values.get("reward") or {}).items()}}
         flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
-        for table in ("lora", "dynamic_sampling"):
+        for table in ("lora", "dynamic_sampling", "sft"):
             flat.update({f"{table}.{k}": v for k, v in dict(values.get(table) or {}).items()})
         for key, w in self.fields.items():
             if key not in flat or flat[key] is None:
@@ -251,7 +319,7 @@ class RunForm(QWidget):
                     raise ConfigError("corpora", "tick at least one corpus")
             elif isinstance(w, QComboBox):
                 value = w.currentData()
-            elif key in dict(NUMBERS) or head == "reward":
+            elif key in dict(NUMBERS) or head == "reward" or key in SFT_ONLY:
                 value = _number(key, w.text())  # type: ignore[attr-defined]
             else:
                 value = w.text().strip()  # type: ignore[attr-defined]
@@ -259,7 +327,8 @@ class RunForm(QWidget):
                 out.setdefault(head, {})[sub] = value
             else:
                 out[key] = value
-        if out["judge"]["kind"] == "profile" and not out["judge"]["profile"]:
+        sft = out["algorithm"] == "sft"  # no reward: the judge is not asked, so not required
+        if out["judge"]["kind"] == "profile" and not out["judge"]["profile"] and not sft:
             raise ConfigError("judge.profile", "no model is chosen yet: choose the judge's profile")
         if out["judge"]["kind"] != "profile":
             out["judge"]["profile"] = None
@@ -310,10 +379,36 @@ class RunForm(QWidget):
 
     def _algorithm_changed(self) -> None:
         """GGPO trains VimRAG (its mask is made of graph nodes): choosing it switches the agent,
-        rather than leaving a VRAG agent the config refuses."""
-        want = DEFAULT_AGENTS.get(str(self.algorithm.currentData()))
+        rather than leaving a VRAG agent the config refuses. SFT has no rollouts and no reward:
+        their fields hide, its own show, and an untouched learning rate follows (RL 1e-6, SFT 1e-5)."""
+        algorithm = str(self.algorithm.currentData())
+        want = DEFAULT_AGENTS.get(algorithm)
         if want == "vimrag" and self.agent.currentData() == "vrag":
             self.agent.setCurrentIndex(self.agent.findData(want))
+        self.show_algorithm_rows()
+        lr = self.fields.get("learning_rate")
+        if isinstance(lr, QLineEdit):
+            old, new = (RL_LR, SFT_LR) if algorithm == "sft" else (SFT_LR, RL_LR)
+            try:
+                untouched = float(lr.text()) == old
+            except ValueError:
+                untouched = False
+            if untouched:
+                lr.setText(f"{new:g}")
+
+    def show_algorithm_rows(self) -> None:
+        sft = self.algorithm.currentData() == "sft"
+        self.reward_box.setVisible(not sft)
+        for key in (*RL_ONLY, *SFT_ONLY):
+            if key in self.rows:
+                form, box = self.rows[key]
+                form.setRowVisible(box, sft == (key in SFT_ONLY))
+
+    def _browse_init(self) -> None:
+        start = self.init_from.text() or self.model.text()
+        path = QFileDialog.getExistingDirectory(self, "Start from: a run, checkpoint or model folder", start)
+        if path:
+            self.init_from.setText(path)
 
     def _browse_model(self) -> None:
         path = QFileDialog.getExistingDirectory(self, "Base model folder", self.model.text())
