@@ -56,15 +56,6 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     ("Loss", (("loss", "loss", "#4b5563"),)),
     ("Response length", (("response_length", "tokens", "#7c3aed"),)),
     ("Tokens/s", (("tokens_per_second", "tokens/s", "#ea580c"),)),
-    ("GPU memory (GB)", (("gpu_memory_gb", "GB", "#be123c"),)),
-    (
-        "Dynamic sampling",
-        (
-            ("groups_filtered", "groups filtered", "#d97706"),
-            ("resample_rounds", "resample rounds", "#2563eb"),
-            ("skipped_steps", "skipped", "#dc2626"),
-        ),
-    ),
     (
         "Validation",
         (
@@ -73,6 +64,15 @@ PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
             ("val/format", "format", "#0891b2"),
             ("val/ndcg", "NDCG", "#9333ea"),
             ("val/recall", "recall", "#d97706"),
+        ),
+    ),
+    ("GPU memory (GB)", (("gpu_memory_gb", "GB", "#be123c"),)),
+    (
+        "Dynamic sampling",
+        (
+            ("groups_filtered", "groups filtered", "#d97706"),
+            ("resample_rounds", "resample rounds", "#2563eb"),
+            ("skipped_steps", "skipped", "#dc2626"),
         ),
     ),
 )
@@ -227,7 +227,10 @@ class MetricPlots(QWidget):
             base = self.palette().color(QPalette.ColorRole.Base)
             base.setAlpha(215)  # readable over the curves it covers
             legend = pg.LegendItem(
-                offset=(-4, 4), labelTextColor=self._fg, brush=pg.mkBrush(base), colCount=2
+                offset=(-4, 4),
+                labelTextColor=self._fg,
+                brush=pg.mkBrush(base),
+                colCount=3 if len(curves) > 4 else 2,  # two rows at most: the plots are short
             )
             legend.setParentItem(box)
         for key, name, colour in curves:
