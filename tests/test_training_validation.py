@@ -181,3 +181,12 @@ def test_pruning_keeps_the_best_checkpoint_and_truncation_drops_later_validation
     assert best is not None and best.checkpoint is not None and best.checkpoint.step == 1
     run.truncate_metrics(2)  # a resume from checkpoint 2 redoes steps 3 and 4
     assert [r["step"] for r in run.val_metrics()] == [1, 2]
+
+
+def test_an_sft_run_draws_no_curve() -> None:
+    with pytest.raises(ConfigError) as err:
+        _cfg(algorithm="sft", validation={"eval_steps": 2})
+    assert (
+        err.value.field == "validation.eval_steps"
+        and "an SFT run draws no validation curve" in err.value.problem
+    )

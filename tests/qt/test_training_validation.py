@@ -161,3 +161,51 @@ def test_a_gone_best_checkpoint_turns_export_best_off(qtbot: Any, ctx: Any, pane
     row = view.best_row
     assert row.label.text().endswith("(its checkpoint is gone)") and not row.export_button.isEnabled()
     assert "gone from checkpoints/" in row.export_button.toolTip()
+
+
+def test_the_new_run_dialog_says_the_split_and_refuses_a_set_with_nothing_to_validate(
+    qtbot: Any, indexed: Any, tmp_path: Path
+) -> None:
+    import json
+
+    from vrag_desktop.core.datasets import DatasetItem
+    from vrag_desktop.qt.training.new_run_dialog import NewRunDialog
+
+    for i in range(10):
+        indexed.datasets.add_item(
+            "atlas", DatasetItem(f"q{i}", "Payload?", "450 kg", "robots.pdf", (2,)), create=True
+        )
+    model = tmp_path / "tiny-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"hidden_size": 64, "num_hidden_layers": 2}))
+    (model / "model.safetensors").write_bytes(b"\0" * 64)
+    indexed.profiles.set_active("DashScope")  # a judge, so the form is valid
+    indexed.current_model.sync()
+    dlg = NewRunDialog(indexed)
+    qtbot.addWidget(dlg)
+    dlg.show()
+    dlg.form.model.setText(str(model))
+    qtbot.waitUntil(lambda: dlg.match is not None, timeout=30_000)
+    assert not dlg.validation_label.isVisible()  # off by default: nothing to say
+    dlg.form.fields["validation.eval_steps"].setText("5")  # no validation set: a share is held out
+    said = "1 of the 10 usable training item(s) are held out (validation.fraction 0.1, seed 0)"
+    qtbot.waitUntil(lambda: said in dlg.validation_label.text(), timeout=30_000)
+    assert (
+        dlg.validation_label.isVisible()
+        and "9 train; evaluated every 5 step(s)" in dlg.validation_label.text()
+    )
+    assert dlg.config is not None and dlg.config.validation.eval_steps == 5
+    assert dlg.config.validation.dataset == ""  # "Held out of the training dataset"
+    val = tmp_path / "val.json"
+    row = {"uid": "v1", "query": "Q?", "reference_answer": "x", "meta_info": {"file_name": "far.pdf"}}
+    val.write_text(json.dumps({"examples": [row]}), encoding="utf-8")
+    dlg.form.val_dataset.set_file(str(val))
+    qtbot.waitUntil(lambda: dlg.validation_error is not None, timeout=30_000)
+    assert dlg.validation_label.text().startswith("validation.dataset: none of the 1 item(s) of")
+    assert not dlg.ok_button.isEnabled() and dlg.validation_error in dlg.blockers()
+    dlg.form.fields["validation.eval_steps"].setText("0")  # a set without a curve: named on its field
+    assert dlg.config is None and "only when validation.eval_steps is above 0" in dlg.form.error_text(
+        "validation.dataset"
+    )
+    dlg.form.algorithm.setCurrentIndex(dlg.form.algorithm.findData("sft"))  # no curve for SFT
+    assert dlg.form.validation_box.isHidden()

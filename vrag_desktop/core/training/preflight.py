@@ -67,6 +67,8 @@ class DatasetCheck:
     problems: list[tuple[str, str]]
     style: AnswerStyle
     what: str = "items match the chosen corpora"  # an SFT export: trajectories, no corpus needed
+    validation: tuple[str, ...] = ()  # what the run validates on, as the trainer will say it
+    validation_error: str | None = None  # why no validation set can be made (Start is off)
 
     @property
     def match(self) -> tuple[int, int, list[tuple[str, str]]]:
@@ -74,11 +76,15 @@ class DatasetCheck:
 
 
 def check_dataset(
-    dataset_spec: str, corpora: Sequence[str], data_dir: str | os.PathLike[str]
+    dataset_spec: str,
+    corpora: Sequence[str],
+    data_dir: str | os.PathLike[str],
+    config: TrainConfig | None = None,
 ) -> DatasetCheck:
     """Match the dataset against ``corpora`` (empty: all) by the shared rule of
     :func:`vrag_desktop.core.training.data.training_items`. A dataset or corpus that cannot be
-    found raises :class:`ConfigError` naming ``dataset`` or ``corpora``."""
+    found raises :class:`ConfigError` naming ``dataset`` or ``corpora``. With ``config`` validating
+    (``validation.eval_steps``), its validation set is made as the trainer makes it and said."""
     from vrag_desktop.core.training.data import training_items
     from vrag_desktop.core.training.sft import is_sft_export, read_sft_export
 
@@ -87,7 +93,18 @@ def check_dataset(
         what = "trajectories of the SFT export can be trained on"
         return DatasetCheck(len(export.samples), export.total, export.problems, AnswerStyle(), what)
     found = training_items(dataset_spec, corpora, data_dir)
-    return DatasetCheck(len(found.items), found.total, found.problems, answer_style(found.items))
+    check = DatasetCheck(len(found.items), found.total, found.problems, answer_style(found.items))
+    if config is None or not config.validation.eval_steps or not found.items:
+        return check
+    from dataclasses import replace
+
+    from vrag_desktop.core.training.validation import validation_split
+
+    try:
+        split = validation_split(replace(config, corpora=tuple(corpora)), found, data_dir)
+    except ConfigError as exc:
+        return replace(check, validation_error=str(exc))
+    return replace(check, validation=tuple(split.lines()))
 
 
 def match_count(

@@ -75,6 +75,12 @@ def check_validation(c: TrainConfig) -> None:
     _num("validation.fraction", v.fraction, low=0.0, low_open=True, high=0.5)
     _num("validation.eval_steps", v.eval_steps, integer=True, low=0)
     _num("validation.max_items", v.max_items, integer=True, low=0)
+    if c.algorithm == "sft" and v.eval_steps:
+        raise ConfigError(
+            "validation.eval_steps",
+            "an SFT run draws no validation curve (it has no rollouts); validate the GRPO/GGPO run "
+            "that starts from it (init_from), whose first point is the warm start's value",
+        )
     if v.dataset.strip() and not v.eval_steps:
         raise ConfigError(
             "validation.dataset",

@@ -9,6 +9,8 @@ anything would make the launch fail: a bad value, no matching item, a base model
 that cannot be used, the trainer environment missing or broken (the dialog offers to create or
 re-create it). A run that would start but cannot learn (an exact judge on sentence answers) is
 warned about in the pre-flight box, in the words the CLI prints (``core/training/learnable.py``).
+With a validation curve asked for, the held-out set is made as the trainer makes it and said under
+the match (which items a split holds out); a set with nothing to validate turns Start off.
 Given ``launch`` (the panel's), Start launches from here and a refusal (a full disk, an unwritable
 folder) is shown in the dialog, which stays open with its values. On accept: :attr:`config` and
 :attr:`run_dir`.
@@ -77,6 +79,7 @@ class NewRunDialog(QDialog):
         self.match: tuple[int, int, list[tuple[str, str]]] | None = None
         self.estimate: pf.Estimate | None = None
         self.answers: pf.AnswerStyle | None = None  # the matched items' answers (warnings)
+        self.validation_error: str | None = None  # no validation set can be made (Start is off)
         self._problem: str | None = None  # from the worker: model or output folder not usable
         self._error: ConfigError | None = None
         self._matching, self._checking = TaskSlot(), TaskSlot()  # the newest answer of each wins
@@ -100,6 +103,8 @@ class NewRunDialog(QDialog):
         self.preview.setReadOnly(True)
         self.preview.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.match_label = text_label(self, "matchLabel", "Matching the dataset against the corpora…")
+        self.validation_label = text_label(self, "validationLabel")  # the held-out set, as said
+        self.validation_label.setVisible(False)
         self.model_label = text_label(self, "modelLabel")
         self.memory_label = text_label(self, "memoryLabel", "Estimating memory…")
         self.memory_label.setStyleSheet(f"color: {MUTED};")
@@ -115,7 +120,14 @@ class NewRunDialog(QDialog):
         rv.setContentsMargins(0, 0, 0, 0)
         rv.addWidget(QLabel("<b>Config and command</b>", self))
         rv.addWidget(self.preview, 1)
-        for w in (self.match_label, self.model_label, self.memory_label, self.warn_box, self.env_box):
+        for w in (
+            self.match_label,
+            self.validation_label,
+            self.model_label,
+            self.memory_label,
+            self.warn_box,
+            self.env_box,
+        ):
             rv.addWidget(w)
         self.status = text_label(self, "statusLabel")
         self.status.setStyleSheet(f"color: {BAD_COLOR};")
@@ -230,6 +242,8 @@ class NewRunDialog(QDialog):
             out.append("the dataset is still being matched against the corpora")
         elif self.match[0] == 0:
             out.append("no dataset item matches the chosen corpora")
+        elif self.validation_error:
+            out.append(self.validation_error)
         if self.env is None:
             out.append("the trainer environment is still being checked")
         elif self.env.state == "missing":
@@ -269,9 +283,11 @@ class NewRunDialog(QDialog):
 
     def _run_match(self) -> None:
         """How many items the trainer would train on (off the GUI thread; stale answers dropped)."""
-        spec, corpora = self.form.dataset.chosen(), self.form.chosen_corpora()
+        spec, corpora, cfg = self.form.dataset.chosen(), self.form.chosen_corpora(), self.config
         self.match = None
         self.answers = None
+        self.validation_error = None
+        self.validation_label.setVisible(False)
         self._update_ok()
         if not spec:
             self._matching.drop()
@@ -293,6 +309,11 @@ class NewRunDialog(QDialog):
             self.match_label.setText(text)
             self.match_label.setToolTip("\n".join(f"{u}: {w}" for u, w in problems[:50]))
             self.match_label.setStyleSheet(f"color: {OK_COLOR if matched else BAD_COLOR};")
+            self.validation_error = check.validation_error
+            said = [check.validation_error] if check.validation_error else list(check.validation)
+            self.validation_label.setText("\n".join(said))
+            self.validation_label.setStyleSheet(f"color: {BAD_COLOR if check.validation_error else MUTED};")
+            self.validation_label.setVisible(bool(said))
             self._show_warnings()
             self._update_ok()
 
@@ -303,7 +324,7 @@ class NewRunDialog(QDialog):
             self._update_ok()
 
         self._matching.start(
-            run_call, pf.check_dataset, spec, corpora, self.ctx.data_dir,
+            run_call, pf.check_dataset, spec, corpora, self.ctx.data_dir, cfg,
             on_done=if_alive(self, done), on_error=if_alive(self, failed), report=False,
         )  # fmt: skip
 

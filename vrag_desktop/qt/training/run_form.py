@@ -83,7 +83,19 @@ SFT_ONLY = ("sft.batch_size",)
 #: The learning rates the form switches between with the algorithm while the person has not typed
 #: their own: the original's RL rate, and the rate of its SFT (LLaMA-Factory, paper Table 4).
 RL_LR, SFT_LR = 1e-6, 1e-5
-INTS = {f.name for f in TrainConfig.__dataclass_fields__.values() if f.type == "int"} | {"sft.batch_size"}
+#: The validation fields (issue 30 item 4): every N steps, on a held-out set or share; RL runs only.
+VALIDATION = (
+    ("validation.eval_steps", "Validate every (steps, 0: off)"),
+    ("validation.dataset", "Validation set"),
+    ("validation.fraction", "Held-out share (no set)"),
+    ("validation.max_items", "At most (items, 0: all)"),
+)
+HELD_OUT = "Held out of the training dataset (split by the seed)"
+INTS = {f.name for f in TrainConfig.__dataclass_fields__.values() if f.type == "int"} | {
+    "sft.batch_size",
+    "validation.eval_steps",
+    "validation.max_items",
+}
 
 
 def _number(name: str, text: str) -> int | float:
@@ -113,6 +125,7 @@ class RunForm(QWidget):
         lay.addWidget(self._run_box())
         lay.addWidget(self._reward_box())
         lay.addWidget(self._hyper_box())
+        lay.addWidget(self._validation_box())
         lay.addStretch(1)
         self.show_algorithm_rows()
 
@@ -252,6 +265,22 @@ class RunForm(QWidget):
         )
         return box
 
+    def _validation_box(self) -> QGroupBox:
+        """The held-out curve: what is validated, and how often (they change what is trained on
+        when a share is held out, so they re-run the match like the dataset does)."""
+        box = QGroupBox("Validation curve (held-out questions)", self)
+        self.validation_box = box
+        form = QFormLayout(box)
+        self.val_dataset = DatasetPicker("Datasets (*.json *.jsonl *.parquet);;All files (*)", "File…", self)
+        self.val_dataset.setObjectName("validationDataset")
+        for key, label in VALIDATION:
+            widget = self.val_dataset if key == "validation.dataset" else QLineEdit(self)
+            self._field(form, key, label, widget)
+            signal = getattr(widget, "currentIndexChanged", None) or getattr(widget, "textChanged", None)
+            if signal is not None:
+                signal.connect(lambda *_: self.sourcesChanged.emit())
+        return box
+
     # ---- choices --------------------------------------------------------------------------------
     def set_choices(
         self, datasets: list[str], corpora: list[str], profiles: list[str], active: str | None
@@ -260,6 +289,7 @@ class RunForm(QWidget):
         (``active``) chosen as the judge; while none is chosen the judge box says so and no profile
         is picked for the person."""
         self.dataset.set_datasets((name, name) for name in datasets)
+        self.val_dataset.set_datasets([(HELD_OUT, ""), *((name, name) for name in datasets)])
         self.corpora.clear()
         for name in corpora:
             item = QListWidgetItem(name)
@@ -283,7 +313,7 @@ class RunForm(QWidget):
         """Show a config's values (a :meth:`TrainConfig.to_dict`); unknown choices are skipped."""
         flat = {**values, **{f"reward.{k}": v for k, v in dict(values.get("reward") or {}).items()}}
         flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
-        for table in ("lora", "dynamic_sampling", "sft"):
+        for table in ("lora", "dynamic_sampling", "sft", "validation"):
             flat.update({f"{table}.{k}": v for k, v in dict(values.get(table) or {}).items()})
         for key, w in self.fields.items():
             if key not in flat or flat[key] is None:
@@ -295,6 +325,8 @@ class RunForm(QWidget):
                 at = w.findData(v)
                 if at >= 0:
                     w.setCurrentIndex(at)
+                elif w is self.val_dataset and v:  # a file of an earlier run: listed again
+                    self.val_dataset.set_file(str(v))
             elif isinstance(w, QLineEdit) and key not in ("output_dir", "name"):  # a new run's own
                 w.setText(f"{v:g}" if isinstance(v, float) else str(v))
         wanted = set(values.get("corpora") or ())
@@ -313,13 +345,15 @@ class RunForm(QWidget):
                 value: Any = w.isChecked()
             elif key == "dataset":
                 value = self.dataset.chosen()
+            elif isinstance(w, DatasetPicker):  # not the file entry itself, while its dialog is open
+                value = w.chosen()
             elif key == "corpora":
                 value = self.chosen_corpora()
                 if self.corpora.count() and not value:
                     raise ConfigError("corpora", "tick at least one corpus")
             elif isinstance(w, QComboBox):
                 value = w.currentData()
-            elif key in dict(NUMBERS) or head == "reward" or key in SFT_ONLY:
+            elif key in dict(NUMBERS) or head == "reward" or key in SFT_ONLY or key in dict(VALIDATION):
                 value = _number(key, w.text())  # type: ignore[attr-defined]
             else:
                 value = w.text().strip()  # type: ignore[attr-defined]
@@ -328,6 +362,8 @@ class RunForm(QWidget):
             else:
                 out[key] = value
         sft = out["algorithm"] == "sft"  # no reward: the judge is not asked, so not required
+        if sft:
+            out.pop("validation", None)  # no rollouts, no curve: its hidden fields do not apply
         if out["judge"]["kind"] == "profile" and not out["judge"]["profile"] and not sft:
             raise ConfigError("judge.profile", "no model is chosen yet: choose the judge's profile")
         if out["judge"]["kind"] != "profile":
@@ -399,6 +435,7 @@ class RunForm(QWidget):
     def show_algorithm_rows(self) -> None:
         sft = self.algorithm.currentData() == "sft"
         self.reward_box.setVisible(not sft)
+        self.validation_box.setVisible(not sft)
         for key in (*RL_ONLY, *SFT_ONLY):
             if key in self.rows:
                 form, box = self.rows[key]
