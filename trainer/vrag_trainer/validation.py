@@ -135,7 +135,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
 
         step = int(state.global_step)
         final = bool(state.max_steps) and step >= state.max_steps
-        if control.should_training_stop and not final:  # a stop request: stop now, validate on resume
+        if control.should_training_stop and not final:  # a stop request: the step ends unvalidated
             return control
         if not self.due(step, final):
             return control
