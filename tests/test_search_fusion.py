@@ -55,13 +55,26 @@ def test_the_engine_fuses_by_default(library, minilm, tmp_path) -> None:  # type
         dense.close()
 
 
-def test_people_see_the_similarity_not_the_fused_vote() -> None:
+def test_people_see_the_score_that_ranks_and_the_cosine_only_labelled() -> None:
+    """A list sorted by the fused vote must read in order (issue 31, item 5): the vote is what is
+    shown; the cosine is shown beside it, named."""
     from vrag_desktop.core.search.hit import Hit
 
     fused = Hit(
-        score=0.0328, name="a_1", source="/d/a.pdf", modality="page", dense_score=0.71, lexical_score=9.2
+        score=0.0328, name="a_1", source="/d/a.pdf", modality="page", dense_score=0.382, lexical_score=9.2
     )
-    assert fused.similarity == 0.71 and fused.score == 0.0328
-    assert (
-        Hit(score=0.64, name="b", source="/d/b.png", modality="image").similarity == 0.64
-    )  # no dense score known
+    assert fused.fused and fused.score_text == "0.0328" and fused.cosine_text == "cosine 0.382"
+    assert "fused vote" in fused.score_note and "cosine 0.382" in fused.score_note
+    bm25_only = Hit(score=0.0161, name="b_2", source="/d/b.pdf", modality="page", lexical_score=3.0)
+    assert bm25_only.fused and bm25_only.cosine_text == "" and bm25_only.score_text == "0.0161"
+    dense = Hit(score=0.393, name="c", source="/d/c.png", modality="image", dense_score=0.393)
+    assert not dense.fused and dense.score_text == "0.393" and dense.cosine_text == ""
+    assert "cosine similarity" in dense.score_note
+    server = Hit(score=0.64, name="d", source="/d/d.png", modality="image")  # a search server's hit
+    assert not server.fused and server.score_text == "0.640" and "search server" in server.score_note
+    # the ranks read in order even where the cosines do not (0.382 ranked above 0.393)
+    ranked = [
+        fused,
+        Hit(score=0.0323, name="e", source="/e", modality="page", dense_score=0.393, lexical_score=1.0),
+    ]
+    assert [h.score_text for h in ranked] == ["0.0328", "0.0323"]

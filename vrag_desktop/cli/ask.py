@@ -187,7 +187,8 @@ class EventPrinter:
                     + (f" p{h.page}" if h.page else "")
                     + (f" clip {h.clip}" if h.clip else "")
                 )
-                self._line(f"   {mark} {h.similarity:.3f}  {where}")
+                also = f"  ({h.also_in_text(paths=False)})" if h.also_in else ""
+                self._line(f"   {mark} {h.score_text}  {where}{also}")
         elif kind == "bbox":
             self._line(self._style(f"📐 region: {ev['content']}", "35"))
         elif kind == "crop_image":

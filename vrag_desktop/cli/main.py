@@ -155,7 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "endpoints": cli_endpoints.cmd_endpoints,
             "models": cli_models.cmd_models,
         }[args.command]
-        return int(handler(args))
+        code = int(handler(args))
+        sys.stdout.flush()  # here, not at exit: a reader that went away is seen below
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("\nInterrupted.", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -176,6 +180,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"vrag-desktop: error: {message}", file=sys.stderr)
             return EXIT_ERROR
         raise
+
+
+#: The status of a command whose output's reader went away: killed by SIGPIPE, as the shell counts it.
+EXIT_PIPE = 128 + 13
+
+
+def _reader_gone() -> int:
+    """``vrag-desktop search … | head``: the reader stopped reading, so stop quietly, as Unix tools
+    do (they die of SIGPIPE), instead of a traceback. What is still buffered for stdout cannot be
+    written; it goes to the null device, so the interpreter's last flush at exit fails no more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture)
+        pass
+    return EXIT_PIPE
 
 
 def _storage_message(exc: BaseException, data_dir: str | None) -> str | None:

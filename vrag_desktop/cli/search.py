@@ -74,6 +74,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         hits = engine.search(args.query, args.k)
     finally:
         engine.close()
+    several = len(engine.corpora) > 1
     for problem in engine.problems:  # a damaged corpus is searched without what it lost, and said so
         print(f"warning: {problem}", file=sys.stderr)
     if args.json:
@@ -90,7 +91,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             where += f"  page {h.page}"
         elif h.clip is not None:
             where += f"  clip {h.clip} ({_ts(h.t_start)}–{_ts(h.t_end)})"
-        print(f"{rank:>2}. {h.similarity:.3f}  {where}")
+        if several:
+            where += f"  [{h.corpus}]"
+        # The score that ranks (the fused vote in hybrid mode); the cosine only beside it, labelled.
+        cosine = f"  ({h.cosine_text})" if h.cosine_text else ""
+        print(f"{rank:>2}. {h.score_text}  {where}{cosine}")
+        if h.also_in:
+            print(f"     {h.also_in_text(limit=len(h.also_in))}")
         snippet = " ".join(h.text.split())[:160]
         if snippet:
             print(f"     {snippet}")

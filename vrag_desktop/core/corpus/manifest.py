@@ -360,6 +360,13 @@ class Manifest:
         row = self._db.execute("SELECT * FROM items WHERE id=?", (item_id,)).fetchone()
         return None if row is None else _from_row(ItemRow, row)
 
+    def item_at(self, source_id: int, ordinal: int) -> ItemRow | None:
+        """The item at ``ordinal`` (1-based page, clip …) of a source, if it was derived."""
+        row = self._db.execute(
+            "SELECT * FROM items WHERE source_id=? AND ordinal=?", (source_id, ordinal)
+        ).fetchone()
+        return None if row is None else _from_row(ItemRow, row)
+
     def done_ordinals(self, source_id: int) -> set[int]:
         rows = self._db.execute("SELECT ordinal FROM items WHERE source_id=?", (source_id,))
         return {r[0] for r in rows}

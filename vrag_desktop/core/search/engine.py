@@ -23,10 +23,11 @@ from vrag_desktop.core.corpus.corpus import Corpus, embedder_mismatch
 from vrag_desktop.core.corpus.errors import CorpusError
 from vrag_desktop.core.corpus.kinds import ITEM_CLIP, ITEM_PAGE
 from vrag_desktop.core.corpus.library import Library
-from vrag_desktop.core.corpus.manifest import ItemRow, damaged_message
+from vrag_desktop.core.corpus.manifest import ItemRow, SourceRow, damaged_message
 from vrag_desktop.core.embedders import Embedder, create_embedder
 from vrag_desktop.core.index.store import Damage, StoreError
-from vrag_desktop.core.search.hit import Hit
+from vrag_desktop.core.search.copies import Identities, Key, best_first, group_ranking
+from vrag_desktop.core.search.hit import Hit, Location
 
 if TYPE_CHECKING:
     from vrag_desktop.core.search.lexical import LexicalIndex
@@ -209,9 +210,62 @@ class SearchEngine:
             except sqlite3.DatabaseError as exc:
                 self._drop(c, exc)
         dense.sort(key=lambda t: -t[0])
+        rows: dict[Key, tuple[Corpus, ItemRow]] = {}
+        dense_scores: dict[Key, float] = {}
+        for s, c, row in dense:
+            rows[(c.name, row.id)] = (c, row)
+            dense_scores[(c.name, row.id)] = s
+        lexical_scores: dict[Key, float] = {}
+        if self.hybrid:
+            lexical_scores = self._lexical_ranking(query, k, rows)
+        live = {c.name for c in self.corpora}  # a corpus that failed while read was left out
+        if len(live) < len({key[0] for key in rows}):
+            rows = {key: v for key, v in rows.items() if key[0] in live}
+            dense_scores = {key: v for key, v in dense_scores.items() if key[0] in live}
+        # Copies of one content (the same file in two corpora) are merged before the cut to k, so
+        # a copy takes no slot (see :mod:`.copies`).
+        ident = Identities(self.corpora)
+        group_of = {key: ident.group(*rows[key]) for key in rows}
+        dense_groups = group_ranking(dense_scores, group_of)
         if not self.hybrid:
-            return [_hit(c, row, s, dense_score=s) for s, c, row in dense[:k]]
-        return self._fuse(query, dense, k)
+            ranked = [(g, 0.0) for g in dense_groups[:k]]
+        else:
+            from vrag_desktop.core.search.fusion import rrf
+
+            fused = rrf(dense_groups, group_ranking(lexical_scores, group_of))
+            ranked = sorted(fused.items(), key=lambda t: -t[1])[:k]
+        return [self._group_hit(g, s, group_of, rows, dense_scores, lexical_scores, ident) for g, s in ranked]
+
+    def _group_hit(
+        self,
+        group: str,
+        fused: float,
+        group_of: dict[Key, str],
+        rows: dict[Key, tuple[Corpus, ItemRow]],
+        dense: dict[Key, float],
+        lexical: dict[Key, float],
+        ident: Identities,
+    ) -> Hit:
+        """One content's hit: its best copy, with every other copy named in ``also_in``. Its scores
+        are the content's: each ranking placed it at its best copy's rank."""
+        order = {c.name: i for i, c in enumerate(self.corpora)}
+        members = best_first([key for key, g in group_of.items() if g == group], dense, lexical, order)
+        c, row = rows[members[0]]
+        d = max((dense[m] for m in members if m in dense), default=None)
+        lex = max((lexical[m] for m in members if m in lexical), default=None)
+        score = fused if self.hybrid else (d if d is not None else 0.0)
+        also = [Location(rows[m][0].name, _source_path(ident, *rows[m]), m[1]) for m in members[1:]]
+        also += ident.copies(c, row, skip={m[0] for m in members})
+        return _hit(
+            c,
+            row,
+            score,
+            source=ident.source(c, row),
+            dense_score=d,
+            lexical_score=lex,
+            content_id=ident.content_id(c, row),
+            also_in=tuple(also),
+        )
 
     def _dense(self, c: Corpus, qvec: np.ndarray, k: int) -> list[tuple[float, Corpus, ItemRow]]:
         store = c.store()
@@ -219,6 +273,8 @@ class SearchEngine:
             return []
         # Several vectors can belong to one item (chunks): over-fetch, then keep each item's best.
         # A vector the manifest does not list (yet) is skipped: it is the indexer's, not ours to drop.
+        # Copies of a content in other corpora need no more: each corpus's own top k holds every
+        # content of the overall top k that it has the best copy of.
         scores, ids = store.search(qvec, min(store.ntotal, k * 4))
         rows = c.manifest.items_for_vectors(int(i) for i in ids[0] if i >= 0)
         best: dict[int, tuple[float, ItemRow]] = {}
@@ -228,15 +284,11 @@ class SearchEngine:
                 best[row.id] = (s, row)
         return [(s, c, row) for s, row in best.values()]
 
-    def _fuse(self, query: str, dense: list[tuple[float, Corpus, ItemRow]], k: int) -> list[Hit]:
-        """Weighted reciprocal-rank fusion of dense and BM25 results (see :mod:`.fusion`)."""
-        from vrag_desktop.core.search.fusion import rrf
-
-        rows: dict[tuple[str, int], tuple[Corpus, ItemRow]] = {}
-        dense_scores: dict[tuple[str, int], float] = {}
-        for s, c, row in dense:
-            rows[(c.name, row.id)] = (c, row)
-            dense_scores[(c.name, row.id)] = s
+    def _lexical_ranking(
+        self, query: str, k: int, rows: dict[Key, tuple[Corpus, ItemRow]]
+    ) -> dict[Key, float]:
+        """BM25's candidates over every corpus, best first (their rows added to ``rows``). The
+        hybrid ranking fuses it with the dense one by reciprocal rank (see :mod:`.fusion`)."""
         lexical: list[tuple[float, Corpus, int]] = []
         for c in list(self.corpora):
             try:
@@ -246,7 +298,7 @@ class SearchEngine:
                 continue
             lexical += [(s, c, item_id) for s, item_id in index.search(query, k * 4)]
         lexical.sort(key=lambda t: -t[0])
-        lexical_scores: dict[tuple[str, int], float] = {}
+        scores: dict[Key, float] = {}
         for s, c, item_id in lexical:
             key = (c.name, item_id)
             if key not in rows:
@@ -254,13 +306,8 @@ class SearchEngine:
                 if lexical_row is None:
                     continue
                 rows[key] = (c, lexical_row)
-            lexical_scores[key] = s
-        fused = rrf(list(dense_scores), list(lexical_scores))
-        ranked = sorted(fused.items(), key=lambda t: -t[1])[:k]
-        return [
-            _hit(*rows[key], score, dense_score=dense_scores.get(key), lexical_score=lexical_scores.get(key))
-            for key, score in ranked
-        ]
+            scores[key] = s
+        return scores
 
     def _lexical_index(self, c: Corpus) -> LexicalIndex:
         """``c``'s BM25 index, rebuilt once the corpus changed — while a corpus keeps changing (an
@@ -299,15 +346,23 @@ def damage_message(name: str, damage: list[Damage]) -> str:
     )
 
 
+def _source_path(ident: Identities, c: Corpus, row: ItemRow) -> str:
+    src = ident.source(c, row)
+    return src.path if src else ""
+
+
 def _hit(
     c: Corpus,
     row: ItemRow,
     score: float,
     *,
+    source: SourceRow | None,
     dense_score: float | None = None,
     lexical_score: float | None = None,
+    content_id: str | None = None,
+    also_in: tuple[Location, ...] = (),
 ) -> Hit:
-    src = c.manifest.source(row.source_id)
+    src = source
     return Hit(
         score=float(score),
         corpus=c.name,
@@ -324,4 +379,6 @@ def _hit(
         text=row.text or "",
         dense_score=None if dense_score is None else float(dense_score),
         lexical_score=None if lexical_score is None else float(lexical_score),
+        content_id=content_id,
+        also_in=also_in,
     )

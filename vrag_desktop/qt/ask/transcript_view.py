@@ -234,9 +234,10 @@ def _action_html(b: Block, text: str, c: _Colors) -> str:
         rows = []
         for i, h in enumerate(hits):
             mark = "→" if i in shown else "&nbsp;"
-            label = f" <span style='color:{c.muted}'>{_esc(h.label)}</span>" if h.label else ""
+            note = " · ".join(x for x in (h.label, h.also_in_text(paths=False)) if x)
+            label = f" <span style='color:{c.muted}'>{_esc(note)}</span>" if note else ""
             rows.append(
-                f"<p style='margin:0 0 0 14px'><span style='font-family:monospace'>{mark} {h.similarity:.3f}</span>"
+                f"<p style='margin:0 0 0 14px'><span style='font-family:monospace'>{mark} {h.score_text}</span>"
                 f"&nbsp; {_esc(hit_where(h))}{label}</p>"
             )
         return "".join(rows)

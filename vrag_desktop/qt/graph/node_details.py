@@ -211,11 +211,18 @@ class NodeDetails(QWidget):
         t = self._table("hits", ["Item", "Source", "Score", "Shown"])
         t.setRowCount(len(info.hits))
         for r, h in enumerate(info.hits):
-            cells = [h.label or h.name, hit_source(h), f"{h.similarity:.3f}", "✓" if r in shown else ""]
+            source = hit_source(h) + (
+                f" (+{len(h.also_in)} cop{'y' if len(h.also_in) == 1 else 'ies'})" if h.also_in else ""
+            )
+            cells = [h.label or h.name, source, h.score_text, "✓" if r in shown else ""]
             for c, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if c == 1:
-                    item.setToolTip(h.source + (f"\n{h.image}" if h.image else ""))
+                    where = [h.source + (f" ('{h.corpus}')" if h.corpus else "")]
+                    where += [f"{x.source} ('{x.corpus}')" for x in h.also_in]
+                    item.setToolTip("\n".join(where) + (f"\n{h.image}" if h.image else ""))
+                if c == 2:
+                    item.setToolTip(h.score_note[:1].upper() + h.score_note[1:])
                 if c in (2, 3):
                     item.setTextAlignment(
                         Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter
