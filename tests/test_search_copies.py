@@ -161,3 +161,83 @@ def test_locations_round_trip_and_refuse_garbage() -> None:
         also_in=tuple(Location(f"c{i}", f"/c{i}/x") for i in range(5)),
     )
     assert many.also_in_text(limit=2) == "also in 'c0' (/c0/x), 'c1' (/c1/x) and 3 more"
+
+
+def test_the_vrag_agent_never_shows_another_corpus_s_copy_of_a_page_it_showed(tmp_path: Path) -> None:
+    """Search 1 leads with corpus A's copy, search 2 with corpus B's (BM25 differs per corpus): the
+    second is the same page, so the model is told it was shown, not shown it again."""
+    from PIL import Image
+    from test_vrag_agent import FakeModel, ListSearcher, collect, images_of, texts_of
+
+    from vrag_desktop.core.agents.events import ImageShown
+    from vrag_desktop.core.agents.vrag import VRAGAgent
+
+    paths = []
+    for corpus in ("a", "b"):
+        (tmp_path / corpus).mkdir()
+        paths.append(tmp_path / corpus / "report_2.jpg")
+        Image.new("RGB", (640, 480), "white").save(paths[-1])
+    copies = [
+        Hit(
+            score=0.03,
+            name="report_2",
+            source=f"/{c}/report.pdf",
+            modality="page",
+            page=2,
+            image=str(p),
+            corpus=c,
+            content_id="abc:page:2",
+        )
+        for c, p in zip(("a", "b"), paths, strict=True)
+    ]
+
+    class Alternating(ListSearcher):
+        def search(self, query: str, k: int) -> list[Hit]:
+            return [copies.pop(0)]
+
+    model = FakeModel(
+        [
+            "<think>s</think><search>revenue</search>",
+            "<think>s</think><search>revenue 2024</search>",
+            "<think>a</think><answer>x</answer>",
+        ]
+    )
+    events = collect(VRAGAgent(model, Alternating([]), image_dir=tmp_path / "run"), "Q?")
+    assert len([e for e in events if isinstance(e, ImageShown)]) == 1
+    second = model.calls[2][-1]
+    assert not images_of(second) and "already been shown" in texts_of(second)[0]
+
+
+def test_server_records_carry_the_copies_and_the_client_reads_them(two_corpora, minilm) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.agents.searchers import parse_search_response
+    from vrag_desktop.core.search.server import results
+
+    engine = SearchEngine(two_corpora, None, embedder=minilm)
+    try:
+        hits = engine.search("Revenue grew to 4.2 billion dollars in 2024", 3)
+    finally:
+        engine.close()
+    back = parse_search_response(results([hits]))
+    assert [(h.also_in, h.content_id, h.dense_score, h.lexical_score, h.score) for h in back] == [
+        (h.also_in, h.content_id, h.dense_score, h.lexical_score, h.score) for h in hits
+    ]
+    assert any(h.also_in for h in back) and all(h.fused for h in back)
+    # a foreign server's odd fields are dropped, never a failed search
+    odd = {
+        "results": [
+            {
+                "score": [0.5],
+                "data": [
+                    {
+                        "type": "image",
+                        "file_path": "/x.jpg",
+                        "also_in": "elsewhere",
+                        "dense_score": "high",
+                        "content_id": 7,
+                    }
+                ],
+            }
+        ]
+    }
+    (hit,) = parse_search_response(odd)
+    assert hit.also_in == () and hit.dense_score is None and hit.content_id is None and hit.score == 0.5

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -358,6 +359,11 @@ def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
         s = float(score)
     except (TypeError, ValueError):
         s = 0.0
+    try:  # where else the server has the same content; a foreign server's oddity there is dropped
+        also_in = Hit(score=0.0, name="", source="", modality="", also_in=rec.get("also_in") or ()).also_in
+    except TypeError:
+        also_in = ()
+    content_id = rec.get("content_id")
     return SearchHit(
         score=s,
         name=str(name),
@@ -372,7 +378,18 @@ def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
         item_id=rec.get("item_id"),
         text=str(rec.get("content") or ""),
         media=str(media) if media else None,
+        dense_score=_number(rec.get("dense_score")),
+        lexical_score=_number(rec.get("lexical_score")),
+        content_id=content_id if isinstance(content_id, str) and content_id else None,
+        also_in=also_in,
     )
+
+
+def _number(value: Any) -> float | None:
+    """A finite number a server sent, else None (a missing or foreign field)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
 
 
 __all__ = [

@@ -134,7 +134,7 @@ class _Run(ModelTurns):
 
     def __init__(self, agent: VRAGAgent, question: str) -> None:
         super().__init__(agent, question)
-        self.shown_images: set[str] = set()
+        self.shown_images: set[str] = set()  # image paths and content ids (a copy in another corpus)
         self.n_shown = 0
         self.current: _Shown | None = None
         self._page: zoom.PageImage | None = None  # the page image nested zooms cut again
@@ -257,7 +257,7 @@ class _Run(ModelTurns):
         shown: tuple[Path, str] | None = None
         problems: list[str] = []
         for i, hit in enumerate(hits):
-            if not hit.image or hit.image in self.shown_images:
+            if not hit.image or {hit.image, hit.content_id} & self.shown_images:
                 continue
             try:
                 shown = await asyncio.to_thread(self.show_page, hit)
@@ -292,6 +292,8 @@ class _Run(ModelTurns):
         assert self.current is not None
         self.n_shown += 1
         self.shown_images.add(str(hit.image))
+        if hit.content_id:  # the same page from another corpus's copy is not new either
+            self.shown_images.add(hit.content_id)
         self.add_evidence(Evidence(source=hit.source, image=self.current.page_raw, page=hit.page))
         w, h = self.current.view.shown_size
         yield self.ev(

@@ -115,11 +115,6 @@ class Hit:
             return "ranking score: the cosine similarity of the embeddings"
         return "ranking score, as the search server gave it"
 
-    @property
-    def seen_key(self) -> str:
-        """What makes two hits the same thing shown: the content when known, else the image or file."""
-        return self.content_id or self.image or f"{self.corpus}:{self.item_id}:{self.source}:{self.name}"
-
     def also_in_text(self, limit: int = 3, *, paths: bool = True) -> str:
         """``also in 'docs' (/home/me/report.pdf)`` for a hit with copies elsewhere (without
         ``paths``: the corpora only), else empty."""

@@ -11,8 +11,10 @@
 
 Records in ``data`` carry the original fields (``type`` image|video|text, ``file_path``, ``content``
 for text) plus ours (``source``, ``page``, ``clip``, ``t_start``, ``t_end``, ``image``, ``name``…,
-and ``image_url``, an ASCII path to fetch the image). A file name that is not valid UTF-8 is shown
-with U+FFFD in its place (JSON cannot carry it); its ``image_url`` still fetches the image.
+``dense_score``/``lexical_score`` beside the ranking ``score``, ``content_id`` and ``also_in``, the
+other corpora holding the same file, and ``image_url``, an ASCII path to fetch the image). A file
+name that is not valid UTF-8 is shown with U+FFFD in its place (JSON cannot carry it); its
+``image_url`` still fetches the image.
 
 The server trusts no request (:class:`~.guard.Guard`, in front of every route): the ``Host`` header must name
 this machine (a web page that rebinds its domain to 127.0.0.1 is refused), a bearer token is
@@ -51,7 +53,21 @@ LEGACY_TOP_K = 10
 #: Connections served at once; more are answered 503 instead of each holding memory.
 MAX_CONNECTIONS = 128
 #: The hit's fields every record carries beside the original's (same names as on :class:`Hit`).
-OUR_FIELDS = ("name", "source", "modality", "page", "clip", "t_start", "t_end", "image", "corpus", "item_id")
+OUR_FIELDS = (
+    "name",
+    "source",
+    "modality",
+    "page",
+    "clip",
+    "t_start",
+    "t_end",
+    "image",
+    "corpus",
+    "item_id",
+    "dense_score",
+    "lexical_score",
+    "content_id",
+)
 
 POST_HINT = 'expected JSON like {"queries": ["your question"], "top_k": 3, "vrag_ret": false}'
 GET_HINT = "expected /search?queries=your+question[&queries=…][&top_k=10]"
@@ -112,7 +128,13 @@ def record(hit: Hit) -> dict[str, Any]:
         rec = {"type": "text", "file_path": hit.media or hit.source, "content": hit.text}
     rec.update({name: getattr(hit, name) for name in OUR_FIELDS})
     rec["image_url"] = image_url(hit)
-    return {k: _clean(v) for k, v in rec.items()}
+    out = {k: _clean(v) for k, v in rec.items()}
+    # the same content in other corpora (the engine gives it once): where else it is
+    out["also_in"] = [
+        {"corpus": safe_text(x.corpus), "source": safe_text(x.source), "item_id": x.item_id}
+        for x in hit.also_in
+    ]
+    return out
 
 
 def legacy_list(hits: list[Hit]) -> list[dict[str, Any]]:
