@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from vrag_desktop.cli.common import EXIT_ERROR, EXIT_OK, command_group
+from vrag_desktop.core.agents.names import agent_name
 
 if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
@@ -229,14 +230,16 @@ def cmd_runs(args: argparse.Namespace) -> int:
             elif not runs:
                 print('No saved runs yet. Ask something: vrag-desktop ask "your question"')
             for r in [] if args.json else runs:
-                print(f"{r.id}  {r.agent:<6} {r.status:<11} {r.question[:60]!r} → {r.answer[:40]!r}")
+                print(
+                    f"{r.id}  {agent_name(r.agent):<6} {r.status:<11} {r.question[:60]!r} → {r.answer[:40]!r}"
+                )
             return EXIT_OK
         if args.runs_command == "show":
             rid = store.resolve(args.run_id)
             printer = EventPrinter(sys.stdout, as_json=args.json, color=sys.stdout.isatty())
             s = store.summary(rid)
             if not args.json:
-                print(f"Run {rid} ({s.agent}, {s.model or 'model?'}, {s.status}): {s.question}")
+                print(f"Run {rid} ({agent_name(s.agent)}, {s.model or 'model?'}, {s.status}): {s.question}")
             for ev in store.events(rid):
                 printer(ev)
             return EXIT_OK

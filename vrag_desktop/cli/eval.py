@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, command_group, err, library
 from vrag_desktop.cli.search import add_mode_options
+from vrag_desktop.core.eval.metrics import REWARD_NDCG
 
 if TYPE_CHECKING:
     from vrag_desktop.core.eval.jobs import EvalJob
@@ -167,7 +168,7 @@ def _print_answers(summary: dict[str, Any], report: Path, as_json: bool) -> None
 
     print(
         f"{summary['items']} item(s): accuracy {f(summary['accuracy'])}   format {f(summary['format'])}"
-        f"   NDCG {f(summary['ndcg'])}   reward {f(summary['reward'])}"
+        f"   {REWARD_NDCG} {f(summary['ndcg'])}   reward {f(summary['reward'])}"
     )
     for qtype, t in summary["by_query_type"].items():
         print(f"  {qtype:<20} {t['items']:>4} item(s)   accuracy {f(t['accuracy'])}")
@@ -213,5 +214,5 @@ def _print_retrieval(summary: dict[str, Any], report: Path, as_json: bool) -> No
         print(
             f"  @{k:<3} recall {ov[f'recall@{k}']:.3f}   hit {ov[f'hit@{k}']:.3f}   ndcg {ov[f'ndcg@{k}']:.3f}"
         )
-    print(f"  MRR {ov['mrr']:.3f}   NDCG (original reward) {ov['ndcg_original']:.3f}")
+    print(f"  MRR {ov['mrr']:.3f}   {REWARD_NDCG} {ov['ndcg_original']:.3f}")
     print(f"Report: {report}")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject
 
+from vrag_desktop.core.agents.names import agent_name
 from vrag_desktop.core.endpoints.readiness import Readiness
 from vrag_desktop.core.paths import sample_corpus_dir
 from vrag_desktop.qt.history.examples import ExampleBar, load_example_async
@@ -114,7 +115,9 @@ class Guide(QObject):
         def show(example: ExampleRun, events: list[AgentEvent]) -> None:
             self.example = example
             s = example.summary
-            win.show_saved(s.question, events, f"Example (recorded) · {s.agent} · {s.model} · {s.status}")
+            win.show_saved(
+                s.question, events, f"Example (recorded) · {agent_name(s.agent)} · {s.model} · {s.status}"
+            )
             agent = win.ask.agent_combo.findData(s.agent)  # asking its question again uses its agent
             if agent >= 0:
                 win.ask.agent_combo.setCurrentIndex(agent)

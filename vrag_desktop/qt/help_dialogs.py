@@ -35,7 +35,7 @@ system keyring, never in a file.</li>
 its base URL, model name and key.</li>
 </ul>
 <p>Then <b>Test connection</b>, and ask. VRAG (search, crop and zoom) suits the released VRAG model;
-VimRAG (memory graph) suits strong general models such as Qwen3.5.</p>
+VimRAG (multimodal memory graph) suits strong general models such as Qwen3.5.</p>
 """
 
 SHORTCUTS_HELP = """

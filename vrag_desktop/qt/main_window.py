@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
+from vrag_desktop.core.agents.names import agent_name
 from vrag_desktop.qt.ask.ask_panel import AskPanel
 from vrag_desktop.qt.ask.run_controller import ANSWERED, CANCELLED, RunController, RunRequest
 from vrag_desktop.qt.context import AppContext
@@ -341,7 +342,9 @@ class MainWindow(QMainWindow):
 
         def show(summary: Any, events: list[AgentEvent]) -> None:
             self.guide.leave_example()
-            status = f"Run {run_id} · {summary.agent} · {summary.model or 'model?'} · {summary.status}"
+            status = (
+                f"Run {run_id} · {agent_name(summary.agent)} · {summary.model or 'model?'} · {summary.status}"
+            )
             self.show_saved(summary.question, events, status)
             training = sample_training(summary.settings, self.graph_scene.graph.ids())
             if training is not None:  # a training sample: each node's part in the update

@@ -4,12 +4,14 @@ are window-wide shortcuts too; the window enables Stop while a run is live and f
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMenu
 
+from vrag_desktop.core.agents.names import AGENT_NAMES, agent_name
 from vrag_desktop.qt.help_dialogs import CONNECT_HELP, SHORTCUTS_HELP
 
 if TYPE_CHECKING:
@@ -87,8 +89,10 @@ class WindowMenus:
         h = mb.addMenu("&Help")
         self._action(h, "Choose a model…", lambda: win.guide.choose_model())
         self._action(h, "Connect a model…", lambda: win.show_help(CONNECT_HELP, "Connect a model"))
-        self._action(h, "VRAG example run (recorded)", lambda: win.guide.open_example("vrag"))
-        self._action(h, "VimRAG example run (recorded)", lambda: win.guide.open_example("vimrag"))
+        for kind in AGENT_NAMES:
+            self._action(
+                h, f"{agent_name(kind)} example run (recorded)", partial(win.guide.open_example, kind)
+            )
         h.addSeparator()
         self._action(h, "Keyboard shortcuts", lambda: win.show_help(SHORTCUTS_HELP, "Keyboard shortcuts"))
         self._action(h, "About VRAG Desktop", win.about)

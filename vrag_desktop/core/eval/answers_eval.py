@@ -27,7 +27,7 @@ from vrag_desktop.core.agents.events import (
 )
 from vrag_desktop.core.eval.answers import anls, exact_match, format_score, last_answer
 from vrag_desktop.core.eval.matching import DatasetMatch
-from vrag_desktop.core.eval.metrics import first_seen, ndcg_original, retrieved_key
+from vrag_desktop.core.eval.metrics import copies_key, first_seen, ndcg_original
 from vrag_desktop.core.eval.reward import RewardParts, composite_reward
 from vrag_desktop.core.eval.store import EvalError, EvalStore
 from vrag_desktop.core.progress import CancelToken, Progress, RateMeter
@@ -130,7 +130,7 @@ def run_item(
             if isinstance(ev, ContentDelta):
                 text.setdefault(ev.step, []).append(ev.content)
             elif isinstance(ev, SearchResults):
-                shown += [retrieved_key(ev.hits[i].source, ev.hits[i].page, gold) for i in ev.shown]
+                shown += [copies_key(ev.hits[i].sources, ev.hits[i].page, gold) for i in ev.shown]
             elif isinstance(ev, Timing):
                 model_s += ev.model_seconds
                 tool_s += ev.tool_seconds

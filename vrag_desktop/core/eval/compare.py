@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.agents.names import agent_name
+from vrag_desktop.core.eval.metrics import REWARD_NDCG
+from vrag_desktop.core.eval.order import natural_key
 from vrag_desktop.core.eval.store import HEADER, REPORT, RESULTS, SUMMARY, EvalError, parse_results
 
 __all__ = [
@@ -230,8 +233,8 @@ def _mean(values: Iterable[Any]) -> float | None:
 def _metrics(kind: str, ks: Sequence[int]) -> list[tuple[str, str]]:
     """(label, row field) of the means compared."""
     if kind == "answers":
-        return [(m, _ANSWER_FIELDS.get(m, m)) for m in ANSWER_METRICS]
-    out = [("mrr", "mrr"), ("ndcg_original", "ndcg_original")]
+        return [(REWARD_NDCG if m == "ndcg" else m, _ANSWER_FIELDS.get(m, m)) for m in ANSWER_METRICS]
+    out = [("mrr", "mrr"), (REWARD_NDCG, "ndcg_original")]
     for k in ks:
         out += [(f"{m}@{k}", f"{m}@{k}") for m in ("hit", "recall", "ndcg")]
     return out
@@ -306,7 +309,7 @@ def compare(a_folder: str | os.PathLike[str], b_folder: str | os.PathLike[str]) 
             )
         )
     order = {BETTER: 1, WORSE: 0, SAME: 2}
-    items.sort(key=lambda d: (not d.flipped, d.direction == SAME, order[d.direction]))
+    items.sort(key=lambda d: (not d.flipped, d.direction == SAME, order[d.direction], natural_key(d.uid)))
     deltas: list[tuple[str, float | None, float | None, float | None]] = []
     if kind != "mixed":
         for label, fld in _metrics(kind, common_ks):
@@ -318,18 +321,20 @@ def compare(a_folder: str | os.PathLike[str], b_folder: str | os.PathLike[str]) 
         warnings.append(
             f"Different cut-offs (A: {sorted(ks_a)}, B: {sorted(ks_b)}): only {common_ks} compared."
         )
-    only_a = [u for u in rows_a if u not in rows_b]
-    only_b = [u for u in rows_b if u not in rows_a]
+    only_a = sorted((u for u in rows_a if u not in rows_b), key=natural_key)
+    only_b = sorted((u for u in rows_b if u not in rows_a), key=natural_key)
     fa, fb = a.fingerprint, b.fingerprint
     differs = [
-        f"{key}: {_show(fa.get(key))} → {_show(fb.get(key))}"
+        f"{key}: {_show(fa.get(key), key)} → {_show(fb.get(key), key)}"
         for key in sorted(set(fa) | set(fb))
         if fa.get(key) != fb.get(key)
     ]
     return Comparison(a, b, items, only_a, only_b, deltas, warnings, k, differs)
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, key: str = "") -> str:
+    if key == "agent" and isinstance(value, str):
+        return agent_name(value)
     if isinstance(value, list):
         return ", ".join(str(v) for v in value) or "–"
     return "–" if value is None else str(value)

@@ -20,11 +20,14 @@ __all__ = ["CorpusFile", "DatasetMatch", "Match", "corpus_files", "match_dataset
 
 @dataclass(frozen=True)
 class CorpusFile:
-    """One indexed file: its path, its corpus, and its page count (None: not a paged document)."""
+    """One indexed file: its path, its corpus, its page count (None: not a paged document) and the
+    SHA-256 of its bytes (None: unknown), which tells copies of one file in two corpora apart from
+    two different files of the same name."""
 
     path: str
     corpus: str
     pages: int | None = None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def corpus_files(corpora: Iterable[object]) -> list[CorpusFile]:
         name = str(getattr(corpus, "name", ""))
         for src in corpus.manifest.sources(S_INDEXED):  # type: ignore[attr-defined]
             pages = src.n_expected if src.kind == kinds.PDF else None
-            out.append(CorpusFile(src.path, name, pages))
+            out.append(CorpusFile(src.path, name, pages, src.sha256))
     return out
 
 
@@ -104,6 +107,7 @@ def match_dataset(items: Iterable[DatasetItem], files: Sequence[CorpusFile]) -> 
             )
             continue
         distinct = {PurePath(f.path).name for f in found}
+        copies = len(found) > 1 and found[0].sha256 is not None and len({f.sha256 for f in found}) == 1
         if len(found) > 1 and len({f.pages for f in found}) > 1:
             out.problems.append(
                 (
@@ -118,7 +122,7 @@ def match_dataset(items: Iterable[DatasetItem], files: Sequence[CorpusFile]) -> 
             out.problems.append((item.uid, why))
             continue
         note = ""
-        if len(found) > 1:
+        if len(found) > 1 and not copies:  # copies of one file (in two corpora) are one file
             note = f"{item.file_name} fits {len(found)} files ({', '.join(sorted(distinct))}); a hit on any counts"
         out.matched.append(
             Match(item, tuple(found), tuple(golden_keys(item.file_name, item.reference_page)), note)

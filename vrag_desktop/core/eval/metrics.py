@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import PurePath
 
 __all__ = [
+    "REWARD_NDCG",
+    "copies_key",
     "first_seen",
     "golden_keys",
     "hit_at_k",
@@ -31,6 +33,11 @@ __all__ = [
     "recall_at_k",
     "retrieved_key",
 ]
+
+
+#: What every report, table and summary calls :func:`ndcg_original`: "NDCG" alone is the textbook
+#: :func:`ndcg_at_k`, so the two are never confused (the reward's variant is not normalised the same).
+REWARD_NDCG = "NDCG (VRAG-RL reward)"
 
 
 def _stem(file_name: str) -> str:
@@ -60,6 +67,14 @@ def retrieved_key(path: str, page: int | None, golden: Collection[str] = ()) -> 
     if page is None or whole in golden:
         return whole
     return page_key(path, page)
+
+
+def copies_key(paths: Sequence[str], page: int | None, golden: Collection[str] = ()) -> str:
+    """The key of a hit found at several paths (a file byte-identical in two corpora is one hit,
+    whichever copy leads it): the first of its keys the golden set names, else its first path's.
+    A renamed copy of an evidence file is the evidence too."""
+    keys = [retrieved_key(p, page, golden) for p in paths]
+    return next((key for key in keys if key in golden), keys[0] if keys else page_key("", page))
 
 
 def _check_k(k: int) -> None:

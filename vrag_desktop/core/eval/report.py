@@ -12,6 +12,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from vrag_desktop.core.agents.names import agent_name
+from vrag_desktop.core.eval.metrics import REWARD_NDCG
+from vrag_desktop.core.eval.order import by_uid
+
 __all__ = ["answers_report", "bars_svg", "histogram_svg", "line_svg", "page", "retrieval_report", "table"]
 
 W, H, PAD = 420, 220, 36
@@ -126,7 +130,10 @@ def _report(title: str, summary: dict[str, Any], overall: str, plots: str, per_i
     return page(
         title,
         [
-            table(["setting", "value"], [[k, str(v)] for k, v in settings.items()]),
+            table(
+                ["setting", "value"],
+                [[k, agent_name(v) if k == "agent" else str(v)] for k, v in settings.items()],
+            ),
             "<h2>Overall</h2>",
             overall,
             plots,
@@ -145,7 +152,7 @@ def retrieval_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
         ["metric", *[f"@{k}" for k in ks]],
         [[m, *[ov.get(f"{m}@{k}") for k in ks]] for m in ("recall", "hit", "ndcg")],
     ) + table(
-        ["MRR", "NDCG (original reward)", "items"],
+        ["MRR", REWARD_NDCG, "items"],
         [[ov.get("mrr"), ov.get("ndcg_original"), summary["items"]]],
     )
     types = summary["by_query_type"]
@@ -160,18 +167,19 @@ def retrieval_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) ->
         + "</div>"
     )
     per_item = table(
-        ["uid", "question", "rank", f"recall@{k5}", "NDCG (orig.)", "evidence", "first hits"],
+        ["uid", "question", "rank", f"recall@{k5}", f"NDCG@{k5}", REWARD_NDCG, "evidence", "first hits"],
         [
             [
                 r["uid"],
                 r["query"][:90],
                 r["rank"] if r["rank"] is not None else "–",
                 r[f"recall@{k5}"],
+                r.get(f"ndcg@{k5}"),
                 r["ndcg_original"],
                 ", ".join(r["golden"]),
                 ", ".join(r["retrieved"][:3]),
             ]
-            for r in rows
+            for r in by_uid(rows)
         ],
     )
     return _report("Retrieval evaluation", summary, overall, plots, per_item)
@@ -181,7 +189,7 @@ def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> s
     """The answer evaluation's report: overall table, accuracy per query type, steps and latency
     histograms, and every question with its run id (open it in History)."""
     overall = table(
-        ["accuracy", "format", "NDCG (original)", "reward", "items", "judge failures", "errors"],
+        ["accuracy", "format", REWARD_NDCG, "reward", "items", "judge failures", "errors"],
         [
             [
                 summary["accuracy"],
@@ -210,7 +218,7 @@ def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> s
             "reference",
             "judge",
             "format",
-            "NDCG",
+            REWARD_NDCG,
             "reward",
             "steps",
             "s",
@@ -232,7 +240,7 @@ def answers_report(summary: dict[str, Any], rows: Sequence[dict[str, Any]]) -> s
                 r["run_id"] or "–",
                 "; ".join(x for x in (r.get("error"), r.get("judge_error"), r.get("note")) if x) or "",
             ]
-            for r in rows
+            for r in by_uid(rows)
         ],
     )
     return _report("Answer evaluation", summary, overall, plots, per_item)

@@ -14,7 +14,15 @@ from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from vrag_desktop.core.eval.matching import DatasetMatch, Match
-from vrag_desktop.core.eval.metrics import hit_at_k, mrr, ndcg_at_k, ndcg_original, recall_at_k, retrieved_key
+from vrag_desktop.core.eval.metrics import (
+    copies_key,
+    first_seen,
+    hit_at_k,
+    mrr,
+    ndcg_at_k,
+    ndcg_original,
+    recall_at_k,
+)
 from vrag_desktop.core.eval.store import EvalStore
 from vrag_desktop.core.progress import CancelToken, Progress, RateMeter
 from vrag_desktop.core.search.hit import Hit
@@ -30,7 +38,7 @@ Search = Callable[[list[str], int], list[list[Hit]]]
 def score_hits(match: Match, hits: Sequence[Hit], ks: Sequence[int]) -> dict[str, Any]:
     """One item's result row: what came back (as page keys) and every metric at every cut-off."""
     golden = set(match.golden)
-    keys = [retrieved_key(h.source, h.page, golden) for h in hits]
+    keys = [copies_key(h.sources, h.page, golden) for h in hits]
     row: dict[str, Any] = {
         "uid": match.item.uid,
         "query": match.item.query,
@@ -40,7 +48,8 @@ def score_hits(match: Match, hits: Sequence[Hit], ks: Sequence[int]) -> dict[str
         "retrieved": keys,
         "rank": next((i for i, key in enumerate(keys, 1) if key in golden), None),
         "mrr": mrr(keys, golden),
-        "ndcg_original": ndcg_original(keys, golden),
+        # the reward's NDCG over each page once, as the agents are shown them (never above 1)
+        "ndcg_original": ndcg_original(first_seen(keys), golden),
     }
     for k in ks:
         row[f"recall@{k}"] = recall_at_k(keys, golden, k)

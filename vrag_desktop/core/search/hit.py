@@ -115,6 +115,11 @@ class Hit:
             return "ranking score: the cosine similarity of the embeddings"
         return "ranking score, as the search server gave it"
 
+    @property
+    def sources(self) -> tuple[str, ...]:
+        """Every file this hit was found in: its own, then its copies in other corpora."""
+        return (self.source, *(x.source for x in self.also_in))
+
     def also_in_text(self, limit: int = 3, *, paths: bool = True) -> str:
         """``also in 'docs' (/home/me/report.pdf)`` for a hit with copies elsewhere (without
         ``paths``: the corpora only), else empty."""

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.agents.events import AgentEvent, Evidence
+from vrag_desktop.core.agents.names import AGENT_CHOICES
 from vrag_desktop.core.endpoints.readiness import Readiness
 from vrag_desktop.core.run.transcript import Transcript
 from vrag_desktop.qt.ask.readiness_bar import ReadinessBar
@@ -42,7 +43,7 @@ from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.widgets import column, row
 
-AGENTS = (("VRAG — search, crop & zoom", "vrag"), ("VimRAG — memory graph", "vimrag"))
+AGENTS = tuple((label, kind) for kind, label in AGENT_CHOICES)
 RENDER_INTERVAL_MS = 100
 NO_MODEL = "No model chosen"  # the model box's entry while none is
 

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.agents.names import AGENT_CHOICES
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
 from vrag_desktop.qt.evaluation.runner import EvalRequest
@@ -42,8 +43,8 @@ class NewEvaluationDialog(QDialog):
         self.corpora = QListWidget()
         self.corpora.setMaximumHeight(110)
         self.agent = QComboBox()
-        self.agent.addItem("VRAG (search, crop, zoom)", "vrag")
-        self.agent.addItem("VimRAG (memory graph)", "vimrag")
+        for kind, label in AGENT_CHOICES:
+            self.agent.addItem(label, kind)
         self.profile = QComboBox()
         self.judge = QComboBox()
         for key, label in JUDGES:

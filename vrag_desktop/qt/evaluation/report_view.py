@@ -1,6 +1,7 @@
 """One evaluation's report in the dock: its summary line above a table of questions (uid, question,
 outcome, rank / NDCG or the judge's verdict, steps, seconds, error). A row of an answers evaluation
-names the run that answered it, so clicking it can open that run."""
+names the run that answered it, so clicking it can open that run. Uids sort naturally (q2 before
+q10) and numbers by value; "NDCG" is the textbook NDCG@k, the reward's variant is named so."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.agents.names import agent_name
 from vrag_desktop.core.eval.compare import CORRECT, EvalInfo, item_outcome, main_k
+from vrag_desktop.core.eval.metrics import REWARD_NDCG
+from vrag_desktop.core.eval.order import natural_key
 from vrag_desktop.qt.infra.theme import color
 from vrag_desktop.qt.infra.widgets import column
 
@@ -25,6 +29,26 @@ COLUMNS = ("UID", "Question", "Outcome", "Rank", "NDCG", "Judge", "Steps", "Seco
 RETRIEVAL_HIDDEN = {"Judge", "Steps"}
 ANSWERS_HIDDEN = {"Rank"}
 RUN_ROLE = Qt.ItemDataRole.UserRole + 1
+NUMERIC = {"Rank", "NDCG", "Judge", "Steps", "Seconds"}
+
+
+class _Cell(QTableWidgetItem):
+    """A cell that sorts as a person expects: uids naturally, numbers by value (blanks last)."""
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:
+        return bool(self._key() < _Cell._key(other))  # type: ignore[arg-type]
+
+    def _key(self) -> tuple[Any, ...]:
+        name = COLUMNS[self.column()] if 0 <= self.column() < len(COLUMNS) else ""
+        text = self.text()
+        if name == "UID":
+            return natural_key(text)
+        if name in NUMERIC:
+            try:
+                return (0, float(text.split(" ", 1)[0]))
+            except ValueError:
+                return (1, 0.0)
+        return (text.casefold(),)
 
 
 def fmt(v: Any, digits: int = 3) -> str:
@@ -38,7 +62,8 @@ def settings_text(info: EvalInfo) -> str:
     if info.kind == "answers":
         judge = str(fp.get("judge") or "")
         judge = judge.rsplit(":", 1)[-1] if judge.startswith("model:") else judge
-        return " · ".join(str(x) for x in (fp.get("agent"), fp.get("model"), f"judge {judge}") if x)
+        agent = agent_name(fp["agent"]) if fp.get("agent") else ""
+        return " · ".join(str(x) for x in (agent, fp.get("model"), f"judge {judge}") if x)
     embedder = ", ".join(str(e) for e in fp.get("embedder") or [])
     return embedder + (" · hybrid" if fp.get("hybrid") else "")
 
@@ -51,7 +76,7 @@ def summary_html(info: EvalInfo) -> str:
     head = f"<b>{html.escape(info.kind.capitalize())}</b> · " + html.escape(" · ".join(x for x in where if x))
     if info.kind == "answers":
         parts = [f"accuracy <b>{fmt(s.get('accuracy'))}</b>"] + [
-            f"{m} {fmt(s.get(m))}" for m in ("format", "ndcg", "reward")
+            f"{REWARD_NDCG if m == 'ndcg' else m} {fmt(s.get(m))}" for m in ("format", "ndcg", "reward")
         ]
         if s.get("judge_failures") or s.get("errors"):
             parts.append(f"{s.get('judge_failures', 0)} judge failure(s), {s.get('errors', 0)} error(s)")
@@ -61,7 +86,9 @@ def summary_html(info: EvalInfo) -> str:
         mk = main_k(ks)
         parts = [f"<b>hit@{mk} {fmt(ov.get(f'hit@{mk}'))}</b>"] if mk else []
         parts += [f"hit@{k} {fmt(ov.get(f'hit@{k}'))}" for k in ks if k != mk]
-        parts += [f"MRR {fmt(ov.get('mrr'))}", f"NDCG {fmt(ov.get('ndcg_original'))}"]
+        parts += [f"MRR {fmt(ov.get('mrr'))}"]
+        parts += [f"NDCG@{mk} {fmt(ov.get(f'ndcg@{mk}'))}"] if mk else []
+        parts += [f"{REWARD_NDCG} {fmt(ov.get('ndcg_original'))}"]
     state = (
         f"{s.get('items', info.done)} item(s), complete"
         if info.complete
@@ -115,6 +142,9 @@ class ReportView(QWidget):
         for i, name in enumerate(COLUMNS):
             self.table.setColumnHidden(i, name in hidden)
         k = main_k((info.summary or {}).get("ks") or info.fingerprint.get("ks") or [])
+        standard = not answers and k is not None  # the textbook NDCG@k where it is known
+        ndcg_header = f"NDCG@{k}" if standard else REWARD_NDCG
+        self.table.setHorizontalHeaderLabels([ndcg_header if c == "NDCG" else c for c in COLUMNS])
         self.table.setSortingEnabled(False)
         self.table.setRowCount(len(rows))
         ok, bad, muted = color("ok"), color("error"), color("muted")
@@ -126,7 +156,7 @@ class ReportView(QWidget):
                     judge += f" ({row['judge_error']})"
                 ndcg = row.get("ndcg")
             else:
-                judge, ndcg = "", row.get("ndcg_original")
+                judge, ndcg = "", row.get(f"ndcg@{k}" if standard else "ndcg_original")
             values = (
                 str(row.get("uid", "")),
                 str(row.get("query", "")),
@@ -139,7 +169,7 @@ class ReportView(QWidget):
                 str(row.get("error") or row.get("note") or ""),
             )
             for c, text in enumerate(values):
-                cell = QTableWidgetItem(text)
+                cell = _Cell(text)
                 if COLUMNS[c] in ("Question", "Error"):
                     cell.setToolTip(text)
                 if COLUMNS[c] == "Outcome":

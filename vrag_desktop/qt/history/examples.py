@@ -15,11 +15,12 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.agents.events import AgentEvent
+from vrag_desktop.core.agents.names import AGENT_NAMES, agent_name
 from vrag_desktop.core.example_runs import KEYS, LABEL, ExampleRun, example_events, load_example
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import set_role
 
-NAMES = {"vrag": "VRAG example", "vimrag": "VimRAG example"}
+NAMES = {kind: f"{agent_name(kind)} example" for kind in AGENT_NAMES}
 
 
 def load_example_async(
@@ -70,7 +71,7 @@ class ExampleBar(QFrame):
 
     def show_example(self, example: ExampleRun) -> None:
         self.key = example.key
-        agent = "VimRAG" if example.summary.agent == "vimrag" else "VRAG"
+        agent = agent_name(example.summary.agent)
         self.label.setText(
             f"<b>{LABEL}</b> · {agent} on the sample corpus<br>Scripted model replies · not one of your runs"
         )

@@ -18,6 +18,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QColor, QPainter, QPalette
 from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
+from vrag_desktop.core.agents.names import agent_name
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.tables import RecordModel
 
@@ -42,7 +43,6 @@ STATUS_LOOK = {
     "interrupted": ("interrupted", "warn"),
     "running": ("running", "accent"),
 }
-AGENT_NAMES = {"vrag": "VRAG", "vimrag": "VimRAG"}
 EXPORT_FORMATS = {
     # key (vrag_desktop.core.run.export's format): (menu text, file filter, suffix, what one item is called)
     "rl": ("RL data (verl parquet)…", "Parquet (*.parquet)", ".parquet", "record"),
@@ -75,7 +75,7 @@ class RunTableModel(RecordModel["RunSummary"]):
     def row_cells(self, r: RunSummary) -> list[dict[int, Any]]:
         texts = (
             local_time(r.started_at),
-            AGENT_NAMES.get(r.agent, r.agent),
+            agent_name(r.agent),
             r.model or "—",
             first_line(r.question),
             STATUS_LOOK.get(r.status, (r.status, "muted"))[0],
