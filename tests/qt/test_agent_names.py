@@ -67,3 +67,13 @@ def test_reports_and_unknown_ids() -> None:
     assert "<td>VRAG</td>" in html and "<td>vrag</td>" not in html
     assert agent_name("newagent") == "newagent" and agent_choice("newagent") == "newagent"
     assert agent_name(None) == "None"
+
+
+def test_the_command_lines_help_says_which_id_is_which_agent(capsys: Any) -> None:
+    import pytest
+
+    for args in (["ask", "--help"], ["eval", "answers", "--help"]):
+        with pytest.raises(SystemExit):
+            main(args)
+        out = " ".join(capsys.readouterr().out.split())
+        assert "vrag: VRAG — search, crop and zoom; vimrag: VimRAG — multimodal memory graph" in out

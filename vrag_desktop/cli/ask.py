@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from vrag_desktop.cli.common import EXIT_ERROR, EXIT_OK, command_group
-from vrag_desktop.core.agents.names import agent_name
+from vrag_desktop.core.agents.names import AGENT_HELP, AGENT_NAMES, agent_name
 
 if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
@@ -23,7 +23,9 @@ def add_parsers(sub: Any) -> None:
         "ask", help="answer a question from your corpora with an agent, streaming its reasoning"
     )
     ask.add_argument("question")
-    ask.add_argument("--agent", choices=["vrag", "vimrag"], default="vrag")
+    ask.add_argument(
+        "--agent", choices=list(AGENT_NAMES), default="vrag", help=f"{AGENT_HELP} (default: vrag)"
+    )
     ask.add_argument(
         "--endpoint",
         metavar="PROFILE",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.cli.common import EXIT_INTERRUPTED, EXIT_OK, CLIError, command_group, err, library
 from vrag_desktop.cli.search import add_mode_options
+from vrag_desktop.core.agents.names import AGENT_HELP, AGENT_NAMES
 from vrag_desktop.core.eval.metrics import REWARD_NDCG
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def add_parsers(sub: Any) -> None:
     )
     a.add_argument("--dataset", required=True, metavar="FILE", help="labelled questions (as for retrieval)")
     a.add_argument("--corpus", action="append", help="corpus to search (repeatable; default: all)")
-    a.add_argument("--agent", choices=["vrag", "vimrag"], required=True)
+    a.add_argument("--agent", choices=list(AGENT_NAMES), required=True, help=AGENT_HELP)
     a.add_argument("--profile", required=True, metavar="NAME", help="endpoint profile of the agent's model")
     a.add_argument("--model", help="served model name (overrides the profile's)")
     a.add_argument(

@@ -4,7 +4,7 @@ ids (``vrag``, ``vimrag``): they are data, and the original's names for the two 
 
 from __future__ import annotations
 
-__all__ = ["AGENT_CHOICES", "AGENT_NAMES", "agent_choice", "agent_name"]
+__all__ = ["AGENT_CHOICES", "AGENT_HELP", "AGENT_NAMES", "agent_choice", "agent_name"]
 
 AGENT_NAMES = {"vrag": "VRAG", "vimrag": "VimRAG"}
 _ROLES = {"vrag": "search, crop and zoom", "vimrag": "multimodal memory graph"}
@@ -23,3 +23,5 @@ def agent_choice(kind: str) -> str:
 
 #: (id, choice text) of every agent, in the order lists offer them.
 AGENT_CHOICES = tuple((kind, agent_choice(kind)) for kind in AGENT_NAMES)
+#: The command line's help for ``--agent``: which id is which agent.
+AGENT_HELP = "; ".join(f"{kind}: {choice}" for kind, choice in AGENT_CHOICES)
