@@ -36,10 +36,10 @@ def test_sigkill_mid_build_then_resume(tmp_path: Path, make_pdf) -> None:  # typ
     expected: dict[str, int] = {}
     topics = ["glacier ice cores", "sourdough fermentation", "tidal energy turbines", "medieval bookbinding"]
     for d, topic in enumerate(topics):
-        n = 30
+        n = 20
         make_pdf(
             f"doc{d}.pdf",
-            [f"Chapter {p + 1} on {topic}. " + f"Detail {p} about {topic}. " * 40 for p in range(n)],
+            [f"Chapter {p + 1} on {topic}. " + f"Detail {p} about {topic}. " * 20 for p in range(n)],
             folder=docs,
         )
         expected[f"doc{d}.pdf"] = n
