@@ -5,7 +5,8 @@ vectors (text chunks) scores as its best chunk. Hybrid search fuses that ranking
 reciprocal rank (:mod:`.fusion`) and its scores are the fused ones; it is the default because on
 scanned reports it put the evidence page in the top 5 far more often (docs/benchmarks.md §7).
 Corpora built by different embedders cannot be searched together: their scores live in different
-spaces, so the engine refuses with a message.
+spaces, so the engine refuses with a message. A file byte-identical in several corpora gives one hit
+per page, naming the other copies (:mod:`.copies`).
 """
 
 from __future__ import annotations
