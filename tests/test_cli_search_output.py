@@ -78,3 +78,44 @@ def test_a_closed_pipe_ends_the_command_quietly(two_corpora, args: list[str]) ->
 
 def test_the_pipe_exit_status_is_sigpipes() -> None:
     assert EXIT_PIPE == 141 and Path(os.devnull).exists()
+
+
+def test_ask_into_a_closed_pipe_stops_quietly_and_saves_the_run(
+    library, minilm, make_pdf, data_dir: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """``vrag-desktop ask … | head -0``: no traceback, and the run is kept as stopped, not left running."""
+    import json
+
+    from scripted_openai import ScriptedOpenAI
+    from test_api_and_runs import SCRIPT, _corpus
+
+    _corpus(library, minilm, make_pdf)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        with ScriptedOpenAI(SCRIPT, api_key="k") as srv:
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "vrag_desktop",
+                    "ask",
+                    "How heavy?",
+                    "--base-url",
+                    srv.base_url,
+                    "--model",
+                    "served",
+                    "--corpus",
+                    "c",
+                ],
+                stdout=write,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=300,
+                env={**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data_dir), "VRAG_DESKTOP_API_KEY": "k"},
+            )
+    finally:
+        os.close(write)
+    assert proc.returncode == EXIT_PIPE and "Traceback" not in proc.stderr, proc.stderr
+    (run,) = [json.loads(p.read_text()) for p in (data_dir / "runs").glob("*/run.json")]
+    assert run["status"] == "cancelled", run["status"]

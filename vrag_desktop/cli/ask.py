@@ -130,6 +130,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         gen.close()
         print("\nStopped; the run is saved as cancelled.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `ask … | head`: the run stops now and is saved as such; main exits quietly
+        gen.close()
+        raise
     return EXIT_OK if printer.answered else EXIT_ERROR
 
 
