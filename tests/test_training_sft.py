@@ -73,6 +73,7 @@ def test_sft_is_an_algorithm_with_its_own_table() -> None:
         ({"generator": "vllm"}, "generator: an SFT run samples nothing"),
         ({"dynamic_sampling": {"enabled": True}}, "dynamic_sampling.enabled: is a GRPO/GGPO option"),
         ({"overlong": {"enabled": True}}, "overlong.enabled: is a GRPO/GGPO option"),
+        ({"validation": {"eval_steps": 5}}, "validation.eval_steps: an SFT run draws no validation curve"),
     ],
 )
 def test_rl_only_switches_are_refused_for_sft_by_name(fields: dict[str, Any], needle: str) -> None:

@@ -11,6 +11,7 @@ loader's fallback (image processor + tokenizer + chat template) is what reads th
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,9 @@ _CORPUS = [
 ]
 
 
-def make_tokenizer() -> Any:
-    """A byte-level BPE Qwen2 tokenizer trained on a few sentences, with Qwen's special tokens."""
+def make_tokenizer(corpus: Sequence[str] = (), vocab_size: int = 400) -> Any:
+    """A byte-level BPE Qwen2 tokenizer trained on a few sentences (and ``corpus``, whose words then
+    become whole tokens), with Qwen's special tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import Qwen2TokenizerFast
 
@@ -60,11 +62,11 @@ def make_tokenizer() -> Any:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400,
+        vocab_size=vocab_size,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(_CORPUS, trainer=trainer)
+    tok.train_from_iterator([*_CORPUS, *corpus], trainer=trainer)
     return Qwen2TokenizerFast(
         tokenizer_object=tok,
         eos_token="<|im_end|>",
@@ -151,12 +153,16 @@ def build_tiny_qwen2_vl(
     layers: int = 2,
     vision_depth: int = 2,
     max_image_tokens: int = 16,
+    vocabulary: Sequence[str] = (),
+    vocab_size: int = 400,
 ) -> Path:
     """A Qwen2-VL checkpoint (patch 14, merge 2), hidden size 64: not an embedder family.
 
     ``with_lm_head`` saves a chat model (``Qwen2VLForConditionalGeneration``), as the trainer tests
     need; ``extra_tokens`` become single tokens (a toy task's tags, so a tiny policy can learn them).
     ``hidden``/``layers``/``vision_depth``/``max_image_tokens`` grow it (the GPU bench's ~150 M model).
+    ``vocabulary``: texts the tokenizer also learns from, up to ``vocab_size`` tokens (whole words
+    make a task's sequences shorter and its questions easier to copy).
     """
     import torch
     from transformers import (
@@ -167,7 +173,7 @@ def build_tiny_qwen2_vl(
     )
 
     torch.manual_seed(seed)
-    tok = make_tokenizer()
+    tok = make_tokenizer(vocabulary, vocab_size)
     if extra_tokens:
         tok.add_tokens(list(extra_tokens))
     heads = max(4, hidden // 64)

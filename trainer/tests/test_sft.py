@@ -319,3 +319,62 @@ def test_sft_arguments_follow_the_config() -> None:
         logging_dir=None,
     )
     assert (small.per_device_train_batch_size, small.gradient_accumulation_steps) == (2, 1)
+
+
+def test_a_stopped_sft_run_resumes_from_its_checkpoint(  # type: ignore[no-untyped-def]
+    tiny_model_dir, dataset_file, toy_data, search_url, tmp_path
+) -> None:
+    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_steps=2, save_steps=1)
+    assert runner.start(cfg, str(tmp_path / "sft")) == runner.EXIT_OK
+    run = TrainRun(tmp_path / "sft")
+    first = run.metrics()
+    assert runner.resume(str(run.root), cfg.with_changes(max_steps=4)) == runner.EXIT_OK
+    rows = run.metrics()
+    assert [r["step"] for r in rows] == [1, 2, 3, 4] and rows[:2] == first
+    assert run.state()["status"] == "finished" and run.state()["resumed_from"] == 2
+    assert rows[3]["loss"] < rows[0]["loss"]
+
+
+def test_the_vimrag_teacher_builds_one_sequence_per_graph_node(  # type: ignore[no-untyped-def]
+    tiny_model_dir, dataset_file, toy_data, search_url, processor
+) -> None:
+    """Search node (its search and memorize calls in one sequence), then the answer node: the
+    agent accepts the teacher's tool calls and scores the trajectory right."""
+    cfg = _sft(
+        tiny_model_dir, dataset_file, toy_data, search_url, agent="vimrag", max_turns=4, max_model_len=8192,
+        max_response_length=1024,
+    )  # fmt: skip
+    rows = _rows(cfg, processor, toy_data)
+    assert rows.trajectories == 2 and not rows.problems, rows.lines()
+    assert [s.node_id for s in rows.segments] == ["n1", "answer", "n1", "answer"]
+    for item, (search, answer) in zip(
+        EXAMPLES, zip(rows.segments[::2], rows.segments[1::2], strict=True), strict=True
+    ):
+        written = processor.tokenizer.decode(
+            [t for t, m in zip(search.input_ids, search.loss_mask, strict=True) if m],
+            skip_special_tokens=False,
+        )
+        assert written.count("<tool_call>") == 2 and '"add_search_node"' in written
+        assert f'"query": "{item["query"]}"' in written and '"summarize_and_memorize"' in written
+        assert '"information_id": "Picture 1"' in written and search.n_images >= 1
+        said = processor.tokenizer.decode(
+            [t for t, m in zip(answer.input_ids, answer.loss_mask, strict=True) if m],
+            skip_special_tokens=False,
+        )
+        assert '"add_answer_node"' in said and f'"answer": "{item["reference_answer"]}"' in said
+        assert not any(
+            m
+            for t, m in zip(search.input_ids, search.loss_mask, strict=True)
+            if t == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+        )
+
+
+def test_a_teacher_reply_longer_than_a_turn_leaves_its_trajectory_out(  # type: ignore[no-untyped-def]
+    tiny_model_dir, dataset_file, toy_data, search_url, processor
+) -> None:
+    """Not cut (half a search would be trained as the model's words): named and left out."""
+    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_response_length=12)
+    rows = _rows(cfg, processor, toy_data)
+    assert not rows.segments and rows.trajectories == 0
+    assert [uid for uid, _ in rows.problems] == ["q1", "q2"]
+    assert all("more than max_response_length" in why and "reply 1 is" in why for _, why in rows.problems)

@@ -40,18 +40,17 @@ log = logging.getLogger("vrag_trainer")
 _ITEM = re.compile(r"\n((?:Text|Picture|Video) \d+):")
 
 
-class TeacherTooLong(RuntimeError):
-    """A scripted reply does not fit ``max_response_length``: training on half of it would be wrong."""
-
-
 class Teacher:
     """A :class:`~vrag_trainer.policy.Generator` writing ``reply(prompt_text, call_no)`` (call_no
-    from 1), tokenised as the tokenizer encodes it, plus the end-of-turn token."""
+    from 1), tokenised as the tokenizer encodes it, plus the end-of-turn token. A reply longer than
+    the turn allows is not cut (training on half a tool call would be wrong): ``failure`` says why,
+    and a ``bad_request`` ends the agent's run there, as a context limit does."""
 
     def __init__(self, tokenizer: Any, reply: Callable[[str, int], str]) -> None:
         self.tok = tokenizer
         self.reply = reply
         self.calls = 0
+        self.failure: str | None = None
 
     async def generate(
         self,
@@ -67,10 +66,11 @@ class Teacher:
         text = self.reply(self.tok.decode(prompt_ids, skip_special_tokens=False), self.calls)
         ids = [*self.tok.encode(text, add_special_tokens=False), self.tok.eos_token_id]
         if len(ids) > max_new_tokens:
-            raise TeacherTooLong(
-                f"reply {self.calls} is {len(ids)} tokens, more than max_response_length allows "
-                f"({max_new_tokens}): {text[:60]!r}"
+            self.failure = (
+                f"reply {self.calls} is {len(ids)} tokens, more than max_response_length (or the "
+                f"context left) allows ({max_new_tokens}): {text[:60]!r}"
             )
+            raise EndpointError(self.failure, kind="bad_request")
         return Generated(ids, None, "stop")
 
 
@@ -157,10 +157,11 @@ async def teacher_segments(
 
     async def one(i: int) -> tuple[int, Any, str | None]:
         item = items[i]
+        teacher = Teacher(processor.tokenizer, make(item.query, item.reference_answer.strip()))
         spec = RolloutSpec(
             cfg.agent,
             processor,
-            Teacher(processor.tokenizer, make(item.query, item.reference_answer.strip())),
+            teacher,
             searcher,
             limits,
             max_turns=cfg.max_turns,
@@ -169,11 +170,8 @@ async def teacher_segments(
             weights=RewardWeights(cfg.reward.judge, cfg.reward.format, cfg.reward.ndcg),
         )
         async with gate:
-            try:
-                rollout, _ = await run_rollout(spec, item, golden[i], i, judge=judge)
-            except TeacherTooLong as exc:
-                return i, None, str(exc)
-        return i, rollout, None
+            rollout, _ = await run_rollout(spec, item, golden[i], i, judge=judge)
+        return i, (None if teacher.failure else rollout), teacher.failure
 
     done = await asyncio.gather(*(one(i) for i in range(len(items))))
     for i, r, why in sorted(done, key=lambda t: t[0]):
@@ -229,15 +227,16 @@ async def replay(sample: ExportSample, processor: Any, limits: Limits) -> tuple[
     """The sample's segments as PolicyChat builds them; (segments, why it was cut short or None)."""
     messages = _agent_messages(sample)
     turns = [m["content"] for m in messages if m["role"] == "assistant"]
-    chat = PolicyChat(processor, Teacher(processor.tokenizer, lambda _p, n: turns[n - 1]), limits)
+    teacher = Teacher(processor.tokenizer, lambda _p, n: turns[n - 1])
+    chat = PolicyChat(processor, teacher, limits)
     for k, m in enumerate(messages):
         if m["role"] != "assistant":
             continue
         try:
             await chat.chat(messages[:k])
-        except TeacherTooLong as exc:
-            return [], f"its {exc}"
         except EndpointError as exc:  # a length or image limit: train on the turns that fit
+            if teacher.failure:
+                return [], f"its {teacher.failure}"
             kept = [s for s in chat.segments if s.generated_tokens]
             return kept, str(exc)
     return chat.segments, None

@@ -71,6 +71,12 @@ def check_sft(c: TrainConfig) -> None:
     for name in ("dynamic_sampling", "overlong"):
         if getattr(c, name).enabled:
             raise ConfigError(f"{name}.enabled", "is a GRPO/GGPO option; an SFT run has no rollouts to shape")
+    if c.validation.eval_steps:
+        raise ConfigError(
+            "validation.eval_steps",
+            "an SFT run draws no validation curve; the GRPO/GGPO run that starts from it (init_from) "
+            "validates its starting weights first (step 0), then every eval_steps steps",
+        )
 
 
 # ---- History's SFT export ------------------------------------------------------------------------
