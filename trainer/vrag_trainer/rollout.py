@@ -21,7 +21,7 @@ from vrag_desktop.core.agents.events import AgentError, Answer, SearchResults
 from vrag_desktop.core.agents.searchers import Searcher
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.eval.answers import format_score, last_answer
-from vrag_desktop.core.eval.metrics import first_seen, ndcg_original, retrieved_key
+from vrag_desktop.core.eval.metrics import copies_key, first_seen, ndcg_original
 from vrag_desktop.core.eval.reward import RewardParts, RewardWeights, composite_reward
 from vrag_desktop.core.run.assemble import VIMRAG, AgentOptions, build_agent
 from vrag_desktop.core.run.store import RunRecorder
@@ -135,7 +135,7 @@ async def run_rollout(
                 if recorder:
                     recorder.record(ev)
                 if isinstance(ev, SearchResults):
-                    keys = [retrieved_key(ev.hits[i].source, ev.hits[i].page, gold) for i in ev.shown]
+                    keys = [copies_key(ev.hits[i].sources, ev.hits[i].page, gold) for i in ev.shown]
                     retrieved += keys
                     if policy.segments:
                         policy.segments[-1].retrieved += keys

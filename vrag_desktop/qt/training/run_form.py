@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.core.agents.names import AGENT_CHOICES
 from vrag_desktop.core.training.config import DEFAULT_AGENTS, ConfigError, TrainConfig
 from vrag_desktop.core.training.warmstart import WarmStartRun
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
@@ -41,7 +42,7 @@ ALGORITHMS = (
     ("ggpo", "GGPO (graph-masked, VimRAG)"),
     ("sft", "SFT warm start (supervised; then GRPO/GGPO from it)"),
 )
-AGENTS = (("vrag", "VRAG (search, crop, zoom)"), ("vimrag", "VimRAG (memory graph)"))
+AGENTS = AGENT_CHOICES
 JUDGES = (
     ("profile", "A model: an endpoint profile"),
     ("url", "A model: an OpenAI-compatible URL"),
