@@ -169,7 +169,7 @@ def test_start_ready_stop_streams_logs_and_leaves_nothing(tmp_path: Path) -> Non
     assert any("Loading safetensors checkpoint shards: 100%" in ln for ln in seen)  # \r split
     assert streamed == seen and server.supervisor.lines() == seen
     text = log_path.read_text()
-    assert "Uvicorn running" in text and "start:" in text and "exited:" in text
+    assert "Uvicorn running" in text and "start:" in text and "stopped: vLLM" in text
     assert_gone(pid, gc, pgid=pid)
 
 

@@ -223,6 +223,39 @@ def test_crash_at_start_shows_its_classified_reason(
     panel.shutdown()
 
 
+def test_a_stopped_run_is_logged_as_stopped(
+    qtbot: Any, ctx: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stop on a trainer that answers as the real one does (SIGTERM: end the step, exit 3): the log's
+    last line, the message and the status all say stopped, in words a person reads."""
+    fake = tmp_path / "python"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "trap 'echo \"stopped at step 1\"; exit 3' TERM\n"
+        'echo "step 1"\n'
+        "while :; do sleep 0.1; done\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("VRAG_TRAINER_PYTHON", str(fake))
+    panel = _panel(qtbot, ctx)
+    cfg = TrainConfig.from_mapping({"model": "m", "dataset": "d.json"})
+    root = panel.launch_new(cfg, ctx.layout.training / "stop-me")
+    assert root is not None
+    qtbot.waitUntil(lambda: "step 1" in panel.view.log_view.text(), timeout=20_000)
+    panel.stop_run(root)
+    shown = panel.view.detail.text()
+    assert "Stopping after the current step" in shown and "5 minutes" in shown
+    assert "tree" not in shown and " s)" not in shown
+    qtbot.waitUntil(lambda: not panel.processes.is_ours(root), timeout=20_000)
+    qtbot.waitUntil(lambda: "=== " in panel.view.log_view.text().splitlines()[-1], timeout=10_000)
+    last = panel.view.log_view.text().splitlines()[-1]
+    assert "stopped: trainer stopped on request" in last, last
+    assert "crashed" not in last and "failed" not in last and "exited" not in last
+    assert panel.view.detail.text().startswith("Stopped after a complete step")
+    assert panel.messages[root][1] == "info"
+    panel.shutdown()
+
+
 def test_missing_trainer_env_offers_to_create_it(
     qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,7 +75,9 @@ def read_legacy_index(folder: str | os.PathLike[str]) -> LegacyIndex:
                     raise CorpusError(f"{list_path.name} line {n} is not JSON: {exc}") from exc
     if is_text_only_model(model):
         raise CorpusError(_text_only_message(model, count, records, folder))
-    import faiss
+    from vrag_desktop.core.index.faiss_lib import load_faiss
+
+    faiss = load_faiss()
 
     try:
         index = faiss.read_index(str(folder / f"{name}{INDEX_SUFFIX}"))

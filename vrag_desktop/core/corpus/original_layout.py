@@ -232,7 +232,9 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
 def _write(
     out: Path, stem: str, model: str, dim: int, vectors: np.ndarray, records: list[dict[str, str]]
 ) -> None:
-    import faiss
+    from vrag_desktop.core.index.faiss_lib import load_faiss
+
+    faiss = load_faiss()
 
     index = faiss.IndexFlatIP(dim)
     if len(vectors):

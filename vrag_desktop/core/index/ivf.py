@@ -10,9 +10,9 @@ import numpy as np
 
 
 def _faiss() -> Any:
-    import faiss
+    from vrag_desktop.core.index.faiss_lib import load_faiss
 
-    return faiss
+    return load_faiss()
 
 
 def ivf_nlist(n: int) -> int:

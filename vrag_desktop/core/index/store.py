@@ -67,9 +67,9 @@ class _SnapshotMoved(Exception):
 
 
 def _faiss() -> Any:
-    import faiss
+    from vrag_desktop.core.index.faiss_lib import load_faiss
 
-    return faiss
+    return load_faiss()
 
 
 class VectorStore:

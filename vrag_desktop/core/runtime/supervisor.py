@@ -392,7 +392,9 @@ class ProcessSupervisor:
                     self._proc.pid
                 )
                 self.state_file.remove(self._proc.pid)
-        self.output.end(f"{status.value}: {(info.message.splitlines() or [''])[0]}")
+        # a stop, asked here or answered by the process itself (the trainer's exit 3), reads as one
+        word = "stopped" if info.kind == "stopped" else status.value
+        self.output.end(f"{word}: {(info.message.splitlines() or [''])[0]}")
         self._set_status(status)
         assert self._exited is not None
         self._exited.set()

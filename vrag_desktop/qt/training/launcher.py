@@ -28,6 +28,15 @@ log = logging.getLogger("vrag_desktop")
 STOP_GRACE_S = 300.0  # a CPU step of a small model can take minutes; the tree is killed after this
 
 
+def stopping_text(grace_s: float) -> str:
+    """What a Stop says while it waits: in a person's words, not the process tree's."""
+    wait = f"{grace_s / 60:.0f} minutes" if grace_s >= 120 else f"{grace_s:.0f} seconds"
+    return (
+        f"Stopping after the current step; a checkpoint is kept. If the step is not done within {wait}, "
+        "the trainer is ended by force."
+    )
+
+
 def run_trainer_task(run: TrainRun, argv: list[str], pids: dict[Path, int]) -> Any:
     """The coroutine that starts the trainer and waits for its end (on the private loop)."""
 
@@ -92,7 +101,7 @@ class TrainerProcesses(QObject):
         # The exit code decides: a reader that found the record of an already-ended process removes
         # it, which the supervisor takes for a stop from elsewhere.
         if kind == "stopped":
-            message = "Stopped at a step boundary; resume goes on from the last checkpoint."
+            message = "Stopped after a complete step; Resume goes on from the last checkpoint."
         elif elsewhere and rc is not None and rc < 0:
             kind, message = "stopped", "Stopped from elsewhere (vrag-desktop train stop); resume goes on."
         elif kind == "finished":

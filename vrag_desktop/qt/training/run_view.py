@@ -93,7 +93,7 @@ def ask_export(parent: QWidget, run: str, step: int) -> bool:
 
 #: The run's buttons' tooltips (Serve's is SERVE_TIP, which also says when it is off).
 TIPS = {
-    "stop": "Stop at the next step boundary (a checkpoint is kept), then kill",
+    "stop": "Stop after the current step (a checkpoint is kept)",
     "resume": "Go on from the last complete checkpoint",
     "export": "Write the trained model to <run>/export (vLLM can serve it)",
 }

@@ -41,7 +41,7 @@ from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call
 from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.env_box import EnvBox
-from vrag_desktop.qt.training.launcher import TrainerProcesses
+from vrag_desktop.qt.training.launcher import TrainerProcesses, stopping_text
 from vrag_desktop.qt.training.run_view import RunView
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
@@ -370,15 +370,19 @@ class TrainingPanel(PolledWidget):
 
     # ---------------------------------------------------------------- controls
     def stop_run(self, root: Path) -> Task:
-        grace = self.processes.grace_s
-        self._message(root, f"Stopping at the next step boundary (the tree is killed after {grace:.0f} s)…")
+        self._message(root, stopping_text(self.processes.grace_s))
         task = self.processes.stop(root)
         self._follow_view()
         return task
 
     def _stop_done(self, root_text: str, how: str) -> None:
         if how == "killed":
-            self._message(Path(root_text), "The trainer was killed (no step boundary in time).", "warning")
+            self._message(
+                Path(root_text),
+                "The trainer did not finish its step in time and was ended by force; resume goes on "
+                "from the last checkpoint.",
+                "warning",
+            )
         self._follow_view()
         self.refresh()
 
