@@ -122,8 +122,6 @@ class Guide(QObject):
             if agent >= 0:
                 win.ask.agent_combo.setCurrentIndex(agent)
             self.example_bar.show_example(example)
-            win.graph_dock.show()
-            win.evidence_dock.show()
 
         load_example_async(key, show, lambda exc: error_sink().report("Could not open the example", exc))
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
     QDialog,
@@ -19,7 +19,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QProgressBar,
-    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -33,12 +32,12 @@ from vrag_desktop.qt.guide import Guide
 from vrag_desktop.qt.help_dialogs import about_box, help_dialog
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.notifications import NotificationBar, messages_dialog
+from vrag_desktop.qt.window_layout import WindowLayout
 from vrag_desktop.qt.window_menus import WindowMenus
 
 log = logging.getLogger("vrag_desktop")
 
 WINDOW_TITLE = "VRAG Desktop"
-STATE_VERSION = 1
 
 
 class MainWindow(QMainWindow):
@@ -52,16 +51,19 @@ class MainWindow(QMainWindow):
         self.setDockNestingEnabled(True)
         self._zoom_target = "graph"
         self._closing = False
+        self._shown = False
         self._current_run: str | None = None
         self._messages: QDialog | None = None
 
         self.controller = RunController(ctx, self)
+        self.window_layout = WindowLayout(self)
         self._build_panels()
         self._build_docks()
         self.menus = WindowMenus(self)
         self._build_status_bar()
         self._wire()
-        self._restore_state()
+        self.window_layout.watch()
+        self.window_layout.start()  # as saved, else the default for this screen
         sink = error_sink()
         sink.reported.connect(self._on_report)
         if ctx.settings_message:
@@ -77,6 +79,7 @@ class MainWindow(QMainWindow):
         from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
         from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
         from vrag_desktop.qt.evidence.evidence_view import EvidenceView
+        from vrag_desktop.qt.graph.graph_pane import GraphPane
         from vrag_desktop.qt.graph.graph_scene import GraphScene
         from vrag_desktop.qt.graph.graph_view import GraphView
         from vrag_desktop.qt.graph.node_details import NodeDetails, link_details
@@ -107,11 +110,7 @@ class MainWindow(QMainWindow):
         self.graph_view = GraphView(self.graph_scene)
         self.node_details = NodeDetails()
         link_details(self.graph_scene, self.node_details)
-        self.graph_split = QSplitter(Qt.Orientation.Horizontal)
-        self.graph_split.addWidget(self.graph_view)
-        self.graph_split.addWidget(self.node_details)
-        self.graph_split.setStretchFactor(0, 3)
-        self.graph_split.setStretchFactor(1, 2)
+        self.graph_pane = GraphPane(self.graph_view, self.node_details)
         self.evidence = EvidenceView(ctx)
         self.corpora = CorporaPanel(ctx)
         self.runtime = RuntimePanel(ctx)
@@ -148,27 +147,16 @@ class MainWindow(QMainWindow):
         )
 
     def _build_docks(self) -> None:
+        """The docks; where they go is :class:`WindowLayout`'s (for the screen, or as saved)."""
         L, R = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
         self.corpora_dock = self._dock("Corpora", "corporaDock", self.corpora, L)
         self.history_dock = self._dock("History", "historyDock", self.history, L)
-        self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, L)
-        self.evaluations_dock = self._dock("Evaluations", "evaluationsDock", self.evaluations, L)
-        self.training_dock = self._dock("Training", "trainingDock", self.training, L)
-        self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, L)
-        self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_split, R)
+        self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, R)
+        self.evaluations_dock = self._dock("Evaluations", "evaluationsDock", self.evaluations, R)
+        self.training_dock = self._dock("Training", "trainingDock", self.training, R)
+        self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, R)
+        self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_pane, R)
         self.evidence_dock = self._dock("Evidence", "evidenceDock", self.evidence, R)
-        self.splitDockWidget(self.corpora_dock, self.history_dock, Qt.Orientation.Vertical)
-        self.tabifyDockWidget(self.history_dock, self.datasets_dock)
-        self.tabifyDockWidget(self.history_dock, self.evaluations_dock)
-        self.tabifyDockWidget(self.history_dock, self.training_dock)
-        self.tabifyDockWidget(self.history_dock, self.runtime_dock)
-        self.history_dock.raise_()
-        self.splitDockWidget(self.graph_dock, self.evidence_dock, Qt.Orientation.Vertical)
-        self.resize(1600, 1000)
-        self.resizeDocks([self.corpora_dock, self.graph_dock], [340, 700], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.corpora_dock, self.history_dock], [520, 440], Qt.Orientation.Vertical)
-        self.resizeDocks([self.graph_dock, self.evidence_dock], [430, 530], Qt.Orientation.Vertical)
-        self._default_state = self.saveState(STATE_VERSION)
 
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
@@ -196,7 +184,7 @@ class MainWindow(QMainWindow):
         ctl.finished.connect(self._run_finished)
         self.replay.agentEvent.connect(self._route_event)
         self.replay.restarted.connect(self._restart_views)
-        self.replay.finished.connect(lambda: self.statusBar().showMessage("Replay finished", 4000))
+        self.replay.finished.connect(self._replay_finished)
         self.history.openRequested.connect(self.open_run)
         self.history.replayRequested.connect(self.replay_run)
         self.history.addToDatasetRequested.connect(self.add_run_to_dataset)
@@ -218,36 +206,12 @@ class MainWindow(QMainWindow):
         self.notifications.more.clicked.connect(self.show_messages)
 
     # ------------------------------------------------------------------ state
-    def _qsettings(self) -> QSettings:
-        return QSettings(str(self.ctx.config_dir / "window.ini"), QSettings.Format.IniFormat)
-
-    def _restore_state(self) -> None:
-        s = self._qsettings()
-        geometry = s.value("geometry")
-        state = s.value("state")
-        try:
-            if isinstance(geometry, QByteArray):
-                self.restoreGeometry(geometry)
-            if isinstance(state, QByteArray):
-                self.restoreState(state, STATE_VERSION)
-            split = s.value("graph_split")
-            if isinstance(split, QByteArray):
-                self.graph_split.restoreState(split)
-        except Exception as exc:  # a damaged window.ini only costs the layout
-            log.warning("could not restore the window layout: %s", exc)
-
     def save_state(self) -> None:
-        s = self._qsettings()
-        s.setValue("geometry", self.saveGeometry())
-        s.setValue("state", self.saveState(STATE_VERSION))
-        s.setValue("graph_split", self.graph_split.saveState())
-        s.sync()
+        self.window_layout.save()
 
     def reset_layout(self) -> None:
-        self.restoreState(self._default_state, STATE_VERSION)
-        for dock in self.docks():
-            dock.show()
-        self.history_dock.raise_()
+        """View → Reset layout: the default layout for the screen the window is on."""
+        self.window_layout.reset()
 
     # ------------------------------------------------------------------ start-up
     def _start_background(self) -> None:
@@ -279,6 +243,7 @@ class MainWindow(QMainWindow):
             error_sink().report("Cannot start the run", exc)
             return
         self.menus.stop.setEnabled(True)
+        self._follow_run()
 
     def stop_run(self) -> None:
         if self.controller.running:
@@ -291,7 +256,17 @@ class MainWindow(QMainWindow):
         if run_id:
             self._current_run = run_id
 
+    def _follow_run(self) -> None:
+        """A live run or a replay: its views in front, the graph following its newest node."""
+        self.window_layout.show_run_views()
+        self.graph_view.set_live(True)
+
+    def _replay_finished(self) -> None:
+        self.graph_view.set_live(False)
+        self.statusBar().showMessage("Replay finished", 4000)
+
     def _run_finished(self, status: str, run_id: str) -> None:
+        self.graph_view.set_live(False)
         self.ask.set_running(False)
         self.menus.stop.setEnabled(False)
         self.ask.render_transcript()
@@ -308,8 +283,10 @@ class MainWindow(QMainWindow):
         self.evidence.apply(ev)
 
     def _restart_views(self) -> None:
+        """A replay starts over (rewound, or seeking back): empty views, following again."""
         self._clear_views()
         self.ask.clear(self.ask.question)
+        self.graph_view.set_live(True)
 
     def _clear_views(self) -> None:
         self.graph_scene.clear_graph()
@@ -332,8 +309,7 @@ class MainWindow(QMainWindow):
         from vrag_desktop.core.run.store import RunStore
 
         self.open_run(run_id, RunStore(samples_root))
-        self.graph_dock.show()
-        self.graph_dock.raise_()
+        self.window_layout.show_run_views()
 
     def open_run(self, run_id: str, store: Any = None) -> None:
         """Show a saved run exactly as it was (all events at once); a training sample's nodes show
@@ -358,10 +334,12 @@ class MainWindow(QMainWindow):
         self.replay.pause()
         self.replay_bar.hide()
         self._clear_views()
+        self.graph_view.set_live(False)
         self.ask.load(question, events)
         self.ask.set_status(status)
         self.graph_scene.load(events)
         self.evidence.load(events)
+        self.window_layout.show_run_views()
         self.graph_view.fit()
 
     def clear_all(self) -> None:
@@ -381,6 +359,7 @@ class MainWindow(QMainWindow):
             self.replay.set_events(events)
             self.replay_bar.show()
             self.ask.set_status(f"Replaying run {run_id}")
+            self._follow_run()
 
         self._with_run(run_id, "replaying", start)
 
@@ -398,6 +377,7 @@ class MainWindow(QMainWindow):
         def opened(dialog: Any) -> None:
             self.add_dialog = dialog
             dialog.saved.connect(lambda name, _item: self.datasets.refresh(name))
+            dialog.saved.connect(lambda *_: self.datasets_dock.show())  # where the item went (a tab)
 
         add_run_to_dataset(self.ctx, run_id, view=None if live else self.evidence, parent=self, opened=opened)
 
@@ -457,8 +437,7 @@ class MainWindow(QMainWindow):
         return self.help_dialog
 
     def open_runtime(self) -> None:
-        self.runtime_dock.show()
-        self.runtime_dock.raise_()
+        self.window_layout.show_tool(self.runtime_dock)
 
     def about(self) -> None:
         about_box(self, str(self.ctx.data_dir), str(self.ctx.config_dir))
@@ -475,6 +454,12 @@ class MainWindow(QMainWindow):
     def _work_changed(self, busy: bool, text: str) -> None:
         self.work_label.setText(text if busy else "")
         self.work_bar.setVisible(busy)
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self._shown:
+            self._shown = True
+            QTimer.singleShot(0, self.window_layout.shown)
 
     # ------------------------------------------------------------------ closing
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -71,8 +71,10 @@ class WindowMenus:
             QKeySequence("Ctrl+Shift+M"),
             "Download, serve and delete answer models and embedders",
         )
-        for dock in win.docks():
-            v.addAction(dock.toggleViewAction())
+        for dock in win.docks():  # a dock opened from here comes to the front of the docks sharing its place
+            toggle = dock.toggleViewAction()
+            toggle.triggered.connect(lambda on, d=dock: d.raise_() if on else None)
+            v.addAction(toggle)
         v.addSeparator()
         theme_menu = v.addMenu("Theme")
         group = QActionGroup(win)

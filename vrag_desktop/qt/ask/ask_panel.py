@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QPlainTextEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QToolButton,
     QVBoxLayout,
@@ -41,6 +42,7 @@ from vrag_desktop.qt.ask.run_controller import RunRequest
 from vrag_desktop.qt.ask.transcript_view import TranscriptView
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.flow_layout import FlowLayout
 from vrag_desktop.qt.infra.widgets import column, row
 
 AGENTS = tuple((label, kind) for kind, label in AGENT_CHOICES)
@@ -89,28 +91,25 @@ class AskPanel(QWidget):
             QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
         )
         self.profile_combo.setMinimumContentsLength(14)
-        row1 = QHBoxLayout()
-        row1.setSpacing(6)
-        row1.addWidget(QLabel("Agent"))
-        row1.addWidget(self.agent_combo)
-        row1.addWidget(QLabel("Model"))
-        row1.addWidget(self.profile_combo, 1)
-        row2 = QHBoxLayout()
-        row2.setSpacing(6)
-        for w in (
+        # The options wrap in a narrow column instead of setting the window's minimum width: what
+        # answers (agent, model) on one line, how (corpora, top-k, steps, thinking) on the next.
+        self.options = QWidget()
+        model_group = _group(QLabel("Model"), self.profile_combo)
+        model_group.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        limits = (
             self.corpora_button,
-            QLabel("Top-k"),
-            self.top_k,
-            QLabel("Steps"),
-            self.max_steps,
+            _group(QLabel("Top-k"), self.top_k),
+            _group(QLabel("Steps"), self.max_steps),
             self.thinking,
-        ):
-            row2.addWidget(w)
-        row2.addStretch(1)
-        opts = QVBoxLayout()
-        opts.setSpacing(4)
-        opts.addLayout(row1)
-        opts.addLayout(row2)
+        )
+        lines = QVBoxLayout(self.options)
+        lines.setContentsMargins(0, 0, 0, 0)
+        lines.setSpacing(4)
+        for groups in ((_group(QLabel("Agent"), self.agent_combo), model_group), limits):
+            flow = FlowLayout()
+            for group in groups:
+                flow.addWidget(group)
+            lines.addLayout(flow)
 
         # ---- question
         self.question_edit = QPlainTextEdit()
@@ -151,7 +150,7 @@ class AskPanel(QWidget):
 
         column(
             self,
-            opts,
+            self.options,
             self.readiness_bar,
             qrow,
             self.find_bar,
@@ -380,6 +379,17 @@ class AskPanel(QWidget):
             found = self.view.find(text, flags)
         self.find_result.setText("" if found else "not found")
         return found
+
+
+def _group(label: QLabel, field: QWidget) -> QWidget:
+    """A label and its field, kept together on one line when the options wrap."""
+    group = QWidget()
+    lay = QHBoxLayout(group)
+    lay.setContentsMargins(0, 0, 0, 0)
+    lay.setSpacing(6)
+    lay.addWidget(label)
+    lay.addWidget(field, 1)
+    return group
 
 
 __all__ = ["AskPanel"]

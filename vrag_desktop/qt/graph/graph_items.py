@@ -1,12 +1,12 @@
-"""The graph's items: a node card (kind-coloured header, text, badge; a plain box when zoomed out)
-and an edge curve with its arrow, drawn from what :class:`ReasoningGraph` placed."""
+"""The graph's items: a node card (kind-coloured header, text, badge; zoomed out, a coloured box
+with its words sized for the screen) and, from :mod:`graph_edges`, an edge curve with its arrow,
+drawn from what :class:`ReasoningGraph` placed."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
-from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import (
     QBrush,
     QColor,
@@ -14,28 +14,26 @@ from PySide6.QtGui import (
     QFontMetricsF,
     QPainter,
     QPainterPath,
-    QPainterPathStroker,
     QPalette,
     QPen,
-    QPolygonF,
 )
 from PySide6.QtWidgets import (
     QApplication,
     QGraphicsItem,
-    QGraphicsPathItem,
-    QGraphicsPolygonItem,
     QStyleOptionGraphicsItem,
     QWidget,
 )
 
 from vrag_desktop.core.run.reasoning_graph import Layout, NodeInfo
+from vrag_desktop.qt.graph.graph_edges import EdgeItem
 from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
 
-Z_EDGE, Z_EDGE_EMPHASIS, Z_NODE = -2.0, -1.0, 1.0
-# Levels of detail by zoom: the full card; a box with one large name; below LOD_BOX a plain coloured box.
+Z_NODE = 1.0
+# Levels of detail by zoom: the full card; a coloured box with its words sized for the screen; below
+# LOD_LABEL (a card under ~13 px tall, no line fits) a plain coloured box.
 LOD_FULL = 0.6
-LOD_BOX = 0.25
+LOD_LABEL = 0.15
 LOD_ARROW = 0.2
 
 # Mid-saturation kind colours: white text on them is readable, and they stand out on light and dark bases.
@@ -110,6 +108,8 @@ class NodeItem(QGraphicsItem):
         super().__init__()
         self.info = info
         self.w, self.h = layout.node_width, layout.node_height
+        self.gap = layout.layer_gap
+        self.beside = 0.0  # room (scene units) right of the card for its words when zoomed out
         self.setPos(info.x, info.y)
         self.setFlag(QGraphicsItem.GraphicsItemFlag.ItemIsSelectable, True)
         self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
@@ -152,7 +152,18 @@ class NodeItem(QGraphicsItem):
         return QRectF(-self.w / 2, -self.h / 2, self.w, self.h)
 
     def boundingRect(self) -> QRectF:
+        if self.beside:  # the words beside the card may spill into half the gaps above and below
+            spill = self.gap * 0.45
+            return self.card().adjusted(-4, -4 - spill, 4 + self.beside, 4 + spill)
         return self.card().adjusted(-4, -4, 4, 4)  # room for the selection ring
+
+    def set_beside(self, room: float) -> None:
+        """Let a zoomed-out card write its words in ``room`` scene units to its right (0: inside the
+        card). The scene gives room to the last card of a layer, which has nothing to its right."""
+        if room != self.beside:
+            self.prepareGeometryChange()
+            self.beside = room
+            self.update()
 
     def shape(self) -> QPainterPath:
         path = QPainterPath()
@@ -216,24 +227,12 @@ class NodeItem(QGraphicsItem):
             painter.drawRoundedRect(rect, self.RADIUS, self.RADIUS)
             if mask is not None:
                 self._hatch(painter, mask)
-            if lod >= LOD_BOX:  # one name, large enough to read at this zoom
-                big = QFont(widget.font() if widget is not None else painter.font())
-                big.setBold(True)
-                big.setPixelSize(max(1, round(self.h * 0.3)))
-                painter.setFont(big)
-                painter.setPen(QColor("#ffffff"))
-                tag = self.info.tag
-                name = (
-                    tag
-                    if self.info.kind == "search" and tag and not tag.startswith("step ")
-                    else self.info.caption
-                )
-                name_rect = rect.adjusted(self.PAD, 0, -self.PAD, 0)
-                painter.drawText(
-                    name_rect,
-                    Qt.AlignmentFlag.AlignCenter,
-                    QFontMetricsF(big).elidedText(name, Qt.TextElideMode.ElideRight, name_rect.width()),
-                )
+            if lod >= LOD_LABEL:
+                font = QFont(widget.font() if widget is not None else painter.font())
+                if self.beside:
+                    self._paint_beside(painter, rect, lod, font, pal)
+                else:
+                    self._paint_label(painter, rect, lod, font)
             return
 
         base = pal.color(QPalette.ColorRole.Base)
@@ -320,6 +319,76 @@ class NodeItem(QGraphicsItem):
                 badge,
             )
 
+    def _paint_beside(self, painter: QPainter, rect: QRectF, lod: float, font: QFont, pal: QPalette) -> None:
+        """A zoomed-out card with room to its right: its kind in the box, its words beside it in
+        the text colour, on the lines that fit between it and its neighbours above and below."""
+        text_px = min(13.0, max(9.0, self.h * lod * 0.36))
+        font.setPixelSize(max(1, round(text_px / lod)))
+        pad = 3.0 / lod
+        bold = QFont(font)
+        bold.setBold(True)
+        bold.setPixelSize(max(1, round(text_px * 0.9 / lod)))
+        painter.setFont(bold)
+        painter.setPen(QColor("#ffffff"))
+        inner = rect.adjusted(pad, 0, -pad, 0)
+        caption = QFontMetricsF(bold).elidedText(
+            self.info.caption.upper(), Qt.TextElideMode.ElideRight, inner.width()
+        )
+        painter.drawText(inner, Qt.AlignmentFlag.AlignCenter, caption)
+        words = self.info.text
+        if not words:
+            return
+        fm = QFontMetricsF(font)
+        room = QRectF(rect.right() + 2 * pad, 0, self.beside - 2 * pad, 0)
+        tall = self.h + self.gap * 0.9
+        lines = wrap_lines(words, fm, room.width(), max(1, min(3, int(tall // fm.lineSpacing()))))
+        y = rect.center().y() - fm.lineSpacing() * len(lines) / 2
+        painter.setFont(font)
+        painter.setPen(pal.color(QPalette.ColorRole.Text))
+        for line in lines:
+            painter.drawText(
+                QRectF(room.left(), y, room.width(), fm.lineSpacing()),
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                line,
+            )
+            y += fm.lineSpacing()
+
+    def _paint_label(self, painter: QPainter, rect: QRectF, lod: float, font: QFont) -> None:
+        """A zoomed-out card's words, sized for the screen rather than the scene: what the node is
+        about (the query, the region, the thought, the answer) on as many lines as fit, under its
+        kind when there is room for both. Why: a fitted graph of a long run showed boxes that said
+        only "Think" or "Crop"; the colour already says the kind."""
+        card_px = self.h * lod  # the card's height on screen
+        text_px = min(13.0, max(9.0, card_px * 0.36))
+        pad = 4.0 / lod
+        inner = rect.adjusted(pad, pad * 0.5, -pad, -pad * 0.5)
+        font.setPixelSize(max(1, round(text_px / lod)))
+        fm = QFontMetricsF(font)
+        lines = max(1, int(inner.height() // fm.lineSpacing()))
+        words = self.info.text or self.info.tag or self.info.caption
+        head = self.info.caption if lines >= 2 and words != self.info.caption else ""
+        body = wrap_lines(words, fm, inner.width(), lines - (1 if head else 0))
+        painter.setPen(QColor("#ffffff"))
+        y = inner.top() + (inner.height() - fm.lineSpacing() * (len(body) + (1 if head else 0))) / 2
+        if head:
+            bold = QFont(font)
+            bold.setBold(True)
+            painter.setFont(bold)
+            painter.drawText(
+                QRectF(inner.left(), y, inner.width(), fm.lineSpacing()),
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                QFontMetricsF(bold).elidedText(head.upper(), Qt.TextElideMode.ElideRight, inner.width()),
+            )
+            y += fm.lineSpacing()
+        painter.setFont(font)
+        for line in body:
+            painter.drawText(
+                QRectF(inner.left(), y, inner.width(), fm.lineSpacing()),
+                Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                line,
+            )
+            y += fm.lineSpacing()
+
     def _hatch(self, painter: QPainter, mask: QColor) -> None:
         """Diagonal hatching in the mask colour over the card."""
         hatch = QColor(mask)
@@ -331,104 +400,8 @@ class NodeItem(QGraphicsItem):
         painter.drawPath(self.shape())
 
 
-class EdgeItem(QGraphicsPathItem):
-    """Parent → child: a curve leaving the parent's far side and arriving at the child with an arrow.
-
-    Qt draws it alone: a path item, its arrow a polygon item (a child). A Python ``paint`` and
-    ``boundingRect`` had to win the GIL back for every edge at each repaint of a live run's graph, up
-    to 5 ms each while the run's thread ran Python. So the scene restyles an edge when the palette
-    or the selection changes (:meth:`restyle`), and the view hides the arrows when zoomed out
-    (:meth:`show_arrow`)."""
-
-    ARROW_LEN = 9.0
-    ARROW_HALF = 4.5
-
-    def __init__(
-        self,
-        parent: NodeInfo,
-        child: NodeInfo,
-        layout: Layout,
-        route: list[tuple[float, float]] | None = None,
-    ) -> None:
-        super().__init__()
-        self.parent_id, self.child_id = parent.id, child.id
-        self.setZValue(Z_EDGE)
-        self.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
-        self.setBrush(Qt.BrushStyle.NoBrush)
-        self.emphasis = False
-        curve, self.arrow = self._geometry(parent, child, layout, route or [])
-        self.setPath(curve)
-        self.arrow_item = QGraphicsPolygonItem(self.arrow, self)
-        self._shape: QPainterPath | None = None  # styled once in a scene (its palette): restyle
-
-    def _geometry(
-        self, p: NodeInfo, c: NodeInfo, lay: Layout, route: list[tuple[float, float]]
-    ) -> tuple[QPainterPath, QPolygonF]:
-        """S-curves across the gaps between layers; a long edge runs straight down its channel
-        (the route's two waypoints) between them."""
-        tb = lay.direction == "TB"
-        hw, hh = lay.node_width / 2, lay.node_height / 2
-        if tb:
-            start, tip = QPointF(p.x, p.y + hh), QPointF(c.x, c.y - hh)
-            unit = QPointF(0, 1 if tip.y() >= start.y() else -1)
-        else:
-            start, tip = QPointF(p.x + hw, p.y), QPointF(c.x - hw, c.y)
-            unit = QPointF(1 if tip.x() >= start.x() else -1, 0)
-        end = tip - unit * self.ARROW_LEN
-        points = [start, *(QPointF(x, y) for x, y in route), end]
-        path = QPainterPath(start)
-        for i, (a, b) in enumerate(itertools.pairwise(points)):
-            if route and i == 1:  # down the channel
-                path.lineTo(b)
-                continue
-            span = abs((b.y() - a.y()) if tb else (b.x() - a.x()))
-            bend = max(span * 0.5, 6.0)
-            path.cubicTo(a + unit * bend, b - unit * bend, b)
-        normal = QPointF(-unit.y(), unit.x()) * self.ARROW_HALF
-        arrow = QPolygonF([tip, end + normal, end - normal])
-        return path, arrow
-
-    def set_emphasis(self, on: bool) -> None:
-        if on != self.emphasis:
-            self.emphasis = on
-            self.setZValue(Z_EDGE_EMPHASIS if on else Z_EDGE)
-            self.restyle()
-
-    def restyle(self, palette: QPalette | None = None) -> None:
-        """Colour the line and its arrow from ``palette`` (default: the scene's): the highlight when
-        emphasised (its node is selected), else the text colour, half transparent."""
-        if palette is None:
-            s = self.scene()
-            palette = s.palette() if s is not None else QApplication.palette()
-        if self.emphasis:
-            color = palette.color(QPalette.ColorRole.Highlight)
-        else:
-            color = QColor(palette.color(QPalette.ColorRole.Text))
-            color.setAlpha(125)
-        pen = QPen(color, 2.2 if self.emphasis else 1.3)
-        pen.setCosmetic(True)
-        self.setPen(pen)
-        self.arrow_item.setPen(pen)
-        self.arrow_item.setBrush(color)
-
-    def show_arrow(self, on: bool) -> None:
-        """The arrow is drawn from zoom LOD_ARROW up (below, a speck)."""
-        if self.arrow_item.isVisible() != on:
-            self.arrow_item.setVisible(on)
-
-    def shape(self) -> QPainterPath:
-        """The line itself (not its bounding box), so the empty space around a curve stays empty.
-        Asked for hit tests (clicks, collisions) and, once per path, by Qt's ``boundingRect``."""
-        if self._shape is None:  # the line and its arrow, 6 px wide: Qt's boundingRect is this too
-            outline = QPainterPath(self.path())
-            outline.addPolygon(self.arrow)
-            stroker = QPainterPathStroker()
-            stroker.setWidth(6.0)
-            self._shape = stroker.createStroke(outline)
-            self._shape.setFillRule(Qt.FillRule.WindingFill)
-            self._shape.addPolygon(self.arrow)
-        return self._shape
-
-
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+__all__ = ["KIND_COLORS", "EdgeItem", "NodeItem", "kind_color", "mix", "role_color", "wrap_lines"]

@@ -43,6 +43,7 @@ class GraphScene(QGraphicsScene):
         self._edges: dict[tuple[str, str], EdgeItem] = {}
         self._selected: str | None = None
         self._arrows = True  # edges show their arrows (the view says when zoomed out: show_arrows)
+        self._beside = False  # zoomed out: a layer's last card writes its words beside it (show_beside)
         self._training: SampleTraining | None = None
         self.selectionChanged.connect(self._on_selection)
 
@@ -68,6 +69,7 @@ class GraphScene(QGraphicsScene):
         for e in self.graph.edges():
             self._add_edge(e)
         self._fit_rect()
+        self._place_beside(self._nodes)
         if added:
             self.nodesAdded.emit(added)
 
@@ -110,6 +112,7 @@ class GraphScene(QGraphicsScene):
             self._add_edge(e)
         if d.added or d.removed:
             self._fit_rect()
+            self._place_beside([*d.added, *d.removed])
         if d.removed and not self._nodes:
             self.emptied.emit()
         if d.added:
@@ -228,6 +231,35 @@ class GraphScene(QGraphicsScene):
             item.update()
         for edge in self._edges.values():
             edge.restyle(palette)
+
+    def show_beside(self, on: bool) -> None:
+        """Zoomed out (the view says when): the last card of each layer writes its words beside it,
+        where nothing else is drawn, instead of squeezing them into the card."""
+        if on != self._beside:
+            self._beside = on
+            self._place_beside(self._nodes)
+
+    def beside_room(self) -> float:
+        """How far right of a card its words may go (scene units)."""
+        return 2.4 * self.graph.layout.node_width
+
+    def _place_beside(self, ids: Iterable[str]) -> None:
+        """Give the words' room to the last card of each layer of ``ids`` (top-to-bottom graphs:
+        a layer is a row; left-to-right ones have the next layer there, so never)."""
+        lay = self.graph.layout
+        rows = {round(self.graph.node(n).y) for n in ids if self.graph.get(n) is not None}
+        if not rows:
+            return
+        last: dict[int, NodeItem] = {}
+        for item in self._nodes.values():
+            y = round(item.info.y)
+            if y in rows:
+                if y not in last or item.info.x > last[y].info.x:
+                    last[y] = item
+                item.set_beside(0.0)
+        if self._beside and lay.direction == "TB":
+            for item in last.values():
+                item.set_beside(self.beside_room())
 
     def show_arrows(self, on: bool) -> None:
         """Show the edges' arrows (the view hides them when zoomed out, where they are specks)."""

@@ -23,11 +23,12 @@ from PySide6.QtWidgets import (
     QGraphicsScene,
     QGraphicsView,
     QLabel,
+    QToolButton,
     QWidget,
 )
 
 from vrag_desktop.core.run.training_roles import OFF_PATH, VALUABLE
-from vrag_desktop.qt.graph.graph_items import LOD_ARROW, ROLE_COLORS, mix
+from vrag_desktop.qt.graph.graph_items import LOD_ARROW, LOD_FULL, ROLE_COLORS, mix
 from vrag_desktop.qt.graph.graph_scene import GraphScene
 from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.theme import is_dark
@@ -41,12 +42,19 @@ LEGEND_TEXT = {
     "masked": "masked (other reason)",
 }
 PLACEHOLDER = "No run yet. Each step of the agent's reasoning appears here as a node while it works."
+FOLLOW_TEXT = "Follow run"
+FOLLOW_TIP = (
+    "Keep the newest step in view as the run goes on. Zooming or dragging the graph stops following; "
+    "press this to follow again."
+)
 
 
 class GraphView(ZoomView):
     """Reads a :class:`GraphScene`: the wheel zooms under the mouse (clamped), drag pans, ``fit``
-    shows everything. While a run is live (``set_live(True)``) the view follows the newest node —
-    or keeps everything in view after ``fit()`` — until the person zooms or pans."""
+    shows everything. While a run is live or replayed (``set_live(True)``) the view follows the
+    newest node at a zoom where cards are read in full — or keeps everything in view after
+    ``fit()`` — until the person zooms or pans; the *Follow run* button over the view says which,
+    and follows again when pressed."""
 
     zoomChanged = Signal(float)
     nodeClicked = Signal(str)
@@ -83,6 +91,14 @@ class GraphView(ZoomView):
         self.legend.hide()
         # what will appear, until a run draws nodes
         self._placeholder = self.viewport_note(PLACEHOLDER, QPalette.ColorRole.PlaceholderText)
+        self.follow_button = QToolButton(self)  # top right, while a run is live
+        self.follow_button.setObjectName("followRun")
+        self.follow_button.setText(FOLLOW_TEXT)
+        self.follow_button.setToolTip(FOLLOW_TIP)
+        self.follow_button.setCheckable(True)
+        self.follow_button.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.follow_button.clicked.connect(self._follow_clicked)
+        self.follow_button.hide()
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.actionTriggered.connect(self._user_scrolled)
         self.setScene(scene if scene is not None else GraphScene(self))
@@ -107,6 +123,7 @@ class GraphView(ZoomView):
             scene.nodeClicked.connect(self.nodeClicked.emit)
             scene.trainingChanged.connect(self._update_legend)
             scene.show_arrows(self.zoom() >= LOD_ARROW)
+            scene.show_beside(self.zoom() < LOD_FULL)
             scene.emptied.connect(self._sync_placeholder)
         self._update_legend()
         self._sync_placeholder()
@@ -115,6 +132,7 @@ class GraphView(ZoomView):
         scene = self.scene()
         if isinstance(scene, GraphScene):
             scene.show_arrows(zoom >= LOD_ARROW)
+            scene.show_beside(zoom < LOD_FULL)
 
     # ------------------------------------------------------------------ training legend
     def _update_legend(self) -> None:
@@ -194,6 +212,7 @@ class GraphView(ZoomView):
         """Show every node with a margin (never above natural size); while live, keep doing so."""
         if self._live:
             self._follow = "fit"
+            self._sync_follow()
         self._fit()
 
     def _fit(self) -> None:
@@ -205,6 +224,13 @@ class GraphView(ZoomView):
         w, h = max(1.0, vp.width() - 2 * margin), max(1.0, vp.height() - 2 * margin)
         zoom = min(w / rect.width(), h / rect.height(), self.FIT_MAX_ZOOM)
         zoom = max(zoom, 0.005)  # fitting may go below MIN_ZOOM: a huge graph must still fit
+        scene = self.graph_scene()
+        if zoom < LOD_FULL and scene.layout.direction == "TB":
+            # zoomed out, the last card of each row writes its words beside it: use the width
+            # left over at this zoom for them (the graph moves left, the zoom stays)
+            spare = min(scene.beside_room(), w / zoom - rect.width())
+            if spare > 0:
+                rect = rect.adjusted(0, 0, spare, 0)
         self._programmatic += 1
         try:
             self.setTransform(QTransform.fromScale(zoom, zoom))
@@ -245,9 +271,14 @@ class GraphView(ZoomView):
 
     # ------------------------------------------------------------------ following a live run
     def set_live(self, live: bool) -> None:
-        """A run is streaming into the scene: follow its newest node until the person moves."""
+        """A run is streaming into the scene (or being replayed): follow its newest node, at a zoom
+        where its cards are read in full, until the person moves."""
         self._live = live
         self._follow = "newest" if live else None
+        if live:
+            self._readable_zoom()
+            self._on_nodes_added([])
+        self._sync_follow()
 
     def is_live(self) -> bool:
         return self._live
@@ -258,11 +289,48 @@ class GraphView(ZoomView):
 
     def follow_newest(self) -> None:
         self._follow = "newest"
+        self._readable_zoom()
         self._on_nodes_added([])
+        self._sync_follow()
+
+    def follow_zoom(self) -> float:
+        """The zoom a followed run is shown at: cards in full (never below LOD_FULL), about three
+        layers of the graph in view, never above natural size."""
+        lay = self.graph_scene().layout
+        vp = self.viewport().rect()
+        fit_w = (vp.width() - 48) / lay.node_width
+        fit_h = vp.height() / (3.2 * lay.layer_pitch)
+        return max(LOD_FULL + 0.05, min(1.0, fit_w, fit_h))
+
+    def _readable_zoom(self) -> None:
+        """Zoom to :meth:`follow_zoom` (about the view's centre) when cards are drawn smaller."""
+        if self.zoom() < LOD_FULL or self.zoom() > 1.0:
+            self.set_zoom(self.follow_zoom())
 
     def _user_moved(self) -> None:
         if self._follow is not None:
             self._follow = None
+            self._sync_follow()
+
+    def _follow_clicked(self, checked: bool) -> None:
+        if checked:
+            self.follow_newest()
+        else:
+            self._user_moved()
+
+    def _sync_follow(self) -> None:
+        """The button shows while a run is live, pressed while the view follows it."""
+        self.follow_button.setChecked(self._follow is not None)
+        self.follow_button.setVisible(self._live)
+        if self._live:
+            self.follow_button.adjustSize()
+            self._place_follow()
+            self.follow_button.raise_()
+
+    def _place_follow(self) -> None:
+        vp = self.viewport().geometry()
+        b = self.follow_button
+        b.move(vp.right() - b.width() - 8, vp.top() + 8)
 
     def _user_scrolled(self, action: int) -> None:
         if not self._programmatic and action != QAbstractSlider.SliderAction.SliderNoAction.value:
@@ -333,6 +401,10 @@ class GraphView(ZoomView):
         super().resizeEvent(event)
         if self._follow == "fit":
             self._fit()
+        elif self._follow == "newest":
+            self._on_nodes_added([])
+        if self._live:
+            self._place_follow()
 
     def changeEvent(self, event: QEvent) -> None:
         if event.type() == QEvent.Type.PaletteChange and isinstance(self.scene(), GraphScene):

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QFormLayout,
     QFrame,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QScrollArea,
     QSizePolicy,
@@ -33,9 +32,9 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.agents.events import HitRef
 from vrag_desktop.core.run.reasoning_graph import NodeInfo
 from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
+from vrag_desktop.qt.graph.details_table import DetailsTable
 from vrag_desktop.qt.graph.graph_items import kind_color, role_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
-from vrag_desktop.qt.infra.tables import read_only_table
 from vrag_desktop.qt.infra.tasks import run_decode
 from vrag_desktop.qt.infra.theme import is_dark
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
@@ -79,7 +78,7 @@ class NodeDetails(QWidget):
         self._lay = QVBoxLayout(self._body)
         self._lay.setContentsMargins(12, 10, 12, 12)
         self._lay.setSpacing(8)
-        self.tables: dict[str, QTableWidget] = {}  # "hits" | "memory" | "crops" | "images": shown tables
+        self.tables: dict[str, DetailsTable] = {}  # "hits" | "memory" | "crops" | "images": shown tables
         self.fields: dict[str, QLabel] = {}  # "query" | "summary" | ...: shown text fields
         self.clear()
 
@@ -208,7 +207,7 @@ class NodeDetails(QWidget):
         self._section(title)
         if not info.hits:
             return
-        t = self._table("hits", ["Item", "Source", "Score", "Shown"])
+        t = self._table("hits", ["Item", "Source", "Score", "Shown"], wrap=False)
         t.setRowCount(len(info.hits))
         for r, h in enumerate(info.hits):
             source = hit_source(h) + (
@@ -234,7 +233,7 @@ class NodeDetails(QWidget):
                     f.setBold(True)
                     item.setFont(f)
                 t.setItem(r, c, item)
-        self._finish(t, stretch=1)
+        t.finish(text=(0, 1))
 
     def _images(self, info: NodeInfo) -> None:
         title = f"Shown to the model ({len(info.images)})"
@@ -242,7 +241,7 @@ class NodeDetails(QWidget):
         for r, im in enumerate(info.images):
             t.setItem(r, 1, self._item(_where(im.source, im.page), tip=im.source))
             t.setItem(r, 2, self._item(f"{im.width}×{im.height}"))
-        self._finish(t, stretch=1, thumbs=True)
+        self._finish_thumbs(t, text=(1,))
 
     def _memory(self, info: NodeInfo) -> None:
         kept = sum(1 for m in info.memory if m.useful)
@@ -258,7 +257,7 @@ class NodeDetails(QWidget):
             t.setItem(r, 3, self._item(str(m.priority), right=True))
             t.setItem(r, 4, self._item(f"{m.energy:.3f}", right=True))
             t.setItem(r, 5, self._item(f"{m.pixel_budget:,} px" if m.pixel_budget else "—", right=True))
-        self._finish(t, stretch=5, thumbs=True)
+        self._finish_thumbs(t, text=(1,))
 
     def _crops(self, info: NodeInfo) -> None:
         headers = ["Image", "Region (page pixels)", "Source"]
@@ -269,7 +268,7 @@ class NodeDetails(QWidget):
                 r, 1, self._item(f"[{x1}, {y1}, {x2}, {y2}]\n{x2 - x1}×{y2 - y1} px → {c.width}×{c.height}")
             )
             t.setItem(r, 2, self._item(_where(c.source, c.page), tip=c.raw or c.source))
-        self._finish(t, stretch=2, thumbs=True)
+        self._finish_thumbs(t, text=(2,))
 
     def _evidence(self, info: NodeInfo) -> None:
         self._section(f"Evidence ({len(info.evidence)})")
@@ -286,7 +285,7 @@ class NodeDetails(QWidget):
     # ------------------------------------------------------------------ thumbnails
     def _thumb_table(
         self, title: str, key: str, headers: list[str], images: Sequence[str | None]
-    ) -> QTableWidget:
+    ) -> DetailsTable:
         """A titled table with one row per image, the image's thumbnail in the first column."""
         self._section(title)
         t = self._table(key, headers)
@@ -390,33 +389,17 @@ class NodeDetails(QWidget):
             item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         return item
 
-    def _table(self, key: str, headers: list[str]) -> QTableWidget:
-        t = read_only_table(QTableWidget(0, len(headers)), wrap=True)
-        t.setHorizontalHeaderLabels(headers)
-        t.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        t.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    def _table(self, key: str, headers: list[str], *, wrap: bool = True) -> DetailsTable:
+        t = DetailsTable(headers, wrap=wrap)
         t.setIconSize(THUMB)
         self.tables[key] = t
         self._lay.addWidget(t)
         return t
 
-    def _finish(self, t: QTableWidget, stretch: int, thumbs: bool = False) -> None:
-        """Columns sized to content (``stretch`` takes the rest); the table as tall as its rows, so
-        the panel scrolls as a whole rather than each table on its own."""
-        head = t.horizontalHeader()
-        for c in range(t.columnCount()):
-            head.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        head.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-        if thumbs:
-            head.setSectionResizeMode(0, QHeaderView.ResizeMode.Fixed)
-            t.setColumnWidth(0, THUMB.width() + 12)
-            for r in range(t.rowCount()):
-                t.setRowHeight(r, THUMB.height() + 8)
-        else:
-            t.resizeRowsToContents()
-        height = t.horizontalHeader().height() + 2 * t.frameWidth() + 4
-        height += sum(t.rowHeight(r) for r in range(t.rowCount()))
-        t.setFixedHeight(height)
+    def _finish_thumbs(self, t: DetailsTable, text: tuple[int, ...]) -> None:
+        """A table whose first column holds thumbnails: rows as tall as one, ``text`` stretching."""
+        t.row_height = THUMB.height() + 8
+        t.finish(text=text, fixed={0: THUMB.width() + 12})
 
     def sizeHint(self) -> QSize:
         return QSize(420, 520)

@@ -51,6 +51,7 @@ class ExampleBar(QFrame):
         self.label = QLabel(self)
         self.label.setObjectName("exampleLabel")
         self.label.setWordWrap(True)
+        self.label.setMinimumWidth(160)  # wraps further rather than widening a narrow Ask column
         self.buttons = {k: QPushButton(NAMES[k], self) for k in KEYS}
         for k, b in self.buttons.items():
             b.setObjectName(f"example_{k}")

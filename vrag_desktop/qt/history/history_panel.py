@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
@@ -41,10 +41,12 @@ from vrag_desktop.qt.history.run_table import (
     RUN_ID_ROLE,
     STATUS,
     STEPS,
+    TEXT_MIN,
     TIME,
     RunFilterModel,
     RunTableModel,
     StatusDelegate,
+    fit_columns,
 )
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.infra.errors import error_sink
@@ -139,7 +141,7 @@ class HistoryPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setHighlightSections(False)
         fm = self.fontMetrics()
-        widths = {
+        self._widths = widths = {
             TIME: fm.horizontalAdvance("2026-11-21 14:05") + 24,
             AGENT: fm.horizontalAdvance("VimRAG") + 24,
             MODEL: fm.horizontalAdvance("Qwen2.5-VL-7B-Instruct"),
@@ -151,6 +153,7 @@ class HistoryPanel(QWidget):
             header.resizeSection(col, w)
         header.setSectionResizeMode(QUESTION, QHeaderView.ResizeMode.Stretch)
         header.setSectionResizeMode(ANSWER, QHeaderView.ResizeMode.Stretch)
+        header.setMinimumSectionSize(min(TEXT_MIN, fm.horizontalAdvance("Question") + 24))
 
         self.empty_label = QLabel(
             "No saved runs yet.\nAsk a question: every run is kept here to reopen, replay and export."
@@ -172,8 +175,15 @@ class HistoryPanel(QWidget):
         bottom = QHBoxLayout()
         bottom.addWidget(self.status_label, 1)
         for b in (self.open_button, self.replay_button, self.export_button, self.delete_button):
+            # as wide as their words, not the style's 80 px: four of those set a side column's width
+            b.setMinimumWidth(b.fontMetrics().horizontalAdvance(b.text()) + (40 if b.menu() else 22))
+            b.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
             bottom.addWidget(b)
         column(self, top, self.stack, bottom, grow=self.stack)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)  # the layout has already sized the table
+        fit_columns(self.table, self._widths)
 
     # ---------------------------------------------------------------- listing
     def refresh(self) -> None:

@@ -16,7 +16,7 @@ from PySide6.QtCore import (
     Qt,
 )
 from PySide6.QtGui import QColor, QPainter, QPalette
-from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import QStyle, QStyledItemDelegate, QStyleOptionViewItem, QTableView
 
 from vrag_desktop.core.agents.names import agent_name
 from vrag_desktop.qt.infra import theme
@@ -26,8 +26,14 @@ if TYPE_CHECKING:
     from vrag_desktop.core.run.store import RunSummary
 _Index = QModelIndex | QPersistentModelIndex
 
-COLUMNS = ("Time", "Agent", "Model", "Question", "Status", "Steps", "Answer")
-TIME, AGENT, MODEL, QUESTION, STATUS, STEPS, ANSWER = range(len(COLUMNS))
+# What a run was and how it ended come first: a narrow History shows the leading columns (the
+# panel hides the rest by PRIORITY), and an answered, a failed and a cancelled run must differ there.
+COLUMNS = ("Question", "Outcome", "Time", "Answer", "Model", "Agent", "Steps")
+QUESTION, STATUS, TIME, ANSWER, MODEL, AGENT, STEPS = range(len(COLUMNS))
+#: The columns a narrow History keeps, most needed first (the question always shows).
+PRIORITY = (QUESTION, STATUS, TIME, ANSWER, MODEL, AGENT, STEPS)
+#: The least a stretched text column gets before a column of lower priority is hidden for it.
+TEXT_MIN = 140
 RUN_ID_ROLE = int(Qt.ItemDataRole.UserRole)
 SORT_ROLE = RUN_ID_ROLE + 1
 SEARCH_ROLE = RUN_ID_ROLE + 2
@@ -73,25 +79,24 @@ class RunTableModel(RecordModel["RunSummary"]):
         return record.id
 
     def row_cells(self, r: RunSummary) -> list[dict[int, Any]]:
-        texts = (
-            local_time(r.started_at),
-            agent_name(r.agent),
-            r.model or "—",
-            first_line(r.question),
-            STATUS_LOOK.get(r.status, (r.status, "muted"))[0],
-            str(r.steps),
-            first_line(r.answer),
-        )
+        texts = [""] * len(COLUMNS)
+        texts[QUESTION] = first_line(r.question)
+        texts[STATUS] = STATUS_LOOK.get(r.status, (r.status, "muted"))[0]
+        texts[TIME] = local_time(r.started_at)
+        texts[ANSWER] = first_line(r.answer)
+        texts[MODEL] = r.model or "—"
+        texts[AGENT] = agent_name(r.agent)
+        texts[STEPS] = str(r.steps)
         cells: list[dict[int, Any]] = [
             {_DISPLAY: text, SORT_ROLE: text.lower(), RUN_ID_ROLE: r.id} for text in texts
         ]
         cells[TIME][SORT_ROLE] = r.started_at
         cells[STEPS][SORT_ROLE] = r.steps
-        cells[0][SEARCH_ROLE] = f"{r.question}\n{r.answer}\n{r.model}".lower()
+        cells[0][SEARCH_ROLE] = f"{r.question}\n{r.answer}\n{r.model}".lower()  # the filter's column
         cells[STATUS][STATUS_ROLE] = r.status
         done = f", finished {local_time(r.finished_at)}" if r.finished_at else ""
         cells[TIME][_TIP] = f"Run {r.id}: started {texts[TIME]}{done}"
-        cells[QUESTION][_TIP] = r.question
+        cells[QUESTION][_TIP] = f"{r.question}\n\n{texts[TIME]} · {texts[AGENT]} · {texts[MODEL]}"
         if r.answer:
             cells[ANSWER][_TIP] = r.answer
         cells[STATUS][_TIP] = _status_tip(r)
@@ -100,6 +105,21 @@ class RunTableModel(RecordModel["RunSummary"]):
         for col in (TIME, AGENT, MODEL, STEPS):
             cells[col][int(Qt.ItemDataRole.ForegroundRole)] = muted
         return cells
+
+
+def fit_columns(table: QTableView, widths: dict[int, int]) -> None:
+    """Show the columns that fit the table's width, by :data:`PRIORITY`; ``widths``: the fixed
+    columns' widths (the question and answer stretch, from :data:`TEXT_MIN`). Why: with every
+    column shown, a History dock as narrow as a side column showed time, agent and model only."""
+    room = table.viewport().width() or table.width()
+    used = 0
+    for col in PRIORITY:
+        need = widths.get(col, TEXT_MIN)
+        show = col == QUESTION or used + need <= room
+        if show:
+            used += need
+        if table.isColumnHidden(col) == show:
+            table.setColumnHidden(col, not show)
 
 
 def _status_tip(r: RunSummary) -> str:
