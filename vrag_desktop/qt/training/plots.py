@@ -12,7 +12,9 @@ paint of the whole grid took 160-330 ms (docs/benchmarks.md §5.7), so nothing i
 Plots tab is shown with rows to plot; then one plot is made per event-loop turn (hidden, so the
 grid's geometry settles without painting), and they are revealed one per turn, each with its data,
 so no turn paints more than one new plot. A plot is a title, a ViewBox and two axes, without menus (see
-:meth:`MetricPlots._make_plot`).
+:meth:`MetricPlots._make_plot`); a plot of several curves has a one-line legend between its title
+and its view, never over the points. Whole-step ticks, the value range and the single-point marker:
+:mod:`.plot_axes`.
 
 The validation curve (``val/...`` rows of ``val_metrics.jsonl``, a point every ``eval_steps``) is
 drawn beside what it validates: the validation reward on the Reward plot and the validation accuracy
@@ -33,6 +35,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette, QShowEvent
 from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, legend_html, point_style, value_range
 
 REDRAW_MS = 250  # at most 4 redraws a second
 X_START = 10  # steps the x axis shows at first; it grows by half again when a run passes its end
@@ -95,12 +99,13 @@ NOT_LOGGED = {"KL": "KL — not logged (β = 0: no reference model)"}
 
 
 class Series:
-    """A growing (step, value) array pair; amortised O(1) appends."""
+    """A growing (step, value) array pair with its value range; amortised O(1) appends."""
 
     def __init__(self) -> None:
         self.x = np.empty(256, dtype=np.float64)
         self.y = np.empty(256, dtype=np.float64)
         self.n = 0
+        self.lo, self.hi = math.inf, -math.inf
 
     def append(self, x: float, y: float) -> None:
         if self.n == len(self.x):
@@ -108,6 +113,7 @@ class Series:
             self.y = np.resize(self.y, 2 * self.n)
         self.x[self.n], self.y[self.n] = x, y
         self.n += 1
+        self.lo, self.hi = min(self.lo, y), max(self.hi, y)
 
     def view(self) -> tuple[np.ndarray, np.ndarray]:
         return self.x[: self.n], self.y[: self.n]
@@ -126,6 +132,9 @@ class MetricPlots(QWidget):
         self.plots: dict[str, pg.GraphicsLayout] = {}  # title -> its cell (title, axes, view)
         self.boxes: dict[str, pg.ViewBox] = {}
         self.titles: dict[str, pg.LabelItem] = {}
+        self.legends: dict[str, pg.LabelItem] = {}  # plots of several curves: which colour is which
+        self._marked: set[str] = set()  # keys drawn with a marker (a single point)
+        self.axes: dict[str, tuple[ValueAxis, StepAxis]] = {}  # title -> (left, bottom)
         self._dirty: set[str] = set()
         self._steps: list[Callable[[], None]] | None = None  # the build's steps left (None: not started)
         self._built = False
@@ -199,18 +208,24 @@ class MetricPlots(QWidget):
         ``PlotItem``: that also makes ~20 hidden option widgets (its menu), each styled by the app's
         style sheet, which made a plot 2-3x costlier. No grid either: AxisItem paints grid lines
         across the whole view, the costliest part of a repaint."""
-        title = PLOTS[i][0]
+        title, curves = PLOTS[i]
         fg = self._fg
         cell = self.plots[title]
         self.titles[title] = pg.LabelItem(title, color=fg, size="10pt")
         cell.addItem(self.titles[title], row=0, col=1)
+        row = 1
+        if len(curves) > 1:  # its own row: a legend inside the view covered the first points
+            self.legends[title] = pg.LabelItem("", color=fg, size="8pt")
+            cell.addItem(self.legends[title], row=1, col=1)
+            row = 2
         box = pg.ViewBox(enableMenu=False)
-        for where, row, col in (("left", 1, 0), ("bottom", 2, 1)):
-            axis = pg.AxisItem(where)
+        box.enableAutoRange(y=False)  # set from the values (see _fit_y): never a millionth's span
+        self.axes[title] = (ValueAxis("left"), StepAxis("bottom"))
+        for axis, r, col in ((self.axes[title][0], row, 0), (self.axes[title][1], row + 1, 1)):
             axis.linkToView(box)
             axis.setTextPen(fg)
-            cell.addItem(axis, row=row, col=col)
-        cell.addItem(box, row=1, col=1)
+            cell.addItem(axis, row=r, col=col)
+        cell.addItem(box, row=row, col=1)
         if i == 0:
             box.enableAutoRange(x=False)  # grows in steps (see redraw): axes repaint less often
             box.setXRange(0, X_START, padding=0)
@@ -219,29 +234,16 @@ class MetricPlots(QWidget):
         self.boxes[title] = box
 
     def _make_curves(self, i: int) -> None:
-        """The plot's curves, and its legend when it has several."""
+        """The plot's curves (its legend names those with points: :meth:`_title`)."""
         title, curves = PLOTS[i]
         box = self.boxes[title]
-        legend = None
-        if len(curves) > 1:
-            base = self.palette().color(QPalette.ColorRole.Base)
-            base.setAlpha(215)  # readable over the curves it covers
-            legend = pg.LegendItem(
-                offset=(-4, 4),
-                labelTextColor=self._fg,
-                brush=pg.mkBrush(base),
-                colCount=3 if len(curves) > 4 else 2,  # two rows at most: the plots are short
-            )
-            legend.setParentItem(box)
-        for key, name, colour in curves:
+        for key, _name, colour in curves:
             style: dict[str, Any] = {"pen": pg.mkPen(colour, width=1.5)}
             if key in POINTS:
                 pen = pg.mkPen(colour, width=1.2, style=Qt.PenStyle.DashLine)
                 style = {"pen": pen, "symbol": "o", "symbolSize": 6, "symbolBrush": colour, "symbolPen": None}
             curve = pg.PlotDataItem(**style, clipToView=True, autoDownsample=True, downsampleMethod="peak")
             box.addItem(curve)
-            if legend is not None:
-                legend.addItem(curve, name)
             self.curves.setdefault(key, []).append(curve)
         if title in BEST_MARKED:
             line = pg.InfiniteLine(
@@ -256,15 +258,14 @@ class MetricPlots(QWidget):
         plot = self.plots[title]
         last = 0.0
         for key, _name, _colour in curves:
-            x, y = self.series[key].view()
-            for curve in self.curves[key]:
-                curve.setData(x, y)
+            x, _y = self._push(key)
             if LAST_PLOT_OF[key] == i:  # its last plot: every curve of it holds its series now
                 self._dirty.discard(key)
             if len(x):
                 last = max(last, float(x[-1]))
         if i == 0:
             self.boxes[title].setXRange(0, self._x_end(last), padding=0)
+        self._fit_y(title)
         plot.setVisible(title not in OPTIONAL or bool(self.series[OPTIONAL[title]].n))
         self._show_best()
         self._title(title)
@@ -279,6 +280,40 @@ class MetricPlots(QWidget):
             text = f"{title} — best: step {self.best[0]:g} (reward {self.best[1]:.3f})"
         if self.titles[title].text != text:
             self.titles[title].setText(text)
+        legend = self.legends.get(title)
+        if legend is not None:
+            shown = [(n, c, k in POINTS) for k, n, c in dict(PLOTS)[title] if self.series[k].n]
+            html = legend_html(shown)
+            if legend.text != html:
+                legend.setText(html)
+
+    def _push(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """Give the key's curves its series; a lone point gets a marker (a line through it draws nothing)."""
+        x, y = self.series[key].view()
+        single = len(x) == 1 and key not in POINTS  # validation points always have markers
+        for curve in self.curves[key]:
+            curve.setData(x, y)
+        if single != (key in self._marked):
+            colour = next(c for _t, cs in PLOTS for k, _n, c in cs if k == key)
+            for curve in self.curves[key]:
+                style = point_style(colour) if single else {"symbol": None}
+                curve.setSymbol(style["symbol"])
+                if single:
+                    curve.setSymbolSize(style["symbolSize"])
+                    curve.setSymbolBrush(style["symbolBrush"])
+                    curve.setSymbolPen(style["symbolPen"])
+            (self._marked.add if single else self._marked.discard)(key)
+        return x, y
+
+    def _fit_y(self, title: str) -> None:
+        """The plot's value range from its series' extremes (see :func:`.plot_axes.value_range`)."""
+        series = [self.series[k] for k, _n, _c in dict(PLOTS)[title] if self.series[k].n]
+        if not series:
+            return
+        lo, hi = value_range(min(s.lo for s in series), max(s.hi for s in series))
+        box = self.boxes[title]
+        if box.viewRange()[1] != [lo, hi]:
+            box.setYRange(lo, hi, padding=0)
 
     # ---- data -------------------------------------------------------------------------------------
     def clear(self) -> None:
@@ -334,11 +369,12 @@ class MetricPlots(QWidget):
             return
         last = 0.0
         for key in self._dirty:
-            x, y = self.series[key].view()
-            for curve in self.curves[key]:
-                curve.setData(x, y)
+            x, _y = self._push(key)
             if len(x):
                 last = max(last, float(x[-1]))
+        for title, curves in PLOTS:
+            if any(k in self._dirty for k, _n, _c in curves):
+                self._fit_y(title)
         self._show_best()
         first = self.boxes[PLOTS[0][0]]
         end = first.viewRange()[0][1]
@@ -360,7 +396,8 @@ class MetricPlots(QWidget):
         return f"{filtered} groups filtered, {rounds} resample rounds, {skipped} step(s) skipped"
 
     def _x_end(self, last: float) -> float:
-        return max(last * 1.5, X_START) if self.live else max(last, 1.0)
+        # ended: its steps end to end, with room for the last point's marker and its tick's label
+        return max(last * 1.5, X_START) if self.live else max(last * 1.03 + 0.5, 1.5)
 
     def set_live(self, live: bool) -> None:
         """A run that has ended shows its steps end to end; a live one keeps room to grow."""
