@@ -135,7 +135,7 @@ class WindowLayout:
         width, height = win.width(), win.height()
         side = [win.corpora_dock, win.history_dock]
         left = max(max(d.minimumSizeHint().width() for d in side), min(400, round(width * 0.22)))
-        right = round(width * (0.47 if wide else 0.40))
+        right = round(width * (0.47 if wide else 0.42))
         win.resizeDocks([win.corpora_dock, win.graph_dock], [left, right], Qt.Orientation.Horizontal)
         win.resizeDocks(side, [height // 2, height // 2], Qt.Orientation.Vertical)
         if wide:
@@ -162,16 +162,20 @@ class WindowLayout:
         return screen.availableGeometry() if screen is not None else QRect(0, 0, 1280, 800)
 
     def clamp_to_screen(self) -> None:
-        """Keep the (restored) window inside the available area of the screen it opens on."""
+        """Keep the window, its frame included once shown, inside the available area of the screen
+        it is on (a layout restored from a larger monitor)."""
         win = self.win
         if win.isMaximized() or win.isFullScreen():
             return
-        screen = screen_of(win.geometry())
+        frame, inner = win.frameGeometry(), win.geometry()
+        screen = screen_of(frame)
         if screen is None:
             return
-        rect = clamp_geometry(win.geometry(), screen.availableGeometry())
-        if rect != win.geometry():
-            win.setGeometry(rect)
+        fits = clamp_geometry(frame, screen.availableGeometry())
+        if fits != frame:  # the same change to the window inside its frame
+            left, top = inner.x() - frame.x(), inner.y() - frame.y()
+            extra_w, extra_h = frame.width() - inner.width(), frame.height() - inner.height()
+            win.setGeometry(fits.x() + left, fits.y() + top, fits.width() - extra_w, fits.height() - extra_h)
 
     # ------------------------------------------------------------------ saving
     def settings(self) -> QSettings:
@@ -188,9 +192,10 @@ class WindowLayout:
                 self.clamp_to_screen()
             else:
                 win.setGeometry(first_geometry(self.available()))
-            self.apply_default()
-            if isinstance(state, QByteArray):
-                restored = win.restoreState(state, STATE_VERSION)
+            if isinstance(state, QByteArray):  # onto the docks as built: the default's hidden tabs
+                restored = win.restoreState(state, STATE_VERSION)  # would leave a stray tab bar
+            if not restored:
+                self.apply_default()
             if restored and isinstance(split, QByteArray):
                 win.graph_pane.restoreState(split)
             self.unclip_tabs()
@@ -199,8 +204,10 @@ class WindowLayout:
         self.restored = restored
 
     def shown(self) -> None:
-        """The window's first show: the default layout's sizes again, now that the window has its
-        real size (sizes given before are rescaled by Qt's first layout pass)."""
+        """The window's first show: inside the screen with its frame (known only now), and the
+        default layout's sizes again, now that the window has its real size (sizes given before
+        are rescaled by Qt's first layout pass)."""
+        self.clamp_to_screen()
         if not self.restored:
             self.size_docks(is_wide(self.available()))
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QMargins, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence, QResizeEvent
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -182,8 +182,16 @@ class HistoryPanel(QWidget):
         column(self, top, self.stack, bottom, grow=self.stack)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        super().resizeEvent(event)  # the layout has already sized the table
-        fit_columns(self.table, self._widths)
+        super().resizeEvent(event)
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """The columns that fit the panel's width (the table's own may not be laid out yet)."""
+        lay = self.layout()
+        m = lay.contentsMargins() if lay is not None else QMargins()
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self.table)
+        room = self.width() - m.left() - m.right() - 2 * self.table.frameWidth() - bar
+        fit_columns(self.table, self._widths, room)
 
     # ---------------------------------------------------------------- listing
     def refresh(self) -> None:

@@ -107,11 +107,10 @@ class RunTableModel(RecordModel["RunSummary"]):
         return cells
 
 
-def fit_columns(table: QTableView, widths: dict[int, int]) -> None:
-    """Show the columns that fit the table's width, by :data:`PRIORITY`; ``widths``: the fixed
+def fit_columns(table: QTableView, widths: dict[int, int], room: int) -> None:
+    """Show the columns that fit in ``room`` px, by :data:`PRIORITY`; ``widths``: the fixed
     columns' widths (the question and answer stretch, from :data:`TEXT_MIN`). Why: with every
     column shown, a History dock as narrow as a side column showed time, agent and model only."""
-    room = table.viewport().width() or table.width()
     used = 0
     for col in PRIORITY:
         need = widths.get(col, TEXT_MIN)
