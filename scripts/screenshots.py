@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -144,7 +145,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     ap.add_argument("--theme", default="light", choices=["light", "dark"])
-    ap.add_argument("--size", default="1600x1000")
+    ap.add_argument(
+        "--size",
+        default=None,
+        help="the screen's size as named in the pictures (default: the screen's own); the window "
+        "sizes itself to the screen as on a first start",
+    )
     ap.add_argument(
         "--newcomer",
         action="store_true",
@@ -193,9 +199,14 @@ def main() -> int:
     ctx.settings.theme = args.theme
     apply_theme(app, args.theme)
     window = MainWindow(ctx, first_run=not args.models)  # the first launch indexes the sample corpus
-    w, h = (int(x) for x in args.size.split("x"))
-    window.resize(w, h)
+    screen = window.screen().availableGeometry()
+    args.size = args.size or f"{screen.width()}x{screen.height()}"
     window.show()
+    settle(app, 0.5)
+    if not screen.contains(window.frameGeometry()):
+        raise SystemExit(
+            f"screenshots: the window {window.frameGeometry()} is not inside the screen {screen}"
+        )
     if args.models:
         return models(app, window, out, tag(args))
     indexed: list[str] = []
@@ -241,12 +252,26 @@ def main() -> int:
         raise SystemExit(f"screenshots: the run ended '{status}', not answered")
 
     settle(app, 1.0)
+    return run_shots(app, window, out, args)
+
+
+def run_shots(app: Any, window: Any, out: Path, args: argparse.Namespace) -> int:
+    """The run as the window shows it at this screen size: the graph with the crop node's details
+    and History; the evidence (a tab of its own on a small screen); the Runtime panel. On a screen
+    large enough, the graph and the evidence floated on their own too (graph.png, evidence.png)."""
     scene = window.graph_scene
     nodes = scene.node_items()
     crop_nodes = [n for n in nodes if n.info.kind == "crop"]
     if len(nodes) < 5 or not crop_nodes:
         raise SystemExit(f"screenshots: the graph has {len(nodes)} nodes ({len(crop_nodes)} crops)")
+    window.history.refresh()
+    wait(app, lambda: window.history.model.rowCount() > 0, 10, "the run in History")
     scene.select_node(crop_nodes[-1].node_id)
+    settle(app, 1.0)
+    suffix = "" if args.theme == "light" else "-dark"
+    name = f"{args.size}{suffix}"
+    shoot = partial(save_shot, app, out, tag="")
+    shoot(f"main-window-{name}.png", window)
     evidence = window.ask.evidence_links()
     if evidence:
         window.open_evidence(evidence[0])
@@ -255,29 +280,21 @@ def main() -> int:
     regions = page.regions if page is not None else []
     if len(regions) < 2:
         raise SystemExit(f"screenshots: the evidence view shows {len(regions)} crop boxes")
-    window.history.refresh()
-    window.graph_view.fit()
-    settle(app, 1.0)
-
-    suffix = "" if args.theme == "light" else "-dark"
-    shots = {
-        f"main-window{suffix}.png": window,
-        f"graph{suffix}.png": window.graph_dock,
-        f"evidence{suffix}.png": window.evidence_dock,
-    }
-    for name, widget in shots.items():
-        path = out / name
-        if widget in (window.graph_dock, window.evidence_dock):
-            # On its own, floated and large enough to read every card / the page.
-            widget.setFloating(True)
-            widget.resize(1300, 900)
+    if window.graph_dock.visibleRegion().isEmpty():  # graph and evidence are tabs: the other one
+        shoot(f"main-window-evidence-{name}.png", window)
+    window.open_runtime()
+    shoot(f"runtime-{name}.png", window)
+    screen = window.screen().availableGeometry()
+    if screen.width() >= 1300 and screen.height() >= 900:
+        window.window_layout.show_run_views()
+        for base, dock in (("graph", window.graph_dock), ("evidence", window.evidence_dock)):
+            # on its own, floated and large enough to read every card / the page
+            dock.setFloating(True)
+            dock.resize(1300, 900)
             settle(app, 0.5)
             window.graph_view.fit()
             window.evidence.page_view.fit()
-            settle(app, 1.0)
-        if not widget.grab().save(str(path)):
-            raise SystemExit(f"screenshots: could not write {path}")
-        print(f"wrote {path}")
+            shoot(f"{base}{suffix}.png", dock)
     window.close()
     return 0
 
@@ -287,16 +304,16 @@ def tag(args: argparse.Namespace) -> str | None:
     return None if args.readme else f"{args.size}{'' if args.theme == 'light' else '-dark'}"
 
 
-def save_shot(app: Any, out: Path, name: str, tag: str | None, widget: Any = None) -> None:
-    """``widget`` (or the whole screen) as ``name-tag.png``; with no tag, only the README's pictures,
-    under their README names. Re-saved losslessly smaller by Pillow."""
+def save_shot(app: Any, out: Path, name: str, widget: Any = None, *, tag: str | None) -> None:
+    """``widget`` (or the whole screen) as ``name-tag.png`` (``tag`` "": ``name`` as it is); with no
+    tag, only the README's pictures, under their README names. Re-saved losslessly smaller by Pillow."""
     from PIL import Image
     from PySide6.QtGui import QGuiApplication
 
     if tag is None and name not in README_SHOTS:
         return
     settle(app, 0.8)
-    path = out / (README_SHOTS[name] if tag is None else f"{name}-{tag}.png")
+    path = out / (README_SHOTS[name] if tag is None else f"{name}-{tag}.png" if tag else name)
     image = widget.grab() if widget is not None else QGuiApplication.primaryScreen().grabWindow(0)
     if not image.save(str(path)):
         raise SystemExit(f"screenshots: could not write {path}")
@@ -311,7 +328,7 @@ def newcomer(app: Any, window: Any, out: Path, tag: str | None) -> int:
     its reason, then each recorded example open in the graph and evidence views."""
 
     def shoot(name: str, widget: Any = None) -> None:
-        save_shot(app, out, name, tag, widget)
+        save_shot(app, out, name, widget, tag=tag)
 
     ev = window.evidence
     dialog = window.guide.dialog
@@ -354,7 +371,7 @@ def models(app: Any, window: Any, out: Path, tag: str | None) -> int:
     hub_constants.HF_HUB_OFFLINE = False
 
     def shoot(name: str, widget: Any = None) -> None:
-        save_shot(app, out, f"models-{name}", tag, widget)
+        save_shot(app, out, f"models-{name}", widget, tag=tag)
 
     repo = "demo-org/tiny-vision-model"
     with FakeHub() as hub:

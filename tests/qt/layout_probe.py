@@ -70,6 +70,26 @@ def report(app: Any, w: Any) -> dict[str, Any]:
     }
 
 
+def runtime_report(w: Any) -> dict[str, Any]:
+    """Whether the Runtime panel's address and API key are in sight, and the address whole."""
+    ed = w.runtime.editor
+    area = w.runtime.tabs.currentWidget()
+    port = area.viewport()
+
+    def in_sight(field: Any) -> bool:
+        top_left = field.mapTo(port, field.rect().topLeft())
+        return bool(port.rect().contains(field.rect().translated(top_left)))
+
+    url = ed.url_edit
+    return {
+        "on_top": not w.runtime_dock.visibleRegion().isEmpty(),
+        "url_in_sight": in_sight(url),
+        "key_in_sight": in_sight(ed.key_edit),
+        "url_whole": url.fontMetrics().horizontalAdvance(url.text()) + 12 <= url.width(),
+        "url": url.text(),
+    }
+
+
 def main() -> int:
     config, data = sys.argv[1], sys.argv[2]
     os.environ["VRAG_DESKTOP_CONFIG_DIR"] = config
@@ -94,6 +114,11 @@ def main() -> int:
     w.show()
     settle(app, 0.8)
     out["first"] = report(app, w)
+    w.open_runtime()  # as a newcomer's "Connect a model" does: Runtime in front, its Endpoints tab
+    settle(app, 0.5)
+    out["runtime"] = runtime_report(w)
+    w.reset_layout()
+    settle(app, 0.3)
     out["restored_flag"] = w.window_layout.restored
     w.close()  # saves the layout
     settle(app, 0.2)

@@ -80,6 +80,9 @@ def test_the_window_fits_the_screen_at_first_start_and_next_time(
     assert wide == (size[0] >= 1920)
     assert not out["restored_flag"] and out["second_restored"]
     check_fits(first, wide)
+    runtime = out["runtime"]  # opened, it shows the address whole and the API key without scrolling
+    assert runtime["on_top"] and runtime["url"].startswith("https://"), runtime
+    assert runtime["url_in_sight"] and runtime["url_whole"] and runtime["key_in_sight"], runtime
     w, h = first["frame"][2:]
     assert w >= size[0] * 0.9 and h >= size[1] * 0.9  # the room is used, not a fixed 1600×1000
     check_fits(second, wide)

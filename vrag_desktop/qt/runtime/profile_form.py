@@ -2,6 +2,9 @@
 
 Why a widget of its own: reading the fields back is validation (names, URLs, JSON objects), and
 the errors belong next to the field that caused them; the list, saving and keys live elsewhere.
+The fields a first connection does not need (sampling, extra body, timeouts, attempts, key
+variable) fold under *Advanced*, so the address, the model and, below the form, the API key fit
+in a dock of ordinary height; they unfold by themselves when they hold something or are wrong.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import (
     QComboBox,
@@ -20,6 +23,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QToolButton,
     QWidget,
 )
 
@@ -85,7 +89,16 @@ class ProfileFields(QWidget):
         timeouts.addWidget(self.total_spin)
         timeouts.addStretch(1)
 
-        form = QFormLayout(self)
+        self.advanced_button = QToolButton(self)
+        self.advanced_button.setObjectName("advancedFields")
+        self.advanced_button.setText("Advanced (sampling, extra body, timeouts, attempts, key variable)")
+        self.advanced_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.advanced_button.setArrowType(Qt.ArrowType.RightArrow)
+        self.advanced_button.setAutoRaise(True)
+        self.advanced_button.setCheckable(True)
+        self.advanced_button.toggled.connect(self.show_advanced)
+
+        self._form = form = QFormLayout(self)
         form.setContentsMargins(0, 0, 0, 0)
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
@@ -93,15 +106,23 @@ class ProfileFields(QWidget):
         form.addRow("Kind", self.kind_combo)
         form.addRow("Base URL", stacked(self, self.url_edit, self.url_error))
         form.addRow("Model", self.model_edit)
-        form.addRow("Sampling", stacked(self, self.params_edit, self.params_error))
-        form.addRow("Extra body", stacked(self, self.extra_edit, self.extra_error))
-        form.addRow("Timeouts", timeouts)
+        form.addRow(self.advanced_button)
         attempts = QHBoxLayout()
         attempts.addWidget(self.attempts_spin)
         attempts.addStretch(1)
-        form.addRow("Attempts", attempts)
-        form.addRow("Key variable", self.env_edit)
+        self._advanced: list[QWidget | QHBoxLayout] = [
+            stacked(self, self.params_edit, self.params_error),
+            stacked(self, self.extra_edit, self.extra_error),
+            timeouts,
+            attempts,
+            self.env_edit,
+        ]
+        for caption, field in zip(
+            ("Sampling", "Extra body", "Timeouts", "Attempts", "Key variable"), self._advanced, strict=True
+        ):
+            form.addRow(caption, field)
         form.addRow(self.form_error)
+        self.show_advanced(False)
 
         for w in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
             w.textChanged.connect(self._changed)
@@ -114,6 +135,18 @@ class ProfileFields(QWidget):
         self.url_edit.textChanged.connect(lambda _t: self.url_error.setVisible(False))
         self.params_edit.textChanged.connect(lambda: self.params_error.setVisible(False))
         self.extra_edit.textChanged.connect(lambda: self.extra_error.setVisible(False))
+
+    def show_advanced(self, on: bool) -> None:
+        """Unfold (or fold) the fields under *Advanced*."""
+        if self.advanced_button.isChecked() != on:
+            self.advanced_button.setChecked(on)  # comes back here through toggled
+            return
+        self.advanced_button.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        for field in self._advanced:
+            self._form.setRowVisible(field, on)
+
+    def advanced_shown(self) -> bool:
+        return self.advanced_button.isChecked()
 
     def _changed(self, *_args: object) -> None:
         if not self._loading:
@@ -148,6 +181,8 @@ class ProfileFields(QWidget):
             self.total_spin.setValue(p.total_timeout)
             self.attempts_spin.setValue(p.max_attempts)
             self.env_edit.setText(p.api_key_env)
+            if p.params or p.extra_body or p.api_key_env:  # something is set there: show it
+                self.show_advanced(True)
             for edit in (self.name_edit, self.url_edit, self.model_edit, self.env_edit):
                 edit.setCursorPosition(0)  # show where a long URL begins
             for label in (
@@ -201,11 +236,11 @@ class ProfileFields(QWidget):
             )
             self.url_error.setVisible(True)
             ok = False
-        params, good = self._json_field(self.params_edit, self.params_error, '{"temperature": 0.7}')
-        ok = ok and good
-        extra, good = self._json_field(self.extra_edit, self.extra_error, '{"top_k": 20}')
-        ok = ok and good
-        if not ok:
+        params, params_ok = self._json_field(self.params_edit, self.params_error, '{"temperature": 0.7}')
+        extra, extra_ok = self._json_field(self.extra_edit, self.extra_error, '{"top_k": 20}')
+        if not (params_ok and extra_ok):
+            self.show_advanced(True)  # what is wrong must be in sight
+        if not (ok and params_ok and extra_ok):
             return None
         kind = self.kind_combo.currentData()
         profile = EndpointProfile(
@@ -226,6 +261,8 @@ class ProfileFields(QWidget):
             target = self.params_error if "credential" in str(exc) else self.form_error
             target.setText(str(exc))
             target.setVisible(True)
+            if target is self.params_error:
+                self.show_advanced(True)
             return None
         self.form_error.setVisible(False)
         return profile

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QFrame, QScrollArea, QTabWidget, QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
@@ -197,6 +197,13 @@ class RuntimePanel(QWidget):
         is fixed)."""
         self.show_endpoint(profile)
         self.editor.key_edit.setFocus()
+        self._reveal(self.editor.key_box)
+
+    def _reveal(self, widget: QWidget) -> None:
+        """Scroll the current tab to ``widget`` once it is laid out (focus alone does not scroll)."""
+        area = self.tabs.currentWidget()
+        if isinstance(area, QScrollArea):
+            QTimer.singleShot(0, lambda: area.ensureWidgetVisible(widget, 0, 12))
 
     def show_endpoint(self, profile: str | None) -> None:
         """The Endpoints tab with ``profile`` selected (its address and model)."""
