@@ -213,7 +213,7 @@ def test_clicking_an_answers_row_opens_its_run(qtbot: Any, ctx: Any, tmp_path: P
     assert got.args == [run_id]
 
 
-def test_the_dock_sits_with_history_and_in_the_view_menu(
+def test_the_dock_opens_in_the_right_column_from_the_view_menu(
     qtbot: Any, ctx: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from vrag_desktop.qt.main_window import MainWindow
@@ -222,8 +222,12 @@ def test_the_dock_sits_with_history_and_in_the_view_menu(
     monkeypatch.setattr(MainWindow, "open_run", lambda _self, run_id: opened.append(run_id))
     w = MainWindow(ctx, first_run=False)
     qtbot.addWidget(w)
-    assert w.evaluations_dock in w.tabifiedDockWidgets(w.history_dock)
+    w.show()
+    # hidden until used, then a tab of the right column (the wide one), not of the side column
+    assert not w.evaluations_dock.isVisibleTo(w)
     view = next(a.menu() for a in w.menuBar().actions() if a.text() == "&View")
-    assert "Evaluations" in [a.text() for a in view.actions()]
+    next(a for a in view.actions() if a.text() == "Evaluations").trigger()
+    assert w.evaluations_dock.isVisibleTo(w)
+    assert w.evaluations_dock in w.tabifiedDockWidgets(w.evidence_dock)
     w.evaluations.openRunRequested.emit("r1")  # what a click on an answers row emits
     assert opened == ["r1"]
