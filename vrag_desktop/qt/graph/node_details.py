@@ -260,15 +260,16 @@ class NodeDetails(QWidget):
         self._finish_thumbs(t, text=(1,))
 
     def _crops(self, info: NodeInfo) -> None:
-        headers = ["Image", "Region (page pixels)", "Source"]
+        # one column for the region, its size and its page: side by side in a narrow pane, a third
+        # column left the source a few elided letters wide
+        headers = ["Image", "Region (page pixels)"]
         t = self._thumb_table(f"Crops ({len(info.crops)})", "crops", headers, [c.image for c in info.crops])
         for r, c in enumerate(info.crops):
             x1, y1, x2, y2 = c.region
-            t.setItem(
-                r, 1, self._item(f"[{x1}, {y1}, {x2}, {y2}]\n{x2 - x1}×{y2 - y1} px → {c.width}×{c.height}")
-            )
-            t.setItem(r, 2, self._item(_where(c.source, c.page), tip=c.raw or c.source))
-        self._finish_thumbs(t, text=(2,))
+            size = f"{x2 - x1}×{y2 - y1} px → {c.width}×{c.height}"
+            text = f"[{x1}, {y1}, {x2}, {y2}]\n{size}\n{_where(c.source, c.page)}"
+            t.setItem(r, 1, self._item(text, tip=c.raw or c.source))
+        self._finish_thumbs(t, text=(1,))
 
     def _evidence(self, info: NodeInfo) -> None:
         self._section(f"Evidence ({len(info.evidence)})")

@@ -111,10 +111,11 @@ def fit_columns(table: QTableView, widths: dict[int, int], room: int) -> None:
     """Show the columns that fit in ``room`` px, by :data:`PRIORITY`; ``widths``: the fixed
     columns' widths (the question and answer stretch, from :data:`TEXT_MIN`). Why: with every
     column shown, a History dock as narrow as a side column showed time, agent and model only."""
-    used = 0
-    for col in PRIORITY:
+    used, full = 0, False
+    for col in PRIORITY:  # in order: a narrow column of less use never stands in for the time
         need = widths.get(col, TEXT_MIN)
-        show = col == QUESTION or used + need <= room
+        full = full or (col != QUESTION and used + need > room)
+        show = not full
         if show:
             used += need
         if table.isColumnHidden(col) == show:
