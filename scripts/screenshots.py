@@ -244,6 +244,14 @@ def main() -> int:
         window.ask.question_edit.setPlainText(QUESTION)
         ended: list[tuple[str, str]] = []
         window.controller.finished.connect(lambda s, r: ended.append((s, r)))
+        live: list[Any] = []  # the window mid-run, once the second crop is drawn: the graph follows
+
+        def live_shot(_event: Any) -> None:
+            kinds = [n.info.kind for n in window.graph_scene.node_items()]
+            if not live and kinds.count("crop") >= 2:
+                live.append(window.grab())
+
+        window.controller.agentEvent.connect(live_shot)
         window.ask.send()
         wait(app, lambda: bool(ended), 120, "the scripted run to finish")
     status, run_id = ended[0]
@@ -252,6 +260,8 @@ def main() -> int:
         raise SystemExit(f"screenshots: the run ended '{status}', not answered")
 
     settle(app, 1.0)
+    if live:
+        args.live = live[0]
     return run_shots(app, window, out, args)
 
 
@@ -267,10 +277,13 @@ def run_shots(app: Any, window: Any, out: Path, args: argparse.Namespace) -> int
     window.history.refresh()
     wait(app, lambda: window.history.model.rowCount() > 0, 10, "the run in History")
     scene.select_node(crop_nodes[-1].node_id)
-    settle(app, 1.0)
     suffix = "" if args.theme == "light" else "-dark"
     name = f"{args.size}{suffix}"
     shoot = partial(save_shot, app, out, tag="")
+    if getattr(args, "live", None) is not None:
+        shoot(f"main-window-live-{name}.png", args.live)
+    window.graph_view.fit()  # the whole run, as a double-click shows it
+    settle(app, 1.0)
     shoot(f"main-window-{name}.png", window)
     evidence = window.ask.evidence_links()
     if evidence:
@@ -308,13 +321,18 @@ def save_shot(app: Any, out: Path, name: str, widget: Any = None, *, tag: str | 
     """``widget`` (or the whole screen) as ``name-tag.png`` (``tag`` "": ``name`` as it is); with no
     tag, only the README's pictures, under their README names. Re-saved losslessly smaller by Pillow."""
     from PIL import Image
-    from PySide6.QtGui import QGuiApplication
+    from PySide6.QtGui import QGuiApplication, QPixmap
 
     if tag is None and name not in README_SHOTS:
         return
     settle(app, 0.8)
     path = out / (README_SHOTS[name] if tag is None else f"{name}-{tag}.png" if tag else name)
-    image = widget.grab() if widget is not None else QGuiApplication.primaryScreen().grabWindow(0)
+    if isinstance(widget, QPixmap):  # grabbed earlier
+        image = widget
+    elif widget is not None:
+        image = widget.grab()
+    else:
+        image = QGuiApplication.primaryScreen().grabWindow(0)
     if not image.save(str(path)):
         raise SystemExit(f"screenshots: could not write {path}")
     with Image.open(path) as im:

@@ -75,6 +75,7 @@ class WindowLayout:
     def __init__(self, win: MainWindow) -> None:
         self.win = win
         self.restored = False  # the last start restored a saved layout
+        self._placed = QRect()  # where start() put the window
         self._tabs_pending = False
 
     def watch(self) -> None:
@@ -202,12 +203,14 @@ class WindowLayout:
         except Exception as exc:  # a damaged window.ini only costs the layout
             log.warning("could not restore the window layout: %s", exc)
         self.restored = restored
+        self._placed = win.geometry()
 
     def shown(self) -> None:
-        """The window's first show: inside the screen with its frame (known only now), and the
-        default layout's sizes again, now that the window has its real size (sizes given before
-        are rescaled by Qt's first layout pass)."""
-        self.clamp_to_screen()
+        """The window's first show: inside the screen with its frame (known only now) unless it was
+        sized on purpose since :meth:`start`, and the default layout's sizes again, now that the
+        window has its real size (sizes given before are rescaled by Qt's first layout pass)."""
+        if self.win.geometry() == self._placed:
+            self.clamp_to_screen()
         if not self.restored:
             self.size_docks(is_wide(self.available()))
 
