@@ -122,3 +122,144 @@ def test_a_crop_cards_border_follows_the_theme_and_its_selection(app: QApplicati
         img = card.grab().toImage()
         assert img.pixelColor(100, 0) == img.pixelColor(100, 1) == QColor(theme.MARKS["region"])
         assert card.contentsRect() == inner
+
+
+# ---- banners: readable in both themes, and no colour outside the theme --------------------------
+def _image_colours(img: QImage) -> tuple[QColor, Any]:
+    """The image's most common colour (its background) and its pixels as an (h, w, 3) array."""
+    import numpy as np
+
+    img = img.convertToFormat(QImage.Format.Format_RGB888)
+    w, h, stride = img.width(), img.height(), img.bytesPerLine()
+    rows = np.frombuffer(img.constBits(), np.uint8, count=h * stride).reshape(h, stride)
+    rgb = rows[:, : w * 3].reshape(h, w, 3)
+    colours, counts = np.unique(rgb.reshape(-1, 3), axis=0, return_counts=True)
+    r, g, b = (int(v) for v in colours[counts.argmax()])
+    return QColor(r, g, b), rgb
+
+
+def _text_contrast(banner: Any, label: QLabel) -> float:
+    """The WCAG contrast of ``label``'s text colour (as styled) on ``banner``'s background (as
+    drawn); the text must really be drawn in that colour."""
+    import numpy as np
+
+    bg, rgb = _image_colours(banner.grab().toImage())
+    fg = label.palette().color(label.foregroundRole())
+    top_left = label.mapTo(banner, label.rect().topLeft())
+    area = rgb[top_left.y() : top_left.y() + label.height(), top_left.x() : top_left.x() + label.width()]
+    near = np.abs(area.astype(int) - np.array([fg.red(), fg.green(), fg.blue()])).sum(axis=2) < 40
+    assert near.sum() >= 10, f"the text is not drawn in {fg.name()}"
+    return theme.contrast(fg, bg)
+
+
+def _banners(qtbot: Any) -> list[tuple[str, Any, QLabel]]:
+    """Every kind of banner: the notification bar at each level, a banner frame of each kind (the
+    readiness bar, the offline and example bars, dialogs' errors) and the vLLM pre-flight box."""
+    from PySide6.QtWidgets import QFrame, QVBoxLayout, QWidget
+
+    from vrag_desktop.qt.notifications import NotificationBar
+    from vrag_desktop.qt.runtime.gpu_box import Preflight
+
+    out: list[tuple[str, Any, QLabel]] = []
+    for level in ("error", "warning", "info"):
+        bar = NotificationBar()
+        qtbot.addWidget(bar)
+        bar.resize(700, 60)
+        bar.show_message(level, "vLLM could not start", "the GPU has 2 GB free; the model needs 15 GB")
+        out.append((f"notification {level}", bar, bar.label))
+    for kind in ("warn", "error", "info"):
+        frame = QFrame()
+        qtbot.addWidget(frame)
+        frame.setProperty("role", f"banner-{kind}")
+        label = QLabel("Nothing is indexed yet: add a folder to the corpus first.", frame)
+        QVBoxLayout(frame).addWidget(label)
+        frame.resize(600, 50)
+        frame.show()
+        out.append((f"banner-{kind}", frame, label))
+    host = QWidget()
+    qtbot.addWidget(host)
+    pre = Preflight(host)
+    QVBoxLayout(host).addWidget(pre.box)
+    pre.show(["The model needs about 15.2 GiB of GPU memory; 7.8 GiB are free."])
+    host.resize(600, 120)
+    host.show()
+    pre.box.keep = (host, pre)  # qtbot holds widgets weakly: the box lives as long as its host
+    out.append(("pre-flight", pre.box, pre.label))
+    return out
+
+
+@pytest.mark.parametrize("name", ["light", "dark"])
+def test_banners_are_readable_in_both_themes(app: QApplication, qtbot: Any, name: str) -> None:
+    theme.apply_theme(app, name)
+    window = app.palette().color(Role.Window)
+    for what, banner, label in _banners(qtbot):
+        qtbot.waitUntil(banner.isVisible, timeout=2_000)
+        ratio = _text_contrast(banner, label)
+        assert ratio >= theme.MIN_CONTRAST, f"{what} in {name}: contrast {ratio:.2f}"
+        bg, _ = _image_colours(banner.grab().toImage())
+        if name == "dark":  # a dark banner on a dark window, never a bright box
+            assert bg.lightness() < 110 and abs(bg.lightness() - window.lightness()) < 60, (what, bg.name())
+
+
+def test_the_notification_bar_follows_a_theme_switch(app: QApplication, qtbot: Any) -> None:
+    from vrag_desktop.qt.notifications import NotificationBar
+
+    theme.apply_theme(app, "light")
+    bar = NotificationBar()
+    qtbot.addWidget(bar)
+    bar.resize(700, 60)
+    bar.show_message("error", "Could not save settings", "Read-only file system")
+    bar.show()
+    light_bg, _ = _image_colours(bar.grab().toImage())
+    theme.apply_theme(app, "dark")
+    dark_bg, _ = _image_colours(bar.grab().toImage())
+    assert light_bg == theme.build_palette("light").color(Role.Window) or light_bg.lightness() > 200
+    assert dark_bg.lightness() < 110, dark_bg.name()
+    assert _text_contrast(bar, bar.label) >= theme.MIN_CONTRAST
+
+
+def test_a_message_no_longer_true_goes_away_and_errors_stay(app: QApplication, qtbot: Any) -> None:
+    """ "vLLM could not start" leaves once withdrawn (the server started, another model was picked);
+    another error stays until closed; an info message leaves by itself."""
+    from vrag_desktop.qt.infra.errors import error_sink
+    from vrag_desktop.qt.notifications import NotificationBar
+    from vrag_desktop.qt.runtime.server_text import NOT_SERVING_TITLES
+
+    bar = NotificationBar()
+    qtbot.addWidget(bar)
+    bar.show_message("error", "vLLM could not start", "port 8000 is in use")
+    error_sink().withdraw("Could not save settings")  # another message's: this one stays
+    assert not bar.isHidden()
+    error_sink().withdraw(*NOT_SERVING_TITLES)
+    assert bar.isHidden()
+    bar.show_message("error", "Could not save settings", "Read-only file system")
+    error_sink().withdraw(*NOT_SERVING_TITLES)
+    qtbot.wait(50)
+    assert not bar.isHidden() and not bar._timer.isActive()  # an error waits for the person
+    bar.INFO_MS = 50
+    bar.show_message("info", "Indexed", "12 files")
+    qtbot.waitUntil(bar.isHidden, timeout=2_000)
+
+
+def test_no_qt_module_names_a_colour_of_its_own() -> None:
+    """A colour written in a module is the same in both themes (the pre-flight box stayed bright
+    yellow on the dark theme): every colour comes from the theme module."""
+    import io
+    import re
+    import tokenize
+    from pathlib import Path
+
+    import vrag_desktop.qt as qt_package
+
+    hex_colour = re.compile(r"#[0-9a-fA-F]{3}(?:[0-9a-fA-F]{3})?(?:[0-9a-fA-F]{2})?(?![\w-])")
+    named = re.compile(r"\b(?:color|background)\s*:\s*(?:white|black|red|green|blue|yellow|orange)\b")
+    root = Path(qt_package.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "infra/theme.py":
+            continue
+        tokens = tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline)
+        for tok in tokens:
+            if tok.type == tokenize.STRING and (hex_colour.search(tok.string) or named.search(tok.string)):
+                found.append(f"{path.relative_to(root)}:{tok.start[0]}: {tok.string[:60]}")
+    assert not found, "colours outside the theme:\n" + "\n".join(found)

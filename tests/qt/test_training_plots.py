@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from PySide6.QtGui import QColor, QImage
 
+from vrag_desktop.qt.infra.theme import color
 from vrag_desktop.qt.training.plots import PLOTS, MetricPlots
 
 
@@ -63,7 +64,7 @@ def _has_colour(image: QImage, colour: str, tolerance: int = 40) -> int:
 
 def test_a_single_point_is_drawn_and_the_legend_is_off_the_points(qtbot: Any) -> None:
     plots = _plots(qtbot, [{"step": 1, "reward": 0.4, "reward/format": 0.9}])
-    reward = dict((k, c) for _t, cs in PLOTS for k, _n, c in cs)["reward"]
+    reward = color(dict((k, c) for _t, cs in PLOTS for k, _n, c in cs)["reward"]).name()
     qtbot.wait(50)
     view_rect = plots.boxes["Reward"].sceneBoundingRect()  # the view alone: the legend has the colour too
     image = plots.view.grab(plots.view.mapFromScene(view_rect).boundingRect()).toImage()
@@ -89,3 +90,19 @@ def test_small_values_share_one_notation(qtbot: Any) -> None:
     left = plots.axes["KL"][0]
     labels = [s for sp, vs in left.tickValues(lo, hi, left.height()) for s in left.tickStrings(vs, 1.0, sp)]
     assert len(labels) >= 2 and all(s.endswith("e-4") for s in labels), labels
+
+
+def test_another_run_starts_from_its_own_steps_and_scrolls_when_short(qtbot: Any) -> None:
+    """Showing a 1-step run after a 30-step one: its axis is its own, not 0-30 with one point at
+    the left edge; in a short dock the plots keep a readable height and scroll."""
+    plots = _plots(qtbot, [{"step": i, "reward": i / 30} for i in range(1, 31)])
+    plots.set_live(False)
+    assert plots.boxes["Reward"].viewRange()[0][1] > 30
+    plots.clear()
+    plots.add_rows([{"step": 1, "reward": 0.5}])
+    plots.redraw()
+    assert plots.boxes["Reward"].viewRange()[0][1] < 3
+    assert plots.curves["reward"][0].opts["symbol"] == "o"
+    plots.resize(900, 300)
+    qtbot.wait(50)
+    assert plots.view.height() >= 5 * 140 and plots.scroller.verticalScrollBar().maximum() > 0

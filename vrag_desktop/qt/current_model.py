@@ -30,6 +30,7 @@ from vrag_desktop.core.endpoints.readiness import (
 )
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
+from vrag_desktop.qt.runtime.server_text import NOT_SERVING_TITLES
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import EndpointProfile
@@ -87,6 +88,8 @@ class CurrentModel(QObject):
         name = self._read_active()
         if name != self._name:
             self._name = name
+            # another model: the app's own server not serving is no longer what stands in the way
+            error_sink().withdraw(*NOT_SERVING_TITLES)
             self.changed.emit(name or "")
         self.refresh()
 

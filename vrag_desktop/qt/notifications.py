@@ -1,21 +1,37 @@
 """Where reported messages surface in the window: the notification bar over the ask panel (the
-latest message, tinted by level) and the dialog that lists every message of this session."""
+latest message, tinted by level) and the dialog that lists every message of this session.
+
+The bar is a theme banner (``QFrame[role="banner-<level>"]``), so its colours come from the theme
+and follow a switch while it shows (a colour picked when it was shown stayed light on a dark window).
+Info leaves by itself after a while; warnings and errors stay until closed, unless the message is
+withdrawn because it is no longer true (:meth:`ErrorSink.withdraw`).
+"""
 
 from __future__ import annotations
 
 import html
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.theme import is_dark
+from vrag_desktop.qt.infra.theme import set_role
 
 ICONS = {"error": "⚠", "warning": "⚠", "info": "ℹ"}
+BANNERS = {"error": "banner-error", "warning": "banner-warn", "info": "banner-info"}
 
 
-class NotificationBar(QWidget):
-    """The latest message from the error sink, tinted by level; errors stay until dismissed."""
+class NotificationBar(QFrame):
+    """The latest message from the error sink, tinted by level; see the module docstring."""
 
     INFO_MS = 8000  # an info message leaves by itself; warnings and errors wait for the person
 
@@ -23,44 +39,46 @@ class NotificationBar(QWidget):
         super().__init__(parent)
         self.setObjectName("notification")
         self.label = QLabel()
+        self.label.setObjectName("notificationText")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.more = QPushButton("All messages…")
         self.more.setFlat(True)
-        close = QPushButton("✕")
-        close.setFlat(True)
-        close.setFixedWidth(28)
-        close.setToolTip("Dismiss")
-        close.clicked.connect(self.hide)
+        self.close_button = QPushButton("✕")
+        self.close_button.setFlat(True)
+        self.close_button.setFixedWidth(28)
+        self.close_button.setToolTip("Dismiss")
+        self.close_button.clicked.connect(self.hide)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(10, 6, 6, 6)
         lay.addWidget(self.label, 1)
         lay.addWidget(self.more)
-        lay.addWidget(close)
-        self.setAutoFillBackground(True)
+        lay.addWidget(self.close_button)
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self.hide)
         self.level = ""
+        self.title = ""
+        error_sink().withdrawn.connect(self._withdrawn)
+        set_role(self, "role", BANNERS["info"])
         self.hide()
 
     def show_message(self, level: str, title: str, message: str) -> None:
-        self.level = level
+        self.level, self.title = level, title
         icon = ICONS.get(level, "")
         self.label.setText(
             f"{icon} <b>{html.escape(title, quote=False)}</b>: {html.escape(message, quote=False)}"
         )
-        dark = is_dark(self.palette())
-        colours = {
-            "error": ("#5c1f1f", "#fbe3e1") if dark else ("#fbe3e1", "#5c1f1f"),
-            "warning": ("#4d3b12", "#fff1cc") if dark else ("#fff4d6", "#5a4300"),
-            "info": ("#1b3350", "#dceaff") if dark else ("#e3eefc", "#173a66"),
-        }
-        bg, fg = colours.get(level, colours["info"])
-        self.setStyleSheet(f"#notification {{ background: {bg}; }} #notification QLabel {{ color: {fg}; }}")
+        set_role(self, "role", BANNERS.get(level, BANNERS["info"]))
         self.show()
         self._timer.stop()
         if level == "info":
             self._timer.start(self.INFO_MS)
+
+    def _withdrawn(self, title: str) -> None:
+        """The message shown is no longer true: take it down."""
+        if not self.isHidden() and title == self.title:
+            self._timer.stop()
+            self.hide()
 
 
 def messages_dialog(parent: QWidget) -> QDialog:

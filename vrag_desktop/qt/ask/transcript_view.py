@@ -33,7 +33,8 @@ from vrag_desktop.core.run.transcript import (
     evidence_label,
     hit_where,
 )
-from vrag_desktop.qt.infra.theme import is_dark
+from vrag_desktop.qt.infra.theme import colors as theme_colors
+from vrag_desktop.qt.infra.theme import theme_notifier
 
 PREVIEW_CHARS = 160
 
@@ -48,10 +49,10 @@ class _Colors:
     card: str
 
     @classmethod
-    def of(cls, dark: bool) -> _Colors:
-        if dark:
-            return cls("#9aa3ad", "#7cb7ff", "#5fd38d", "#f0b95a", "#ff7b72", "#23272e")
-        return cls("#6b7280", "#1f6feb", "#1a7f37", "#9a6700", "#cf222e", "#f3f5f8")
+    def of_theme(cls) -> _Colors:
+        """The theme's named colours (the transcript is HTML: it names them when it is drawn)."""
+        c = {k: v.name() for k, v in theme_colors().items()}
+        return cls(c["muted"], c["accent"], c["ok"], c["warn"], c["error"], c["card"])
 
 
 def shown_text(text: str) -> str:
@@ -80,6 +81,12 @@ class TranscriptView(QTextBrowser):
         self._drawn: list[str] | None = None  # the HTML drawn: the head, then one piece per block
         self._live: tuple[int, str] | None = None  # (block id, its text when drawn) of an open text block
         self.appends = 0  # renders that only appended text (for tests and benchmarks)
+        theme_notifier().changed.connect(self._on_theme)
+
+    def _on_theme(self, _theme: str) -> None:
+        """Draw again in the new theme's colours (the HTML names them)."""
+        if self._drawn is not None:
+            self.draw()
 
     def reset(self, question: str = "") -> None:
         """An empty transcript for ``question``; every fold forgotten."""
@@ -170,7 +177,7 @@ class TranscriptView(QTextBrowser):
 
     def _pieces(self) -> tuple[_Colors, list[str]]:
         """The theme's colours, and the HTML of the head then of each block."""
-        colors = _Colors.of(is_dark(self.palette()))
+        colors = _Colors.of_theme()
         return colors, [self._head(colors)] + [self._block_html(b, colors) for b in self.transcript.blocks]
 
     def _head(self, c: _Colors) -> str:

@@ -21,10 +21,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import shiboken6
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from vrag_desktop.core.corpus.watch import FolderWatcher, Watched, set_watching
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.controllers import Controller
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import run_call
@@ -166,7 +166,7 @@ class FolderWatch(Controller):
         _relay().poke.emit(self._wake)
 
     def _wake(self) -> None:
-        if shiboken6.isValid(self) and not self.closed:
+        if alive(self) and not self.closed:
             self._arm()
 
     def _arm(self) -> None:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
-from shiboken6 import isValid
 
 from vrag_desktop.core.run.evidence import EvidenceBoard
 from vrag_desktop.qt.datasets.item_dialog import ItemDialog
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.tasks import run_call
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def add_run_to_dataset(
         return summary.question, EvidenceBoard.from_events(runs.events(run_id)), store.names()
 
     def show(result: tuple[str, EvidenceBoard, list[str]]) -> None:
-        if parent is not None and not isValid(parent):
+        if parent is not None and not alive(parent):
             return
         question, board, names = result
         answer = board.answer.content if board.answer is not None else ""
@@ -68,7 +68,7 @@ def link_picking(view: EvidenceView, dialog: ItemDialog) -> None:
     dialog.picksChanged.connect(view.set_picked)
 
     def done(*_: Any) -> None:
-        if isValid(view):
+        if alive(view):
             view.set_picking(False)
             with contextlib.suppress(RuntimeError, TypeError):
                 view.pickToggled.disconnect(dialog.toggle_pick)

@@ -28,10 +28,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from shiboken6 import isValid
 
 from vrag_desktop.qt.datasets.item_dialog import ItemDialog
 from vrag_desktop.qt.datasets.item_table import ANSWER, FILE, PAGES, QUESTION, TYPE, UID, ItemTableModel
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
@@ -194,7 +194,7 @@ class DatasetsPanel(QWidget):
         self._show_message(f"⚠ The datasets cannot be listed.\n\n{exc}")
 
     def _listed(self, infos: list[DatasetInfo], keep: str | None) -> None:
-        if not isValid(self):
+        if not alive(self):
             return
         self.list.blockSignals(True)
         self.list.clear()
@@ -241,7 +241,7 @@ class DatasetsPanel(QWidget):
         )
 
     def _items_read(self, name: str, items: list[DatasetItem]) -> None:
-        if not isValid(self) or name != self.current_name():
+        if not alive(self) or name != self.current_name():
             return
         self.model.set_records(items)
         if items:
@@ -253,7 +253,7 @@ class DatasetsPanel(QWidget):
         self.itemsShown.emit(name)
 
     def _damaged(self, name: str, exc: BaseException) -> None:
-        if not isValid(self) or name != self.current_name():
+        if not alive(self) or name != self.current_name():
             return
         self._error = str(exc)
         self._show_message(
@@ -288,7 +288,7 @@ class DatasetsPanel(QWidget):
                     c.close()
 
         def done(result: tuple[DatasetMatch, list[str]]) -> None:
-            if not isValid(self) or name != self.current_name():
+            if not alive(self) or name != self.current_name():
                 return
             match, names = result
             if not items:
@@ -305,7 +305,7 @@ class DatasetsPanel(QWidget):
             self.match_label.setToolTip("\n".join(match.lines()))
 
         def failed(exc: BaseException) -> None:
-            if isValid(self):
+            if alive(self):
                 self.match_label.setText("Could not match the items against the corpora")
                 self.match_label.setToolTip(str(exc))
 
@@ -340,12 +340,12 @@ class DatasetsPanel(QWidget):
         def done(result: Any) -> None:
             if then is not None:
                 then(result)
-            if isValid(self):
+            if alive(self):
                 self.refresh(select(result) if select is not None else None)
 
         def failed(exc: BaseException) -> None:
             error_sink().report(title, exc)
-            if isValid(self):
+            if alive(self):
                 self.refresh()
 
         run_call(work, on_done=done, on_error=failed)

@@ -26,12 +26,12 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from shiboken6 import isValid
 
 from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.datasets.store import DatasetStore, check_name, evidence_regions, with_regions
 from vrag_desktop.qt.datasets.evidence_choice import EvidenceChoice, Pick, candidates, evidence_fields
 from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.widgets import editable_combo
@@ -272,7 +272,7 @@ class ItemDialog(QDialog):
         return True
 
     def _saved(self, name: str, item: DatasetItem) -> None:
-        if not isValid(self):
+        if not alive(self):
             return
         self._set_busy(False)
         verb = "Saved" if self.item else "Added"
@@ -282,7 +282,7 @@ class ItemDialog(QDialog):
 
     def _failed(self, exc: BaseException) -> None:
         error_sink().report("Could not save the dataset item", exc, "warning")
-        if isValid(self):
+        if alive(self):
             self._set_busy(False)
             self.show_message(describe(exc))
 

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QSizePolicy, QToolBut
 
 from vrag_desktop.core.run.evidence import Region
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, region_colour
-from vrag_desktop.qt.infra.theme import set_role
+from vrag_desktop.qt.infra.theme import MARKS, set_role
 
 
 # ---------------------------------------------------------------------- the crops
@@ -179,7 +179,7 @@ class CropCard(QFrame):
         only what changed is set: a style sheet or a wrapped label's text costs a relayout."""
         colour = region_colour(region)
         sheet = (
-            f"QToolButton {{ background: {colour.name()}; color: white; font-weight: bold;"
+            f"QToolButton {{ background: {colour.name()}; color: {MARKS['on_mark']}; font-weight: bold;"
             f" border-radius: 11px; min-width: 22px; min-height: 22px; padding: 0 4px; }}"
         )
         if self.badge.styleSheet() != sheet:

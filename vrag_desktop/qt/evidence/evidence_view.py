@@ -33,6 +33,7 @@ from vrag_desktop.qt.evidence.page_images import PageRead, cut_crops, read_page
 from vrag_desktop.qt.evidence.page_strip import PageStrip
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
 from vrag_desktop.qt.evidence.source_viewer import open_source
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_decode
 
@@ -209,7 +210,7 @@ class EvidenceView(QWidget):
         runs = self.ctx.runs
 
         def loaded(events: list[AgentEvent]) -> None:
-            if _alive(self):  # the view may have closed while the run was read
+            if alive(self):  # the view may have closed while the run was read
                 self.load(events)
 
         run_call(lambda: list(runs.events(run_id)), on_done=loaded, error_title="Cannot open the run")
@@ -315,7 +316,7 @@ class EvidenceView(QWidget):
 
     # ------------------------------------------------------------------ loading
     def _page_read(self, result: PageRead) -> None:
-        if not _alive(self) or result.key != self.current:
+        if not alive(self) or result.key != self.current:
             return  # the person moved on
         page = self.board.pages.get(result.key)
         if page is None:
@@ -380,7 +381,7 @@ class EvidenceView(QWidget):
             )
 
     def _crops_read(self, key: str | None, crops: dict[int, QImage]) -> None:
-        if not _alive(self) or key != self.current:
+        if not alive(self) or key != self.current:
             return
         for number, img in crops.items():
             card = self.cards.get(number)
@@ -495,13 +496,6 @@ class EvidenceView(QWidget):
         if page is None:
             return False
         return open_source(page.source or page.key, page.page)
-
-
-def _alive(obj: QWidget) -> bool:
-    """False once Qt deleted the widget (a thread's result may arrive after the view closed)."""
-    import shiboken6
-
-    return bool(shiboken6.isValid(obj))
 
 
 def pick_summary(picked: set[tuple[str, int | None]], key: str) -> str:

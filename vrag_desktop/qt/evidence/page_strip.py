@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 
-import shiboken6
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QBrush, QIcon, QImage, QPixmap, QResizeEvent
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
@@ -19,6 +18,7 @@ from PySide6.QtWidgets import QListWidget, QListWidgetItem, QStyle, QWidget
 from vrag_desktop.core.run.evidence import EvidencePage
 from vrag_desktop.qt.evidence.page_images import THUMB, read_thumb
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.tasks import Task, run_decode
 
 KEY = Qt.ItemDataRole.UserRole  # where a row keeps its page's key (raw image path)
@@ -93,7 +93,7 @@ class PageStrip(QListWidget):
             task.cancel()
 
     def _thumb_read(self, key: str, image: QImage) -> None:
-        if not shiboken6.isValid(self):  # the view closed while the thumbnail was read
+        if not alive(self):  # the view closed while the thumbnail was read
             return
         self._reading.pop(key, None)
         for i in range(self.count()):

@@ -298,7 +298,7 @@ class PageView(ZoomView):
 
     def _flash_rect(self, rect: QRectF) -> None:
         self._stop_flash()
-        pen = QPen(QColor("#fab005"), 6.0)
+        pen = QPen(QColor(MARKS["flash"]), 6.0)
         pen.setCosmetic(True)
         mark = self.scene().addRect(rect, pen)
         mark.setZValue(2)

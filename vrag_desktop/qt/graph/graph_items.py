@@ -26,8 +26,8 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.run.reasoning_graph import Layout, NodeInfo
 from vrag_desktop.qt.graph.graph_edges import EdgeItem
+from vrag_desktop.qt.infra.theme import KINDS, is_dark
 from vrag_desktop.qt.infra.theme import color as theme_color
-from vrag_desktop.qt.infra.theme import is_dark
 
 Z_NODE = 1.0
 # Levels of detail by zoom: the full card; a coloured box with its words sized for the screen; below
@@ -36,15 +36,9 @@ LOD_FULL = 0.6
 LOD_LABEL = 0.15
 LOD_ARROW = 0.2
 
-# Mid-saturation kind colours: white text on them is readable, and they stand out on light and dark bases.
-KIND_COLORS = {
-    "root": "#4f5d95",
-    "think": "#8657c4",
-    "search": "#2474c6",
-    "crop": "#b8650f",
-    "answer": "#24894a",
-}
-OTHER_COLOR = "#6b7280"
+# The theme's kind colours (the same in both themes): white text on them is readable.
+KIND_COLORS = {k: KINDS[k] for k in ("root", "think", "search", "crop", "answer")}
+OTHER_COLOR = KINDS["other"]
 
 
 def kind_color(kind: str) -> QColor:
@@ -266,7 +260,7 @@ class NodeItem(QGraphicsItem):
         fm = QFontMetricsF(cap_font)
         head = QRectF(rect.left() + pad, rect.top(), inner, self.HEADER)
         caption = self.info.caption.upper() if lod < 0.8 else self.info.caption
-        painter.setPen(QColor("#ffffff"))
+        painter.setPen(QColor(KINDS["on_kind"]))
         painter.drawText(head, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, caption)
         tag = self.info.tag
         if tag:
@@ -276,7 +270,9 @@ class NodeItem(QGraphicsItem):
             room = inner - fm.horizontalAdvance(caption) - 12
             if room > 20:
                 painter.setFont(tag_font)
-                painter.setPen(QColor(255, 255, 255, 215))
+                quiet = QColor(KINDS["on_kind"])
+                quiet.setAlpha(215)
+                painter.setPen(quiet)
                 painter.drawText(
                     head,
                     Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
@@ -311,7 +307,7 @@ class NodeItem(QGraphicsItem):
             painter.setFont(badge_font)
             muted = mix(pal.color(QPalette.ColorRole.Text), body, 0.4)
             if self.info.errors:
-                muted = QColor("#e0605a" if dark else "#b3261e")
+                muted = theme_color("error")
             painter.setPen(muted)
             painter.drawText(
                 QRectF(rect.left() + pad, rect.bottom() - line_h - pad * 0.35, inner, line_h),
@@ -329,7 +325,7 @@ class NodeItem(QGraphicsItem):
         bold.setBold(True)
         bold.setPixelSize(max(1, round(text_px * 0.9 / lod)))
         painter.setFont(bold)
-        painter.setPen(QColor("#ffffff"))
+        painter.setPen(QColor(KINDS["on_kind"]))
         inner = rect.adjusted(pad, 0, -pad, 0)
         caption = QFontMetricsF(bold).elidedText(
             self.info.caption.upper(), Qt.TextElideMode.ElideRight, inner.width()
@@ -368,7 +364,7 @@ class NodeItem(QGraphicsItem):
         words = self.info.text or self.info.tag or self.info.caption
         head = self.info.caption if lines >= 2 and words != self.info.caption else ""
         body = wrap_lines(words, fm, inner.width(), lines - (1 if head else 0))
-        painter.setPen(QColor("#ffffff"))
+        painter.setPen(QColor(KINDS["on_kind"]))
         y = inner.top() + (inner.height() - fm.lineSpacing() * (len(body) + (1 if head else 0))) / 2
         if head:
             bold = QFont(font)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import shiboken6
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QImage, QPalette, QPixmap
 from PySide6.QtWidgets import (
@@ -35,8 +34,10 @@ from vrag_desktop.core.run.training_roles import SampleTraining, role_kind
 from vrag_desktop.qt.graph.details_table import DetailsTable
 from vrag_desktop.qt.graph.graph_items import kind_color, role_color
 from vrag_desktop.qt.graph.graph_scene import GraphScene
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.tasks import run_decode
-from vrag_desktop.qt.infra.theme import is_dark
+from vrag_desktop.qt.infra.theme import KINDS
+from vrag_desktop.qt.infra.theme import color as theme_color
 from vrag_desktop.qt.infra.thumbnails import load_thumbnail
 
 THUMB = QSize(88, 88)
@@ -181,7 +182,7 @@ class NodeDetails(QWidget):
         chip = QLabel(info.caption.upper())
         color = kind_color(info.kind)
         chip.setStyleSheet(
-            f"background: {color.name()}; color: white; border-radius: 4px; padding: 2px 8px;"
+            f"background: {color.name()}; color: {KINDS['on_kind']}; border-radius: 4px; padding: 2px 8px;"
             "font-weight: bold;"
         )
         chip.setObjectName("kind")
@@ -317,7 +318,7 @@ class NodeDetails(QWidget):
         def cell() -> QTableWidgetItem | None:
             # Look the cell up again: the captured item may have been freed with its table (a
             # QTableWidgetItem is no QObject, so touching a freed one would crash, not raise).
-            if gen != self._generation or not shiboken6.isValid(self) or not shiboken6.isValid(t):
+            if gen != self._generation or not alive(self) or not alive(t):
                 return None
             return t.item(row, col)
 
@@ -350,7 +351,7 @@ class NodeDetails(QWidget):
     # ------------------------------------------------------------------ building blocks
     def _warn(self) -> QColor:
         """A red readable on this palette's base."""
-        return QColor("#ff7b72" if is_dark(self.palette()) else "#b3261e")
+        return theme_color("error")  # readable on the theme's base
 
     def _reset(self) -> None:
         self._generation += 1

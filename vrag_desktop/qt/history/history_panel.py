@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QToolButton,
     QWidget,
 )
-from shiboken6 import isValid
 
 from vrag_desktop.qt.history.run_table import (
     AGENT,
@@ -49,6 +48,7 @@ from vrag_desktop.qt.history.run_table import (
     fit_columns,
 )
 from vrag_desktop.qt.infra import theme
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
@@ -365,7 +365,7 @@ class HistoryPanel(QWidget):
 
             self._set_busy(-1)
             if isinstance(exc, ExportRefused):
-                if isValid(self) and self.confirm(
+                if alive(self) and self.confirm(
                     "Runs without labels", f"{exc}\n\nExport only the labelled runs?"
                 ):
                     self.export(fmt, run_ids, out, dataset, skip_unlabelled=True)
@@ -421,20 +421,20 @@ class HistoryPanel(QWidget):
             self._set_busy(-1)
             if problems:
                 error_sink().report("Some runs could not be deleted", "\n".join(problems))
-            if gone and isValid(self):
+            if gone and alive(self):
                 self.runsDeleted.emit(gone)
                 self.refresh()
 
         def failed(exc: BaseException) -> None:
             self._set_busy(-1)
             error_sink().report("Could not delete runs", exc)
-            if isValid(self):
+            if alive(self):
                 self.refresh()
 
         run_call(work, on_done=done, on_error=failed)
 
     def _set_busy(self, delta: int) -> None:
-        if not isValid(self):  # the panel was closed while the work ran
+        if not alive(self):  # the panel was closed while the work ran
             return
         self._busy = max(0, self._busy + delta)
         self._update_actions()

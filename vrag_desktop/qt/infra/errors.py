@@ -2,6 +2,10 @@
 
 Panels and workers call :meth:`ErrorSink.report` from any thread; the signal is delivered on the GUI
 thread. Nothing here opens a modal dialog: a modal blocks the person (and tests) mid-work.
+
+A message about a state ("vLLM could not start") stops being true when the state changes (the
+server starts, the person picks another model); :meth:`ErrorSink.withdraw` says so, and the
+notification bar takes it down if it still shows it. The history keeps it.
 """
 
 from __future__ import annotations
@@ -39,9 +43,11 @@ def describe(exc: BaseException) -> str:
 
 
 class ErrorSink(QObject):
-    """Collects reports (kept, bounded) and emits ``reported(level, title, message)``."""
+    """Collects reports (kept, bounded) and emits ``reported(level, title, message)``; ``withdrawn(title)``
+    when a message of that title is no longer true."""
 
     reported = Signal(str, str, str)
+    withdrawn = Signal(str)
     MAX_KEPT = 500
 
     def __init__(self) -> None:
@@ -74,6 +80,11 @@ class ErrorSink(QObject):
             self.history.append(Report(level, title, text))
             del self.history[: -self.MAX_KEPT]
         self.reported.emit(level, title, text)
+
+    def withdraw(self, *titles: str) -> None:
+        """Messages with these titles no longer hold (the bar takes them down; history keeps them)."""
+        for title in titles:
+            self.withdrawn.emit(title)
 
     def clear(self) -> None:
         with self._lock:

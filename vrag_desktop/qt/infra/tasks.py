@@ -29,13 +29,13 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
-from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypedDict
 
-import shiboken6
 from PySide6.QtCore import QCoreApplication, QObject, Qt, Signal
 
 from vrag_desktop.core.priority import lower_thread_priority
 from vrag_desktop.core.progress import CancelToken
+from vrag_desktop.qt.infra.alive import unless_deleted
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.workers import decode_lane, loop_thread, pool
 
@@ -80,23 +80,6 @@ def _dispatcher() -> _Dispatcher:
     return _DISPATCHER[0]
 
 
-_F = TypeVar("_F", bound=Callable[..., None])
-
-
-def _unless_deleted(cb: _F | None) -> _F | None:
-    """A QObject's method that does nothing once the object is deleted, as a Qt connection to it
-    would be (a panel closed while its work ran must not be touched)."""
-    owner = getattr(cb, "__self__", None)
-    if cb is None or not isinstance(owner, QObject):
-        return cb
-
-    def call(*args: Any) -> None:
-        if shiboken6.isValid(owner):
-            cb(*args)
-
-    return cast("_F", call)
-
-
 class TaskOptions(TypedDict, total=False):
     """What every ``run_*`` takes besides the work itself (see :class:`Task`)."""
 
@@ -133,9 +116,9 @@ class Task:
         self.result: Any = None
         self.error: BaseException | None = None
         self.outcome: str | None = None  # finished | failed | cancelled, once delivered
-        self._on_progress, self._on_done = _unless_deleted(on_progress), _unless_deleted(on_done)
-        self._on_error, self._on_cancelled = _unless_deleted(on_error), _unless_deleted(on_cancelled)
-        self._on_end = _unless_deleted(on_end)
+        self._on_progress, self._on_done = unless_deleted(on_progress), unless_deleted(on_done)
+        self._on_error, self._on_cancelled = unless_deleted(on_error), unless_deleted(on_cancelled)
+        self._on_end = unless_deleted(on_end)
         self._error_title = error_title or "Background task failed"
         self._report = report
         self._ended = threading.Event()  # the work itself is over (set on the worker's side)
@@ -396,7 +379,7 @@ class TaskSlot:
         mine: list[Task] = []  # filled before any news: it is delivered on the GUI thread, later
 
         def heard(cb: Callable[..., None] | None) -> Callable[..., None] | None:
-            cb = _unless_deleted(cb)
+            cb = unless_deleted(cb)
             if cb is None:
                 return None
 
@@ -406,7 +389,7 @@ class TaskSlot:
 
             return call
 
-        on_end = _unless_deleted(options.pop("on_end", None))
+        on_end = unless_deleted(options.pop("on_end", None))
 
         def end() -> None:
             if self.task is mine[0]:

@@ -3,15 +3,21 @@
 ``apply_theme(app, "light" | "dark")`` puts the app on Fusion with a full palette defined here, so
 the look is the same on every platform; ``"system"`` gives the platform its own style and palette
 back. Widgets that paint themselves take colours from :func:`color` (``"accent"``, ``"ok"``,
-``"warn"``, ``"error"``, ``"muted"``, ``"info"``, ``"graph_bg"``, ``"border"``, ``"surface"``) and
+``"warn"``, ``"error"``, ``"muted"``, ``"info"``, ``"graph_bg"``, ``"border"``, ``"surface"``, the
+log's search marks ``"match*"``, the transcript's ``"card"``, the plots' ``"plot_*"`` hues) and
 repaint on :func:`theme_notifier` ``changed`` (or on ``QEvent.PaletteChange``, which Qt sends them).
+No other Qt module names a colour (``tests/qt/test_theme.py`` checks): a colour written in a module
+would be the same in both themes, and readable in one at most.
 
 A small app stylesheet styles a few dynamic properties, so widgets need no colours of their own:
 
 * ``QLabel[chip="ok|warn|error|info|muted|accent"]`` — a rounded status chip;
-* ``QLabel[role="error|warn|ok|muted|hint"]`` — coloured text (``hint``: small and muted);
+* ``QLabel[role="error|warn|ok|muted|info|accent|hint"]`` — coloured text (``hint``: small and muted);
 * ``QLabel[verdict="supported|partial|unsupported"]`` — a verdict badge;
-* ``QFrame[role="banner-warn|banner-error|banner-info"]`` — a tinted message strip;
+* ``QFrame[role="banner-warn|banner-error|banner-info"]`` — a message strip (or an advice box, such
+  as a pre-flight warning), its text in a colour chosen for it (WCAG contrast ≥ 4.5 in both themes);
+* ``QPushButton[role="danger"]`` — a destructive button asking for a second click;
+* ``[invalid="true"]`` on an input — its border in the error colour;
 * ``QGraphicsView[role="graph"]`` — the reasoning-graph background;
 * ``QFrame[card="crop"]`` — a crop card's rounded border, in the mark's colour when ``mark`` is
   ``region`` or ``cited`` (a selected card).
@@ -29,19 +35,45 @@ from PySide6.QtWidgets import QApplication, QStyleFactory, QWidget
 
 THEMES = ("system", "light", "dark")
 
-# Named colours per effective theme: muted, readable on the window and base colours of that theme.
+# Named colours per effective theme. Text colours (accent … muted) have a WCAG contrast of at least
+# 4.5 on the theme's window and base colours; each banner's text at least 4.5 on its background.
 _NAMED: dict[str, dict[str, str]] = {
     "light": {
-        "accent": "#2f6fde",
-        "ok": "#1f8a4c",
-        "warn": "#b7791f",
-        "error": "#c93c37",
-        "info": "#2f6fde",
-        "muted": "#6b7280",
+        "accent": "#2660cc",
+        "ok": "#1b7a43",
+        "warn": "#8f5d0c",
+        "error": "#b93530",
+        "info": "#2660cc",
+        "muted": "#5f6672",
         "graph_bg": "#f7f8fa",
         "border": "#d5d9e0",
         "surface": "#ffffff",
         "text": "#1f2328",
+        "card": "#f3f5f8",  # a transcript block on the base colour
+        "on_strong": "#ffffff",  # text on a strong colour (a verdict badge on ok/warn/error)
+        "banner_error_bg": "#fbe5e3",
+        "banner_error_text": "#6e1a16",
+        "banner_error_border": "#ecaaa5",
+        "banner_warn_bg": "#fcf0d4",
+        "banner_warn_text": "#5c4000",
+        "banner_warn_border": "#e8c46e",
+        "banner_info_bg": "#e3edfb",
+        "banner_info_text": "#163a69",
+        "banner_info_border": "#a9c4ee",
+        "match": "#fde68a",  # the log's search hits, and the current one
+        "match_text": "#111827",
+        "match_current": "#f59e0b",
+        "match_current_text": "#111827",
+        "plot_blue": "#2563eb",
+        "plot_green": "#16a34a",
+        "plot_orange": "#d97706",
+        "plot_purple": "#9333ea",
+        "plot_cyan": "#0891b2",
+        "plot_grey": "#4b5563",
+        "plot_violet": "#7c3aed",
+        "plot_red": "#dc2626",
+        "plot_rose": "#be123c",
+        "plot_amber": "#ea580c",
     },
     "dark": {
         "accent": "#5b9cff",
@@ -54,12 +86,54 @@ _NAMED: dict[str, dict[str, str]] = {
         "border": "#3a3f4b",
         "surface": "#25282f",
         "text": "#e6e8eb",
+        "card": "#2c3038",
+        "on_strong": "#111827",
+        "banner_error_bg": "#4a2225",
+        "banner_error_text": "#ffdcd8",
+        "banner_error_border": "#7a3a3c",
+        "banner_warn_bg": "#423619",
+        "banner_warn_text": "#ffe7ad",
+        "banner_warn_border": "#6e5a26",
+        "banner_info_bg": "#1d3354",
+        "banner_info_text": "#d9e8ff",
+        "banner_info_border": "#355a8c",
+        "match": "#5c4d12",
+        "match_text": "#fff7e0",
+        "match_current": "#e0b040",
+        "match_current_text": "#111827",
+        "plot_blue": "#60a5fa",
+        "plot_green": "#4ade80",
+        "plot_orange": "#fbbf24",
+        "plot_purple": "#c084fc",
+        "plot_cyan": "#22d3ee",
+        "plot_grey": "#cbd5e1",
+        "plot_violet": "#a78bfa",
+        "plot_red": "#f87171",
+        "plot_rose": "#fb7185",
+        "plot_amber": "#fb923c",
     },
 }
 
-#: The evidence marks' colours (a region the model cut, one the answer cites), the same in both
-#: themes: saturated enough to show on white pages and dark photos alike.
-MARKS = {"region": "#1971c2", "cited": "#e8590c"}
+#: The evidence marks' colours (a region the model cut, one the answer cites, the flash that shows
+#: where a jump landed), the same in both themes: drawn on the pages, not on the window, saturated
+#: enough to show on white pages and dark photos alike.
+MARKS = {"region": "#1971c2", "cited": "#e8590c", "flash": "#fab005", "on_mark": "#ffffff"}
+
+#: The reasoning graph's node kinds, the same in both themes: mid-saturated, so their captions in
+#: ``on_kind`` (white) read at a contrast of at least 4.5, and they stand out on light and dark
+#: backgrounds alike.
+KINDS = {
+    "root": "#4f5d95",
+    "think": "#8657c4",
+    "search": "#2474c6",
+    "crop": "#a35a0d",
+    "answer": "#217f45",
+    "other": "#6b7280",
+    "on_kind": "#ffffff",
+}
+
+#: Where banner text must stand out: the WCAG contrast a person with low vision can read.
+MIN_CONTRAST = 4.5
 
 # Palette roles for the two themes we define (active colours; disabled ones are derived).
 _PALETTE: dict[str, dict[QPalette.ColorRole, str]] = {
@@ -202,14 +276,18 @@ def stylesheet(theme: str) -> str:
         f"border: 1px solid {tint(k, 0.35)}; border-radius: 9px; padding: 1px 8px; }}"
         for k in ("ok", "warn", "error", "info", "muted", "accent")
     )
-    roles = "\n".join(f'QLabel[role="{k}"] {{ color: {c[k]}; }}' for k in ("error", "warn", "ok", "muted"))
+    roles = "\n".join(
+        f'QLabel[role="{k}"] {{ color: {c[k]}; }}' for k in ("error", "warn", "ok", "muted", "info", "accent")
+    )
+    # opaque, with their own text colour: a tint over the window left the text's contrast to chance
     banners = "\n".join(
-        f'QFrame[role="banner-{k}"] {{ background: {tint(v, 0.14 if dark else 0.10)}; '
-        f"border: 1px solid {tint(v, 0.40)}; border-radius: 6px; }}"
-        for k, v in (("warn", "warn"), ("error", "error"), ("info", "info"))
+        f'QFrame[role="banner-{k}"] {{ background: {c[f"banner_{k}_bg"]}; '
+        f"border: 1px solid {c[f'banner_{k}_border']}; border-radius: 6px; }}\n"
+        f'QFrame[role="banner-{k}"] QLabel, QLabel[role="banner-{k}"] {{ color: {c[f"banner_{k}_text"]}; }}'
+        for k in ("warn", "error", "info")
     )
     verdicts = "\n".join(
-        f'QLabel[verdict="{k}"] {{ color: white; background: {c[v]}; border-radius: 4px; '
+        f'QLabel[verdict="{k}"] {{ color: {c["on_strong"]}; background: {c[v]}; border-radius: 4px; '
         f"padding: 1px 6px; font-weight: 600; }}"
         for k, v in (("supported", "ok"), ("partial", "warn"), ("unsupported", "error"))
     )
@@ -219,6 +297,9 @@ def stylesheet(theme: str) -> str:
 QLabel[role="hint"] {{ color: {c["muted"]}; font-size: 9pt; }}
 {banners}
 {verdicts}
+QPushButton[role="danger"] {{ color: {c["error"]}; font-weight: bold; }}
+QLineEdit[invalid="true"], QSpinBox[invalid="true"], QDoubleSpinBox[invalid="true"],
+QComboBox[invalid="true"], QPlainTextEdit[invalid="true"] {{ border: 1px solid {c["error"]}; }}
 QGraphicsView[role="graph"] {{ background: {c["graph_bg"]}; border: 1px solid {c["border"]}; }}
 QFrame[card="crop"] {{ border: 1px solid {c["border"]}; border-radius: 6px; margin: 1px; }}
 QFrame[card="crop"][mark="region"] {{ border: 2px solid {MARKS["region"]}; margin: 0px; }}
@@ -296,6 +377,19 @@ def set_role(widget: QWidget, name: str, value: str | None) -> None:
     style.unpolish(widget)
     style.polish(widget)
     widget.update()
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """The WCAG 2 contrast ratio of two colours (1 to 21; text wants at least :data:`MIN_CONTRAST`)."""
+
+    def luminance(c: QColor) -> float:
+        def channel(v: float) -> float:
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+        return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF())
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def _mix(a: QColor, b: QColor, t: float) -> QColor:

@@ -11,12 +11,12 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 
-import shiboken6
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QIcon, QImage, QImageReader, QPainter, QPaintEvent, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractItemView, QListView, QListWidget, QListWidgetItem, QWidget
 
 from vrag_desktop.core.corpus.status import PreviewItem
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.tasks import Task, run_decode
 from vrag_desktop.qt.infra.theme import color
 
@@ -199,14 +199,14 @@ class ThumbnailStrip(QListWidget):
 
     def _request(self, gen: int, row: QListWidgetItem, path: str, key: tuple[str, int]) -> None:
         def done(image: QImage) -> None:
-            if not shiboken6.isValid(self) or gen != self._generation:
+            if not alive(self) or gen != self._generation:
                 return
             self.cache.put(key, image)
             self._set(row, "ok", QIcon(QPixmap.fromImage(image)), row.toolTip())
             self._arrived()
 
         def failed(exc: BaseException) -> None:
-            if not shiboken6.isValid(self) or gen != self._generation:
+            if not alive(self) or gen != self._generation:
                 return
             self._set(row, "missing", self._placeholder("missing"), str(exc))
             self._arrived()

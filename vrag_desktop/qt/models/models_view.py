@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
@@ -50,6 +49,7 @@ from vrag_desktop.core.models import (
 )
 from vrag_desktop.core.models.catalogue import guess_kind
 from vrag_desktop.qt.corpora.corpora_toolbar import ask_confirm
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import set_role
@@ -341,7 +341,7 @@ class ModelsView(QWidget):
         if isinstance(scroll, QScrollArea):  # once the layout has placed a card just made
 
             def reveal() -> None:
-                if shiboken6.isValid(card) and shiboken6.isValid(scroll):
+                if alive(card) and alive(scroll):
                     scroll.ensureWidgetVisible(card)
 
             QTimer.singleShot(0, reveal)

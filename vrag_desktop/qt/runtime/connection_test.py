@@ -12,14 +12,14 @@ import html
 import re
 from typing import TYPE_CHECKING
 
-import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_handler
 from vrag_desktop.qt.runtime.profile_text import verdict_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR
+from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, tone
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.client import ConnectionCheck
@@ -104,7 +104,7 @@ class ConnectionTest(QWidget):
             verdict = (False, "Test failed", describe(exc))
         else:
             verdict = (bool(check.ok), *verdict_text(check, model))
-        if shiboken6.isValid(self) and self._test is test:
+        if alive(self) and self._test is test:
             self._finished()
             self.set_verdict(*verdict)
 
@@ -122,8 +122,9 @@ class ConnectionTest(QWidget):
             self.verdict_label.setText("")
             self.verdict_label.setToolTip("")
             return
-        mark, color = {True: ("✓", OK_COLOR), False: ("✗", BAD_COLOR), None: ("", MUTED)}[ok]
-        text = f"<b style='color:{color}'>{html.escape(f'{mark} {head}'.strip())}</b>"
+        mark, role = {True: ("✓", OK), False: ("✗", BAD), None: ("", MUTED)}[ok]
+        tone(self.verdict_label, role)
+        text = f"<b>{html.escape(f'{mark} {head}'.strip())}</b>"
         if detail:
             text += f"<br><span>{html.escape(detail)}</span>"
         self.verdict_label.setText(text)

@@ -14,10 +14,11 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QGroupBox, QHBoxLayout, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.runtime.settings import env_is_cpu
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.runtime.server_text import gpu_badge, gpu_lines
-from vrag_desktop.qt.runtime.style import MUTED, amber, breakable, if_alive
+from vrag_desktop.qt.runtime.style import MUTED, advice_box, breakable, tone
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
@@ -75,7 +76,7 @@ class GpuBox(QGroupBox):
 
 
 class Preflight(QObject):
-    """Whether the model fits: warnings in an amber ``box``, an unestimable model as a quiet
+    """Whether the model fits: warnings in a warning ``box`` (the theme's), an unestimable model as a quiet
     ``note``. Both widgets are placed by the owner."""
 
     def __init__(self, parent: QWidget) -> None:
@@ -84,7 +85,7 @@ class Preflight(QObject):
         self._warnings: list[str] = []
         self.box = QFrame(parent)
         self.box.setObjectName("preflight")
-        self.box.setStyleSheet(amber("preflight"))
+        advice_box(self.box)
         self.label = QLabel("", self.box)
         self.label.setObjectName("preflightText")
         self.label.setWordWrap(True)
@@ -96,7 +97,7 @@ class Preflight(QObject):
         self.note = QLabel("", parent)
         self.note.setObjectName("estimateNote")
         self.note.setWordWrap(True)
-        self.note.setStyleSheet(f"color: {MUTED};")
+        tone(self.note, MUTED)
         self.note.setVisible(False)
 
     def run(self, cfg: VLLMConfig | None, report: GPUReport | None) -> None:

@@ -15,10 +15,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QWidget
 
 from vrag_desktop.core.endpoints.profiles import ApiKeyStoreError, NoSecureStoreError, ProfileError
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.runtime.profile_text import key_placeholder, key_source_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive
+from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, WARN, tone
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
@@ -58,7 +59,7 @@ class ApiKeyBox(QGroupBox):
         self.forget_key_button.clicked.connect(self.forget_key)
         self.source_label = QLabel("", self)
         self.source_label.setObjectName("keySource")
-        self.source_label.setStyleSheet(f"color: {MUTED};")
+        tone(self.source_label, MUTED)
         self.source_label.setWordWrap(True)  # a long key source must not widen a narrow dock
         self.key_message = QLabel("", self)
         self.key_message.setObjectName("keyMessage")
@@ -149,7 +150,7 @@ class ApiKeyBox(QGroupBox):
             self.session_button.setVisible(False)
             self._show_message(
                 "Saved in the system keyring." if where == "keyring" else "Kept for this session only.",
-                OK_COLOR,
+                OK,
             )
             self.refresh_source()
             self.keyChanged.emit(name)
@@ -157,11 +158,11 @@ class ApiKeyBox(QGroupBox):
         def failed(exc: BaseException) -> None:
             if isinstance(exc, ApiKeyStoreError):  # NoSecureStoreError included
                 self._pending_key = key
-                color = WARN_COLOR if isinstance(exc, NoSecureStoreError) else BAD_COLOR
+                color = WARN if isinstance(exc, NoSecureStoreError) else BAD
                 self._show_message(str(exc), color)
                 self.session_button.setVisible(True)
             else:
-                self._show_message(f"The key was not saved: {describe(exc)}", BAD_COLOR)
+                self._show_message(f"The key was not saved: {describe(exc)}", BAD)
             self.refresh_source()
 
         run_call(
@@ -190,7 +191,7 @@ class ApiKeyBox(QGroupBox):
 
     def _show_message(self, text: str, color: str) -> None:
         self.key_message.setText(text)
-        self.key_message.setStyleSheet(f"color: {color};")
+        tone(self.key_message, color)
         self.key_message.setVisible(True)
 
     def _clear_message(self) -> None:

@@ -17,9 +17,10 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QPushButton, QVBoxLayout, QWi
 
 from vrag_desktop.core.runtime.settings import runtime_dir
 from vrag_desktop.core.runtime.state import live_processes
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
-from vrag_desktop.qt.runtime.style import amber, if_alive, text_label
+from vrag_desktop.qt.runtime.style import advice_box, text_label
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.state import RecordedProcess
@@ -38,7 +39,7 @@ def _stop_each(found: list[RecordedProcess]) -> list[str]:
 
 
 class LeftoverNotice(QFrame):
-    """The amber notice at the top of the runtime panel; hidden while there is nothing to say."""
+    """The warning notice at the top of the runtime panel; hidden while there is nothing to say."""
 
     found = Signal(int)  # how many servers of earlier sessions are still running (after a scan)
     kept = Signal(str, str)  # base URL, served model name of a kept vLLM server
@@ -49,7 +50,7 @@ class LeftoverNotice(QFrame):
         self.data_dir = data_dir
         self._found: list[RecordedProcess] = []
         self.setObjectName("leftovers")
-        self.setStyleSheet(amber("leftovers"))
+        advice_box(self)
         self.label = text_label(self, "leftoversText")
         self.stop_button = QPushButton("Stop", self)
         self.stop_button.setObjectName("stopLeftovers")

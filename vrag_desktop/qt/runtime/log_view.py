@@ -18,10 +18,8 @@ import contextlib
 import threading
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import (
-    QColor,
-    QDesktopServices,
     QFontDatabase,
     QGuiApplication,
     QKeySequence,
@@ -42,11 +40,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from vrag_desktop.qt.infra.open_file import open_path
+from vrag_desktop.qt.infra.theme import color, theme_notifier
+
 DEFAULT_MAX_LINES = 5000
 FLUSH_MS = 100  # at most 10 batches a second
 SLOW_SEARCH_LIMIT = 5000  # matches found by QTextDocument.find (text with non-BMP characters)
-_MATCH = QColor("#fde68a")
-_CURRENT = QColor("#f59e0b")
 
 
 class LineBuffer:
@@ -160,6 +159,7 @@ class LogView(QWidget):
         self._flush_timer.timeout.connect(self.flush)
         self._arm.connect(self._flush_timer.start)
         self.view.verticalScrollBar().valueChanged.connect(self._repaint_visible)
+        theme_notifier().changed.connect(self._repaint_visible)  # the marks take the theme's colours
 
     def _repaint_visible(self, *_args: object) -> None:
         if self._starts:
@@ -245,7 +245,7 @@ class LogView(QWidget):
     def open_log_file(self) -> bool:
         if self._log_file is None or not self._log_file.exists():
             return False
-        return QDesktopServices.openUrl(QUrl.fromLocalFile(str(self._log_file)))
+        return open_path(self, self._log_file, "the log file")
 
     def _focus_search(self) -> None:
         self.search.setFocus()
@@ -349,8 +349,9 @@ class LogView(QWidget):
             for i in range(lo, hi):
                 sel = QTextEdit.ExtraSelection()
                 fmt = QTextCharFormat()
-                fmt.setBackground(_CURRENT if i == self._current else _MATCH)
-                fmt.setForeground(QColor("#111827"))
+                role = "match_current" if i == self._current else "match"
+                fmt.setBackground(color(role))  # the theme's: readable in both
+                fmt.setForeground(color(f"{role}_text"))
                 c = QTextCursor(doc)
                 c.setPosition(self._starts[i])
                 c.setPosition(self._starts[i] + self._lengths[i], QTextCursor.MoveMode.KeepAnchor)

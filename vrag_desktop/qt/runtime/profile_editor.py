@@ -23,14 +23,16 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.core.endpoints.profiles import EndpointProfile, ProfileError
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
+from vrag_desktop.qt.infra.theme import set_role
 from vrag_desktop.qt.infra.widgets import button, row
 from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
 from vrag_desktop.qt.runtime.profile_form import ProfileFields
 from vrag_desktop.qt.runtime.profile_text import KIND_LABELS
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, if_alive
+from vrag_desktop.qt.runtime.style import MUTED, tone
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.profiles import ProfileStore
@@ -87,7 +89,7 @@ class ProfileEditor(QWidget):
         self.save_button.setDefault(True)
         self.revert_button = button(self, "Revert", self.revert)
         self.dirty_label = QLabel("", self)
-        self.dirty_label.setStyleSheet(f"color: {MUTED};")
+        tone(self.dirty_label, MUTED)
         save_row = row(
             self.active_button, self.dirty_label, self.revert_button, self.save_button, grow=self.dirty_label
         )
@@ -276,7 +278,7 @@ class ProfileEditor(QWidget):
         if not self._delete_armed:  # a second click confirms: no modal dialog
             self._delete_armed = True
             self.delete_button.setText("Click again to delete")
-            self.delete_button.setStyleSheet(f"color: {BAD_COLOR}; font-weight: bold;")
+            set_role(self.delete_button, "role", "danger")
             self._disarm.start()
             return
         self._disarm_delete()
@@ -286,7 +288,7 @@ class ProfileEditor(QWidget):
         self._delete_armed = False
         self._disarm.stop()
         self.delete_button.setText("Delete")
-        self.delete_button.setStyleSheet("")
+        set_role(self.delete_button, "role", None)
 
     def delete_current(self) -> bool:
         """Delete the selected user profile and forget its key (off-thread: the keyring may block).

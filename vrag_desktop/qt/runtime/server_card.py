@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from vrag_desktop.qt.infra.widgets import button, row
-from vrag_desktop.qt.runtime.style import text_label
+from vrag_desktop.qt.runtime.style import text_label, tone
 
 
 class ServerCard(QFrame):
@@ -31,6 +31,7 @@ class ServerCard(QFrame):
         self.setObjectName("statusCard")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.dot = QLabel("●", self)
+        self.dot.setStyleSheet("font-size: 16px;")  # its colour: the state's tone (show_state)
         self.head = QLabel("Stopped", self)
         self.head.setObjectName("vllmStatus")
         f = self.head.font()
@@ -52,10 +53,11 @@ class ServerCard(QFrame):
         layout.addWidget(self.use_button, 0, Qt.AlignmentFlag.AlignLeft)
 
     def show_state(self, head: str, detail: str, color: str, full: str) -> None:
-        """Headline and detail in ``color``; ``full`` (the whole story) as their tooltip."""
-        self.dot.setStyleSheet(f"color: {color}; font-size: 16px;")
+        """Headline (and its dot) in the tone ``color`` (a theme role); ``full`` (the whole story) as
+        their tooltip."""
+        tone(self.dot, color)
         self.head.setText(head)
-        self.head.setStyleSheet(f"color: {color};")
+        tone(self.head, color)
         self.detail.setText(detail)
         self.detail.setVisible(bool(detail))
         self.head.setToolTip(full)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR
+from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, WARN
 
 if TYPE_CHECKING:
     from vrag_desktop.core.runtime.gpu import GPUReport
@@ -57,6 +57,11 @@ def _first_paragraph(message: str) -> str:
     return message.split("\nLast output:")[0].strip()
 
 
+#: The titles of the messages that say the app's vLLM server is not serving: true until it starts
+#: or the person picks another model, then withdrawn (the notification bar takes them down).
+NOT_SERVING_TITLES = ("vLLM could not start", "vLLM failed to start", "vLLM stopped unexpectedly")
+
+
 def server_state_text(
     status: ProcessStatus,
     exit_info: ExitInfo | None,
@@ -65,23 +70,23 @@ def server_state_text(
     *,
     stopping: bool = False,
 ) -> tuple[str, str, str]:
-    """(headline, detail, colour) for the server's state."""
+    """(headline, detail, tone) for the server's state (the tone: a theme role)."""
     if launch_error is not None and not status.running:
         kind, message = launch_error
-        return f"Could not start: {KIND_WORDS.get(kind, kind)}", message, BAD_COLOR
+        return f"Could not start: {KIND_WORDS.get(kind, kind)}", message, BAD
     if stopping and status in (S.STARTING, S.READY, S.STOPPING, S.STOPPED):
-        return "Stopping…", "", WARN_COLOR
+        return "Stopping…", "", WARN
     if status is S.STARTING:
-        return "Starting…", "Loading the model; large models take minutes.", WARN_COLOR
+        return "Starting…", "Loading the model; large models take minutes.", WARN
     if status is S.READY:
-        return "Ready", f"Serving at {base_url}", OK_COLOR
+        return "Ready", f"Serving at {base_url}", OK
     if status is S.STOPPING:
-        return "Stopping…", "", WARN_COLOR
+        return "Stopping…", "", WARN
     if status is S.CRASHED and exit_info is not None:
         return (
             f"Crashed: {KIND_WORDS.get(exit_info.kind, exit_info.kind)}",
             _first_paragraph(exit_info.message),
-            BAD_COLOR,
+            BAD,
         )
     if status is S.EXITED and exit_info is not None and exit_info.kind != "stopped":
         return f"Exited (code {exit_info.returncode})", _first_paragraph(exit_info.message), MUTED

@@ -1,30 +1,31 @@
-"""What the runtime tabs share: their status colours and small widget helpers.
+"""What the runtime tabs share: their status tones and small widget helpers.
 
-Why a module: the Endpoints and Local vLLM tabs must colour a verdict the same way and guard
-late background results the same way; one place keeps them from drifting apart.
+Why a module: the Endpoints and Local vLLM tabs must colour a verdict the same way; one place keeps
+them from drifting apart. Tones are the theme's named roles (:mod:`vrag_desktop.qt.infra.theme`),
+never colours: a colour chosen here would be the same in the dark theme and the light one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import shiboken6
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QLineEdit, QSpinBox, QVBoxLayout, QWidget
 
-OK_COLOR, BAD_COLOR, WARN_COLOR, MUTED = "#15803d", "#b91c1c", "#b45309", "palette(placeholder-text)"
+from vrag_desktop.qt.infra.theme import set_role
+
+#: The tones a status text takes (``QLabel[role=…]`` in the theme's stylesheet).
+OK, BAD, WARN, MUTED = "ok", "error", "warn", "muted"
 
 
-def if_alive(owner: QObject, fn: Callable[..., None]) -> Callable[..., None]:
-    """``fn`` that does nothing once ``owner`` is deleted: background results may arrive after
-    the panel closed, and touching its widgets then would raise."""
+def tone(widget: QWidget, name: str | None) -> None:
+    """Colour ``widget``'s text with the theme's ``name`` tone (None: the plain text colour); it
+    follows a theme switch."""
+    if widget.property("role") != name:
+        set_role(widget, "role", name)
 
-    def call(*args: Any) -> None:
-        if shiboken6.isValid(owner):
-            fn(*args)
 
-    return call
+def advice_box(frame: QWidget) -> None:
+    """Style ``frame`` as a warning box (advice, never a blocker): the theme's warning banner."""
+    set_role(frame, "role", "banner-warn")
 
 
 ZWSP = "\u200b"
@@ -35,14 +36,6 @@ def breakable(text: str) -> str:
     would otherwise be as wide as the path and push a narrow dock's whole form out of sight.
     Display only (the break marks are invisible but would be copied): paths to copy live in fields."""
     return text.replace("/", "/" + ZWSP)
-
-
-def amber(name: str) -> str:
-    """The style sheet of a warning box (object name ``name``): advice, never a blocker."""
-    return (
-        f"#{name} {{ background: #fef3c7; border: 1px solid #f59e0b; border-radius: 4px; }}"
-        f"#{name} QLabel {{ color: #78350f; background: transparent; }}"
-    )
 
 
 def text_label(parent: QWidget, name: str, text: str = "") -> QLabel:
@@ -58,7 +51,7 @@ def error_label(parent: QWidget) -> QLabel:
     """A hidden, red, selectable label for an inline error under a field."""
     label = QLabel(parent)
     label.setWordWrap(True)
-    label.setStyleSheet(f"color: {BAD_COLOR};")
+    tone(label, BAD)
     label.setVisible(False)
     label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
     return label

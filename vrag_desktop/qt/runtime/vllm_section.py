@@ -22,14 +22,15 @@ from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.logfile import rotate_log
 from vrag_desktop.core.runtime.settings import app_log_path, app_state_path, default_venv, load_vllm_settings
 from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
 from vrag_desktop.qt.runtime.key_box import server_key_box
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.server_card import ServerCard
-from vrag_desktop.qt.runtime.server_text import server_state_text
-from vrag_desktop.qt.runtime.style import BAD_COLOR, WARN_COLOR, if_alive
+from vrag_desktop.qt.runtime.server_text import NOT_SERVING_TITLES, server_state_text
+from vrag_desktop.qt.runtime.style import BAD, WARN
 from vrag_desktop.qt.runtime.vllm_form import VLLMForm
 
 if TYPE_CHECKING:
@@ -197,7 +198,7 @@ class VLLMSection(QWidget):
         return self.gpu.summary()
 
     def run_preflight(self) -> None:
-        """Estimate (off-thread) whether the model fits; show the warnings in the amber box."""
+        """Estimate (off-thread) whether the model fits; show the warnings in the warning box."""
         s = self.settings()
         cfg = None
         if self.gpu.report is not None and not s.problems():
@@ -229,7 +230,7 @@ class VLLMSection(QWidget):
         def progress(line: object) -> None:
             self.log_view.append_line(str(line))
             if str(line).startswith("["):
-                self.form.env_text(f"Setting up: {line}", WARN_COLOR)
+                self.form.env_text(f"Setting up: {line}", WARN)
 
         def finished(python: object) -> None:
             self.python_edit.setText("")
@@ -237,7 +238,7 @@ class VLLMSection(QWidget):
             self.run_preflight()
 
         def failed(exc: BaseException) -> None:
-            self.form.env_text(f"Setup failed: {describe(exc).splitlines()[0]}", BAD_COLOR)
+            self.form.env_text(f"Setup failed: {describe(exc).splitlines()[0]}", BAD)
             error_sink().report("Could not set up the vLLM environment", exc)
 
         def done() -> None:
@@ -248,7 +249,7 @@ class VLLMSection(QWidget):
         def cancelled() -> None:
             incomplete = self._setup is not None and self._setup.error is not None  # it failed meanwhile
             tail = "; the environment is incomplete." if incomplete else "."
-            self.form.env_text(f"Setup cancelled{tail}", WARN_COLOR)
+            self.form.env_text(f"Setup cancelled{tail}", WARN)
 
         self.setup_button.setText("Cancel setup")
         self._setup = run_generator(
@@ -321,6 +322,7 @@ class VLLMSection(QWidget):
         self._server = server
         self._launch_error, self._crash_reported, self._stopping = None, False, False
         self._started_at = time.monotonic()
+        error_sink().withdraw(*NOT_SERVING_TITLES)  # a new try: the last one's failure is history
         bridge = self._bridge
         sup = server.supervisor
         self._unsubs = [
@@ -374,6 +376,7 @@ class VLLMSection(QWidget):
             return
         status = server.status
         if status is S.READY and value == S.READY.value:
+            error_sink().withdraw(*NOT_SERVING_TITLES)
             try:
                 self.ctx.profiles.set_local_server(server.base_url, server.config.model_name)
             except (ProfileError, OSError) as exc:

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.progress import CancelToken
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_generator
-from vrag_desktop.qt.runtime.style import if_alive
+from vrag_desktop.qt.runtime.style import advice_box
 
 
 def make_env(target: Path, cancel: CancelToken, force: bool = False) -> Generator[str, None, Path]:
@@ -33,7 +34,7 @@ def make_env(target: Path, cancel: CancelToken, force: bool = False) -> Generato
     return (yield from create_trainer_env(target, mode=mode, cancel=cancel, force=force))
 
 
-class EnvBox(QWidget):
+class EnvBox(QFrame):
     """See the module docstring. ``created(python)`` when the environment is ready."""
 
     created = Signal(str)
@@ -48,7 +49,6 @@ class EnvBox(QWidget):
         self.message.setWordWrap(True)
         self.progress = QLabel("")
         self.progress.setWordWrap(True)
-        self.progress.setStyleSheet("color: palette(placeholder-text);")
         self.bar = QProgressBar()
         self.bar.setRange(0, 0)
         self.bar.setMaximumHeight(10)
@@ -66,7 +66,7 @@ class EnvBox(QWidget):
         lay.addWidget(self.message)
         lay.addLayout(row)
         lay.addWidget(self.progress)
-        self.setStyleSheet("EnvBox { border: 1px solid #d97706; border-radius: 4px; }")
+        advice_box(self)  # the theme's warning box: readable in both themes
         self._idle()
 
     def show_missing(self, why: str) -> None:

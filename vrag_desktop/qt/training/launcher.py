@@ -20,8 +20,8 @@ from PySide6.QtCore import QObject, Signal
 from vrag_desktop.core.runtime.exits import ExitInfo
 from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.rundir import TrainRun
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.tasks import Task, run_call, run_coroutine
-from vrag_desktop.qt.runtime.style import if_alive
 
 log = logging.getLogger("vrag_desktop")
 

@@ -44,9 +44,10 @@ from PySide6.QtWidgets import (
 from vrag_desktop.core.training import plan
 from vrag_desktop.core.training import preflight as pf
 from vrag_desktop.core.training.config import ConfigError, TrainConfig
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_generator
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, amber, if_alive, text_label
+from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, advice_box, text_label, tone
 from vrag_desktop.qt.training.run_form import RunForm
 
 if TYPE_CHECKING:
@@ -107,10 +108,10 @@ class NewRunDialog(QDialog):
         self.validation_label.setVisible(False)
         self.model_label = text_label(self, "modelLabel")
         self.memory_label = text_label(self, "memoryLabel", "Estimating memory…")
-        self.memory_label.setStyleSheet(f"color: {MUTED};")
+        tone(self.memory_label, MUTED)
         self.warn_box = QFrame(self)
         self.warn_box.setObjectName("trainPreflight")
-        self.warn_box.setStyleSheet(amber("trainPreflight"))
+        advice_box(self.warn_box)
         self.warn_label = text_label(self.warn_box, "preflightText")
         QVBoxLayout(self.warn_box).addWidget(self.warn_label)
         self.warn_box.setVisible(False)
@@ -130,7 +131,7 @@ class NewRunDialog(QDialog):
         ):
             rv.addWidget(w)
         self.status = text_label(self, "statusLabel")
-        self.status.setStyleSheet(f"color: {BAD_COLOR};")
+        tone(self.status, BAD)
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -158,7 +159,7 @@ class NewRunDialog(QDialog):
     def _env_section(self) -> QFrame:
         box = QFrame(self)
         box.setObjectName("trainerEnv")
-        box.setStyleSheet(amber("trainerEnv"))
+        advice_box(box)
         self.env_label = text_label(box, "envLabel")
         self.env_button = QPushButton("Create the trainer environment", box)
         self.env_button.setObjectName("createTrainerEnv")
@@ -294,7 +295,7 @@ class NewRunDialog(QDialog):
             self.match_label.setText("Choose a dataset (one of the app's, or File…).")
             return
         self.match_label.setText("Matching the dataset against the corpora…")
-        self.match_label.setStyleSheet(f"color: {MUTED};")
+        tone(self.match_label, MUTED)
 
         def done(check: pf.DatasetCheck) -> None:
             self.match, self.answers = check.match, check.style
@@ -308,11 +309,11 @@ class NewRunDialog(QDialog):
                 text = "No item can be trained on: " + text
             self.match_label.setText(text)
             self.match_label.setToolTip("\n".join(f"{u}: {w}" for u, w in problems[:50]))
-            self.match_label.setStyleSheet(f"color: {OK_COLOR if matched else BAD_COLOR};")
+            tone(self.match_label, OK if matched else BAD)
             self.validation_error = check.validation_error
             said = [check.validation_error] if check.validation_error else list(check.validation)
             self.validation_label.setText("\n".join(said))
-            self.validation_label.setStyleSheet(f"color: {BAD_COLOR if check.validation_error else MUTED};")
+            tone(self.validation_label, BAD if check.validation_error else MUTED)
             self.validation_label.setVisible(bool(said))
             self._show_warnings()
             self._update_ok()
@@ -320,7 +321,7 @@ class NewRunDialog(QDialog):
         def failed(exc: BaseException) -> None:
             self.match = (0, 0, [])
             self.match_label.setText(f"Cannot match: {describe(exc)}")
-            self.match_label.setStyleSheet(f"color: {BAD_COLOR};")
+            tone(self.match_label, BAD)
             self._update_ok()
 
         self._matching.start(
@@ -360,7 +361,7 @@ class NewRunDialog(QDialog):
             model, where, est = result
             self._problem = (None if model.ok else model.message) or where or est.refusal
             self.model_label.setText(model.message)
-            self.model_label.setStyleSheet(f"color: {OK_COLOR if model.ok else BAD_COLOR};")
+            tone(self.model_label, OK if model.ok else BAD)
             self.show_estimate(est if report is not None else None)
             self._update_ok()
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
 
 import pyqtgraph as pg
 
@@ -82,8 +81,3 @@ def legend_html(entries: Iterable[tuple[str, str, bool]]) -> str:
         mark = "╌●╌" if points else "━━"
         parts.append(f'<span style="color:{colour}">{mark}</span>&nbsp;{name}')
     return "&nbsp;&nbsp; ".join(parts)
-
-
-def point_style(colour: str) -> dict[str, Any]:
-    """The marker a curve shows while it has a single point (a line through one point draws nothing)."""
-    return {"symbol": "o", "symbolSize": 7, "symbolBrush": colour, "symbolPen": None}

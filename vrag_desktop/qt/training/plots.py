@@ -33,50 +33,52 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QPalette, QShowEvent
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QShowEvent
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
-from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, legend_html, point_style, value_range
+from vrag_desktop.qt.infra.theme import color, theme_notifier
+from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, legend_html, value_range
 
 REDRAW_MS = 250  # at most 4 redraws a second
+MIN_ROW_HEIGHT = 150  # px a row of plots keeps (title, legend, view, step axis); the grid scrolls below
 X_START = 10  # steps the x axis shows at first; it grows by half again when a run passes its end
-VAL_COLOUR = "#dc2626"  # the validation curve beside a training one
+VAL_COLOUR = "plot_red"  # the validation curve beside a training one (a theme colour name)
 
-#: Plot title -> (metric key, legend name, colour); the :data:`OPTIONAL` ones show once a row has it.
+#: Plot title -> (metric key, legend name, the theme's colour name); the :data:`OPTIONAL` ones show once a row has it.
 PLOTS: tuple[tuple[str, tuple[tuple[str, str, str], ...]], ...] = (
     (
         "Reward",
         (
-            ("reward", "reward", "#2563eb"),
-            ("reward/format", "format", "#16a34a"),
-            ("reward/judge", "judge", "#d97706"),
-            ("reward/ndcg", "NDCG", "#9333ea"),
+            ("reward", "reward", "plot_blue"),
+            ("reward/format", "format", "plot_green"),
+            ("reward/judge", "judge", "plot_orange"),
+            ("reward/ndcg", "NDCG", "plot_purple"),
             ("val/reward", "validation", VAL_COLOUR),
         ),
     ),
-    ("Accuracy", (("accuracy", "accuracy", "#16a34a"), ("val/accuracy", "validation", VAL_COLOUR))),
-    ("KL", (("kl", "KL", "#dc2626"),)),
-    ("Entropy", (("entropy", "entropy", "#0891b2"),)),
-    ("Loss", (("loss", "loss", "#4b5563"),)),
-    ("Response length", (("response_length", "tokens", "#7c3aed"),)),
-    ("Tokens/s", (("tokens_per_second", "tokens/s", "#ea580c"),)),
+    ("Accuracy", (("accuracy", "accuracy", "plot_green"), ("val/accuracy", "validation", VAL_COLOUR))),
+    ("KL", (("kl", "KL", "plot_red"),)),
+    ("Entropy", (("entropy", "entropy", "plot_cyan"),)),
+    ("Loss", (("loss", "loss", "plot_grey"),)),
+    ("Response length", (("response_length", "tokens", "plot_violet"),)),
+    ("Tokens/s", (("tokens_per_second", "tokens/s", "plot_amber"),)),
     (
         "Validation",
         (
-            ("val/reward", "reward", "#2563eb"),
-            ("val/accuracy", "accuracy", "#16a34a"),
-            ("val/format", "format", "#0891b2"),
-            ("val/ndcg", "NDCG", "#9333ea"),
-            ("val/recall", "recall", "#d97706"),
+            ("val/reward", "reward", "plot_blue"),
+            ("val/accuracy", "accuracy", "plot_green"),
+            ("val/format", "format", "plot_cyan"),
+            ("val/ndcg", "NDCG", "plot_purple"),
+            ("val/recall", "recall", "plot_orange"),
         ),
     ),
-    ("GPU memory (GB)", (("gpu_memory_gb", "GB", "#be123c"),)),
+    ("GPU memory (GB)", (("gpu_memory_gb", "GB", "plot_rose"),)),
     (
         "Dynamic sampling",
         (
-            ("groups_filtered", "groups filtered", "#d97706"),
-            ("resample_rounds", "resample rounds", "#2563eb"),
-            ("skipped_steps", "skipped", "#dc2626"),
+            ("groups_filtered", "groups filtered", "plot_orange"),
+            ("resample_rounds", "resample rounds", "plot_blue"),
+            ("skipped_steps", "skipped", "plot_red"),
         ),
     ),
 )
@@ -139,14 +141,22 @@ class MetricPlots(QWidget):
         self._steps: list[Callable[[], None]] | None = None  # the build's steps left (None: not started)
         self._built = False
         self.live = True  # a run still writing rows: its x axis grows in steps
+        self._styled: list[tuple[pg.PlotDataItem, str, str]] = []  # (curve, key, colour name)
         pg.setConfigOptions(antialias=False)
         self.view = pg.GraphicsLayoutWidget(self)
-        pal = self.palette()
-        self.view.setBackground(pal.color(QPalette.ColorRole.Base))
-        self._fg = pal.color(QPalette.ColorRole.Text)
+        self._fg = color("text")
+        self.view.setBackground(color("surface"))
+        theme_notifier().changed.connect(self._on_theme)
+        # a short dock scrolls the grid rather than squash each plot below readable (labels overlapped)
+        self.view.setMinimumHeight(MIN_ROW_HEIGHT * math.ceil(len(PLOTS) / 2))
+        self.scroller = QScrollArea(self)
+        self.scroller.setWidgetResizable(True)
+        self.scroller.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroller.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroller.setWidget(self.view)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.view)
+        lay.addWidget(self.scroller)
         self._timer = QTimer(self, singleShot=True, interval=REDRAW_MS)
         self._timer.timeout.connect(self.redraw)
 
@@ -238,17 +248,13 @@ class MetricPlots(QWidget):
         title, curves = PLOTS[i]
         box = self.boxes[title]
         for key, _name, colour in curves:
-            style: dict[str, Any] = {"pen": pg.mkPen(colour, width=1.5)}
-            if key in POINTS:
-                pen = pg.mkPen(colour, width=1.2, style=Qt.PenStyle.DashLine)
-                style = {"pen": pen, "symbol": "o", "symbolSize": 6, "symbolBrush": colour, "symbolPen": None}
-            curve = pg.PlotDataItem(**style, clipToView=True, autoDownsample=True, downsampleMethod="peak")
+            curve = pg.PlotDataItem(clipToView=True, autoDownsample=True, downsampleMethod="peak")
+            self._style_curve(curve, key, colour)
+            self._styled.append((curve, key, colour))
             box.addItem(curve)
             self.curves.setdefault(key, []).append(curve)
         if title in BEST_MARKED:
-            line = pg.InfiniteLine(
-                angle=90, movable=False, pen=pg.mkPen(VAL_COLOUR, width=1, style=Qt.PenStyle.DotLine)
-            )
+            line = pg.InfiniteLine(angle=90, movable=False, pen=self._best_pen())
             line.setVisible(False)
             box.addItem(line, ignoreBounds=True)
             self.best_lines.append(line)
@@ -282,7 +288,7 @@ class MetricPlots(QWidget):
             self.titles[title].setText(text)
         legend = self.legends.get(title)
         if legend is not None:
-            shown = [(n, c, k in POINTS) for k, n, c in dict(PLOTS)[title] if self.series[k].n]
+            shown = [(n, color(c).name(), k in POINTS) for k, n, c in dict(PLOTS)[title] if self.series[k].n]
             html = legend_html(shown)
             if legend.text != html:
                 legend.setText(html)
@@ -294,16 +300,55 @@ class MetricPlots(QWidget):
         for curve in self.curves[key]:
             curve.setData(x, y)
         if single != (key in self._marked):
-            colour = next(c for _t, cs in PLOTS for k, _n, c in cs if k == key)
-            for curve in self.curves[key]:
-                style = point_style(colour) if single else {"symbol": None}
-                curve.setSymbol(style["symbol"])
-                if single:
-                    curve.setSymbolSize(style["symbolSize"])
-                    curve.setSymbolBrush(style["symbolBrush"])
-                    curve.setSymbolPen(style["symbolPen"])
             (self._marked.add if single else self._marked.discard)(key)
+            for curve, k, colour in self._styled:
+                if k == key:
+                    self._style_curve(curve, key, colour)
         return x, y
+
+    # ---- the theme's colours ----------------------------------------------------------------------
+    def _style_curve(self, curve: pg.PlotDataItem, key: str, name: str) -> None:
+        """Pen and marker of a curve in the theme's colour ``name``: validation points are dashed
+        lines through markers; a curve with a single point shows it as a marker."""
+        c = color(name)
+        if key in POINTS:
+            curve.setPen(pg.mkPen(c, width=1.2, style=Qt.PenStyle.DashLine))
+            self._marker(curve, c, 6)
+            return
+        curve.setPen(pg.mkPen(c, width=1.5))
+        if key in self._marked:
+            self._marker(curve, c, 7)
+        else:
+            curve.setSymbol(None)
+
+    @staticmethod
+    def _marker(curve: pg.PlotDataItem, c: QColor, size: int) -> None:
+        curve.setSymbol("o")
+        curve.setSymbolSize(size)
+        curve.setSymbolBrush(c)
+        curve.setSymbolPen(None)
+
+    @staticmethod
+    def _best_pen() -> Any:
+        return pg.mkPen(color(VAL_COLOUR), width=1, style=Qt.PenStyle.DotLine)
+
+    def _on_theme(self, _theme: str) -> None:
+        """Everything drawn in the new theme's colours (pyqtgraph paints with its own pens)."""
+        self._fg = color("text")
+        self.view.setBackground(color("surface"))
+        for title, label in self.titles.items():
+            label.setAttr("color", self._fg)
+            label.setText(label.text)
+            if (legend := self.legends.get(title)) is not None:
+                legend.setAttr("color", self._fg)
+                legend.setText("")  # redrawn by _title, in the new colours
+            for axis in self.axes.get(title, ()):
+                axis.setTextPen(self._fg)
+            self._title(title)
+        for curve, key, colour in self._styled:
+            self._style_curve(curve, key, colour)
+        for line in self.best_lines:
+            line.setPen(self._best_pen())
 
     def _fit_y(self, title: str) -> None:
         """The plot's value range from its series' extremes (see :func:`.plot_axes.value_range`)."""
@@ -322,8 +367,13 @@ class MetricPlots(QWidget):
             for curve in curves:
                 curve.setData([], [])
         self._dirty.clear()
+        self._marked.clear()
+        for curve, key, colour in self._styled:
+            self._style_curve(curve, key, colour)
         self.best = None
         self._show_best()
+        if self.boxes:  # another run: its steps from the start, not the last run's range
+            self.boxes[PLOTS[0][0]].setXRange(0, self._x_end(0.0), padding=0)
         for title in OPTIONAL:
             if (plot := self.plots.get(title)) is not None:
                 plot.setVisible(False)

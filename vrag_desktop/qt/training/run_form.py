@@ -35,7 +35,8 @@ from vrag_desktop.core.agents.names import AGENT_CHOICES
 from vrag_desktop.core.training.config import DEFAULT_AGENTS, ConfigError, TrainConfig
 from vrag_desktop.core.training.warmstart import WarmStartRun
 from vrag_desktop.qt.datasets.dataset_picker import DatasetPicker
-from vrag_desktop.qt.runtime.style import BAD_COLOR, error_label
+from vrag_desktop.qt.infra.theme import set_role
+from vrag_desktop.qt.runtime.style import error_label
 
 ALGORITHMS = (
     ("grpo", "GRPO"),
@@ -387,7 +388,8 @@ class RunForm(QWidget):
         """Turn the named field red with the message beside it (None: clear all)."""
         for key, label in self.errors.items():
             label.setVisible(False)
-            self.fields[key].setStyleSheet("")
+            if self.fields[key].property("invalid"):
+                set_role(self.fields[key], "invalid", None)
         if error is None:
             return
         key = error.field if error.field in self.fields else error.field.partition(".")[0]
@@ -397,7 +399,7 @@ class RunForm(QWidget):
             return
         self.errors[key].setText(error.problem)
         self.errors[key].setVisible(True)
-        self.fields[key].setStyleSheet(f"border: 1px solid {BAD_COLOR};")
+        set_role(self.fields[key], "invalid", "true")  # the theme's error border
 
     def error_text(self, key: str) -> str:
         label = self.errors.get(key)

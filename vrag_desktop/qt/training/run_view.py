@@ -24,8 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QApplication,
     QDockWidget,
@@ -52,11 +51,13 @@ from vrag_desktop.core.training.serve import (
     plan_serve,
     save_run_profile,
 )
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
+from vrag_desktop.qt.infra.open_file import open_path
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
-from vrag_desktop.qt.runtime.style import if_alive
+from vrag_desktop.qt.runtime.style import tone
 from vrag_desktop.qt.training.best_row import BestRow
 from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
@@ -66,13 +67,14 @@ if TYPE_CHECKING:
 
 POLL_MS = 1000
 SAMPLES_EVERY_S = 5.0
-STATUS_COLOURS = {
-    "running": "#2563eb",
-    "stopping": "#d97706",
-    "finished": "#16a34a",
-    "stopped": "#6b7280",
-    "failed": "#dc2626",
-    "crashed": "#d97706",
+#: A run's status -> the theme's tone for it (``QLabel[role=…]``: it follows a theme switch).
+STATUS_TONES = {
+    "running": "info",
+    "stopping": "warn",
+    "finished": "ok",
+    "stopped": "muted",
+    "failed": "error",
+    "crashed": "warn",
 }
 
 SERVE_TIP = (
@@ -227,8 +229,7 @@ class RunView(PolledWidget):
 
     def show_message(self, text: str, level: str = "info") -> None:
         """A run's outcome or a launch problem (a crash's classified reason), under the title."""
-        colour = {"error": "#dc2626", "warning": "#d97706"}.get(level, "")
-        self.detail.setStyleSheet(f"color: {colour};" if colour else "")
+        tone(self.detail, {"error": "error", "warning": "warn"}.get(level))
         self.detail.setText(text)
         if level == "error":
             self.tabs.setCurrentWidget(self.log_view)  # the log tail says the rest
@@ -342,8 +343,7 @@ class RunView(PolledWidget):
         if checkpoint is not None:
             text += f" · checkpoint {checkpoint}"
         self.status.setText(text)
-        colour = STATUS_COLOURS.get(status, "")
-        self.status.setStyleSheet(f"color: {colour};" if colour else "")
+        tone(self.status, STATUS_TONES.get(status))
         self.plots.set_live(status in ("running", "stopping", ""))
         live = self.running or self._busy
         self.stop_button.setEnabled(has and live)
@@ -368,7 +368,7 @@ class RunView(PolledWidget):
 
     def _open_folder(self) -> None:
         if self.root is not None:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.root)))
+            open_path(self, self.root, "the run's folder")
 
     # ---------------------------------------------------------------- serving
     def serve(self) -> bool:

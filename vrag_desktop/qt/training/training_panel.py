@@ -37,9 +37,9 @@ from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.runs import RunRow, remove_run, scan_runs
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, TaskSlot, run_call
-from vrag_desktop.qt.runtime.style import if_alive
 from vrag_desktop.qt.training.env_box import EnvBox
 from vrag_desktop.qt.training.launcher import TrainerProcesses, stopping_text
 from vrag_desktop.qt.training.run_view import RunView

@@ -18,12 +18,13 @@ from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QPushBu
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, EndpointProfile, ProfileError
 from vrag_desktop.core.models import Fit, Machine, ModelStore, Verdict, find_entry, fits, probe_machine
+from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.widgets import row
 from vrag_desktop.qt.runtime.connection_test import ConnectionTest
 from vrag_desktop.qt.runtime.key_box import ApiKeyBox
-from vrag_desktop.qt.runtime.style import BAD_COLOR, MUTED, OK_COLOR, WARN_COLOR, if_alive, line_edit
+from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, WARN, line_edit, tone
 
 if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
@@ -89,7 +90,7 @@ class LocalChoice(QGroupBox):
             "Private, and offline once downloaded: the Models view downloads it (size, progress, pause "
             "and resume), then the app's own vLLM server serves it.",
         )
-        self.about.setStyleSheet(f"color: {MUTED};")
+        tone(self.about, MUTED)
         self.button = QPushButton("Download it…", self)
         self.button.setObjectName("chooseLocal")
         self.button.clicked.connect(self.requested)
@@ -170,9 +171,9 @@ class DashScopeChoice(QGroupBox):
 
         def decide(source: str | None) -> None:
             if source is None:
-                self._say("Paste your DashScope API key first.", WARN_COLOR)
+                self._say("Paste your DashScope API key first.", WARN)
             elif self.model.choose(DASHSCOPE):
-                self._say("✓ DashScope is now the model.", OK_COLOR)
+                self._say("✓ DashScope is now the model.", OK)
                 self.chosen.emit(DASHSCOPE)
 
         run_call(
@@ -181,7 +182,7 @@ class DashScopeChoice(QGroupBox):
 
     def _say(self, text: str, color: str) -> None:
         self.message.setText(html.escape(text))
-        self.message.setStyleSheet(f"color: {color};")
+        tone(self.message, color)
 
 
 class ServerChoice(QGroupBox):
@@ -232,7 +233,7 @@ class ServerChoice(QGroupBox):
         """The fields as the Custom profile, or None after saying what is missing."""
         url, name = self.url_edit.text().strip(), self.model_edit.text().strip()
         if not url or not name:
-            self._say("Enter the server's base URL and the served model name.", WARN_COLOR)
+            self._say("Enter the server's base URL and the served model name.", WARN)
             return None
         base = self.model.ctx.profiles.get(CUSTOM)
         profile = EndpointProfile(
@@ -247,7 +248,7 @@ class ServerChoice(QGroupBox):
         try:
             profile.validate()
         except ProfileError as exc:
-            self._say(str(exc), BAD_COLOR)
+            self._say(str(exc), BAD)
             return None
         return profile
 
@@ -270,17 +271,17 @@ class ServerChoice(QGroupBox):
         try:
             store.save(profile)
         except (ProfileError, OSError) as exc:
-            self._say(f"Not saved: {describe(exc)}", BAD_COLOR)
+            self._say(f"Not saved: {describe(exc)}", BAD)
             return
 
         def use(_where: object = None) -> None:
             self.key_edit.clear()
             if self.model.choose(CUSTOM):
-                self._say(f"✓ {profile.model} at {profile.base_url} is now the model.", OK_COLOR)
+                self._say(f"✓ {profile.model} at {profile.base_url} is now the model.", OK)
                 self.chosen.emit(CUSTOM)
 
         def failed(exc: BaseException) -> None:
-            self._say(f"The key was not stored: {describe(exc)}", BAD_COLOR)
+            self._say(f"The key was not stored: {describe(exc)}", BAD)
             error_sink().report("Could not store the server's key", exc, "warning")
 
         if key:  # the keyring may block: off the GUI thread, then choose
@@ -292,7 +293,7 @@ class ServerChoice(QGroupBox):
 
     def _say(self, text: str, color: str) -> None:
         self.message.setText(html.escape(text))
-        self.message.setStyleSheet(f"color: {color};")
+        tone(self.message, color)
 
 
 __all__ = ["LOCAL_MODEL", "DashScopeChoice", "LocalChoice", "ServerChoice", "local_fit"]
