@@ -64,7 +64,9 @@ def _run(qtbot: Any, panel: EvaluationsPanel, start: Any, outcome: str = "done")
     return str(got.args[1])
 
 
-def test_a_retrieval_evaluation_from_the_dock(qtbot: Any, indexed: Any, reports: list[Any]) -> None:
+def test_a_retrieval_evaluation_from_the_dock(
+    qtbot: Any, indexed: Any, reports: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _dataset(indexed, "atlas", 3)
     panel = _panel(qtbot, indexed)
     _listed(qtbot, panel)
@@ -91,6 +93,33 @@ def test_a_retrieval_evaluation_from_the_dock(qtbot: Any, indexed: Any, reports:
     assert "Retrieval" in panel.report.summary.text() and "complete" in panel.report.summary.text()
     qtbot.waitUntil(panel.html_button.isEnabled, timeout=5000)
     assert not panel.resume_button.isEnabled()
+    _no_browser_says_where_the_report_is(panel, folder, monkeypatch)
+
+
+def _no_browser_says_where_the_report_is(
+    panel: EvaluationsPanel, folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No program takes the HTML report: the person is told where it is, and can copy its path
+    or open its folder (before, the button did nothing visible)."""
+    from PySide6.QtCore import QUrl
+    from PySide6.QtGui import QGuiApplication
+
+    from vrag_desktop.qt.infra import open_file
+
+    asked: list[QUrl] = []
+    monkeypatch.setattr(open_file, "opener", lambda url: asked.append(url) or False)
+    panel.html_button.click()
+    box = panel.findChild(open_file.NotOpened)
+    assert box is not None and box.isVisible() and not box.isModal()
+    report = folder / "report.html"
+    assert asked == [QUrl.fromLocalFile(str(report))]
+    assert "HTML report" in box.text() and str(report) in box.informativeText()
+    assert box.folder_button is not None and box.folder_button.text() == "Open folder"
+    box.open_folder()  # no file manager either: the path goes to the clipboard, and it is said
+    assert asked[-1] == QUrl.fromLocalFile(str(folder))
+    QGuiApplication.clipboard().clear()
+    box.copy_button.click()
+    assert QGuiApplication.clipboard().text() == str(report)
 
 
 def test_cancel_mid_way_then_resume(

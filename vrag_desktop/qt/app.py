@@ -103,10 +103,13 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
     files = absolute_paths(list(paths))
     guard = claim_or_forward(instance_key(ctx.data_dir), files)
     if guard is None:
-        n = len(files)
+        given = ""
+        if files:
+            from vrag_desktop.core.corpus.scan import paths_summary
+
+            given = f" and given {paths_summary(files)} to add (it asks which corpus)"
         sys.stderr.write(
-            "VRAG Desktop is already running for this data directory: its window was raised"
-            + (f" and given {n} file{'s' if n != 1 else ''} to add.\n" if n else ".\n")
+            f"VRAG Desktop is already running for this data directory: its window was raised{given}.\n"
         )
         return 0
     try:
@@ -171,8 +174,8 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
 
 
 def _open_paths(window: Any, paths: Sequence[str]) -> None:
-    """Raise the window; add the files and folders it was opened with to a corpus (the selected
-    one, else "default")."""
+    """Raise the window; ask which corpus the files and folders it was opened with go to (a new
+    one named after the folder, or one of the corpora), then add them there."""
     from PySide6.QtCore import Qt
 
     if window.isMinimized():
@@ -181,7 +184,9 @@ def _open_paths(window: Any, paths: Sequence[str]) -> None:
     window.raise_()
     window.activateWindow()
     if paths:
-        window.corpora.add_paths(list(paths))
+        from vrag_desktop.qt.corpora.add_to_corpus import ask_and_add
+
+        ask_and_add(window.corpora, list(paths))
 
 
 def set_window_icon(app: Any) -> None:

@@ -100,11 +100,11 @@ class AppContext:
             self._current_model = CurrentModel(self)
         return cast("CurrentModel", self._current_model)
 
-    def embedder(self) -> Any:
-        """The indexing/search embedder named in the settings, loaded once (call off the GUI thread:
-        the first call imports torch and loads the model)."""
+    def embedder(self, spec: str | None = None) -> Any:
+        """The embedder ``spec`` (default: the one named in the settings), loaded once and kept until
+        another is asked for (call off the GUI thread: the first call imports torch and loads it)."""
         with _EMBEDDER_LOCK:
-            spec = self.settings.embedder
+            spec = spec or self.settings.embedder
             cached = self._cache.get("embedder")
             if cached is None or cached[0] != spec:
                 from vrag_desktop.core.embedders import create_embedder

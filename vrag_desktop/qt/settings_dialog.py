@@ -40,6 +40,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents import page_views
 from vrag_desktop.core.agents.names import AGENT_CHOICES
+from vrag_desktop.core.embedders import KNOWN_EMBEDDERS
 from vrag_desktop.core.paths import resolve_data_dir
 from vrag_desktop.core.settings import VIEW_CACHE_MB_MAX, AppSettings, SettingsError
 from vrag_desktop.qt.infra import theme
@@ -48,11 +49,7 @@ from vrag_desktop.qt.view_cache_row import ViewCacheRow
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
 
-EMBEDDER_EXAMPLES = (
-    ("minilm", "Built in: small, fast, text only (works offline)"),
-    ("Qwen/Qwen3-VL-Embedding-2B", "Multimodal: pages as images; needs a GPU to be quick"),
-    ("Alibaba-NLP/GVE-3B", "Multimodal, video-aware; needs a GPU"),
-)
+EMBEDDER_EXAMPLES = KNOWN_EMBEDDERS  # as the New corpus field offers them
 THEME_CHOICES = (("system", "System"), ("light", "Light"), ("dark", "Dark"))
 
 

@@ -10,7 +10,7 @@ import fnmatch
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -187,3 +187,40 @@ def os_error_message(exc: OSError) -> str:
 def display_path(path: str) -> str:
     """A path fit for printing: undecodable bytes shown as U+FFFD instead of crashing the terminal."""
     return os.fsencode(path).decode("utf-8", "replace")
+
+
+#: Files counted in a folder before the count says "N+": a person wants the size of what they add,
+#: not to wait for a walk of a whole disk.
+COUNT_LIMIT = 100_000
+
+
+def count_indexable(folder: str | os.PathLike[str], limit: int = COUNT_LIMIT) -> tuple[int, bool]:
+    """How many files under ``folder`` the app indexes (supported kinds, readable), stopping at
+    ``limit``; ``(count, stopped)``."""
+    n = 0
+    for f in walk(os.fspath(folder)):
+        if f.kind is not None and f.error is None:
+            n += 1
+            if n >= limit:
+                return n, True
+    return n, False
+
+
+def paths_summary(paths: Iterable[str | os.PathLike[str]], limit: int = COUNT_LIMIT) -> str:
+    """What a person gave, in words: ``1 folder (12 files)``, ``2 files``, ``1 folder (3 files) and
+    1 file`` (a folder's files counted as the app indexes them: "given 1 file" for a folder misled)."""
+    folders, files, inside, more = 0, 0, 0, False
+    for p in paths:
+        if os.path.isdir(p):
+            folders += 1
+            n, stopped = count_indexable(p, limit)
+            inside, more = inside + n, more or stopped
+        else:
+            files += 1
+    parts = []
+    if folders:
+        counted = f"{inside:,}{'+' if more else ''} file{'s' if inside != 1 or more else ''}"
+        parts.append(f"{folders} folder{'s' if folders != 1 else ''} ({counted})")
+    if files:
+        parts.append(f"{files} file{'s' if files != 1 else ''}")
+    return " and ".join(parts) or "nothing"

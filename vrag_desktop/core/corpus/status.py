@@ -233,7 +233,8 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         roots = tuple(mf.decode_path(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
         meta = dict(
             db.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedder_id', ?, ?)", (SCAN_NEEDED, WATCH_META)
+                "SELECT key, value FROM meta WHERE key IN ('embedder_id', 'embedder_model', ?, ?)",
+                (SCAN_NEEDED, WATCH_META),
             ).fetchall()
         )
     return CorpusSummary(
@@ -250,7 +251,7 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         pending_items=pending_items,
         roots=roots,
         missing_roots=tuple(r for r in roots if not os.path.lexists(r)),
-        embedder=meta.get("embedder_id"),
+        embedder=meta.get("embedder_id") or meta.get("embedder_model"),  # chosen, nothing built yet
         scan_needed=meta.get(SCAN_NEEDED) == "1",
         damage=_index_damage(corpus_dir),
         watch=watch_enabled(meta.get(WATCH_META)),

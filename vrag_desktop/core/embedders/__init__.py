@@ -19,14 +19,24 @@ _MINILM_ALIASES = {
     "sentence-transformers/all-minilm-l6-v2",
 }
 
+#: The embedders the app offers by name (spec, what it is for a person); any Qwen3-VL-Embedding or
+#: GVE hub id or local model folder works too (:func:`create_embedder`).
+KNOWN_EMBEDDERS = (
+    ("minilm", "Built in: small, fast, text only (works offline)"),
+    ("Qwen/Qwen3-VL-Embedding-2B", "Multimodal: pages as images; needs a GPU to be quick"),
+    ("Alibaba-NLP/GVE-3B", "Multimodal, video-aware; needs a GPU"),
+)
+
 __all__ = [
     "DEFAULT_EMBEDDER",
+    "KNOWN_EMBEDDERS",
     "EmbedInput",
     "Embedder",
     "EmbedderError",
     "EmbedderInfo",
     "create_embedder",
     "loads_quickly",
+    "same_embedder",
 ]
 
 
@@ -35,6 +45,12 @@ def loads_quickly(spec: str | None) -> bool:
     second), which the app loads before anyone asks for it; a vision-language embedder takes
     gigabytes and is loaded only when a job or a search needs it."""
     return (spec or DEFAULT_EMBEDDER).strip().lower() in _MINILM_ALIASES
+
+
+def same_embedder(a: str | None, b: str | None) -> bool:
+    """Whether two specs name the same embedder (MiniLM's aliases are one; others by name)."""
+    a, b = (a or DEFAULT_EMBEDDER).strip(), (b or DEFAULT_EMBEDDER).strip()
+    return a == b or (loads_quickly(a) and loads_quickly(b))
 
 
 def create_embedder(

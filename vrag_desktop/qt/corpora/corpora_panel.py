@@ -19,7 +19,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import shiboken6
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
@@ -50,6 +49,7 @@ from vrag_desktop.qt.corpora.corpus_preview import CorpusPreview
 from vrag_desktop.qt.corpora.folder_watch import FolderWatch
 from vrag_desktop.qt.corpora.indexer import Indexer
 from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
+from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import run_call
 from vrag_desktop.qt.infra.theme import set_role, theme_notifier
@@ -97,7 +97,9 @@ class CorporaPanel(QWidget):
         self.act_add_files = self.toolbar.act_add_files
         lay.addWidget(self.toolbar)
 
-        self.editor = ed = CorpusNameEditor(lambda: self.tree.summaries)
+        self.editor = ed = CorpusNameEditor(
+            lambda: self.tree.summaries, default_embedder=lambda: self.ctx.settings.embedder
+        )
         self.name_edit, self.name_ok, self.name_error = ed.name_edit, ed.name_ok, ed.name_error
         lay.addWidget(self.editor)
 
@@ -164,7 +166,7 @@ class CorporaPanel(QWidget):
         theme_notifier().changed.connect(self._on_theme)
 
     def _on_theme(self, _effective: str) -> None:
-        if shiboken6.isValid(self):
+        if alive(self):
             self._restyle()
 
     def changeEvent(self, event: QEvent) -> None:
@@ -208,8 +210,9 @@ class CorporaPanel(QWidget):
     def close_editor(self) -> None:
         self.editor.close_editor()
 
-    def create_corpus(self, name: str) -> bool:
-        """Create an empty corpus; a bad or taken name is explained under the name field."""
+    def create_corpus(self, name: str, embedder: str | None = None) -> bool:
+        """Create an empty corpus that ``embedder`` will index (default: the settings'); a bad or
+        taken name is explained under the name field."""
         checked = self.editor.usable(name)
         if checked is None:
             return False
@@ -221,7 +224,11 @@ class CorporaPanel(QWidget):
                 from vrag_desktop.core.corpus.corpus import CorpusError
 
                 raise CorpusError(f"a corpus named '{name}' already exists")
-            lib.open(name, create=True).close()
+            corpus = lib.open(name, create=True)
+            try:  # recorded now: indexing loads it (indexer._load_embedder), whatever the default then
+                corpus.manifest.set_meta("embedder_model", embedder or self.ctx.settings.embedder)
+            finally:
+                corpus.close()
 
         def made(_r: object) -> None:
             self.close_editor()
@@ -365,7 +372,7 @@ class CorporaPanel(QWidget):
     # ------------------------------------------------------------ naming
     def _editor_accept(self, mode: str, old: str, text: str) -> None:
         if mode == "new":
-            self.create_corpus(text)
+            self.create_corpus(text, self.editor.embedder())
         else:
             self.rename_corpus(old, text)
 
@@ -484,7 +491,7 @@ class CorporaPanel(QWidget):
         """Callbacks from the pool do nothing once the panel is gone (window closed)."""
 
         def call(value: Any) -> None:
-            if shiboken6.isValid(self) and not self._closed:
+            if alive(self) and not self._closed:
                 fn(value)
             elif isinstance(value, BaseException):
                 error_sink().report("Corpora", value)

@@ -1,12 +1,15 @@
 """The inline name field for a new or renamed corpus (never a modal): it checks the name as the person
-types and says under the field why a name cannot be used."""
+types and says under the field why a name cannot be used. A new corpus also gets its embedder here
+(the settings' default first): a corpus keeps the embedder it was made with, and choosing it later
+would mean embedding everything again."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
     QFrame,
     QHBoxLayout,
     QLabel,
@@ -34,9 +37,15 @@ class CorpusNameEditor(QFrame):
     accepted = Signal(str, str, str)
     cancelled = Signal()
 
-    def __init__(self, taken: Callable[[], Collection[str]], parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        taken: Callable[[], Collection[str]],
+        parent: QWidget | None = None,
+        default_embedder: Callable[[], str] = lambda: "minilm",
+    ) -> None:
         super().__init__(parent)
         self._taken = taken
+        self._default_embedder = default_embedder
         self.editing: tuple[str, str] | None = None  # ("new", "") or ("rename", old name)
         ed = QVBoxLayout(self)
         ed.setContentsMargins(0, 0, 0, 0)
@@ -54,6 +63,21 @@ class CorpusNameEditor(QFrame):
         row.addWidget(self.name_ok)
         row.addWidget(self.name_cancel)
         ed.addLayout(row)
+        self.embedder_row = QWidget()
+        er = QHBoxLayout(self.embedder_row)
+        er.setContentsMargins(0, 0, 0, 0)
+        er.setSpacing(4)
+        self.embedder_combo = QComboBox()
+        self.embedder_combo.setObjectName("newCorpusEmbedder")
+        self.embedder_combo.setEditable(True)  # a local model folder or another hub id works too
+        self.embedder_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self.embedder_combo.setToolTip(
+            "What embeds this corpus's pages; it stays with the corpus (Settings chooses the default)"
+        )
+        er.addWidget(QLabel("Embedder"))
+        er.addWidget(self.embedder_combo, 1)
+        ed.addWidget(self.embedder_row)
+        self.embedder_row.hide()
         self.name_error = QLabel()
         self.name_error.setWordWrap(True)
         set_role(self.name_error, "role", "error")
@@ -71,9 +95,32 @@ class CorpusNameEditor(QFrame):
         self.name_edit.setPlaceholderText("Name of the new corpus" if mode == "new" else "New name")
         self.name_edit.setText(name)
         self.name_error.hide()
+        self.embedder_row.setVisible(mode == "new")
+        if mode == "new":
+            self._fill_embedders()
         self.show()
         self.name_edit.setFocus()
         self.name_edit.selectAll()
+
+    def _fill_embedders(self) -> None:
+        """The app's embedders, the settings' default chosen (listed first if it is none of them)."""
+        from vrag_desktop.core.embedders import KNOWN_EMBEDDERS, same_embedder
+
+        combo, default = self.embedder_combo, self._default_embedder()
+        combo.clear()
+        for spec, tip in KNOWN_EMBEDDERS:
+            combo.addItem(spec)
+            combo.setItemData(combo.count() - 1, tip, Qt.ItemDataRole.ToolTipRole)
+        at = next((i for i, (spec, _t) in enumerate(KNOWN_EMBEDDERS) if same_embedder(spec, default)), None)
+        if at is None:
+            combo.insertItem(0, default)
+            combo.setItemData(0, "the default in Settings", Qt.ItemDataRole.ToolTipRole)
+            at = 0
+        combo.setCurrentIndex(at)
+
+    def embedder(self) -> str:
+        """The embedder chosen for the new corpus."""
+        return self.embedder_combo.currentText().strip() or self._default_embedder()
 
     def close_editor(self) -> None:
         self.editing = None

@@ -64,18 +64,22 @@ def run_job(ctx: AppContext, job: Job, token: CancelToken) -> Generator[object, 
         create=job.create,
         repair=job.repair,
         skip_missing=True,
-        embedder=ctx.settings.embedder,
     )
     # ctx.library raises CorpusError with the path when the data directory is unusable
-    return (yield from index_job(ctx.library, request, lambda _recorded: _load_embedder(ctx), token))
+    return (yield from index_job(ctx.library, request, lambda recorded: _load_embedder(ctx, recorded), token))
 
 
-def _load_embedder(ctx: AppContext) -> Any:
+def _load_embedder(ctx: AppContext, recorded: str | None = None) -> Any:
+    """The corpus's own embedder (``recorded``: chosen when it was made, or what built it), else the
+    settings' default: a corpus keeps its embedder when the default changes."""
+    from vrag_desktop.core.embedders import same_embedder
+
+    own = recorded if recorded and not same_embedder(recorded, ctx.settings.embedder) else None
     try:
-        return ctx.embedder()
+        return ctx.embedder(own) if own else ctx.embedder()
     except Exception as exc:
         raise EmbedderLoadError(
-            f"could not load the embedder '{ctx.settings.embedder}': {describe(exc)}"
+            f"could not load the embedder '{own or ctx.settings.embedder}': {describe(exc)}"
         ) from exc
 
 

@@ -10,8 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QItemSelectionModel, Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QItemSelectionModel, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QSplitter,
@@ -27,6 +26,7 @@ from vrag_desktop.qt.corpora.indexing_progress import IndexingProgress
 from vrag_desktop.qt.evaluation.report_view import ReportView, fmt, settings_text
 from vrag_desktop.qt.evaluation.runner import EvalRequest, EvalRunner
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.open_file import open_path
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
 from vrag_desktop.qt.infra.theme import color
 from vrag_desktop.qt.infra.widgets import button, column, row
@@ -207,10 +207,13 @@ class EvaluationsPanel(QWidget):
             run_call, read, name="read evaluation", on_done=done, error_title="Cannot read the evaluation"
         )
 
-    def open_html(self) -> None:
+    def open_html(self) -> bool:
+        """Open the selected evaluation's HTML report in the browser; with none set up, say where
+        the file is (:func:`open_path`)."""
         chosen = self.selected()
         if chosen and chosen[0].report.is_file():
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(chosen[0].report)))
+            return open_path(self, chosen[0].report, "the HTML report")
+        return False
 
     # ---------------------------------------------------------------- running
     def new_evaluation(self) -> Any:
