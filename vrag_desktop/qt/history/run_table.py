@@ -33,7 +33,7 @@ QUESTION, STATUS, TIME, ANSWER, MODEL, AGENT, STEPS = range(len(COLUMNS))
 #: The columns a narrow History keeps, most needed first (the question always shows).
 PRIORITY = (QUESTION, STATUS, TIME, ANSWER, MODEL, AGENT, STEPS)
 #: The least a stretched text column gets before a column of lower priority is hidden for it.
-TEXT_MIN = 140
+TEXT_MIN = 120
 RUN_ID_ROLE = int(Qt.ItemDataRole.UserRole)
 SORT_ROLE = RUN_ID_ROLE + 1
 SEARCH_ROLE = RUN_ID_ROLE + 2
