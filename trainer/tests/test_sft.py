@@ -324,15 +324,62 @@ def test_sft_arguments_follow_the_config() -> None:
 def test_a_stopped_sft_run_resumes_from_its_checkpoint(  # type: ignore[no-untyped-def]
     tiny_model_dir, dataset_file, toy_data, search_url, tmp_path
 ) -> None:
-    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_steps=2, save_steps=1)
-    assert runner.start(cfg, str(tmp_path / "sft")) == runner.EXIT_OK
+    """The resumed steps are the steps an uninterrupted run makes: the weights, optimiser state and
+    data order all come back (each step trains on the same two sequences, so a resume from the
+    starting weights would repeat step 1's loss)."""
+    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_steps=4, save_steps=1)
+    assert runner.start(cfg, str(tmp_path / "whole")) == runner.EXIT_OK
+    whole = [r["loss"] for r in TrainRun(tmp_path / "whole").metrics()]
+    assert runner.start(cfg.with_changes(max_steps=2), str(tmp_path / "sft")) == runner.EXIT_OK
     run = TrainRun(tmp_path / "sft")
     first = run.metrics()
-    assert runner.resume(str(run.root), cfg.with_changes(max_steps=4)) == runner.EXIT_OK
+    assert runner.resume(str(run.root), cfg) == runner.EXIT_OK
     rows = run.metrics()
     assert [r["step"] for r in rows] == [1, 2, 3, 4] and rows[:2] == first
     assert run.state()["status"] == "finished" and run.state()["resumed_from"] == 2
-    assert rows[3]["loss"] < rows[0]["loss"]
+    assert [r["loss"] for r in rows] == pytest.approx(whole, rel=1e-4), (whole, rows)
+
+
+@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+def test_a_resumed_grpo_run_goes_on_from_its_checkpoint(  # type: ignore[no-untyped-def]
+    lora, tiny_model_dir, dataset_file, toy_data, search_url, tmp_path
+) -> None:
+    """A warm-started GRPO run, resumed: its policy's weights before the next update are the
+    checkpoint's (the Trainer's own load matched no name of a transformers 5 Qwen-VL checkpoint
+    and went on from the starting weights), and its KL reference is still the warm start."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForImageTextToText
+
+    sft = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_steps=1)
+    assert runner.start(sft, str(tmp_path / "sft")) == runner.EXIT_OK
+    cfg = _config(
+        tiny_model_dir, dataset_file, toy_data, search_url, max_steps=1, init_from=str(tmp_path / "sft"),
+        dtype="fp32", device="cpu", kl_coef=0.01, **({"lora": {"enabled": True, "rank": 8}} if lora else {}),
+    )  # fmt: skip
+    script = lambda _m, p: vrag_script(p)  # noqa: E731
+    assert runner.start(cfg, str(tmp_path / "grpo"), generator=script) == runner.EXIT_OK
+    ckpt = TrainRun(tmp_path / "grpo").checkpoint_dir(1)
+    seen: dict[str, Any] = {}
+
+    def first(trainer: Any, _rollouts: Any, _rows: Any) -> None:
+        if not seen:
+            model = trainer.accelerator.unwrap_model(trainer.model)
+            seen["state"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            ref = trainer.ref_model
+            seen["ref"] = None if ref is None else ref.config._name_or_path
+
+    rc = runner.resume(str(tmp_path / "grpo"), cfg.with_changes(max_steps=2), generator=script, on_step=first)
+    assert rc == runner.EXIT_OK
+    state = seen["state"]
+    if lora:
+        saved = load_file(str(ckpt / "adapter_model.safetensors"))
+        mine = {k.replace(".default", ""): v for k, v in state.items() if "lora_" in k}
+        assert saved and all(torch.equal(mine[k], v) for k, v in saved.items())
+        assert seen["ref"] is None  # the reference is the base with the adapter off
+    else:
+        want = AutoModelForImageTextToText.from_pretrained(str(ckpt), dtype=torch.float32).state_dict()
+        assert state.keys() == want.keys() and all(torch.equal(state[k], want[k]) for k in want)
+        assert seen["ref"] == str(TrainRun(tmp_path / "sft").checkpoint_dir(1))  # the warm start
 
 
 def test_the_vimrag_teacher_builds_one_sequence_per_graph_node(  # type: ignore[no-untyped-def]

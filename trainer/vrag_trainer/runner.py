@@ -230,7 +230,13 @@ def start(
     return _train(run, cfg, resuming=False, generator=generator, on_step=on_step)
 
 
-def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: GeneratorFactory | None = None) -> int:
+def resume(
+    run_dir: str,
+    cfg: TrainConfig | None = None,
+    *,
+    generator: GeneratorFactory | None = None,
+    on_step: StepHook | None = None,
+) -> int:
     try:
         from vrag_trainer import distributed
 
@@ -249,7 +255,7 @@ def resume(run_dir: str, cfg: TrainConfig | None = None, *, generator: Generator
                 "vllm_url, validation.eval_steps, validation.max_items)"
             )
         run.replace_config(cfg)
-    return _train(run, cfg or old, resuming=True, generator=generator)
+    return _train(run, cfg or old, resuming=True, generator=generator, on_step=on_step)
 
 
 def _train(
@@ -265,6 +271,7 @@ def _train(
     from vrag_trainer.data import DataError, load_train_data, load_validation, serve_search
     from vrag_trainer.rewards import JudgeRefused, RunJudge
     from vrag_trainer.trl_trainer import SearchDown
+    from vrag_trainer.warmstart import resume_weights
 
     _guard_output(run)
     with _logging_to(run), _StopFlag() as flag, contextlib.ExitStack() as stack:
@@ -290,7 +297,7 @@ def _train(
             if cfg.algorithm == "sft":  # the supervised warm start: fixed trajectories, no rollouts
                 from vrag_trainer.sft import build_sft
 
-                trainer = build_sft(run, cfg, data_root, lambda: flag.set)
+                trainer = build_sft(run, cfg, data_root, lambda: flag.set, resume=resume_weights(ckpt))
             else:
                 data = load_train_data(cfg, data_root)
                 for line in data.lines():
@@ -308,7 +315,7 @@ def _train(
                     stack.callback(stop_search)
                     log.info("serving the corpora for the rollouts at %s", url)
                 judge = RunJudge(cfg.judge, data_root)
-                trainer = _build(run, cfg, data, url, judge, flag, generator, on_step)
+                trainer = _build(run, cfg, data, url, judge, flag, generator, on_step, resume_weights(ckpt))
                 if split is not None:  # after _build: it validates the trainer's own policy and judge
                     from vrag_trainer.validation import ValidationCallback
 
@@ -363,6 +370,7 @@ def _build(
     flag: _StopFlag,
     generator: GeneratorFactory | None,
     on_step: StepHook | None = None,
+    resume: Path | None = None,
 ) -> Any:
     import torch
     from datasets import Dataset as HFDataset  # type: ignore[import-untyped]
@@ -374,11 +382,11 @@ def _build(
     from vrag_trainer.policy import Limits
     from vrag_trainer.rollout import RolloutSpec
     from vrag_trainer.trl_trainer import AgentGRPOTrainer, grpo_args
-    from vrag_trainer.warmstart import init_weights
+    from vrag_trainer.warmstart import load_start, skip_trainer_load
 
     torch.manual_seed(cfg.seed)
     device, dtype = device_and_dtype(cfg)
-    model, processor = load_policy(cfg, weights=init_weights(run, cfg, dtype))
+    model, processor = load_start(cfg, run, dtype, resume)
     rows = [
         {"prompt": [{"role": "user", "content": it.query}], "index": i} for i, it in enumerate(data.items)
     ]
@@ -446,6 +454,8 @@ def _build(
         on_step=on_step,
         peft_config=peft,
     )
+    if resume is not None:
+        skip_trainer_load(trainer)
     if peft is not None:
         wrapped: Any = trainer.model
         n = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)

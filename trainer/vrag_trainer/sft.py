@@ -221,16 +221,18 @@ def build_sft(
     cfg: TrainConfig,
     data_root: Path,
     stop_flag: Callable[[], bool],
+    *,
+    resume: Path | None = None,
 ) -> AgentSFTTrainer:
     """The SFT trainer of ``run``: the policy (warm-started from ``init_from`` when set), LoRA when
     asked, the sequences, and the run directory's callback."""
     from vrag_trainer.callbacks import RunCallback
-    from vrag_trainer.runner import RunRefused, device_and_dtype, load_policy
-    from vrag_trainer.warmstart import init_weights
+    from vrag_trainer.runner import RunRefused, device_and_dtype
+    from vrag_trainer.warmstart import load_start, skip_trainer_load
 
     torch.manual_seed(cfg.seed)
     device, dtype = device_and_dtype(cfg)
-    model, processor = load_policy(cfg, weights=init_weights(run, cfg, dtype))
+    model, processor = load_start(cfg, run, dtype, resume)
     model.config.use_cache = False
     rows = _rows(cfg, data_root, processor)
     if cfg.lora.enabled:
@@ -273,4 +275,6 @@ def build_sft(
     # the model must not get num_items_in_batch (SftLoss normalises); Trainer still counts it for
     # a compute_loss_func and treats the loss as already scaled for accumulation and processes
     trainer.model_accepts_loss_kwargs = False
+    if resume is not None:
+        skip_trainer_load(trainer)
     return trainer

@@ -28,7 +28,7 @@ from vrag_desktop.core.training.warmstart import (
     model_config,
 )
 
-__all__ = ["base_model_dir", "init_weights"]
+__all__ = ["base_model_dir", "init_weights", "load_start", "resume_weights"]
 
 log = logging.getLogger("vrag_trainer")
 MERGE_WAIT_S = 1800.0  # other processes wait this long for rank 0's merge
@@ -134,3 +134,40 @@ def base_model_dir(run: TrainRun, cfg: TrainConfig) -> Path:
     if cfg.init_from and isinstance(recorded, str) and recorded:
         return Path(recorded)
     return _local(cfg.model)
+
+
+def resume_weights(ckpt: Any) -> Path | None:
+    """The full-weights checkpoint a resumed run's policy loads from (None: a new run, or a LoRA
+    checkpoint, whose adapter the ``Trainer`` loads itself).
+
+    Why not the ``Trainer``'s own resume: it reads ``model.safetensors`` with
+    ``load_state_dict(strict=False)``, while transformers 5 saves Qwen-VL models under their legacy
+    key names (``model.layers.…``, ``visual.…``) and maps them back only in ``from_pretrained``; so
+    on resume nothing but ``lm_head`` loaded (a warning, no error) and the run went on from its
+    starting weights with the checkpoint's optimiser state."""
+    if ckpt is None:
+        return None
+    path = Path(ckpt.path)
+    return None if (path / "adapter_config.json").is_file() else path
+
+
+def load_start(cfg: TrainConfig, run: TrainRun, dtype: Any, resume: Path | None) -> tuple[Any, Any]:
+    """The policy and processor a run trains: its starting weights (``init_from``, else the model),
+    or on resume its checkpoint's, through ``from_pretrained`` (which maps the saved names). The
+    model's ``name_or_path`` stays the starting weights': TRL builds the KL reference model from it."""
+    from vrag_trainer.runner import load_policy
+
+    start = init_weights(run, cfg, dtype)
+    if resume is None:
+        return load_policy(cfg, weights=start)
+    model, processor = load_policy(cfg, weights=resume)
+    model.config._name_or_path = str(start or _local(cfg.model))
+    log.info("the policy's weights come from the checkpoint %s", resume)
+    return model, processor
+
+
+def skip_trainer_load(trainer: Any) -> None:
+    """The policy already holds the checkpoint's weights (:func:`load_start`): the ``Trainer``'s
+    own load would only warn that no name matched; it still restores the optimiser, scheduler,
+    random state and step."""
+    trainer._load_from_checkpoint = lambda *_a, **_k: None
