@@ -169,3 +169,14 @@ def test_a_narrow_history_shows_how_each_run_ended(qtbot: Any, ctx: AppContext) 
     panel.resize(1100, 400)
     qtbot.waitUntil(lambda: not panel.table.isColumnHidden(MODEL), timeout=2000)
     assert not any(panel.table.isColumnHidden(c) for c in (QUESTION, STATUS, TIME, AGENT))
+
+
+def test_a_long_status_line_does_not_widen_the_ask_column(qtbot: Any, ctx: AppContext) -> None:
+    """The line under the transcript (a saved run's id, agent, model and status) wraps: unwrapped,
+    an example's status set the column's minimum to ~400 px and squeezed the right column."""
+    w = _window(qtbot, ctx)
+    before = w.ask.minimumSizeHint().width()
+    w.ask.set_status(
+        "Run 20261129-044706-39aa69 · VimRAG · Qwen2.5-VL-72B-Instruct-AWQ on my-server · answered"
+    )
+    assert w.ask.minimumSizeHint().width() <= before

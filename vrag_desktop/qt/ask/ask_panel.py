@@ -131,6 +131,7 @@ class AskPanel(QWidget):
         # ---- transcript + find bar
         self.status_label = QLabel()
         self.status_label.setObjectName("muted")
+        self.status_label.setWordWrap(True)  # a long "Run … · model · status" must not widen the column
         self.find_edit = QLineEdit(placeholderText="Find in the reasoning…")
         self.find_edit.returnPressed.connect(self.find_next)
         self.find_edit.setClearButtonEnabled(True)
