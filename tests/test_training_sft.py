@@ -170,12 +170,15 @@ def test_init_from_names_a_run_a_checkpoint_or_a_model_folder(tmp_path: Path) ->
     direct = resolve_init(str(full / "checkpoints" / "checkpoint-2"))
     assert direct.step == 2 and direct.run == full
     assert resolve_init(base).path == Path(base)
+    named = _run(tmp_path / "data" / "training" / "warm", base, checkpoints={5: QWEN2})
+    src = resolve_init("warm", str(tmp_path / "data"))  # a run's name, under <data>/training
+    assert src.path == named / "checkpoints" / "checkpoint-5"
     empty = _run(tmp_path / "empty", base, checkpoints={})
     with pytest.raises(
         ConfigError, match=r"init_from: the run .* has no complete checkpoint yet \(status created\)"
     ):
         resolve_init(str(empty))
-    with pytest.raises(ConfigError, match="init_from: no such folder"):
+    with pytest.raises(ConfigError, match=r"init_from: no such folder .*, and no training run of that name"):
         resolve_init(str(tmp_path / "nowhere"))
     (tmp_path / "nothing").mkdir()
     with pytest.raises(ConfigError, match="holds no model weights"):

@@ -6,7 +6,8 @@ processor, and for LoRA the weights its adapter was trained on), records where i
 the architecture is compared here, by name, instead of failing deep inside ``from_pretrained``
 with a shape mismatch minutes later. What ``init_from`` may name:
 
-* a training run's folder: its ``export/`` when it has one, else its last complete checkpoint;
+* a training run's folder (or its name under ``<data>/training``): its ``export/`` when it has
+  one, else its last complete checkpoint;
 * one checkpoint folder (``<run>/checkpoints/checkpoint-N``), full weights or a LoRA adapter;
 * a Hugging Face model folder.
 
@@ -95,14 +96,19 @@ def _checkpoint(p: Path, run: Path | None, step: int | None) -> InitSource:
     raise ConfigError("init_from", f"{p} holds no model weights (config.json and *.safetensors)")
 
 
-def resolve_init(spec: str) -> InitSource:
-    """What ``init_from`` names (see the module docstring); ``ConfigError`` naming ``init_from``
+def resolve_init(spec: str, data_dir: str = "") -> InitSource:
+    """What ``init_from`` names (see the module docstring); a bare name that is no folder here is a
+    run under ``<data>/training`` (as ``train status NAME``). ``ConfigError`` naming ``init_from``
     when it names nothing that can be started from."""
+    from vrag_desktop.core.paths import DataLayout, resolve_data_dir
     from vrag_desktop.core.training.rundir import TrainRun
 
     p = Path(spec).expanduser()
+    if not p.exists() and len(p.parts) == 1:
+        named = DataLayout(resolve_data_dir(data_dir or None)).training / spec
+        p = named if named.exists() else p
     if not p.exists():
-        raise ConfigError("init_from", f"no such folder {p}")
+        raise ConfigError("init_from", f"no such folder {p}, and no training run of that name")
     if not p.is_dir():
         raise ConfigError("init_from", f"{p} is a file; name a training run, a checkpoint or a model folder")
     if _is_run(p):
@@ -173,7 +179,7 @@ def check_init_from(cfg: TrainConfig) -> InitSource | None:
     yet (a hub id not downloaded) is not refused here; the trainer checks again once it has it."""
     if not cfg.init_from:
         return None
-    src = resolve_init(cfg.init_from)
+    src = resolve_init(cfg.init_from, cfg.data_dir)
     mine = model_config(cfg.model)
     theirs = model_config(src.base if src.adapter else str(src.path))
     if mine is None or theirs is None:
