@@ -252,3 +252,20 @@ def test_train_sft_runs_like_grpo_and_refuses_an_export_without_turns(
     run = TrainRun.open(data_dir / "training" / "warm")
     assert run.config().algorithm == "sft" and run.config().max_steps == 2 and run.state()["command"] == "sft"
     assert "Training finished at step" in out and "SFT training in the foreground" in err  # (a stand-in)
+
+
+def test_the_walk_through_configs_are_valid() -> None:
+    """docs/trainer.md's sample-corpus walk-through runs these two files as they are."""
+    root = Path(__file__).resolve().parents[1]
+    sft = load_config(root / "docs/examples/warm_start_sft.json")
+    grpo = load_config(root / "docs/examples/warm_start_grpo.json")
+    assert (sft.algorithm, sft.name, grpo.algorithm, grpo.init_from) == (
+        "sft",
+        "sample-sft",
+        "grpo",
+        "sample-sft",
+    )
+    assert sft.model == grpo.model and sft.dataset == grpo.dataset == "resources/sample_corpus/train.json"
+    assert grpo.validation.dataset == "resources/sample_corpus/val.json" and grpo.validation.eval_steps
+    for cfg in (sft, grpo):
+        assert (root / cfg.dataset).is_file() and cfg.device == "cpu"

@@ -2,7 +2,8 @@
 fields and the reward box, shows its own, moves an untouched learning rate to the SFT one and
 previews ``python -m vrag_trainer sft``; History's SFT export is counted as trajectories and one
 without assistant turns turns Start off naming the file; *Start from* lists the SFT runs (picking
-one sets the base model), and a warm start of another architecture turns Start off naming both."""
+one sets the base model), and a warm start of another architecture turns Start off naming both.
+The Training panel lists an SFT run and plots its loss rows (an SFT run logs no reward)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,24 @@ def test_start_from_lists_sft_runs_and_refuses_another_architecture(
     text = dlg.status.text()
     assert "init_from:" in text and "Qwen2VLForConditionalGeneration" in text
     assert "Qwen2_5_VLForConditionalGeneration" in text
+
+
+def test_the_panel_plots_an_sft_runs_loss(qtbot: Any, ctx: Any) -> None:
+    from qt.test_training_panel import _panel
+
+    run = TrainRun.create(
+        ctx.layout.training / "warm", TrainConfig(algorithm="sft", model="m", dataset="d.json")
+    )
+    run.write_state(status="finished", step=3)
+    for i in range(1, 4):
+        run.append_metrics({"step": i, "loss": 3.0 / i, "tokens": 918.0, "token_accuracy": 0.1 * i})
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: panel.row(run.root) is not None, timeout=10_000)
+    row = panel.row(run.root)
+    assert row is not None and row.algorithm == "sft" and row.reward is None
+    panel.select(run.root)
+    qtbot.waitUntil(lambda: panel.view.rows_seen == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.view.plots.built, timeout=10_000)
+    panel.view.plots.redraw()
+    assert panel.view.plots.point_count("loss") == 3 and panel.view.plots.point_count("reward") == 0
+    panel.shutdown()
