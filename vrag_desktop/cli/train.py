@@ -53,7 +53,7 @@ def add_parsers(sub: Any) -> None:
     for algo, what in (
         ("grpo", "GRPO (as VRAG-RL)"),
         ("ggpo", "GGPO (as VimRAG: graph-masked)"),
-        ("sft", "SFT, the supervised warm start (a dataset's labelled items or History's SFT export)"),
+        ("sft", "SFT warm-start (supervised, on a dataset's labelled items or History's SFT export)"),
     ):
         a = ts.add_parser(
             algo,
