@@ -138,11 +138,46 @@ def test_import_renames_taken_uids_and_reports(
     panel = _panel(qtbot, ctx)
     qtbot.waitUntil(lambda: panel.model.rowCount() == 3, timeout=3000)
     panel.choose_open = lambda _title: str(src)
+    asked: list[tuple[str, list[str], str | None]] = []
+    panel.choose_target = lambda *a: asked.append(a) and None  # cancelled: nothing imported
+    panel.import_selected()
+    assert asked == [(str(src), ["gold"], "gold")] and len(store.load("gold")) == 3
+    panel.choose_target = lambda *_: "gold"  # the person picks the existing dataset
     with qtbot.waitSignal(panel.itemsShown, timeout=5000):
         panel.import_selected()
     qtbot.waitUntil(lambda: panel.model.rowCount() == 5, timeout=3000)
     assert [i.uid for i in store.load("gold")] == ["a1", "a2", "a3", "a1-2", "b1"]
     assert any(t == "Imported into gold" and "imported as 'a1-2'" in m for _l, t, m in reports)
+
+
+def test_import_asks_for_the_target_a_new_dataset_named_after_the_file_by_default(
+    qtbot: Any, ctx: Any, store: DatasetStore, tmp_path: Path
+) -> None:
+    from vrag_desktop.qt.datasets.import_target import ImportTargetDialog, new_name
+
+    src = tmp_path / "gold.jsonl"
+    src.write_text(json.dumps({**ITEMS[0].to_dict(), "uid": "n1"}) + "\n")
+    dlg = ImportTargetDialog(str(src), ["gold", "gold-2"], "gold")
+    qtbot.addWidget(dlg)
+    ok = dlg.buttons.button(dlg.buttons.StandardButton.Ok)
+    assert dlg.new_button.isChecked() and dlg.new_name.text() == "gold-3" == new_name(
+        str(src), ["gold", "gold-2"]
+    )
+    assert dlg.target() == "gold-3" and ok.isEnabled()
+    dlg.new_name.setText("gold")  # taken: said, and Import waits for another name or the existing one
+    assert dlg.target() is None and not ok.isEnabled() and "exists" in dlg.note.text()
+    dlg.new_name.setText("")
+    assert not ok.isEnabled() and "name" in dlg.note.text()
+    dlg.existing_button.setChecked(True)
+    assert dlg.existing.currentText() == "gold" and dlg.target() == "gold" and ok.isEnabled()
+
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(lambda: panel.model.rowCount() == 3, timeout=3000)
+    panel.choose_open = lambda _title: str(src)
+    panel.choose_target = lambda source, names, current: new_name(source, names)  # the default
+    panel.import_selected()
+    qtbot.waitUntil(lambda: "gold-2" in store.names(), timeout=5000)
+    assert [i.uid for i in store.load("gold-2")] == ["n1"] and len(store.load("gold")) == 3  # untouched
 
 
 def test_damaged_dataset_is_said_and_never_overwritten(

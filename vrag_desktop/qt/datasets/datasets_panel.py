@@ -8,7 +8,9 @@ only rename and delete stay open for it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QSize, Qt, Signal
@@ -75,6 +77,8 @@ class DatasetsPanel(QWidget):
         self.confirm: Callable[[str, str], bool] = self._ask_confirm
         self.choose_open: Callable[[str], str | None] = self._ask_open
         self.choose_save: Callable[[str, str, str], str | None] = self._ask_save
+        self.choose_target: Callable[[str, list[str], str | None], str | None] = self._ask_target
+        self._import_folder = str(Path.home())  # where Import… opens: the last folder imported from
         self.corpora_names: Callable[[], list[str]] = lambda: []  # empty: every corpus
         self.dialog: ItemDialog | None = None
         self._listing, self._reading = TaskSlot(), TaskSlot()  # the newest of each wins
@@ -375,15 +379,15 @@ class DatasetsPanel(QWidget):
             self._write("Could not delete the dataset", lambda: store.delete(name))
 
     def import_selected(self) -> None:
+        """A file, then where its items go (a new dataset named after it unless another is picked:
+        an import never joins the selected dataset unasked)."""
         source = self.choose_open("Import a dataset (unified JSON, JSON lines, verl parquet)")
         if not source:
             return
-        name = self.current_name()
-        if name is None:
-            from pathlib import Path
-
-            name = Path(source).stem
-        self.import_file(name, source)
+        self._import_folder = os.path.dirname(source)
+        name = self.choose_target(source, self.names(), self.current_name())
+        if name:
+            self.import_file(name, source)
 
     def import_file(self, name: str, source: str) -> None:
         """Append ``source``'s items to ``name``; renamed uids are reported."""
@@ -465,8 +469,13 @@ class DatasetsPanel(QWidget):
         return answer == QMessageBox.StandardButton.Yes
 
     def _ask_open(self, title: str) -> str | None:
-        path, _ = QFileDialog.getOpenFileName(self, title, str(self.ctx.data_dir), IMPORT_FILTER)
+        path, _ = QFileDialog.getOpenFileName(self, title, self._import_folder, IMPORT_FILTER)
         return path or None
+
+    def _ask_target(self, source: str, names: list[str], current: str | None) -> str | None:
+        from vrag_desktop.qt.datasets.import_target import ask_import_target
+
+        return ask_import_target(self, source, names, current)
 
     def _ask_save(self, title: str, default: str, file_filter: str) -> str | None:
         path, _ = QFileDialog.getSaveFileName(self, title, default, file_filter)
