@@ -149,7 +149,7 @@ def test_frozen_app_end_to_end(bundle: Path, tmp_path: Path) -> None:
     assert any("northwind_annual_report" in json.dumps(h) for h in hits), out.stdout[:2000]
     out = _run(
         [exe, "--data-dir", str(data), "search", "zebrafinch quokka", "-k", "3"], _env(home)
-    )  # the folder the second launch handed over went into a corpus (the selected one, else "default")
+    )  # the folder the second launch handed over went into a corpus (smoke mode takes the default)
     assert out.returncode == 0 and "launch notes.txt" in out.stdout, (out.stdout, out.stderr[-2000:])
 
     # -- a data directory written by a newer app: refused, untouched
