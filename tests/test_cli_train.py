@@ -163,6 +163,10 @@ def test_export_best_needs_a_validated_run_and_says_which_step(
     rc, out, err = train(capsys, "export", "val", "--best", "--out", str(tmp_path / "best"))
     assert rc == 0 and "Export (best checkpoint) in the foreground" in err
     assert "Exported the best checkpoint (step 1, val/reward 0.7500) to" in out
+    # a warm start that validated higher (step 0) is still the best weights, and status says so
+    run.append_val_metrics({"step": 0, "val/reward": 0.8, "best": False})
+    rc, out, _ = train(capsys, "status", "val")
+    assert "(the best checkpoint so far, but not above the warm start (val/reward 0.8000 at step 0)" in out
 
 
 def test_resume_refuses_changed_fields_and_allows_resume_safe_ones(

@@ -16,7 +16,13 @@ from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.training.config import ConfigError, TrainConfig, changed_fields
 from vrag_desktop.core.training.data import TrainingItems, training_items
 from vrag_desktop.core.training.rundir import TrainRun
-from vrag_desktop.core.training.validation import split_items, validation_plan, validation_split
+from vrag_desktop.core.training.validation import (
+    best_words,
+    split_items,
+    start_value,
+    validation_plan,
+    validation_split,
+)
 
 
 def _cfg(**kw: Any) -> TrainConfig:
@@ -190,3 +196,16 @@ def test_an_sft_run_draws_no_curve() -> None:
         err.value.field == "validation.eval_steps"
         and "an SFT run draws no validation curve" in err.value.problem
     )
+
+
+def test_a_best_below_the_warm_start_is_not_called_the_best_so_far() -> None:
+    rows = [
+        {"step": 0, "val/reward": 0.025},
+        {"step": 5, "val/reward": 0.0},
+        {"step": 10, "val/reward": 0.05},
+    ]
+    assert start_value(rows) == 0.025 and start_value(rows[1:]) is None
+    assert best_words(0.05, 0.025) == best_words(0.0, None) == "the best so far"
+    words = best_words(0.0, 0.025)
+    assert "not above the warm start (val/reward 0.0250 at step 0)" in words and "best so far" not in words
+    assert "not above" in best_words(0.025, 0.025)  # level is not a rise

@@ -36,7 +36,13 @@ from vrag_desktop.core.eval.answers_eval import summarize_answers
 from vrag_desktop.core.eval.metrics import first_seen, recall_at_k
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rundir import TrainRun
-from vrag_desktop.core.training.validation import BEST_METRIC, ValidationSplit, split_record
+from vrag_desktop.core.training.validation import (
+    BEST_METRIC,
+    ValidationSplit,
+    best_words,
+    split_record,
+    start_value,
+)
 from vrag_trainer.rollout import Rollout, run_rollout
 
 __all__ = ["ValidationCallback", "summarize", "validation_row"]
@@ -165,8 +171,8 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
                 self.best_step, self.best_value = step, value
                 self.run.write_best(step, BEST_METRIC, value)
                 log.info(
-                    "validation: step %d is the best so far (%s %.4f); its checkpoint is kept",
-                    step, BEST_METRIC, value,
+                    "validation: step %d is %s (%s %.4f); its checkpoint is kept",
+                    step, best_words(value, start_value(self.run.val_metrics())), BEST_METRIC, value,
                 )  # fmt: skip
             else:
                 log.warning("validation: step %d was the best, but its checkpoint is not complete", step)
@@ -200,6 +206,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         metrics["val/search_failures"] = float(lost)
         metrics["val/seconds"] = time.perf_counter() - t0
         better = not baseline and (self.best_value is None or metrics[BEST_METRIC] > self.best_value)
+        start = None if baseline else start_value(self.run.val_metrics())
         self.run.append_val_metrics({"step": step, "time": time.time(), **metrics, "best": better})
         self._tensorboard(metrics, step)
         log.info(
@@ -210,7 +217,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
             f"{metrics['val/recall']:.4f}" if "val/recall" in metrics else "n/a",
             len(usable),
             metrics["val/seconds"],
-            " — the best so far" if better else "",
+            f" — {best_words(metrics[BEST_METRIC], start)}" if better else "",
         )
         return metrics
 

@@ -294,6 +294,7 @@ def _report(run: TrainRun, rc: int | None, killed: bool, summary: bool) -> int:
 def _status(args: argparse.Namespace) -> int:
     from vrag_desktop.core.training.launch import find_running
     from vrag_desktop.core.training.runs import effective_status, hand_started_pid, status_line
+    from vrag_desktop.core.training.validation import best_words, start_value
 
     run = _open_run(args.run, args.data_dir)
     state = run.state()
@@ -330,6 +331,9 @@ def _status(args: argparse.Namespace) -> int:
     if best:
         export = f"vrag-desktop train export {shlex.quote(str(run.root))} --best"
         print(f"Best:       step {best.step} ({best.metric} {best.value:.4f}); export it with: {export}")
+        start = start_value(run.val_metrics())
+        if start is not None and best.value <= start:
+            print(f"            ({best_words(best.value, start)})")
     if state.get("error"):
         print(f"Error:      {state['error']}")
     for row in rows:

@@ -34,9 +34,11 @@ __all__ = [
     "VALIDATION_TABLES",
     "ValidationConfig",
     "ValidationSplit",
+    "best_words",
     "check_validation",
     "no_best_reason",
     "split_items",
+    "start_value",
     "validation_plan",
     "validation_split",
 ]
@@ -235,6 +237,27 @@ def no_best_reason(run: TrainRun) -> str | None:
             f"{found.value:.4f}) is gone from checkpoints/; export the last checkpoint instead"
         )
     return None
+
+
+def start_value(rows: list[dict[str, Any]]) -> float | None:
+    """The warm start's validation reward (a warm-started run validates its starting weights as
+    step 0), or None: a run without one."""
+    for row in rows:
+        if int(row.get("step", -1)) == 0 and isinstance(row.get(BEST_METRIC), (int, float)):
+            return float(row[BEST_METRIC])
+    return None
+
+
+def best_words(value: float, start: float | None) -> str:
+    """What a best checkpoint is called beside the warm start's value. The best is chosen among the
+    run's checkpoints (step 0 has none), so a run whose later validations all fall below its step 0
+    still has a "best"; saying "the best so far" there would hide that the warm start is better."""
+    if start is None or value > start:
+        return "the best so far"
+    return (
+        f"the best checkpoint so far, but not above the warm start ({BEST_METRIC} {start:.4f} at "
+        "step 0): the best weights are still the warm start's"
+    )
 
 
 def split_record(split: ValidationSplit, cfg: TrainConfig) -> dict[str, Any]:
