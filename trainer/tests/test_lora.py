@@ -14,7 +14,7 @@ from test_training import _config, vrag_script
 from vrag_trainer import runner
 from vrag_trainer.batch import collate
 
-from vrag_desktop.core.training.config import LoraConfig
+from vrag_desktop.core.training.lora import LoraConfig
 from vrag_desktop.core.training.rundir import TrainRun
 from vrag_desktop.core.training.serve import model_dir_problem
 

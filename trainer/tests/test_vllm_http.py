@@ -22,7 +22,7 @@ def test_the_served_adapter_drops_language_model_from_its_module_paths(
     from vrag_trainer.lora import peft_config
     from vrag_trainer.vllm_http import served_adapter
 
-    from vrag_desktop.core.training.config import LoraConfig
+    from vrag_desktop.core.training.lora import LoraConfig
 
     model = AutoModelForImageTextToText.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
     lora = LoraConfig(enabled=True, rank=4, alpha=8, dropout=0.0, target_modules=("q_proj", "v_proj"))

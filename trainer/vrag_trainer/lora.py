@@ -24,7 +24,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.training.config import LoraConfig, TrainConfig
+from vrag_desktop.core.training.config import TrainConfig
+from vrag_desktop.core.training.lora import LoraConfig
 
 __all__ = [
     "ADAPTER_DIR",

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from vrag_desktop.core.training.lora import LORA_TARGETS, LoraConfig, check_lora, lora_from
 from vrag_desktop.core.training.sampling import DAPO_TABLES, DynamicSamplingConfig, OverlongConfig, check_dapo
 from vrag_desktop.core.training.sft import SFT_TABLES, SftConfig, check_sft
 from vrag_desktop.core.training.validation import (
@@ -37,6 +38,7 @@ __all__ = [
     "GENERATORS",
     "GGPO_NEEDS_VIMRAG",
     "JUDGE_KINDS",
+    "LORA_TARGETS",
     "RESUME_SAFE",
     "ConfigError",
     "JudgeConfig",
@@ -125,27 +127,6 @@ class RewardConfig:
     judge: float = 0.7
     format: float = 0.1
     ndcg: float = 0.2
-
-
-#: The language model's linear layers (Qwen2/2.5-VL names): attention and MLP projections.
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-
-@dataclass(frozen=True)
-class LoraConfig:
-    """LoRA instead of full fine-tuning (``enabled``): only the adapters train, so the optimiser
-    holds their state alone and the reference policy is the base model with the adapter off (no
-    second copy). ``target_modules`` are layer names of the *language model*; ``vision`` adds
-    every linear layer of the vision tower. ``qlora`` loads the base in 4 bits (bitsandbytes,
-    a GPU). ``alpha / rank`` scales the update."""
-
-    enabled: bool = False
-    rank: int = 16
-    alpha: float = 32.0
-    dropout: float = 0.05
-    target_modules: tuple[str, ...] = LORA_TARGETS
-    vision: bool = False
-    qlora: bool = False
 
 
 @dataclass(frozen=True)
@@ -238,7 +219,7 @@ class TrainConfig:
                     raise ConfigError(name, f"must be a table of fields, not {type(value).__name__}")
                 kwargs[name] = sub(**_fields_from(sub, value, name + "."))
         if "lora" in kwargs:
-            kwargs["lora"] = _lora_from(kwargs["lora"])
+            kwargs["lora"] = lora_from(kwargs["lora"])
         if "corpora" in kwargs:
             value = kwargs["corpora"]
             if isinstance(value, str):
@@ -343,43 +324,6 @@ def _fields_from(cls: type, data: Mapping[str, Any], prefix: str) -> dict[str, A
             raise ConfigError(f"{prefix}{key}", f"unknown field{hint}")
         kwargs[key] = value
     return kwargs
-
-
-def _lora_from(value: Any) -> LoraConfig:
-    if not isinstance(value, Mapping):
-        raise ConfigError("lora", f"must be a table of fields, not {type(value).__name__}")
-    kwargs = _fields_from(LoraConfig, value, "lora.")
-    if "target_modules" in kwargs:
-        names = kwargs["target_modules"]
-        names = [names] if isinstance(names, str) else names
-        if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-            raise ConfigError("lora.target_modules", "must be a list of layer names such as q_proj")
-        kwargs["target_modules"] = tuple(names)
-    return LoraConfig(**kwargs)
-
-
-def _check_lora(c: TrainConfig) -> None:
-    lo = c.lora
-    if not isinstance(lo, LoraConfig):
-        raise ConfigError("lora", "must be a table (enabled, rank, alpha, dropout, target_modules, ...)")
-    for name in ("enabled", "vision", "qlora"):
-        if not isinstance(getattr(lo, name), bool):
-            raise ConfigError(f"lora.{name}", f"must be true or false, not {getattr(lo, name)!r}")
-    _num("lora.rank", lo.rank, integer=True, low=1, high=1024)
-    _num("lora.alpha", lo.alpha, low=0.0, low_open=True)
-    _num("lora.dropout", lo.dropout, low=0.0, high=0.9)
-    names = lo.target_modules
-    if not isinstance(names, tuple) or not all(isinstance(n, str) for n in names):
-        raise ConfigError("lora.target_modules", "must be a list of layer names such as q_proj")
-    bad = [n for n in names if not n.replace("_", "").isalnum()]
-    if bad:
-        raise ConfigError("lora.target_modules", f"must be plain layer names such as q_proj, not {bad}")
-    if not lo.target_modules and not lo.vision:
-        raise ConfigError("lora.target_modules", "is empty: name the layers to adapt, or set vision")
-    if lo.qlora and not lo.enabled:
-        raise ConfigError("lora.qlora", "needs lora.enabled: QLoRA trains LoRA adapters on a 4-bit base")
-    if lo.qlora and c.device == "cpu":
-        raise ConfigError("lora.qlora", "4-bit (bitsandbytes) bases need a GPU; use device cuda or auto")
 
 
 def _num(
@@ -519,7 +463,7 @@ def _check(c: TrainConfig) -> None:
     _num("judge.timeout", j.timeout, low=0.0, low_open=True)
     _num("judge.workers", j.workers, integer=True, low=1, high=256)
     _num("judge.anls_threshold", j.anls_threshold, low=0.0, high=1.0)
-    _check_lora(c)
+    check_lora(c)
     _check_vllm(c)
     check_dapo(c)
     check_validation(c)
