@@ -13,6 +13,8 @@
 # Options:   --force      rebuild even if the bundle is up to date
 #            --check      exit 0 if the bundle is up to date, 1 if it would be rebuilt (builds nothing)
 #            --no-setup   do not run scripts/setup.sh first (the caller just did)
+#            --deb        also make dist/vrag-desktop_<version>_amd64.deb (scripts/make-installers.sh)
+#            --appimage   also make the AppImage (its image; the runtime: see scripts/make-installers.sh)
 # One build at a time: a second run waits for the first (a lock in the work folder), then finds the
 # bundle up to date. scripts/test.sh starts a build in the background this way while the checks and
 # the other tests run, and the frozen test's own call waits for it.
@@ -30,13 +32,15 @@ STAMP="$BUNDLE/.vrag-build-stamp"
 
 force=0
 check=0
+installers=()
 setup=1
 for arg in "$@"; do
   case "$arg" in
     --force) force=1 ;;
     --check) check=1 ;;
     --no-setup) setup=0 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --deb|--appimage) installers+=("$arg") ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "build-app.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -76,6 +80,7 @@ key=$(inputs_key)
 
 if [ "$force" = 0 ] && [ -f "$STAMP" ] && [ -x "$BUNDLE/$APP" ] && [ "$(head -n1 "$STAMP")" = "$key" ]; then
   [ "$check" = 1 ] || echo "The bundle is up to date: $BUNDLE"
+  [ "$check" = 1 ] || [ ${#installers[@]} = 0 ] || bash scripts/make-installers.sh "${installers[@]}"
   exit 0
 fi
 [ "$check" = 0 ] || exit 1
@@ -139,3 +144,4 @@ seconds=$(( $(date +%s) - start ))
 size=$(du -sm "$BUNDLE" | cut -f1)
 printf '%s\nbuilt %s in %d s, %d MB\n' "$key" "$(date -u +%FT%TZ)" "$seconds" "$size" > "$STAMP"
 echo "Built in ${seconds} s: $BUNDLE (${size} MB). Run: \"$BUNDLE/$APP\""
+[ ${#installers[@]} = 0 ] || bash scripts/make-installers.sh "${installers[@]}"

@@ -39,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
         help="where corpora and indexes live (default: $VRAG_DESKTOP_DATA_DIR "
         "or the per-user data directory)",
     )
+    menu = p.add_mutually_exclusive_group()
+    menu.add_argument(
+        "--install-desktop",
+        action="store_true",
+        help="add this app to the desktop's application menu (a .desktop entry and icons in "
+        "$XDG_DATA_HOME, ~/.local/share) and exit; run it again after moving the app",
+    )
+    menu.add_argument("--uninstall-desktop", action="store_true", help="remove that menu entry and exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     cli_index.add_index_parser(sub)
     cli_search.add_parsers(sub)
@@ -117,6 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if raw[0] == GUARD_FLAG:  # the watchdog of a foreground child (core/runtime/guard.py)
             return guard_main(raw[1:])
     args = _parser().parse_args(_open_with(raw))
+    if args.install_desktop or args.uninstall_desktop:
+        from vrag_desktop.core import desktop_entry
+
+        return desktop_entry.main(["--uninstall"] if args.uninstall_desktop else [])
     if args.command in (None, "gui"):
         from vrag_desktop.qt.app import main as gui_main
 
