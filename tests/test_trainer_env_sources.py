@@ -72,7 +72,8 @@ def test_sources_from_an_installed_wheel(tmp_path: Path) -> None:
     found = find_trainer_sources(
         root=tmp_path / "no-checkout", bundle_dir=None, installed_dir=bundled, version="0.1.0"
     )
-    assert found == TrainerSources("installed", str(trainer), "vrag-desktop==0.1.0")
+    packed = tmp_path / "wheels" / "vrag_desktop-0.1.0-py3-none-any.whl"  # packed from the installed files
+    assert found == TrainerSources("installed", str(trainer), str(packed), packed=True)
 
 
 def test_standalone_steps_from_the_bundle_wheels(tmp_path: Path) -> None:
@@ -93,14 +94,15 @@ def test_standalone_steps_from_the_bundle_wheels(tmp_path: Path) -> None:
     torch = steps[1].argv
     assert torch[-3:] == (CPU_TORCH, "--index-url", CPU_TORCH_INDEX) and "--retries" in torch
     install = steps[2].argv
-    assert CPU_TORCH in install and str(app) == install[-1] and "-e" not in install  # with its dependencies
+    assert CPU_TORCH in install and "-e" not in install
     assert all(p in install for p in LAYERED_PACKAGES) and "vllm==0.31.0" not in install
-    assert steps[3].argv[-2:] == ("--no-deps", str(trainer))
+    assert steps[3].argv[-2:] == ("--no-deps", str(app))  # its headless requirements come with step 2
+    assert steps[4].argv[-2:] == ("--no-deps", str(trainer))
     assert (
-        "import trl, accelerate, vrag_trainer" in steps[4].argv[2]
-        and "import torch, vllm" not in steps[4].argv[2]
+        "import trl, accelerate, vrag_trainer" in steps[5].argv[2]
+        and "import torch, vllm" not in steps[5].argv[2]
     )
-    assert len(steps) == 5 and not any("pth" in a for s in steps for a in s.argv)
+    assert len(steps) == 6 and not any("pth" in a for s in steps for a in s.argv)
     other = trainer_env_steps(
         env,
         mode="standalone",
@@ -119,13 +121,26 @@ def test_full_steps_from_the_bundle_wheels_and_from_an_installed_app(tmp_path: P
     steps = trainer_env_steps(
         tmp_path / "e", mode="full", base="py", trainer_source=trainer, app_source=app, editable=False
     )
-    assert steps[1].argv[-1] == str(app) and all(p in steps[1].argv for p in FULL_PACKAGES)
-    assert steps[2].argv[-2:] == ("--no-deps", str(trainer)) and len(steps) == 4
+    assert all(p in steps[1].argv for p in FULL_PACKAGES) and steps[2].argv[-2:] == ("--no-deps", str(app))
+    assert steps[3].argv[-2:] == ("--no-deps", str(trainer)) and len(steps) == 5
+    packed = tmp_path / "wheels" / "vrag_desktop-0.1.0-py3-none-any.whl"
     installed = trainer_env_steps(
-        tmp_path / "e", mode="full", base="py", trainer_source=trainer, app_source="vrag-desktop==0.1.0"
+        tmp_path / "e",
+        mode="full",
+        base="py",
+        trainer_source=trainer,
+        app_source=packed,
+        pack_app_with="app-py",
     )
-    assert installed[1].argv[-1] == "vrag-desktop==0.1.0"
-    assert installed[2].argv[-2:] == ("--no-deps", str(trainer))  # a wheel is never "-e"
+    assert installed[1].argv == (
+        "app-py", "-m", "vrag_desktop.core.runtime.app_package", "vrag-desktop", str(packed.parent)
+    )  # fmt: skip
+    assert installed[3].argv[-2:] == ("--no-deps", str(packed))
+    assert installed[4].argv[-2:] == ("--no-deps", str(trainer))  # a wheel is never "-e"
+    with pytest.raises(EnvCreateError, match="names a package instead of a local wheel"):
+        trainer_env_steps(
+            tmp_path / "e", mode="full", base="py", trainer_source=trainer, app_source="vrag-desktop==0.1.0"
+        )
 
 
 def test_layered_steps_for_an_installed_app(tmp_path: Path) -> None:

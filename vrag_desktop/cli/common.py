@@ -42,14 +42,16 @@ def make_env(gen: Generator[str, None, Path], error: type[Exception] = CLIError)
     return the new interpreter; None after Ctrl-C (pip is killed; the same command finishes the
     environment later). A failed step raises ``error`` with pip's last lines."""
     from vrag_desktop.core.progress import Cancelled
+    from vrag_desktop.core.runtime.proctree import signals_interrupt
     from vrag_desktop.core.runtime.venv import EnvCreateError
 
     try:
-        while True:
-            try:
-                err(next(gen))
-            except StopIteration as stop:
-                return stop.value
+        with signals_interrupt():  # SIGTERM/SIGHUP as Ctrl-C: pip is stopped, not orphaned
+            while True:
+                try:
+                    err(next(gen))
+                except StopIteration as stop:
+                    return stop.value
     except KeyboardInterrupt:
         err("\nInterrupted: the environment is incomplete; run the same command again to finish it.")
         return None

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psutil
@@ -28,12 +28,14 @@ from vrag_desktop.core.priority import child_env
 
 __all__ = [
     "KILL",
+    "Terminated",
     "cleanup",
     "descendants",
     "group_members",
     "pid_alive",
     "register",
     "sanitized_env",
+    "signals_interrupt",
     "spawn_options",
     "stop_tree",
 ]
@@ -61,6 +63,40 @@ def sanitized_env(
         else:
             env[key] = str(value)
     return env
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where Ctrl-C raises ``KeyboardInterrupt``, so the same clean-up runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise :class:`Terminated` in the main thread. Why: their
+    default action ends Python at once, with no ``finally``; the children we start live in their
+    own session (so a stop reaches their workers), so they would run on with parent 1 — pip after
+    ``kill`` of an environment build, or after its terminal closed. Raised instead, the code that
+    started them stops them with :func:`stop_tree` on its way out. A no-op off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def raise_terminated(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    saved = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            saved[sig] = signal.signal(sig, raise_terminated)
+    try:
+        yield
+    finally:
+        for sig, previous in saved.items():
+            signal.signal(sig, previous)
 
 
 def spawn_options(*, detached: bool = False) -> dict[str, Any]:

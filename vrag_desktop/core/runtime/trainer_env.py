@@ -17,8 +17,10 @@ its own interpreter (see :mod:`vrag_desktop.core.training.launch`). Three shapes
 
 Where the app and trainer packages come from (:func:`find_trainer_sources`): a checkout (``trainer/``
 and the checkout itself), else the frozen app's own wheels (``<bundle>/_internal/wheels``, made by
-scripts/build-app.sh), else, for an installed wheel, a trainer wheel placed in
-``vrag_desktop/_bundled/`` with ``vrag-desktop==<version>`` from the package index.
+scripts/build-app.sh), else, for an installed wheel, the trainer wheel in ``vrag_desktop/_bundled/``
+and a wheel of the app packed from its installed files (:mod:`.app_package`). Never a package index:
+nobody holds our names there. A standalone or full env installs the app with ``--no-deps`` and its
+headless requirements (:func:`.app_package.headless_requirements`: no Qt, no OCR).
 
 The commands are a pure function of the inputs (:func:`trainer_env_steps`), tested without pip;
 running them is :mod:`.venv`'s. ``python -m vrag_desktop.core.runtime.trainer_env PATH`` makes one.
@@ -37,7 +39,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vrag_desktop.core.progress import Cancelled, CancelToken
+from vrag_desktop.core.runtime.app_package import (
+    APP_DIST,
+    headless_requirements,
+    names_our_package,
+    packed_wheel_name,
+)
 from vrag_desktop.core.runtime.base_python import ensure_base_python
+from vrag_desktop.core.runtime.proctree import signals_interrupt
 from vrag_desktop.core.runtime.venv import (
     EnvCreateError,
     Step,
@@ -97,6 +106,8 @@ CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_INDEX_ENV = "VRAG_TORCH_INDEX_URL"
 Mode = Literal["layered", "standalone", "full"]
 MODES: tuple[Mode, ...] = ("layered", "standalone", "full")
+#: Where an installed app's wheel carries the trainer's wheel (setup.py puts it there).
+BUNDLED_DIR = Path(__file__).resolve().parents[2] / "_bundled"
 APP_WHEEL = "vrag_desktop-"
 TRAINER_WHEEL = "vrag_desktop_trainer-"
 _VERSIONED = (
@@ -159,12 +170,14 @@ def default_mode(gpu: bool, *, frozen: bool | None = None) -> Mode:
 class TrainerSources:
     """What a trainer env installs the two packages from. ``kind``: ``checkout`` (``trainer`` and
     ``app`` are folders), ``bundle`` (the frozen app's wheels) or ``installed`` (a trainer wheel
-    shipped in the installed package; ``app`` is the requirement ``vrag-desktop==<version>``)."""
+    shipped in the installed package; ``app`` is the wheel :mod:`.app_package` packs from the
+    installed files, ``packed``, made by the first step)."""
 
     kind: Literal["checkout", "bundle", "installed"]
     trainer: str
     app: str
     editable: bool = False
+    packed: bool = False
 
 
 def _one_wheel(folder: Path, prefix: str) -> Path | None:
@@ -173,11 +186,17 @@ def _one_wheel(folder: Path, prefix: str) -> Path | None:
 
 
 def find_trainer_sources(
-    *, root: Path | None, bundle_dir: Path | None, installed_dir: Path | None, version: str
+    *,
+    root: Path | None,
+    bundle_dir: Path | None,
+    installed_dir: Path | None,
+    version: str,
+    pack_dir: Path | None = None,
 ) -> TrainerSources:
     """The sources to install (pure: the caller says where to look): ``root`` a checkout,
     ``bundle_dir`` the frozen app's ``_MEIPASS`` (its ``wheels/``), ``installed_dir`` the installed
-    package's ``_bundled/``. Raises :class:`EnvCreateError` saying what is missing."""
+    package's ``_bundled/``; ``pack_dir`` where an installed app's own wheel is packed (default:
+    ``installed_dir``'s sibling ``wheels``). Raises :class:`EnvCreateError` saying what is missing."""
     if root is not None and (root / "trainer" / "pyproject.toml").is_file():
         return TrainerSources("checkout", str(root / "trainer"), str(root), editable=(root / ".git").exists())
     if bundle_dir is not None:
@@ -197,19 +216,23 @@ def find_trainer_sources(
             f"({installed_dir}/{TRAINER_WHEEL}*.whl). Create the trainer environment from a checkout "
             "of VRAG Desktop or from the double-click app, or point VRAG_TRAINER_PYTHON at one."
         )
-    return TrainerSources("installed", str(trainer), f"vrag-desktop=={version}")
+    assert installed_dir is not None  # (a trainer wheel was found in it)
+    packed = (pack_dir or installed_dir.parent / "wheels") / packed_wheel_name(APP_DIST, version)
+    return TrainerSources("installed", str(trainer), str(packed), packed=True)
 
 
-def trainer_sources() -> TrainerSources:
-    """:func:`find_trainer_sources` for this app: its checkout, its bundle, or its installed package."""
+def trainer_sources(pack_dir: Path | None = None) -> TrainerSources:
+    """:func:`find_trainer_sources` for this app: its checkout, its bundle, or its installed package
+    (whose own wheel is packed into ``pack_dir``)."""
     from vrag_desktop._version import __version__
 
     meipass = getattr(sys, "_MEIPASS", None)
     return find_trainer_sources(
         root=repo_root(),
         bundle_dir=Path(meipass) if _frozen() and meipass else None,
-        installed_dir=Path(__file__).resolve().parents[2] / "_bundled",
+        installed_dir=BUNDLED_DIR,
         version=__version__,
+        pack_dir=pack_dir,
     )
 
 
@@ -275,14 +298,24 @@ def trainer_env_steps(
     pip_args: Sequence[str] = (),
     step_timeout: float = 3600.0,
     torch_index: str = CPU_TORCH_INDEX,
+    app_requirements: Sequence[str] = (),
+    pack_app_with: str | None = None,
 ) -> list[Step]:
     """The commands that make a trainer env (pure). ``layered`` needs ``site_dirs`` (the app's
-    package directories); a standalone or full env installs ``app_source`` (the app's checkout,
-    its wheel, or a requirement such as ``vrag-desktop==0.1.0``) with its dependencies; a
-    standalone one first installs the CPU torch from ``torch_index``. ``trainer_source`` is the
-    trainer's folder or wheel (installed without dependencies)."""
+    package directories); a standalone or full env installs ``app_source`` (the app's checkout or
+    its wheel: a path, never a name an index would resolve) without dependencies, and
+    ``app_requirements`` (its headless ones) beside the env's packages; a standalone one first
+    installs the CPU torch from ``torch_index``. ``pack_app_with``: the interpreter that first packs
+    the installed app into the wheel ``app_source`` names. ``trainer_source`` is the trainer's
+    folder or wheel (installed without dependencies)."""
     if mode not in MODES:
         raise EnvCreateError(f"Unknown trainer environment mode {mode!r} (one of {', '.join(MODES)}).")
+    for source in (trainer_source, app_source):
+        if source is not None and names_our_package(str(source)):
+            raise EnvCreateError(
+                f"{source!s} names a package instead of a local wheel or folder: VRAG Desktop's own "
+                "packages are installed only from files this installation carries, never from an index."
+            )
     env = Path(path).expanduser()
     python = str(venv_python(env))
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
@@ -310,7 +343,16 @@ def trainer_env_steps(
                 f"A {mode} trainer environment needs the app package (a checkout or a wheel)."
             )
         app = Path(app_source)
-        app_arg = _source_arg(app, editable and app.suffix != ".whl") if app.exists() else (str(app_source),)
+        app_arg = _source_arg(app, editable and app.suffix != ".whl")
+        if pack_app_with is not None:
+            steps.append(
+                Step(
+                    "Packing the installed app as a wheel for the environment",
+                    (pack_app_with, "-m", "vrag_desktop.core.runtime.app_package", APP_DIST, str(app.parent)),
+                    "Could not pack the installed app as a wheel",
+                    300.0,
+                )
+            )
         if mode == "standalone":
             steps.append(
                 Step(
@@ -320,12 +362,17 @@ def trainer_env_steps(
                     step_timeout,
                 )
             )
-            title = f"Installing the app with its dependencies and {' '.join(LAYERED_PACKAGES)} (minutes)"
+            title = f"Installing the app's headless dependencies and {' '.join(LAYERED_PACKAGES)} (minutes)"
             extra = "import torch; print('torch', torch.__version__, 'CPU only')"
         else:
-            title = f"Installing {' '.join(packages)} and the app (CUDA torch, vLLM: several GB; minutes)"
+            title = (
+                f"Installing {' '.join(packages)} and the app's headless dependencies (several GB; minutes)"
+            )
             extra = "import torch, vllm; print('CUDA available:', torch.cuda.is_available())"
-        steps.append(Step(title, (*pip, *packages, *app_arg), "pip install failed", step_timeout))
+        steps += [
+            Step(title, (*pip, *packages, *app_requirements), "pip install failed", step_timeout),
+            Step("Installing the app package", (*pip, "--no-deps", *app_arg), "pip install failed", 600.0),
+        ]
     steps += [
         Step(
             "Installing the trainer package",
@@ -367,7 +414,7 @@ def create_trainer_env(
                 "The double-click app cannot make a layered trainer environment (it has no Python "
                 "packages to layer on): make a standalone one (CPU) or a full one (GPU)."
             )
-        sources = trainer_sources()
+        sources = trainer_sources(pack_dir=env / "wheels")
         steps = trainer_env_steps(
             env,
             mode=mode,
@@ -380,6 +427,8 @@ def create_trainer_env(
             pip_args=pip_args,
             step_timeout=step_timeout,
             torch_index=os.environ.get(TORCH_INDEX_ENV, "").strip() or CPU_TORCH_INDEX,
+            app_requirements=() if layered else headless_requirements(),
+            pack_app_with=sys.executable if sources.packed and not layered else None,
         )
 
     def record() -> dict[str, Any]:
@@ -423,8 +472,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.path, mode=args.mode or "layered", deepspeed=args.deepspeed, force=args.force
     )
     try:
-        for line in gen:
-            print(line, flush=True)
+        with signals_interrupt():  # SIGTERM/SIGHUP as Ctrl-C: the running pip is stopped with us
+            for line in gen:
+                print(line, flush=True)
     except KeyboardInterrupt:
         print("Interrupted: the environment is incomplete.", file=sys.stderr)
         return 130
