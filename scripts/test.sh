@@ -7,11 +7,12 @@
 # date, minutes); VRAG_SKIP_FROZEN=1 skips them locally, CI runs them.
 #
 # Much of the suite waits on child processes, servers and a GUI event loop, so on two cores the work
-# runs side by side: the frozen-app build from the start; after the static checks, the Qt and
-# real-vLLM tests, then the trainer's tests (log build/tests-qt.log), beside the other app tests
-# (this terminal), the frozen-app tests last so the build has time to finish. Each shard is one
-# ordinary pytest process in the order a single run would have. VRAG_TEST_SHARDS=0, or paths among the
-# arguments: one process, as given, then the trainer's tests.
+# runs side by side: the frozen-app build from the start; after the static checks, three shards:
+# the Qt and real-vLLM tests (log build/tests-qt.log); the trainer's tests, then a few long
+# self-contained app tests (log build/tests-trainer.log); the other app tests (this terminal), the
+# frozen-app tests last so the build has time to finish. Each shard is one ordinary pytest process
+# (two for the trainer's) in the order a single run would have. VRAG_TEST_SHARDS=0, or paths among
+# the arguments: one process, as given, then the trainer's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -49,23 +50,35 @@ if [ "${VRAG_TEST_SHARDS:-1}" = 0 ] || [ "$paths" = 1 ]; then
   trainer_tests || status=$?
 else
   frozen=(tests/test_frozen_app.py tests/test_frozen_readonly.py)
-  # the real-vLLM tests go with the Qt tests: the two shards then take about as long
+  # the real-vLLM tests go with the Qt tests, and these long self-contained ones (none uses the
+  # session's sample index) after the trainer's: the three shards then take about as long
   vllm=(tests/test_vllm_real.py tests/test_vllm_rollouts.py)
+  long=(tests/test_soak.py tests/test_resume_sigkill.py tests/test_exif.py tests/test_warmup.py
+    tests/test_store_and_legacy.py tests/test_original_layout.py tests/test_bombs.py
+    tests/test_models_cli.py tests/test_cli_runtime.py tests/test_index_integrity.py)
   others=()
-  for f in tests/test_*.py; do [[ " ${frozen[*]} ${vllm[*]} " == *" $f "* ]] || others+=("$f"); done
-  echo "pytest tests/qt ${vllm[*]}, then trainer/tests (beside the other tests; log: build/tests-qt.log)"
+  for f in tests/test_*.py; do
+    [[ " ${frozen[*]} ${vllm[*]} ${long[*]} " == *" $f "* ]] || others+=("$f")
+  done
+  echo "pytest tests/qt ${vllm[*]} (beside the other tests; log: build/tests-qt.log)"
+  .venv/bin/python -m pytest --durations=20 "$@" tests/qt "${vllm[@]}" > build/tests-qt.log 2>&1 &
+  qt_pid=$!
+  echo "pytest trainer/tests, then ${long[*]} (beside the other tests; log: build/tests-trainer.log)"
   (
     rc=0
-    .venv/bin/python -m pytest --durations=20 "$@" tests/qt "${vllm[@]}" || rc=1
     trainer_tests || rc=1
+    .venv/bin/python -m pytest --durations=15 "$@" "${long[@]}" || rc=1
     exit "$rc"
-  ) > build/tests-qt.log 2>&1 &
-  qt_pid=$!
+  ) > build/tests-trainer.log 2>&1 &
+  trainer_pid=$!
   echo "pytest the other tests, the frozen app's last"
   .venv/bin/python -m pytest --durations=30 "$@" "${others[@]}" "${frozen[@]}" || status=$?
   wait "$qt_pid" || status=1
-  echo "---- tests/qt and trainer/tests (build/tests-qt.log)"
+  wait "$trainer_pid" || status=1
+  echo "---- tests/qt and the real-vLLM tests (build/tests-qt.log)"
   cat build/tests-qt.log
+  echo "---- trainer/tests and the long app tests (build/tests-trainer.log)"
+  cat build/tests-trainer.log
 fi
 if [ -n "$build_pid" ]; then
   wait "$build_pid" || { echo "frozen-app build failed (see build/build-app.log)"; status=1; }
