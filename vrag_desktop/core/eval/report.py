@@ -78,8 +78,10 @@ def line_svg(title: str, xs: Sequence[float], ys: Sequence[float], top: float = 
     return _frame(title, inner)
 
 
-def bars_svg(title: str, labels: Sequence[str], values: Sequence[float], top: float = 1.0) -> str:
-    """One bar per label (values between 0 and ``top``)."""
+def bars_svg(
+    title: str, labels: Sequence[str], values: Sequence[float], top: float = 1.0, value_fmt: str = ".2f"
+) -> str:
+    """One bar per label (values between 0 and ``top``), each topped by its value in ``value_fmt``."""
     if not labels:
         return _frame(title, "")
     slot = (W - 2 * PAD) / len(labels)
@@ -87,23 +89,28 @@ def bars_svg(title: str, labels: Sequence[str], values: Sequence[float], top: fl
     for i, (lab, v) in enumerate(zip(labels, values, strict=True)):
         x, y = PAD + i * slot + slot * 0.15, _y(v, top)
         inner += f'<rect x="{x:.1f}" y="{y:.1f}" width="{slot * 0.7:.1f}" height="{H - PAD - y:.1f}" fill="#4b8bc4"/>'
-        inner += f'<text x="{x + slot * 0.35:.1f}" y="{y - 4:.1f}" text-anchor="middle">{v:.2f}</text>'
+        inner += (
+            f'<text x="{x + slot * 0.35:.1f}" y="{y - 4:.1f}" text-anchor="middle">{v:{value_fmt}}</text>'
+        )
         name = html.escape(lab[:18])
         inner += f'<text x="{x + slot * 0.35:.1f}" y="{H - PAD + 14}" text-anchor="middle">{name}</text>'
     return _frame(title, inner)
 
 
 def histogram_svg(title: str, values: Sequence[float], bins: int = 10) -> str:
-    """Counts of ``values`` in ``bins`` equal bins between their minimum and maximum."""
+    """Counts of ``values`` in ``bins`` equal bins between their minimum and maximum; one bar when
+    they are all equal (a batch timed as one gives every question the same time)."""
     if not values:
         return _frame(title, "")
     lo, hi = min(values), max(values)
-    width = (hi - lo) / bins or 1.0
+    if hi == lo:
+        return bars_svg(title, [f"{lo:.3g}"], [float(len(values))], top=float(len(values)), value_fmt=".0f")
+    width = (hi - lo) / bins
     counts = [0] * bins
     for v in values:
         counts[min(bins - 1, int((v - lo) / width))] += 1
     labels = [f"{lo + i * width:.3g}" for i in range(bins)]
-    return bars_svg(title, labels, [float(c) for c in counts], top=float(max(counts)))
+    return bars_svg(title, labels, [float(c) for c in counts], top=float(max(counts)), value_fmt=".0f")
 
 
 def page(title: str, sections: Sequence[str]) -> str:
