@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from vrag_desktop.cli.common import EXIT_OK, CLIError, library
+from vrag_desktop.core.search.fusion import DEFAULT_HYBRID
 from vrag_desktop.core.search.hit import Hit
 
 
@@ -58,7 +59,7 @@ def add_mode_options(p: argparse.ArgumentParser) -> None:
         help="embeddings only (default: fused with BM25 keyword search)",
     )
     p.add_argument("--hybrid", dest="hybrid", action="store_true", help=argparse.SUPPRESS)  # the default
-    p.set_defaults(hybrid=True)
+    p.set_defaults(hybrid=DEFAULT_HYBRID)
 
 
 # ---------------------------------------------------------------- search

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from vrag_desktop.core.corpus import derive_process, kinds
+from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, document_context, settle_context_mode
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError, expected_count
 from vrag_desktop.core.corpus.manifest import (
     I_EMBEDDED,
@@ -81,6 +82,7 @@ def build_corpus(
         clip_seconds=corpus.clip_seconds,
         max_pages=corpus.max_pages,
     )
+    contextual = settle_context_mode(corpus.manifest) == CONTEXT_DOCUMENT
     report = BuildReport()
     started = time.perf_counter()
     # Ids only grow (a high-water mark in the manifest), so a removed vector's id is never reused.
@@ -101,7 +103,7 @@ def build_corpus(
             break
         for s in sources:
             attempts[s.id] = attempts.get(s.id, 0) + 1
-        pipeline = _Pipeline(corpus, sources, opts, embedder, use_ocr)
+        pipeline = _Pipeline(corpus, sources, opts, embedder, use_ocr, contextual)
         buffer: list[_Result] = []
         finished: dict[int, str | None] = {}
         last_ckpt = time.perf_counter()
@@ -245,9 +247,17 @@ class _Pipeline:
     _END = object()
 
     def __init__(
-        self, corpus: Corpus, sources: list[SourceRow], opts: DeriveOptions, embedder: Embedder, use_ocr: bool
+        self,
+        corpus: Corpus,
+        sources: list[SourceRow],
+        opts: DeriveOptions,
+        embedder: Embedder,
+        use_ocr: bool,
+        contextual: bool = False,
     ) -> None:
         self.corpus = corpus
+        self.contextual = contextual
+        self._contexts: dict[int, str] = {}  # source id -> its document header
         self.sources = sources
         self.opts = opts
         self.embedder = embedder
@@ -375,7 +385,7 @@ class _Pipeline:
     def _embed(self, batch: list[tuple[int, Derived]], report: BuildReport) -> list[_Result]:
         if not batch:
             return []
-        inputs = [_embed_input(d) for _, d in batch]
+        inputs = [_embed_input(d, self._context(sid, d)) for sid, d in batch]
         t0 = time.perf_counter()
         try:
             vecs = self.embedder.embed_items(inputs)
@@ -395,17 +405,32 @@ class _Pipeline:
                 report.failed_items += 1
         return out
 
+    def _context(self, sid: int, d: Derived) -> str | None:
+        """The header of source ``sid``'s document, from its first page: this item when it is the
+        first (pages arrive in order), else the first page stored by an earlier, interrupted build."""
+        if not self.contextual:
+            return None
+        if sid not in self._contexts:
+            src = next(s for s in self.sources if s.id == sid)
+            first: str | None = d.text
+            if d.ordinal != 1:
+                row = self.corpus.manifest.item_at(sid, 1)
+                first = row.text if row is not None else None
+            self._contexts[sid] = document_context(src.path, first)
+        return self._contexts[sid]
+
     def stop(self) -> None:
         self.stop_event.set()
         if self.thread is not None:
             self.thread.join(timeout=30)
 
 
-def _embed_input(d: Derived) -> EmbedInput:
+def _embed_input(d: Derived, context: str | None = None) -> EmbedInput:
     kind = {kinds.ITEM_CLIP: "video", kinds.ITEM_TEXT: "text"}.get(d.kind, "image")
     return EmbedInput(
         kind=kind,
         text=d.text,
+        context=context,
         image_path=d.image_path,
         frames=d.frames or None,
         timestamps=d.timestamps or None,

@@ -63,6 +63,9 @@ class EmbedInput:
     image_path: Path | None = None
     frames: list[Path] | None = None
     timestamps: list[float] | None = None
+    #: A header naming the item's document (:mod:`vrag_desktop.core.corpus.context`); a text embedder
+    #: that splits ``text`` into windows puts it at the head of every window.
+    context: str | None = None
 
 
 class Embedder(abc.ABC):

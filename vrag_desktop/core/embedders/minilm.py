@@ -31,6 +31,8 @@ MINILM_ID = "minilm-l6-v2"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model
 STRIDE = 32  # tokens shared by consecutive windows, so a sentence cut at a boundary is still seen whole
 MAX_WINDOWS = 64  # a pathological 100-page "page" still costs bounded time
+#: Most tokens of a document header (core/corpus/context.py) at the head of each window.
+MAX_CONTEXT_TOKENS = 48
 # Page images for a text embedder are for people and OCR, not the model: ~150 dpi on A4.
 RENDER_PIXELS = 1_843_200
 #: Up to this many tokens (rows × padded width) a call runs in NumPy (a query, a few short items),
@@ -111,7 +113,7 @@ class MiniLMEmbedder(base.Embedder):
         windows: list[list[int]] = []
         owner: list[int] = []
         for i, item in enumerate(items):
-            for w in self.windows((item.text or "").strip()):
+            for w in self.windows((item.text or "").strip(), item.context):
                 windows.append(w)
                 owner.append(i)
         vecs = self._embed_windows(windows)
@@ -120,13 +122,20 @@ class MiniLMEmbedder(base.Embedder):
             out[i].append(row)
         return [np.stack(v).astype(np.float32) for v in out]
 
-    def windows(self, text: str) -> list[list[int]]:
-        """Token-id windows (with [CLS]/[SEP]) covering the whole text; one empty window for no text."""
+    def windows(self, text: str, context: str | None = None) -> list[list[int]]:
+        """Token-id windows (with [CLS]/[SEP]) covering the whole text; one empty window for no text.
+        ``context`` (the document's header) heads every window, so each chunk names its document; a
+        page without text stays an empty window (a header alone would match every name query)."""
         ids = self._tok.encode(text, add_special_tokens=False).ids if text else []
-        body = MAX_TOKENS - 2
+        head = (
+            self._tok.encode(context, add_special_tokens=False).ids[:MAX_CONTEXT_TOKENS]
+            if context and ids
+            else []
+        )
+        body = MAX_TOKENS - 2 - len(head)
         step = body - STRIDE
         starts = list(range(0, max(len(ids) - STRIDE, 1), step))[:MAX_WINDOWS]
-        return [[self._cls, *ids[s : s + body], self._sep] for s in starts]
+        return [[self._cls, *head, *ids[s : s + body], self._sep] for s in starts]
 
     # ---- internals
     def _embed_windows(self, windows: list[list[int]]) -> np.ndarray:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.core.eval.store import EvalError, EvalStore
 from vrag_desktop.core.progress import CancelToken, Progress
+from vrag_desktop.core.search.fusion import DEFAULT_HYBRID
 
 if TYPE_CHECKING:
     from vrag_desktop.core.corpus.library import Library
@@ -77,7 +78,7 @@ class EvalRequest:
     judge_model: str | None = None
     max_steps: int | None = None
     ks: tuple[int, ...] | None = None  # retrieval cut-offs (None: the defaults)
-    hybrid: bool = True
+    hybrid: bool = DEFAULT_HYBRID
     device: str | None = None
     out: str | None = None  # None: the default folder under <data>/evaluations
     restart: bool = False
@@ -101,7 +102,7 @@ class EvalRequest:
             judge=judge,
             judge_profile=judge_profile,
             max_steps=fp.get("max_steps"),
-            hybrid=bool(fp.get("hybrid", True)),
+            hybrid=bool(fp.get("hybrid", DEFAULT_HYBRID)),
             ks=tuple(fp["ks"]) if fp.get("ks") else None,
             out=str(info.folder),
         )

@@ -28,6 +28,7 @@ from vrag_desktop.core.corpus.manifest import ItemRow, SourceRow, damaged_messag
 from vrag_desktop.core.embedders import Embedder, create_embedder
 from vrag_desktop.core.index.store import Damage, StoreError
 from vrag_desktop.core.search.copies import Identities, Key, best_first, group_ranking
+from vrag_desktop.core.search.fusion import DEFAULT_FUSION, DEFAULT_HYBRID
 from vrag_desktop.core.search.hit import Hit, Location
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class SearchEngine:
         corpora: Sequence[str] | None = None,
         embedder: Embedder | None = None,
         *,
-        hybrid: bool = True,
+        hybrid: bool = DEFAULT_HYBRID,
         device: str | None = None,
         reuse: Embedder | None = None,
     ) -> None:
@@ -116,6 +117,7 @@ class SearchEngine:
             raise SearchError(problem)
         self.embedder = embedder
         self.hybrid = hybrid
+        self.fusion = DEFAULT_FUSION  # the votes of the two rankings (a benchmark may swap them)
         self._lexical: dict[str, _Lexical] = {}
         for c in list(self.corpora):
             self._load(c)  # load now, not on the first query
@@ -231,9 +233,7 @@ class SearchEngine:
         if not self.hybrid:
             ranked = [(g, 0.0) for g in dense_groups[:k]]
         else:
-            from vrag_desktop.core.search.fusion import rrf
-
-            fused = rrf(dense_groups, group_ranking(lexical_scores, group_of))
+            fused = self.fusion.fuse(dense_groups, group_ranking(lexical_scores, group_of))
             ranked = sorted(fused.items(), key=lambda t: -t[1])[:k]
         return [self._group_hit(g, s, group_of, rows, dense_scores, lexical_scores, ident) for g, s in ranked]
 

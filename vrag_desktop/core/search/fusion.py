@@ -9,6 +9,7 @@ two score scales apart; the weights say how much each ranking's vote counts.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -36,3 +37,21 @@ def rrf(
         for rank, key in enumerate(ranking):
             out[key] = out.get(key, 0.0) + weight / (k + rank + 1)
     return out
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """The votes of the dense and the BM25 ranking in a hybrid search."""
+
+    dense_weight: float = DENSE_WEIGHT
+    lexical_weight: float = LEXICAL_WEIGHT
+
+    def fuse(self, dense: Sequence[K], lexical: Sequence[K]) -> dict[K, float]:
+        return rrf(dense, lexical, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight)
+
+
+#: The one default search mode of the CLI (search, serve-search, eval retrieval), the app, the
+#: agents and evaluations: hybrid (docs/benchmarks.md, retrieval suite).
+DEFAULT_HYBRID = True
+#: The one default fusion.
+DEFAULT_FUSION = Fusion()

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from vrag_desktop.core.corpus.manifest import I_EMBEDDED, Manifest
+from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, context_mode, document_context, with_context
+from vrag_desktop.core.corpus.manifest import I_EMBEDDED, ItemRow, Manifest
+
+
+def _headers(manifest: Manifest, rows: list[ItemRow]) -> list[str]:
+    """Each row's document header (:mod:`~vrag_desktop.core.corpus.context`), as the build made it."""
+    headers: dict[int, str] = {}
+    for sid in {r.source_id for r in rows}:
+        src, first = manifest.source(sid), manifest.item_at(sid, 1)
+        headers[sid] = document_context(src.path if src else "", first.text if first else None)
+    return [headers[r.source_id] for r in rows]
 
 
 class LexicalIndex:
@@ -21,7 +31,10 @@ class LexicalIndex:
         rows = [r for r in manifest.items(status=I_EMBEDDED) if (r.text or "").strip()]
         if not rows:
             return cls(None, [])
-        tokens = bm25s.tokenize([r.text or "" for r in rows], stopwords="en", show_progress=False)
+        texts = [r.text or "" for r in rows]
+        if context_mode(manifest) == CONTEXT_DOCUMENT:  # each page names its document, as embedded
+            texts = [with_context(h, t) for h, t in zip(_headers(manifest, rows), texts, strict=True)]
+        tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         retriever = bm25s.BM25()
         retriever.index(tokens, show_progress=False)
         return cls(retriever, [r.id for r in rows])

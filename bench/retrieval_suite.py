@@ -1,0 +1,146 @@
+"""Retrieval on several real-document benchmarks at once, as a person measures it: each corpus
+indexed with ``vrag-desktop index`` and scored with ``vrag-desktop eval retrieval`` (core/eval), in
+dense and in hybrid mode, each twice: indexed as before document context ("plain", the chunk text
+of corpora built before it) and with it ("context", the default for a new corpus).
+
+Benchmarks (each a folder of documents and a ``questions.json``; the data is fetched, never committed):
+
+- ``sample``: the bundled sample corpus (24 questions).
+- ``bank``: scanned European bank reports, page-level evidence (bench/real_docs.py prepares it).
+- ``filings``: 20 quarterly reports of five companies, document-level evidence
+  (bench/get_filings.py prepares it).
+
+A default change must not lose on any of them (issue 33). ``--fusion`` also scores fusion weights
+in-process on the "context" indexes (the same core/eval scoring, the engine's weights swapped).
+
+    nice -n 10 .venv/bin/python bench/retrieval_suite.py [--only filings] [--fusion]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from vrag_desktop.core.corpus.context import CONTEXT_META, CONTEXT_NONE  # noqa: E402
+from vrag_desktop.core.corpus.library import Library  # noqa: E402
+
+CLI = [str(ROOT / ".venv" / "bin" / "vrag-desktop")]
+DATA = ROOT / "bench" / "data"
+BENCHMARKS = {
+    "filings": (DATA / "filings" / "pdfs", DATA / "filings" / "questions.json"),
+    "bank": (DATA / "real_docs" / "pdfs", DATA / "real_docs" / "questions.json"),
+    "sample": (ROOT / "resources" / "sample_corpus", ROOT / "resources" / "sample_corpus" / "questions.json"),
+}
+KS = (1, 5, 10)
+CORPUS = "bench"
+
+
+def _run(args: list[str], data_dir: Path) -> str:
+    cmd = [*CLI, "--data-dir", str(data_dir), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def index(name: str, variant: str, docs: Path) -> tuple[Path, float]:
+    """The benchmark's corpus indexed by the CLI; "plain" is recorded as an index from before
+    document context (the chunk text of every corpus built until now)."""
+    data_dir = DATA / "suite" / name / variant
+    if variant == "plain" and not (data_dir / "corpora" / CORPUS).exists():
+        lib = Library(data_dir)
+        corpus = lib.open(CORPUS, create=True)
+        corpus.manifest.set_meta(CONTEXT_META, CONTEXT_NONE)
+        corpus.close()
+    t0 = time.perf_counter()
+    _run(["index", "--corpus", CORPUS, "--quiet", str(docs)], data_dir)
+    return data_dir, time.perf_counter() - t0
+
+
+def evaluate(data_dir: Path, questions: Path, dense: bool) -> dict[str, Any]:
+    args = ["eval", "retrieval", "--dataset", str(questions), "--corpus", CORPUS, "--json", "--restart", "-q"]
+    args += [a for k in KS for a in ("-k", str(k))] + (["--dense"] if dense else [])
+    args += ["--out", str(data_dir / ("eval-dense" if dense else "eval-hybrid"))]
+    out = _run(args, data_dir)
+    return dict(json.loads(out[out.index("{") :]))
+
+
+def fusion_sweep(data_dir: Path, questions: Path) -> dict[str, dict[str, float]]:
+    """Fusion weights scored in-process (the engine's fusion swapped, the same core/eval scoring)."""
+    from vrag_desktop.core.datasets import load_dataset
+    from vrag_desktop.core.eval.matching import corpus_files, match_dataset
+    from vrag_desktop.core.eval.retrieval import score_dataset
+    from vrag_desktop.core.search import SearchEngine
+    from vrag_desktop.core.search.fusion import Fusion
+
+    engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
+    match = match_dataset(load_dataset(questions), corpus_files(engine.corpora))
+    out = {}
+    for dense_w, lexical_w in ((1.0, 1.0), (1.0, 0.5), (1.0, 0.75), (1.0, 1.5), (1.0, 2.0)):
+        engine.fusion = Fusion(dense_w, lexical_w)
+        summary, _ = score_dataset(match, engine.search_batch, ks=KS)
+        out[f"rrf {dense_w:g}:{lexical_w:g}"] = {m: summary["overall"][m] for m in _METRICS}
+    engine.close()
+    return out
+
+
+_METRICS = [f"recall@{k}" for k in KS] + ["mrr"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", action="append", choices=list(BENCHMARKS))
+    ap.add_argument("--fusion", action="store_true", help="also score fusion weights (context indexes)")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "retrieval_suite.json")
+    args = ap.parse_args()
+    results: dict[str, Any] = {}
+    for name in args.only or list(BENCHMARKS):
+        docs, questions = BENCHMARKS[name]
+        if not questions.exists():
+            print(f"{name}: no {questions} (prepare it first: see the module docstring)")
+            continue
+        rows: dict[str, Any] = {}
+        for variant in ("plain", "context"):
+            data_dir, seconds = index(name, variant, docs)
+            print(f"{name}/{variant}: index ready ({seconds:.0f} s)", flush=True)
+            for dense in (True, False):
+                summary = evaluate(data_dir, questions, dense)
+                rows[f"{variant} {'dense' if dense else 'hybrid'}"] = {
+                    **{m: summary["overall"][m] for m in _METRICS},
+                    "items": summary["items"],
+                    "ms_p50": summary.get("search_ms_p50"),
+                }
+            if args.fusion and variant == "context":
+                rows["fusion (context)"] = fusion_sweep(data_dir, questions)
+        results[name] = rows
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2))
+        print(f"\n{name}")
+        print("| index | mode | items | recall@1 | recall@5 | recall@10 | MRR |")
+        print("|---|---|---|---|---|---|---|")
+        for label, r in rows.items():
+            if label.startswith("fusion"):
+                for w, m in r.items():
+                    print(
+                        f"| context | {w} | | {m['recall@1']:.3f} | {m['recall@5']:.3f} | "
+                        f"{m['recall@10']:.3f} | {m['mrr']:.3f} |"
+                    )
+                continue
+            variant, mode = label.split()
+            print(
+                f"| {variant} | {mode} | {r['items']} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | "
+                f"{r['recall@10']:.3f} | {r['mrr']:.3f} |",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""One search default (issue 33, item 3): ``vrag-desktop search``, ``serve-search``, ``eval retrieval``
+and the agents rank the same query the same way, the default of core/search/fusion.py — on a corpus
+where dense and hybrid rankings differ, so an entry point searching in another mode would show."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+from conftest import drain, serve_search
+
+from vrag_desktop.cli.main import main
+from vrag_desktop.core.eval.metrics import page_key
+from vrag_desktop.core.search import SearchEngine
+from vrag_desktop.core.search.fusion import DEFAULT_HYBRID
+
+QUERY = "How much bunting was ordered for the capital ratio party?"
+DOCS = {
+    "capital.txt": "Total capital ratio 18.5% at March 31, 2022, up from 18.1%.",
+    "about.txt": "How the bank manages its capital, and why capital ratios matter to a bank.",
+    "ratios.txt": "Capital adequacy: the ratio of capital to risk-weighted assets, explained.",
+    "memo.txt": "Memo 2022: staff party on March 31, 18.5 metres of bunting were ordered.",
+    "weather.txt": "The weather in spring was mild; rain fell on 18 days.",
+}
+
+
+def _ranking(hits: list[tuple[str, int | None]]) -> list[str]:
+    return [page_key(Path(src).name, page) for src, page in hits]
+
+
+def test_the_cli_the_server_evaluations_and_agents_rank_alike(
+    library, minilm, data_dir: Path, tmp_path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    from vrag_desktop.core.run.assemble import SearchSource
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    corpus = library.open("c", create=True)
+    corpus.add_paths([docs])
+    drain(corpus.scan())
+    drain(corpus.build(minilm))
+    corpus.close()
+    k = len(DOCS)
+    engines = {mode: SearchEngine(library, ["c"], embedder=minilm, hybrid=mode) for mode in (True, False)}
+    try:
+        by_mode = {m: _ranking([(h.source, h.page) for h in e.search(QUERY, k)]) for m, e in engines.items()}
+    finally:
+        for e in engines.values():
+            e.close()
+    assert by_mode[True] != by_mode[False]  # the test can tell the modes apart
+    expected = by_mode[DEFAULT_HYBRID]
+
+    # the agents: the searcher a run assembles
+    searcher = SearchSource(data_dir=data_dir, corpora=("c",), reuse=minilm).searcher()
+    try:
+        agents = _ranking([(h.source, h.page) for h in searcher.search(QUERY, k)])
+    finally:
+        searcher.engine.close()  # type: ignore[attr-defined]
+
+    # vrag-desktop search --json
+    assert main(["search", QUERY, "-k", str(k), "--corpus", "c", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cli = _ranking([(h["source"], h.get("page")) for h in out])
+
+    # vrag-desktop eval retrieval: the ranking it scored
+    dataset = tmp_path / "q.json"
+    item = {
+        "uid": "q1",
+        "query": QUERY,
+        "reference_answer": "18.5%",
+        "meta_info": {"file_name": "capital.txt"},
+    }
+    dataset.write_text(json.dumps({"examples": [item]}))
+    folder = tmp_path / "eval"
+    assert (
+        main(
+            [
+                "eval",
+                "retrieval",
+                "--dataset",
+                str(dataset),
+                "--corpus",
+                "c",
+                "-k",
+                str(k),
+                "--out",
+                str(folder),
+                "-q",
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    row = json.loads((folder / "results.jsonl").read_text().splitlines()[-1])
+    evaluation = row["retrieved"]  # page keys: the file's stem for a text file
+
+    # vrag-desktop serve-search over real HTTP
+    with serve_search(data_dir, "--corpus", "c", wait=120) as url:
+        body = httpx.post(f"{url}/search", json={"queries": [QUERY], "top_k": k}, timeout=60).json()
+    server = _ranking([(d["source"], d.get("page")) for d in body["results"][0]["data"]])
+
+    assert agents == expected
+    assert cli == expected
+    assert server == expected
+    assert evaluation == expected
