@@ -114,6 +114,11 @@ def main() -> int:
     w.show()
     settle(app, 0.8)
     out["first"] = report(app, w)
+    w.evidence_dock.raise_()  # where it is a tab behind the graph: what its tab shows
+    settle(app, 0.3)
+    ev = w.evidence
+    out["evidence"] = {"page": ev.page_view.width(), "split": ev.splitter.sizes()}
+    w.graph_dock.raise_()
     w.open_runtime()  # as a newcomer's "Connect a model" does: Runtime in front, its Endpoints tab
     settle(app, 0.5)
     out["runtime"] = runtime_report(w)

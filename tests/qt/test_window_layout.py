@@ -22,6 +22,7 @@ from PySide6.QtCore import QRect, Qt
 
 from qt.test_history_panel import make_runs
 from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.evidence.evidence_view import split_sizes
 from vrag_desktop.qt.history.history_panel import HistoryPanel
 from vrag_desktop.qt.history.run_table import AGENT, MODEL, QUESTION, STATUS, TIME
 from vrag_desktop.qt.main_window import MainWindow
@@ -83,6 +84,9 @@ def test_the_window_fits_the_screen_at_first_start_and_next_time(
     runtime = out["runtime"]  # opened, it shows the address whole and the API key without scrolling
     assert runtime["on_top"] and runtime["url"].startswith("https://"), runtime
     assert runtime["url_in_sight"] and runtime["url_whole"] and runtime["key_in_sight"], runtime
+    evidence = out["evidence"]  # the page can be read: not 266 px wide as at 1280×800 before
+    assert evidence["page"] >= 380, evidence
+    assert (evidence["split"][0] == 0) == (size[0] < 1920), evidence  # the strip folded only where needed
     w, h = first["frame"][2:]
     assert w >= size[0] * 0.9 and h >= size[1] * 0.9  # the room is used, not a fixed 1600×1000
     check_fits(second, wide)
@@ -94,6 +98,13 @@ def test_a_layout_saved_on_a_larger_monitor_is_clamped_to_this_screen(tmp_path: 
     assert out["big_saved"][2:] == [3000, 2000]
     assert out["restored_flag"]  # the saved layout, not the default
     check_fits(out["first"], wide=False)
+
+
+def test_the_evidence_page_gets_its_room_first() -> None:
+    assert split_sizes(1200, 90, 140) == [210, 640, 350]  # room enough: the usual shares
+    assert split_sizes(700, 90, 140) == [90, 470, 140]  # the strip and the crops at their least
+    assert split_sizes(540, 90, 140) == [0, 400, 140]  # the strip folded away (its handle stays)
+    assert split_sizes(400, 90, 140) == [0, 260, 140]
 
 
 def test_first_geometry_and_clamping() -> None:

@@ -136,7 +136,11 @@ class WindowLayout:
         width, height = win.width(), win.height()
         side = [win.corpora_dock, win.history_dock]
         left = max(max(d.minimumSizeHint().width() for d in side), min(400, round(width * 0.22)))
-        right = round(width * (0.47 if wide else 0.42))
+        if wide:
+            right = round(width * 0.47)
+        else:  # the evidence page needs the room more than the Ask column (266 px at 1280×800 before)
+            ask = max(win.ask.minimumSizeHint().width() + 40, round(width * 0.28))
+            right = max(round(width * 0.42), width - left - ask)
         win.resizeDocks([win.corpora_dock, win.graph_dock], [left, right], Qt.Orientation.Horizontal)
         win.resizeDocks(side, [height // 2, height // 2], Qt.Orientation.Vertical)
         if wide:

@@ -45,6 +45,20 @@ if TYPE_CHECKING:
 EMPTY_TITLE = "No evidence yet"
 EMPTY_MESSAGE = "Pages and crops appear here as the agent looks at them."
 SPLIT = (210, 640, 350)  # page strip, page, crops: the page gets the most room
+#: The page's least width before the page strip folds away (issue 31: 266 px on a 1280×800 screen).
+PAGE_MIN = 400
+
+
+def split_sizes(total: int, strip_min: int, crops_min: int) -> list[int]:
+    """The widths of the page strip, the page and the crops in ``total`` px: SPLIT's shares where
+    they leave the page PAGE_MIN; else the strip and the crops at their least and the page the
+    rest; else the strip folded away (0; its handle brings it back) so the page can be read."""
+    sizes = [round(total * part / sum(SPLIT)) for part in SPLIT]
+    if sizes[1] >= PAGE_MIN:
+        return sizes
+    if total - strip_min - crops_min >= PAGE_MIN:
+        return [strip_min, total - strip_min - crops_min, crops_min]
+    return [0, max(0, total - crops_min), crops_min]
 
 
 # ---------------------------------------------------------------------- the view
@@ -130,22 +144,22 @@ class EvidenceView(QWidget):
         self._split_moved = False  # until the person drags a handle, resizing keeps SPLIT's proportions
         self.splitter.splitterMoved.connect(self._on_split_moved)
         self.splitter.setChildrenCollapsible(False)
+        self.splitter.setCollapsible(0, True)  # the strip folds away where the page needs the room
         root.addWidget(self.splitter, 1)
         self._update_buttons()
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        """Share the width as SPLIT says (sizes set before the view is laid out are not kept, and the
-        page ended up the narrowest column) until the person drags a handle."""
+        """Share the width as :func:`split_sizes` says (sizes set before the view is laid out are not
+        kept, and the page ended up the narrowest column) until the person drags a handle."""
         super().resizeEvent(event)
         total = self.splitter.width() - self.splitter.handleWidth() * 2
-        if not self._split_moved and total >= sum(w.minimumWidth() for w in self._columns()):
-            self.splitter.setSizes([round(total * part / sum(SPLIT)) for part in SPLIT])
+        if not self._split_moved:
+            self.splitter.setSizes(
+                split_sizes(total, self.strip.minimumWidth(), self.crop_scroll.minimumWidth())
+            )
 
     def _on_split_moved(self, _pos: int, _index: int) -> None:
         self._split_moved = True
-
-    def _columns(self) -> tuple[QWidget, ...]:
-        return (self.strip, self.page_view, self.crop_scroll)
 
     def _update_note(self) -> None:
         """The line above the crops: why there are none, or why they are not the page's pixels."""
