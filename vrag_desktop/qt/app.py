@@ -134,10 +134,15 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
     enable_faulthandler(ctx.log_dir)
     apply_theme(app, ctx.settings.theme)
 
+    from vrag_desktop.qt.infra import tasks
     from vrag_desktop.qt.main_window import MainWindow
 
-    window = MainWindow(ctx)
-    window.show()
+    tasks.hold_starts()  # the panels' first look-ups start once the window has painted (cold start)
+    try:
+        window = MainWindow(ctx)
+        window.show()
+    finally:
+        after_first_paint(window if "window" in locals() else None, tasks.release_starts)
     guard.received.connect(lambda received: _open_paths(window, received))
     if files:
         _open_paths(window, files)
@@ -171,6 +176,32 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
     with loop:
         loop.run_until_complete(closed.wait())
     return 0
+
+
+def after_first_paint(window: Any, then: Any, fallback_ms: int = 1000) -> None:
+    """Call ``then()`` once ``window`` has painted (its first update request was handled), or after
+    ``fallback_ms`` whatever happened (no window, or one that never paints, e.g. minimised)."""
+    from PySide6.QtCore import QEvent, QObject, QTimer
+
+    done = False
+
+    def fire() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            then()
+
+    class FirstPaint(QObject):
+        def eventFilter(self, obj: Any, event: Any) -> bool:
+            if event.type() == QEvent.Type.UpdateRequest:
+                obj.removeEventFilter(self)
+                QTimer.singleShot(0, fire)  # after this paint is done
+            return False
+
+    if window is not None:
+        window._first_paint_filter = FirstPaint(window)
+        window.installEventFilter(window._first_paint_filter)
+    QTimer.singleShot(fallback_ms, fire)
 
 
 def _open_paths(window: Any, paths: Sequence[str]) -> None:

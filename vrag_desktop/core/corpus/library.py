@@ -6,9 +6,13 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vrag_desktop.core.corpus.corpus import Corpus, CorpusError
+from vrag_desktop.core.corpus.errors import CorpusError
 from vrag_desktop.core.paths import DataLayout
+
+if TYPE_CHECKING:
+    from vrag_desktop.core.corpus.corpus import Corpus
 
 DEFAULT_CORPUS = "default"
 _NAME_RE = re.compile(r"^[\w][\w .@+-]{0,63}$")
@@ -57,6 +61,8 @@ class Library:
         if not (path / "manifest.sqlite").exists() and not create:
             known = ", ".join(self.names()) or "none yet"
             raise CorpusError(f"no corpus named '{name}' (corpora: {known})")
+        from vrag_desktop.core.corpus.corpus import Corpus  # numpy & co.: not needed to list names
+
         return Corpus(path, name, shared=shared, read_only=read_only and not create)
 
     def remove(self, name: str) -> None:
@@ -89,6 +95,8 @@ class Library:
             raise CorpusError(f"a corpus named '{new}' already exists")
         # Derived paths are stored absolute; rewrite them after the move.
         shutil.move(str(src), str(dst))
+        from vrag_desktop.core.corpus.corpus import Corpus
+
         corpus = Corpus(dst, new)
         try:
             db = corpus.manifest._db

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import QObject, Signal
 
 from vrag_desktop.core.corpus.errors import disk_problem, is_disk_error
-from vrag_desktop.core.corpus.job import IndexRequest, JobResult, MissingPaths, Repaired, ScanDone, index_job
 from vrag_desktop.core.corpus.scan import display_path
 from vrag_desktop.core.corpus.status import corpora_to_resume, missing_root_message, progress_text
 from vrag_desktop.core.progress import CancelToken, Progress
@@ -26,6 +25,7 @@ from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import Task, run_call, run_generator
 
 if TYPE_CHECKING:
+    from vrag_desktop.core.corpus.job import JobResult
     from vrag_desktop.qt.context import AppContext
 
 TITLE = "Indexing"
@@ -56,6 +56,8 @@ class Job:
 
 def run_job(ctx: AppContext, job: Job, token: CancelToken) -> Generator[object, None, JobResult]:
     """The work of one job (runs on the worker thread): the core indexing job with the app's embedder."""
+    from vrag_desktop.core.corpus.job import IndexRequest, index_job  # numpy & co.: not before the window
+
     request = IndexRequest(
         job.name,
         paths=list(job.paths),
@@ -225,6 +227,8 @@ class Indexer(Controller):
             self.busyChanged.emit(bool(text), text)
 
     def _on_progress(self, value: object) -> None:
+        from vrag_desktop.core.corpus.job import MissingPaths, Repaired, ScanDone  # loaded by the job
+
         job = self._job
         if job is None:
             return
@@ -251,6 +255,8 @@ class Indexer(Controller):
             self.changed.emit(job.name)
 
     def _on_finished(self, result: object) -> None:
+        from vrag_desktop.core.corpus.job import JobResult
+
         if not isinstance(result, JobResult):
             return
         name = result.name

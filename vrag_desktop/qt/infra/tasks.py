@@ -49,6 +49,29 @@ _CANCEL_ERRORS = (asyncio.CancelledError, concurrent.futures.CancelledError)
 _LIVE: set[Task] = set()  # started, outcome not yet delivered on the GUI thread
 _LIVE_LOCK = threading.Lock()
 _HANDLERS: set[asyncio.Task[Any]] = set()  # asyncio keeps only weak references to tasks
+_HELD: list[tuple[Task, Callable[[], object]]] | None = None  # started while held: launched on release
+
+
+def hold_starts() -> None:
+    """Queue the work of tasks started from now on until :func:`release_starts`. The app holds it
+    while the window is built: the panels' first look-ups (keyring, GPU, leftover servers) import
+    hundreds of milliseconds of libraries holding the GIL, which slowed the window's first show."""
+    global _HELD
+    with _LIVE_LOCK:
+        if _HELD is None:
+            _HELD = []
+
+
+def release_starts() -> None:
+    """Launch the work queued by :func:`hold_starts`, in the order it was started."""
+    global _HELD
+    with _LIVE_LOCK:
+        held, _HELD = _HELD or [], None
+    for task, launch in held:
+        try:
+            launch()
+        except Exception as exc:  # heard as the task's failure (its caller is long gone)
+            task._finish(exc)
 
 
 class _Dispatcher(QObject):
@@ -175,6 +198,13 @@ class Task:
         self._started = True
         with _LIVE_LOCK:
             _LIVE.add(self)
+            if _HELD is not None:  # the window is being built: its work starts once it shows
+                _HELD.append((self, launch))
+                return self
+        self._launch(launch)
+        return self
+
+    def _launch(self, launch: Callable[[], object]) -> None:
         try:
             launch()
         except BaseException:
@@ -182,7 +212,6 @@ class Task:
                 _LIVE.discard(self)
             self._ended.set()
             raise
-        return self
 
     def _post(self, kind: str, value: object = None) -> None:
         _dispatcher().relay.emit(self, kind, value)

@@ -59,11 +59,11 @@ from vrag_desktop.qt.infra.widgets import button
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.style import tone
 from vrag_desktop.qt.training.best_row import BestRow
-from vrag_desktop.qt.training.plots import MetricPlots
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
+    from vrag_desktop.qt.training.plots import MetricPlots
 
 POLL_MS = 1000
 SAMPLES_EVERY_S = 5.0
@@ -157,7 +157,9 @@ class RunView(PolledWidget):
         self.best_row = BestRow(self)
         self.best_row.exportBestRequested.connect(lambda: self._emit(self.exportBestRequested))
 
-        self.plots = MetricPlots(self)
+        self._plots: MetricPlots | None = None  # made when a run has rows (pyqtgraph: ~0.3-1 s to import)
+        self._plots_live = True
+        self._plots_slot = QWidget()  # the Plots tab until then
         self.log_view = LogView(self, placeholder="The trainer's log appears here.")
         self.samples = QTreeWidget()
         self.samples.setObjectName("trainingSamples")
@@ -166,7 +168,7 @@ class RunView(PolledWidget):
         self.samples.setToolTip("Double-click a sample to open it in the reasoning graph and evidence views")
         self.samples.itemDoubleClicked.connect(self._sample_activated)
         self.tabs = QTabWidget()
-        self.tabs.addTab(self.plots, "Plots")
+        self.tabs.addTab(self._plots_slot, "Plots")
         self.tabs.addTab(self.log_view, "Log")
         self.tabs.addTab(self.samples, "Samples")
         self.tabs.currentChanged.connect(lambda _i: self._refresh_samples(force=True))
@@ -199,6 +201,23 @@ class RunView(PolledWidget):
         self.poll_timer = ScreenTimer(self, POLL_MS, self.poll_now, self._wants_polls)
         self.set_run(None)
 
+    @property
+    def plots(self) -> MetricPlots:
+        """The metric plots, made on first use: the window opens without importing pyqtgraph."""
+        if self._plots is None:
+            from vrag_desktop.qt.training.plots import MetricPlots
+
+            self._plots = MetricPlots(self)
+            self._plots.set_live(self._plots_live)
+            current = self.tabs.currentIndex()
+            self.tabs.blockSignals(True)
+            self.tabs.removeTab(0)
+            self.tabs.insertTab(0, self._plots, "Plots")
+            self.tabs.setCurrentIndex(current)
+            self.tabs.blockSignals(False)
+            self._plots_slot.deleteLater()
+        return self._plots
+
     # ---------------------------------------------------------------- which run
     def set_run(self, root: Path | None) -> None:
         """Show ``root`` (None: nothing); the plots and log start over from its files."""
@@ -209,7 +228,8 @@ class RunView(PolledWidget):
         if self._serve_after_export != root:
             self._serve_after_export = None
         self._metrics_offset, self._log_offset, self._samples_at = 0, None, 0.0
-        self.plots.clear()
+        if self._plots is not None:
+            self._plots.clear()
         self.log_view.clear()
         self.log_view.set_log_file(root / "train.log" if root else None)
         self.samples.clear()
@@ -262,13 +282,15 @@ class RunView(PolledWidget):
 
     def _apply(self, root: Path, p: Poll) -> None:
         if p.metrics_reset or p.val_reset:  # a resume truncated the run's metrics: plot from scratch
-            self.plots.clear()
+            if self._plots is not None:
+                self._plots.clear()
             self.rows_seen = 0
             read_on = self._val_offset if p.metrics_reset else self._metrics_offset
             if not (p.metrics_reset and p.val_reset) and read_on:  # the other file: read again
                 p.rows, p.val_rows, p.metrics_offset, p.val_offset = [], [], 0, 0
-        self.rows_seen += self.plots.add_rows(p.rows)
-        self.plots.add_rows(p.val_rows)
+        if p.rows or p.val_rows:  # the plots are made for a run's first rows
+            self.rows_seen += self.plots.add_rows(p.rows)
+            self.plots.add_rows(p.val_rows)
         self._metrics_offset, self._log_offset, self._val_offset = (
             p.metrics_offset,
             p.log_offset,
@@ -344,7 +366,9 @@ class RunView(PolledWidget):
             text += f" · checkpoint {checkpoint}"
         self.status.setText(text)
         tone(self.status, STATUS_TONES.get(status))
-        self.plots.set_live(status in ("running", "stopping", ""))
+        self._plots_live = status in ("running", "stopping", "")
+        if self._plots is not None:
+            self._plots.set_live(self._plots_live)
         live = self.running or self._busy
         self.stop_button.setEnabled(has and live)
         self.resume_button.setEnabled(has and not live and status not in ("finished", ""))
