@@ -43,7 +43,7 @@ from vrag_desktop.qt.ask.transcript_view import TranscriptView
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.flow_layout import FlowLayout
-from vrag_desktop.qt.infra.widgets import column, row
+from vrag_desktop.qt.infra.widgets import clear_button, column, icon_only, row
 
 AGENTS = tuple((label, kind) for kind, label in AGENT_CHOICES)
 RENDER_INTERVAL_MS = 100
@@ -115,6 +115,7 @@ class AskPanel(QWidget):
         self.question_edit = QPlainTextEdit()
         self.question_edit.setPlaceholderText("Ask a question about your documents…  (Ctrl+Enter to send)")
         self.question_edit.setFixedHeight(64)
+        self.question_edit.setTabChangesFocus(True)  # Tab moves on to Ask (a question needs no tab)
         self.send_button = QPushButton("Ask")
         self.send_button.setDefault(True)
         self.send_button.setObjectName("primary")
@@ -134,13 +135,18 @@ class AskPanel(QWidget):
         self.status_label.setWordWrap(True)  # a long "Run … · model · status" must not widen the column
         self.find_edit = QLineEdit(placeholderText="Find in the reasoning…")
         self.find_edit.returnPressed.connect(self.find_next)
-        self.find_edit.setClearButtonEnabled(True)
+        clear_button(self.find_edit)
         self.find_bar = QWidget()
         fb = QHBoxLayout(self.find_bar)
         fb.setContentsMargins(0, 0, 0, 0)
         prev_b, next_b, close_b = QToolButton(), QToolButton(), QToolButton()
-        for button, arrow in ((prev_b, "↑"), (next_b, "↓"), (close_b, "✕")):
-            button.setText(arrow)
+        for b, arrow, name in (
+            (prev_b, "↑", self.tr("Previous match")),
+            (next_b, "↓", self.tr("Next match")),
+            (close_b, "✕", self.tr("Close find bar")),
+        ):
+            b.setText(arrow)
+            icon_only(b, name)
         prev_b.clicked.connect(lambda: self.find_next(backward=True))
         next_b.clicked.connect(self.find_next)
         close_b.clicked.connect(self.find_bar.hide)

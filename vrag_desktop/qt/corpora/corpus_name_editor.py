@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 )
 
 from vrag_desktop.qt.infra.theme import set_role
+from vrag_desktop.qt.infra.widgets import clear_button
 
 
 def check_name(name: str) -> str:
@@ -54,7 +55,7 @@ class CorpusNameEditor(QFrame):
         row.setSpacing(4)
         self.name_edit = QLineEdit()
         self.name_edit.setPlaceholderText("Name of the new corpus")
-        self.name_edit.setClearButtonEnabled(True)
+        clear_button(self.name_edit)
         self.name_ok = QPushButton("Create")
         self.name_ok.setDefault(True)
         self.name_cancel = QToolButton()

@@ -163,6 +163,7 @@ class CropCard(QFrame):
         self.number = region.number
         self.selected = False
         self.badge.setText(str(region.number))
+        self.badge.setAccessibleName(f"Show region {region.number} on the page")
         self.where.setText(region.text)
         self.image.set_pixmap(None, "loading…")
         self.image.setToolTip("")

@@ -36,6 +36,7 @@ from vrag_desktop.qt.evidence.source_viewer import open_source
 from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_decode
+from vrag_desktop.qt.infra.widgets import icon_only
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
@@ -102,9 +103,14 @@ class EvidenceView(QWidget):
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         bar.addWidget(self.title, 1)
         self.fit_button = self._button(bar, "Fit", "Fit the whole page in view", lambda: self.page_view.fit())
-        self._button(bar, "−", "Zoom out", lambda: self.page_view.zoom_out())
-        self._button(bar, "+", "Zoom in", lambda: self.page_view.zoom_in())
-        self._button(bar, "1:1", "One image pixel per screen pixel", lambda: self.page_view.actual_size())
+        icon_only(self._button(bar, "−", "Zoom out", lambda: self.page_view.zoom_out()), "Zoom out")
+        icon_only(self._button(bar, "+", "Zoom in", lambda: self.page_view.zoom_in()), "Zoom in")
+        icon_only(
+            self._button(
+                bar, "1:1", "One image pixel per screen pixel", lambda: self.page_view.actual_size()
+            ),
+            "Actual size",
+        )
         self.open_button = self._button(
             bar, "Open source", "Open the source document at this page", self.open_source
         )

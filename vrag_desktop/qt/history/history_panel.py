@@ -52,7 +52,7 @@ from vrag_desktop.qt.infra.alive import alive
 from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.tables import record_table
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
-from vrag_desktop.qt.infra.widgets import action, button, column, with_menu
+from vrag_desktop.qt.infra.widgets import action, button, clear_button, column, icon_only, with_menu
 
 if TYPE_CHECKING:
     from vrag_desktop.core.run.export import ExportReport
@@ -103,7 +103,7 @@ class HistoryPanel(QWidget):
     def _build(self) -> None:
         self.filter_edit = QLineEdit()
         self.filter_edit.setPlaceholderText("Filter by question, answer or model")
-        self.filter_edit.setClearButtonEnabled(True)
+        clear_button(self.filter_edit)
         self.filter_edit.textChanged.connect(self._filter_changed)
 
         self.open_button = button(self, "Open", self.open_selected, tip=TIPS["open"])
@@ -112,7 +112,7 @@ class HistoryPanel(QWidget):
         self.delete_button = button(self, "Delete", self.delete_selected, tip=TIPS["delete"])
         self.refresh_button = QToolButton()
         self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
-        self.refresh_button.setToolTip("Reload the list of runs")
+        icon_only(self.refresh_button, "Reload runs", "Reload the list of runs")
         self.refresh_button.setAutoRaise(True)
 
         self.open_action = action(self, "Open", self.open_selected)

@@ -5,19 +5,24 @@ widgets and layouts, an editable combo box."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QCoreApplication, QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QBoxLayout,
     QComboBox,
     QHBoxLayout,
     QLayout,
+    QLineEdit,
     QMenu,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
+
+_B = TypeVar("_B", bound=QAbstractButton)
 
 
 def button(
@@ -103,4 +108,22 @@ def editable_combo(choices: Iterable[str], placeholder: str) -> QComboBox:
     return combo
 
 
-__all__ = ["action", "button", "column", "editable_combo", "row", "with_menu"]
+def icon_only(b: _B, name: str, tip: str = "") -> _B:
+    """``b`` shows an icon or a symbol (✕, ▲, …, +): ``name`` is what a screen reader says for it,
+    and its tooltip when it has none (``tip`` overrides). Translated by the caller."""
+    b.setAccessibleName(name)
+    if tip or not b.toolTip():
+        b.setToolTip(tip or name)
+    return b
+
+
+def clear_button(edit: QLineEdit) -> QLineEdit:
+    """``edit`` with Qt's clear button, named for screen readers (Qt leaves its action unnamed)."""
+    edit.setClearButtonEnabled(True)
+    clear = edit.findChild(QAction, "_q_qlineeditclearaction")
+    if clear is not None:
+        clear.setText(QCoreApplication.translate("widgets", "Clear"))
+    return edit
+
+
+__all__ = ["action", "button", "clear_button", "column", "editable_combo", "icon_only", "row", "with_menu"]

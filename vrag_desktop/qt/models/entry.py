@@ -15,6 +15,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QToolButton
 
 from vrag_desktop.core.models import DownloadProgress
+from vrag_desktop.qt.infra.widgets import icon_only
 from vrag_desktop.qt.models.downloads import Downloads
 from vrag_desktop.qt.models.models_view import ModelsView
 
@@ -35,7 +36,7 @@ class ModelsEntry(QObject):
         self.badge = QToolButton()
         self.badge.setObjectName("downloadBadge")
         self.badge.setAutoRaise(True)
-        self.badge.setToolTip("A model is downloading: open the Models view")
+        icon_only(self.badge, "Model downloads", "A model is downloading: open the Models view")
         self.badge.clicked.connect(lambda: self.open())
         self.badge.hide()
         win.statusBar().addPermanentWidget(self.badge)

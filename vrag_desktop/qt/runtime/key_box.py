@@ -18,6 +18,7 @@ from vrag_desktop.core.endpoints.profiles import ApiKeyStoreError, NoSecureStore
 from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call
+from vrag_desktop.qt.infra.widgets import clear_button
 from vrag_desktop.qt.runtime.profile_text import key_placeholder, key_source_text
 from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, WARN, tone
 
@@ -50,7 +51,7 @@ class ApiKeyBox(QGroupBox):
         self.key_edit = QLineEdit(self)
         self.key_edit.setObjectName("apiKeyEdit")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setClearButtonEnabled(True)
+        clear_button(self.key_edit)
         self.key_edit.setAttribute(Qt.WidgetAttribute.WA_InputMethodEnabled, False)
         self.key_edit.returnPressed.connect(self.save_key)
         self.save_key_button = QPushButton("Save key", self)

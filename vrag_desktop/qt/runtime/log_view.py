@@ -42,6 +42,7 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.qt.infra.open_file import open_path
 from vrag_desktop.qt.infra.theme import color, theme_notifier
+from vrag_desktop.qt.infra.widgets import clear_button, icon_only
 
 DEFAULT_MAX_LINES = 5000
 FLUSH_MS = 100  # at most 10 batches a second
@@ -108,10 +109,12 @@ class LogView(QWidget):
 
         self.search = QLineEdit(self)
         self.search.setPlaceholderText("Find in log…")
-        self.search.setClearButtonEnabled(True)
+        clear_button(self.search)
         self.search.setObjectName("logSearch")
         self.prev_button = self._tool("▲", "Previous match (Shift+Enter)", lambda: self.find(backward=True))
         self.next_button = self._tool("▼", "Next match (Enter)", lambda: self.find())
+        icon_only(self.prev_button, "Previous match")
+        icon_only(self.next_button, "Next match")
         self.match_label = QLabel("", self)
         self.match_label.setObjectName("logMatchCount")
         self.match_label.setVisible(False)

@@ -37,7 +37,7 @@ from vrag_desktop.core.runtime.settings import (
     save_vllm_settings,
 )
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.infra.widgets import row
+from vrag_desktop.qt.infra.widgets import icon_only, row
 from vrag_desktop.qt.runtime.style import (
     BAD,
     MUTED,
@@ -157,7 +157,7 @@ class VLLMForm(QGroupBox):
     def _browse_button(self, slot: Callable[[], None], tip: str) -> QToolButton:
         b = QToolButton(self)
         b.setText("…")
-        b.setToolTip(tip)
+        icon_only(b, tip)
         b.clicked.connect(slot)
         return b
 
