@@ -126,9 +126,10 @@ def test_runtime_only_requirements_are_declared_and_installed() -> None:
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel built from a copy of the checkout (the build leaves nothing in the working tree)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md"):
         shutil.copy2(ROOT / name, src / name)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "licenses", src / "licenses", ignore=ignore)
     shutil.copytree(PACKAGE, src / "vrag_desktop", ignore=ignore)
     shutil.copytree(ROOT / "resources", src / "resources", ignore=ignore)
     (src / "trainer").mkdir()
@@ -170,7 +171,8 @@ def test_wheel_carries_resources_types_license_and_one_version(wheel: Path) -> N
     expected = {n for n in expected if (ROOT / "resources" / n.split("/resources/", 1)[1]).is_file()}
     assert expected and expected <= names, sorted(expected - names)
     assert "vrag_desktop/py.typed" in names
-    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
+    for licence in ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md", "licenses/AGPL-3.0.txt"):
+        assert any(n.endswith(f".dist-info/licenses/{licence}") for n in names), licence
     assert version and version.group(1) == vrag_desktop.__version__
     assert wheel.name.startswith(f"vrag_desktop-{vrag_desktop.__version__}-")
     tops = {n.split("/", 1)[0] for n in names}
@@ -228,6 +230,21 @@ def test_installed_wheel_finds_its_sample_corpus(wheel: Path, tmp_path: Path) ->
     assert Path(package).is_relative_to(site), package  # the wheel's copy, not the checkout's
     assert Path(resources) == site / "vrag_desktop" / "resources"
     assert Path(sample, "questions.json").is_file()
+
+
+def test_installed_wheel_finds_its_licence_files(wheel: Path, tmp_path: Path) -> None:
+    """The About box's notices and NOTICE, found in an installed wheel's dist-info/licenses/."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    code = (
+        "from vrag_desktop.core.licences import licence_file as f; "
+        "print(f('THIRD_PARTY_NOTICES.md')); print(f('NOTICE')); print(f('licenses/AGPL-3.0.txt'))"
+    )
+    notices, notice, agpl = map(Path, _run_installed(site, code).stdout.splitlines())
+    assert notices.is_relative_to(site) and "| pymupdf |" in notices.read_text(encoding="utf-8")
+    assert "under the AGPL-3.0" in notice.read_text(encoding="utf-8")
+    assert agpl.read_text(encoding="utf-8").startswith("GNU AFFERO GENERAL PUBLIC LICENSE")
 
 
 def test_frozen_bundle_finds_resources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

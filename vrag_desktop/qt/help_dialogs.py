@@ -108,14 +108,40 @@ def help_dialog(
     return dlg
 
 
-def about_box(parent: QWidget, data_dir: str, config_dir: str) -> None:
-    """The About box: version, what the app does, and where its data and settings live."""
+def about_text(data_dir: str, config_dir: str) -> str:
+    """The About box's text: version, what the app does, its licence (core/licences.py: PyMuPDF makes
+    the distributed app AGPL-3.0) with links to the notices this copy carries, and where its data and
+    settings live."""
     from vrag_desktop import __version__
+    from vrag_desktop.core.licences import STATEMENT, licence_file
 
-    QMessageBox.about(
-        parent,
-        "About VRAG Desktop",
+    links = [
+        f'<a href="{path.as_uri()}">{html.escape(label)}</a>'
+        for label, name in (
+            ("Third-party notices", "THIRD_PARTY_NOTICES.md"),
+            ("NOTICE", "NOTICE"),
+            ("Apache-2.0", "LICENSE"),
+            ("AGPL-3.0", "licenses/AGPL-3.0.txt"),
+        )
+        if (path := licence_file(name)) is not None
+    ]
+    return (
         f"<b>VRAG Desktop {__version__}</b><p>Multimodal retrieval-augmented reasoning over your own "
         "documents, images and videos, with the VRAG and VimRAG agents.</p>"
-        f"<p>Data: {html.escape(data_dir, quote=False)}<br>Settings: {html.escape(config_dir, quote=False)}</p>",
+        f"<p>{html.escape(STATEMENT, quote=False)}</p>"
+        + (f"<p>{' · '.join(links)}</p>" if links else "")
+        + f"<p>Data: {html.escape(data_dir, quote=False)}<br>Settings: {html.escape(config_dir, quote=False)}</p>"
     )
+
+
+def about_box(parent: QWidget, data_dir: str, config_dir: str) -> None:
+    """The About box (:func:`about_text`); its links open the files in the desktop's viewer."""
+    box = QMessageBox(
+        QMessageBox.Icon.NoIcon, "About VRAG Desktop", about_text(data_dir, config_dir), parent=parent
+    )
+    box.setTextFormat(Qt.TextFormat.RichText)
+    box.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
+    icon = parent.windowIcon() if parent is not None else None
+    if icon is not None and not icon.isNull():
+        box.setIconPixmap(icon.pixmap(64, 64))
+    box.exec()
