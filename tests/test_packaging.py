@@ -247,6 +247,28 @@ def test_installed_wheel_finds_its_licence_files(wheel: Path, tmp_path: Path) ->
     assert agpl.read_text(encoding="utf-8").startswith("GNU AFFERO GENERAL PUBLIC LICENSE")
 
 
+def test_installed_wheel_packs_itself_for_the_trainer_env(wheel: Path, tmp_path: Path) -> None:
+    """An app installed from the wheel gives a GPU trainer environment its own files as a wheel
+    (never ``vrag-desktop==<version>`` from an index): the packed wheel holds what the wheel held."""
+    site = tmp_path / "site"
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(site)
+    code = (
+        "import sys; from pathlib import Path; from vrag_desktop.core.runtime import trainer_env as t; "
+        "from vrag_desktop.core.runtime.app_package import pack_installed; "
+        "s = t.trainer_sources(pack_dir=Path(sys.argv[1])); print(s.kind, s.packed, s.app, s.trainer); "
+        "print(pack_installed('vrag-desktop', sys.argv[1]))"
+    )
+    first, packed = _run_installed(site, code, str(tmp_path / "packed")).stdout.splitlines()
+    kind, is_packed, app, trainer = first.split(" ")
+    assert (kind, is_packed, app) == ("installed", "True", packed) and Path(trainer).is_relative_to(site)
+    with zipfile.ZipFile(wheel) as a, zipfile.ZipFile(packed) as b:
+        original = {n for n in a.namelist() if not n.endswith("/RECORD")}
+        again = {n for n in b.namelist() if not n.endswith("/RECORD")}
+        assert again == original, (sorted(original - again)[:5], sorted(again - original)[:5])
+        assert all(a.read(n) == b.read(n) for n in original)
+
+
 def test_frozen_bundle_finds_resources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from vrag_desktop.core.paths import resources_dir, sample_corpus_dir
 
