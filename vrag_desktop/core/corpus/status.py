@@ -17,6 +17,7 @@ from pathlib import Path
 
 from vrag_desktop.core.corpus import kinds
 from vrag_desktop.core.corpus import manifest as mf
+from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, CONTEXT_META
 from vrag_desktop.core.corpus.errors import ManifestTooNew, is_disk_error
 from vrag_desktop.core.corpus.scan import display_path, walk
 from vrag_desktop.core.corpus.watch import WATCH_META, watch_enabled
@@ -158,6 +159,7 @@ class CorpusSummary:
     newer: bool = False  # ... because a newer app wrote it (not damage: never repaired)
     damage: str | None = None  # its index files are damaged (the corpus is searched without them)
     watch: bool = True  # its folders are watched while the app runs (meta ``watch``; core/corpus/watch.py)
+    plain_chunks: bool = False  # embedded before document context (core/corpus/context.py)
 
     @property
     def needs_indexing(self) -> bool:
@@ -209,6 +211,8 @@ class CorpusSummary:
             parts.append(f"{self.duplicate} duplicate")
         if self.unsupported:
             parts.append(f"{self.unsupported} unsupported")
+        if self.plain_chunks:
+            parts.append("indexed before document context: re-index it to find pages by their document")
         return " · ".join(parts)
 
 
@@ -233,8 +237,8 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         roots = tuple(mf.decode_path(r[0]) for r in db.execute("SELECT path FROM roots ORDER BY path"))
         meta = dict(
             db.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedder_id', 'embedder_model', ?, ?)",
-                (SCAN_NEEDED, WATCH_META),
+                "SELECT key, value FROM meta WHERE key IN ('embedder_id', 'embedder_model', ?, ?, ?)",
+                (SCAN_NEEDED, WATCH_META, CONTEXT_META),
             ).fetchall()
         )
     return CorpusSummary(
@@ -255,6 +259,7 @@ def read_summary(corpus_dir: Path, name: str | None = None) -> CorpusSummary:
         scan_needed=meta.get(SCAN_NEEDED) == "1",
         damage=_index_damage(corpus_dir),
         watch=watch_enabled(meta.get(WATCH_META)),
+        plain_chunks=vectors > 0 and meta.get(CONTEXT_META) != CONTEXT_DOCUMENT,
     )
 
 
