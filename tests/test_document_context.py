@@ -129,9 +129,13 @@ def test_lookalike_pages_are_told_apart_by_their_document(library, minilm, tmp_p
 
 def test_a_corpus_indexed_before_keeps_its_chunk_text_until_reindexed(library, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """A corpus that holds vectors but no record of its chunk text was built before document
-    context: a later build (new files) embeds plainly too, so one corpus never mixes the two."""
+    context: a later build (new files) embeds plainly too, so one corpus never mixes the two, and
+    its status says to re-index it."""
+    from vrag_desktop.core.corpus.status import read_summary
+
     docs = _filings(tmp_path / "docs")
     _build(library, minilm, "c", docs, None)
+    assert not read_summary(library.corpus_dir("c")).plain_chunks
     corpus = library.open("c")
     try:
         assert corpus.manifest.get_meta(CONTEXT_META) == CONTEXT_DOCUMENT
@@ -141,6 +145,8 @@ def test_a_corpus_indexed_before_keeps_its_chunk_text_until_reindexed(library, m
         assert corpus.manifest.get_meta(CONTEXT_META) == CONTEXT_NONE
     finally:
         corpus.close()
+    old = read_summary(library.corpus_dir("c"))
+    assert old.plain_chunks and "re-index it to find pages by their document" in old.details()
     fresh = library.open("fresh", create=True)
     try:
         assert settle_context_mode(fresh.manifest) == CONTEXT_DOCUMENT
