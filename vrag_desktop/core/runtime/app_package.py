@@ -30,6 +30,7 @@ __all__ = [
     "GUI_ONLY",
     "OUR_DISTRIBUTIONS",
     "NamedByIndex",
+    "app_requirements",
     "headless_requirements",
     "local_package_arg",
     "names_our_package",
@@ -82,12 +83,23 @@ def local_package_arg(source: str | Path) -> str:
     return text
 
 
+def app_requirements(checkout: Path | None = None) -> list[str]:
+    """The app's declared requirements: a checkout's pyproject.toml (its editable install's metadata
+    is only as new as the last ``pip install -e``), else the running app's own metadata (the
+    installed wheel's, the frozen app's copy)."""
+    if sys.version_info >= (3, 11) and checkout is not None and (checkout / "pyproject.toml").is_file():
+        import tomllib  # (Python 3.10 reads the metadata)
+
+        with (checkout / "pyproject.toml").open("rb") as f:
+            return list(tomllib.load(f)["project"]["dependencies"])
+    return list(md.requires(APP_DIST) or [])
+
+
 def headless_requirements(requires: Iterable[str] | None = None) -> tuple[str, ...]:
     """The app's run-time requirements without :data:`GUI_ONLY` (and without extras' ones), from
-    ``requires`` or the running app's own metadata (the wheel's, the checkout's editable install,
-    the frozen app's copy)."""
+    ``requires`` or :func:`app_requirements`."""
     if requires is None:
-        requires = md.requires(APP_DIST) or []
+        requires = app_requirements()
     out = []
     for spec in requires:
         if "extra ==" in spec.replace('"', "").replace("'", "") or _requirement_name(spec) in GUI_ONLY:

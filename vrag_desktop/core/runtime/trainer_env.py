@@ -41,6 +41,7 @@ from typing import Any, Literal
 from vrag_desktop.core.progress import Cancelled, CancelToken
 from vrag_desktop.core.runtime.app_package import (
     APP_DIST,
+    app_requirements,
     headless_requirements,
     names_our_package,
     packed_wheel_name,
@@ -427,7 +428,11 @@ def create_trainer_env(
             pip_args=pip_args,
             step_timeout=step_timeout,
             torch_index=os.environ.get(TORCH_INDEX_ENV, "").strip() or CPU_TORCH_INDEX,
-            app_requirements=() if layered else headless_requirements(),
+            app_requirements=()
+            if layered
+            else headless_requirements(
+                app_requirements(Path(sources.app) if sources.kind == "checkout" else None)
+            ),
             pack_app_with=sys.executable if sources.packed and not layered else None,
         )
 
