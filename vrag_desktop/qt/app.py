@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
     app.setApplicationName("VRAG Desktop")
     app.setOrganizationName("vrag-desktop")
     app.setDesktopFileName("vrag-desktop")
+    install_translations(app)
 
     from vrag_desktop.qt.context import AppContext
     from vrag_desktop.qt.single_instance import absolute_paths, claim_or_forward, instance_key
@@ -222,6 +223,29 @@ def _open_paths(window: Any, paths: Sequence[str]) -> None:
 
         if dialog is not None and smoke.requested() is not None:
             dialog.accept()  # the scripted self-check takes the default: a corpus named after the folder
+
+
+def install_translations(app: Any, folder: Path | None = None, locale: Any = None) -> list[str]:
+    """Qt's own and the app's translations for ``locale`` (the system's), where there are some:
+    ``vrag_desktop_<lang>.qm`` in ``folder`` (resources/translations: ``pyside6-lupdate`` extracts
+    the wrapped strings of vrag_desktop/qt into a .ts file, Qt Linguist translates it,
+    ``pyside6-lrelease`` makes the .qm). Returns the files loaded."""
+    from PySide6.QtCore import QLibraryInfo, QLocale, QTranslator
+
+    from vrag_desktop.core.paths import resources_dir
+
+    locale = locale if locale is not None else QLocale.system()
+    folder = folder if folder is not None else resources_dir() / "translations"
+    loaded = []
+    for name, where in (
+        ("qtbase", QLibraryInfo.path(QLibraryInfo.LibraryPath.TranslationsPath)),
+        ("vrag_desktop", str(folder)),
+    ):
+        translator = QTranslator(app)
+        if translator.load(locale, name, "_", where):
+            app.installTranslator(translator)
+            loaded.append(translator.filePath())
+    return loaded
 
 
 def set_window_icon(app: Any) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QShowEvent
 from PySide6.QtWidgets import (
     QApplication,
@@ -37,7 +37,7 @@ from vrag_desktop.qt.window_menus import WindowMenus
 
 log = logging.getLogger("vrag_desktop")
 
-WINDOW_TITLE = "VRAG Desktop"
+WINDOW_TITLE = str(QT_TRANSLATE_NOOP("MainWindow", "VRAG Desktop"))
 
 
 class MainWindow(QMainWindow):
@@ -46,7 +46,7 @@ class MainWindow(QMainWindow):
     def __init__(self, ctx: AppContext, *, first_run: bool | None = None) -> None:
         super().__init__()
         self.ctx = ctx
-        self.setWindowTitle(WINDOW_TITLE)
+        self.setWindowTitle(self.tr(WINDOW_TITLE))
         self.setObjectName("MainWindow")
         self.setDockNestingEnabled(True)
         self._zoom_target = "graph"
@@ -67,7 +67,9 @@ class MainWindow(QMainWindow):
         sink = error_sink()
         sink.reported.connect(self._on_report)
         if ctx.settings_message:
-            QTimer.singleShot(0, lambda: sink.report("Settings reset", ctx.settings_message or "", "warning"))
+            QTimer.singleShot(
+                0, lambda: sink.report(self.tr("Settings reset"), ctx.settings_message or "", "warning")
+            )
         want_first_run = (not ctx.settings.first_run_done) if first_run is None else first_run
         QTimer.singleShot(0, self._start_background)
         if want_first_run:
@@ -149,14 +151,14 @@ class MainWindow(QMainWindow):
     def _build_docks(self) -> None:
         """The docks; where they go is :class:`WindowLayout`'s (for the screen, or as saved)."""
         L, R = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
-        self.corpora_dock = self._dock("Corpora", "corporaDock", self.corpora, L)
-        self.history_dock = self._dock("History", "historyDock", self.history, L)
-        self.datasets_dock = self._dock("Datasets", "datasetsDock", self.datasets, R)
-        self.evaluations_dock = self._dock("Evaluations", "evaluationsDock", self.evaluations, R)
-        self.training_dock = self._dock("Training", "trainingDock", self.training, R)
-        self.runtime_dock = self._dock("Runtime", "runtimeDock", self.runtime, R)
-        self.graph_dock = self._dock("Reasoning graph", "graphDock", self.graph_pane, R)
-        self.evidence_dock = self._dock("Evidence", "evidenceDock", self.evidence, R)
+        self.corpora_dock = self._dock(self.tr("Corpora"), "corporaDock", self.corpora, L)
+        self.history_dock = self._dock(self.tr("History"), "historyDock", self.history, L)
+        self.datasets_dock = self._dock(self.tr("Datasets"), "datasetsDock", self.datasets, R)
+        self.evaluations_dock = self._dock(self.tr("Evaluations"), "evaluationsDock", self.evaluations, R)
+        self.training_dock = self._dock(self.tr("Training"), "trainingDock", self.training, R)
+        self.runtime_dock = self._dock(self.tr("Runtime"), "runtimeDock", self.runtime, R)
+        self.graph_dock = self._dock(self.tr("Reasoning graph"), "graphDock", self.graph_pane, R)
+        self.evidence_dock = self._dock(self.tr("Evidence"), "evidenceDock", self.evidence, R)
 
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
@@ -166,11 +168,14 @@ class MainWindow(QMainWindow):
         self.work_bar.setMaximumWidth(120)
         self.work_bar.setMaximumHeight(14)
         self.work_bar.hide()
-        self.runtime_label = QLabel("Model: –")
-        self.gpu_label = QLabel("GPU: checking…")
+        self.runtime_label = QLabel(self._model_text("–"))
+        self.gpu_label = QLabel(self.tr("GPU: checking…"))
         for w in (self.work_label, self.work_bar, self.runtime_label, self.gpu_label):
             sb.addPermanentWidget(w)
-        self.runtime_label.setText(f"Model: {self.runtime.status_text()}")
+        self.runtime_label.setText(self._model_text(self.runtime.status_text()))
+
+    def _model_text(self, status: str) -> str:
+        return self.tr("Model: {status}").format(status=status)
 
     def _wire(self) -> None:
         ask, ctl = self.ask, self.controller
@@ -194,7 +199,7 @@ class MainWindow(QMainWindow):
         self.corpora.corporaChanged.connect(lambda: self.datasets.show_items())
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
-        self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(f"Model: {text}"))
+        self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(self._model_text(text)))
         self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
         self.runtime.profilesChanged.connect(ask.refresh_profiles)  # the current model: ask follows it
         self.runtime.leftoversFound.connect(lambda _n: self.open_runtime())  # servers of a killed session
@@ -240,14 +245,14 @@ class MainWindow(QMainWindow):
         except Exception as exc:
             self.ask.set_running(False)
             self.ask.set_status("")
-            error_sink().report("Cannot start the run", exc)
+            error_sink().report(self.tr("Cannot start the run"), exc)
             return
         self.menus.stop.setEnabled(True)
         self._follow_run()
 
     def stop_run(self) -> None:
         if self.controller.running:
-            self.ask.set_status("Stopping…")
+            self.ask.set_status(self.tr("Stopping…"))
             self.controller.stop()
         elif self.replay.is_playing:
             self.replay.pause()
@@ -263,7 +268,7 @@ class MainWindow(QMainWindow):
 
     def _replay_finished(self) -> None:
         self.graph_view.set_live(False)
-        self.statusBar().showMessage("Replay finished", 4000)
+        self.statusBar().showMessage(self.tr("Replay finished"), 4000)
 
     def _run_finished(self, status: str, run_id: str) -> None:
         self.graph_view.set_live(False)
@@ -271,10 +276,11 @@ class MainWindow(QMainWindow):
         self.menus.stop.setEnabled(False)
         self.ask.render_transcript()
         self.ask.scroll_to_end()
-        text = {ANSWERED: "Answered", CANCELLED: "Stopped; the run is saved as cancelled"}.get(
-            status, f"Ended: {status}"
-        )
-        self.ask.set_status(text + (f" · run {run_id}" if run_id else ""))
+        text = {
+            ANSWERED: self.tr("Answered"),
+            CANCELLED: self.tr("Stopped; the run is saved as cancelled"),
+        }.get(status, self.tr("Ended: {status}").format(status=status))
+        self.ask.set_status(text + (self.tr(" · run {run}").format(run=run_id) if run_id else ""))
         self.history.refresh()
 
     def _route_event(self, ev: AgentEvent) -> None:
@@ -299,7 +305,11 @@ class MainWindow(QMainWindow):
         from vrag_desktop.qt.history.replay import load_events
 
         if self.controller.running:
-            error_sink().report("A run is in progress", f"Stop it before {verb} another run.", "warning")
+            error_sink().report(
+                self.tr("A run is in progress"),
+                self.tr("Stop it before {doing} another run.").format(doing=verb),
+                "warning",
+            )
             return
         runs = store if store is not None else self.ctx.runs
         load_events(runs, run_id, lambda events: show(runs.summary(run_id), events))
@@ -318,8 +328,11 @@ class MainWindow(QMainWindow):
 
         def show(summary: Any, events: list[AgentEvent]) -> None:
             self.guide.leave_example()
-            status = (
-                f"Run {run_id} · {agent_name(summary.agent)} · {summary.model or 'model?'} · {summary.status}"
+            status = self.tr("Run {run} · {agent} · {model} · {status}").format(
+                run=run_id,
+                agent=agent_name(summary.agent),
+                model=summary.model or "model?",
+                status=summary.status,
             )
             self.show_saved(summary.question, events, status)
             training = sample_training(summary.settings, self.graph_scene.graph.ids())
@@ -327,7 +340,7 @@ class MainWindow(QMainWindow):
                 self.graph_scene.set_training(training)
             self._current_run = run_id
 
-        self._with_run(run_id, "opening", show, store)
+        self._with_run(run_id, self.tr("opening"), show, store)
 
     def show_saved(self, question: str, events: list[AgentEvent], status: str) -> None:
         """A recorded run's events in every view at once, exactly as recorded (a saved run, an example)."""
@@ -358,10 +371,10 @@ class MainWindow(QMainWindow):
             self.ask.question_edit.setPlainText(summary.question)
             self.replay.set_events(events)
             self.replay_bar.show()
-            self.ask.set_status(f"Replaying run {run_id}")
+            self.ask.set_status(self.tr("Replaying run {run}").format(run=run_id))
             self._follow_run()
 
-        self._with_run(run_id, "replaying", start)
+        self._with_run(run_id, self.tr("replaying"), start)
 
     def add_run_to_dataset(self, run_id: str) -> None:
         """Show the run, then the Add-to-dataset dialog with the evidence view in pick mode (not while
@@ -403,7 +416,7 @@ class MainWindow(QMainWindow):
         try:
             self.ctx.save()
         except Exception as exc:
-            error_sink().report("Could not save settings", exc, "warning")
+            error_sink().report(self.tr("Could not save settings"), exc, "warning")
 
     def open_settings(self) -> QDialog:
         from vrag_desktop.qt.settings_dialog import SettingsDialog

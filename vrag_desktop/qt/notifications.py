@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QCoreApplication, Qt, QTimer
 from PySide6.QtWidgets import (
     QDialog,
     QFrame,
@@ -42,7 +42,7 @@ class NotificationBar(QFrame):
         self.label.setObjectName("notificationText")
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.more = QPushButton("All messages…")
+        self.more = QPushButton(self.tr("All messages…"))
         self.more.setFlat(True)
         self.close_button = QPushButton("✕")
         self.close_button.setFlat(True)
@@ -85,14 +85,14 @@ class NotificationBar(QFrame):
 def messages_dialog(parent: QWidget) -> QDialog:
     """Every message reported this session, oldest first, in a non-modal dialog (shown)."""
     dlg = QDialog(parent)
-    dlg.setWindowTitle("Messages")
+    dlg.setWindowTitle(QCoreApplication.translate("NotificationBar", "Messages"))
     text = QPlainTextEdit()
     text.setReadOnly(True)
     text.setPlainText(
         "\n".join(
             f"{r.when:%H:%M:%S}  {r.level.upper():7}  {r.title}: {r.message}" for r in error_sink().history
         )
-        or "No messages."
+        or QCoreApplication.translate("NotificationBar", "No messages.")
     )
     lay = QVBoxLayout(dlg)
     lay.addWidget(text)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from PySide6.QtCore import QSignalBlocker, QTimer, QUrl, Signal
+from PySide6.QtCore import QT_TRANSLATE_NOOP, QSignalBlocker, QTimer, QUrl, Signal
 from PySide6.QtGui import QAction, QTextDocument
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -47,7 +47,7 @@ from vrag_desktop.qt.infra.widgets import clear_button, column, icon_only, row
 
 AGENTS = tuple((label, kind) for kind, label in AGENT_CHOICES)
 RENDER_INTERVAL_MS = 100
-NO_MODEL = "No model chosen"  # the model box's entry while none is
+NO_MODEL = str(QT_TRANSLATE_NOOP("AskPanel", "No model chosen"))  # the model box's entry while none is
 
 
 class AskPanel(QWidget):
@@ -72,19 +72,25 @@ class AskPanel(QWidget):
             self.agent_combo.addItem(label, key)
         self.profile_combo = QComboBox()
         self.profile_combo.setToolTip(
-            "The model that answers (an endpoint profile; edit them in the Runtime panel). Choosing one "
-            "here makes it the current model everywhere, the command line included."
+            self.tr(
+                "The model that answers (an endpoint profile; edit them in the Runtime panel). Choosing one "
+                "here makes it the current model everywhere, the command line included."
+            )
         )
-        self.corpora_button = QPushButton("All corpora")  # a push button leaves room for its menu arrow
+        self.corpora_button = QPushButton(
+            self.tr("All corpora")
+        )  # a push button leaves room for its menu arrow
         self.corpora_menu = QMenu(self.corpora_button)
         self.corpora_button.setMenu(self.corpora_menu)
-        self.corpora_button.setToolTip("Which corpora the agent searches")
+        self.corpora_button.setToolTip(self.tr("Which corpora the agent searches"))
         self.top_k = QSpinBox(minimum=1, maximum=50)
-        self.top_k.setToolTip("Items retrieved per search")
+        self.top_k.setToolTip(self.tr("Items retrieved per search"))
         self.max_steps = QSpinBox(minimum=1, maximum=100)
-        self.max_steps.setToolTip("Model turns before the agent must answer")
-        self.thinking = QCheckBox("Thinking")
-        self.thinking.setToolTip("VimRAG: let the model think before acting (VRAG's model always thinks)")
+        self.max_steps.setToolTip(self.tr("Model turns before the agent must answer"))
+        self.thinking = QCheckBox(self.tr("Thinking"))
+        self.thinking.setToolTip(
+            self.tr("VimRAG: let the model think before acting (VRAG's model always thinks)")
+        )
 
         self.agent_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # never clipped
         self.profile_combo.setSizeAdjustPolicy(
@@ -94,18 +100,18 @@ class AskPanel(QWidget):
         # The options wrap in a narrow column instead of setting the window's minimum width: what
         # answers (agent, model) on one line, how (corpora, top-k, steps, thinking) on the next.
         self.options = QWidget()
-        model_group = _group(QLabel("Model"), self.profile_combo)
+        model_group = _group(QLabel(self.tr("Model")), self.profile_combo)
         model_group.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         limits = (
             self.corpora_button,
-            _group(QLabel("Top-k"), self.top_k),
-            _group(QLabel("Steps"), self.max_steps),
+            _group(QLabel(self.tr("Top-k")), self.top_k),
+            _group(QLabel(self.tr("Steps")), self.max_steps),
             self.thinking,
         )
         lines = QVBoxLayout(self.options)
         lines.setContentsMargins(0, 0, 0, 0)
         lines.setSpacing(4)
-        for groups in ((_group(QLabel("Agent"), self.agent_combo), model_group), limits):
+        for groups in ((_group(QLabel(self.tr("Agent")), self.agent_combo), model_group), limits):
             flow = FlowLayout()
             for group in groups:
                 flow.addWidget(group)
@@ -113,15 +119,17 @@ class AskPanel(QWidget):
 
         # ---- question
         self.question_edit = QPlainTextEdit()
-        self.question_edit.setPlaceholderText("Ask a question about your documents…  (Ctrl+Enter to send)")
+        self.question_edit.setPlaceholderText(
+            self.tr("Ask a question about your documents…  (Ctrl+Enter to send)")
+        )
         self.question_edit.setFixedHeight(64)
         self.question_edit.setTabChangesFocus(True)  # Tab moves on to Ask (a question needs no tab)
-        self.send_button = QPushButton("Ask")
+        self.send_button = QPushButton(self.tr("Ask"))
         self.send_button.setDefault(True)
         self.send_button.setObjectName("primary")
-        self.send_button.setToolTip("Send the question (Ctrl+Enter)")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setToolTip("Stop the run (Esc); it is kept as cancelled")
+        self.send_button.setToolTip(self.tr("Send the question (Ctrl+Enter)"))
+        self.stop_button = QPushButton(self.tr("Stop"))
+        self.stop_button.setToolTip(self.tr("Stop the run (Esc); it is kept as cancelled"))
         self.stop_button.setEnabled(False)
         qrow = row(
             self.question_edit, column(None, self.send_button, self.stop_button), grow=self.question_edit
@@ -133,7 +141,7 @@ class AskPanel(QWidget):
         self.status_label = QLabel()
         self.status_label.setObjectName("muted")
         self.status_label.setWordWrap(True)  # a long "Run … · model · status" must not widen the column
-        self.find_edit = QLineEdit(placeholderText="Find in the reasoning…")
+        self.find_edit = QLineEdit(placeholderText=self.tr("Find in the reasoning…"))
         self.find_edit.returnPressed.connect(self.find_next)
         clear_button(self.find_edit)
         self.find_bar = QWidget()
@@ -197,13 +205,13 @@ class AskPanel(QWidget):
         try:
             names = self.ctx.profiles.names()
         except Exception as exc:  # a damaged profiles file must not take the panel down
-            error_sink().report("Cannot read endpoint profiles", exc)
+            error_sink().report(self.tr("Cannot read endpoint profiles"), exc)
             names = []
         active = self.ctx.current_model.name
         with QSignalBlocker(self.profile_combo):
             self.profile_combo.clear()
             if active is None:
-                self.profile_combo.addItem(NO_MODEL, None)
+                self.profile_combo.addItem(self.tr(NO_MODEL), None)
             for n in names:
                 self.profile_combo.addItem(n, n)
             self.profile_combo.setCurrentIndex(max(0, self.profile_combo.findData(active)))
@@ -218,7 +226,9 @@ class AskPanel(QWidget):
         self.readiness_bar.show_readiness(value)
         self.send_button.setEnabled(not self._running and value.ready)
         self.send_button.setToolTip(
-            "Send the question (Ctrl+Enter)" if value.ready else f"{value.reason or 'Checking the model…'}"
+            self.tr("Send the question (Ctrl+Enter)")
+            if value.ready
+            else value.reason or self.tr("Checking the model…")
         )
 
     @property
@@ -231,12 +241,12 @@ class AskPanel(QWidget):
             try:
                 names = self.ctx.library.names()
             except Exception as exc:
-                error_sink().report("Cannot list corpora", exc)
+                error_sink().report(self.tr("Cannot list corpora"), exc)
                 names = []
         chosen = set(self.selected_corpora() or self.ctx.settings.corpora or [])
         self.corpora_menu.clear()
         self._corpus_actions: list[QAction] = []
-        all_action = self.corpora_menu.addAction("All corpora")
+        all_action = self.corpora_menu.addAction(self.tr("All corpora"))
         all_action.triggered.connect(self._select_all_corpora)
         self.corpora_menu.addSeparator()
         for n in names:
@@ -256,7 +266,11 @@ class AskPanel(QWidget):
     def _update_corpora_label(self) -> None:
         sel = self.selected_corpora()
         self.corpora_button.setText(
-            "All corpora" if not sel else sel[0] if len(sel) == 1 else f"{len(sel)} corpora"
+            self.tr("All corpora")
+            if not sel
+            else sel[0]
+            if len(sel) == 1
+            else self.tr("%n corpora", "", len(sel))
         )
 
     def selected_corpora(self) -> list[str]:
@@ -280,12 +294,12 @@ class AskPanel(QWidget):
             return
         req = self.request()
         if not req.question:
-            self.set_status("Type a question first.")
+            self.set_status(self.tr("Type a question first."))
             self.question_edit.setFocus()
             return
         readiness = self.ctx.current_model.readiness
         if not readiness.ready:  # Ctrl+Enter while Ask is off
-            self.set_status(readiness.reason or "Checking the model…")
+            self.set_status(readiness.reason or self.tr("Checking the model…"))
             return
         self.sendRequested.emit(req)
 
@@ -325,7 +339,7 @@ class AskPanel(QWidget):
         """A live run starts."""
         self.clear(question)
         self.set_running(True)
-        self.set_status("Running…")
+        self.set_status(self.tr("Running…"))
 
     def apply(self, ev: AgentEvent) -> None:
         self.transcript.apply(ev)
@@ -384,7 +398,7 @@ class AskPanel(QWidget):
             cursor.movePosition(cursor.MoveOperation.End if backward else cursor.MoveOperation.Start)
             self.view.setTextCursor(cursor)
             found = self.view.find(text, flags)
-        self.find_result.setText("" if found else "not found")
+        self.find_result.setText("" if found else self.tr("not found"))
         return found
 
 

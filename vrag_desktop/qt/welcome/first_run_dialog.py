@@ -45,22 +45,27 @@ class FirstRunDialog(QDialog):
     def __init__(self, model: CurrentModel, parent: QWidget | None = None, *, indexing: bool = False) -> None:
         super().__init__(parent)
         self.setObjectName("firstRunDialog")
-        self.setWindowTitle("Welcome to VRAG Desktop")
+        self.setWindowTitle(self.tr("Welcome to VRAG Desktop"))
         self.model = model
         intro = QLabel(self)
         intro.setObjectName("firstRunIntro")
         intro.setWordWrap(True)
         sample = (
-            " A small sample corpus is added to Corpora in the background, so you can try a question as"
-            " soon as a model is chosen."
+            self.tr(
+                " A small sample corpus is added to Corpora in the background, so you can try a question as"
+                " soon as a model is chosen."
+            )
             if indexing
             else ""
         )
         intro.setText(
-            "<h3>Welcome to VRAG Desktop</h3>"
-            "<p>It searches your documents, images and videos on this machine; a vision-language model "
-            "reads what it finds and answers. <b>Choose where that model runs.</b> Nothing is chosen for "
-            f"you, and no question leaves this machine until you choose a service that runs elsewhere.{sample}</p>"
+            self.tr(
+                "<h3>Welcome to VRAG Desktop</h3>"
+                "<p>It searches your documents, images and videos on this machine; a vision-language model "
+                "reads what it finds and answers. <b>Choose where that model runs.</b> Nothing is chosen for "
+                "you, and no question leaves this machine until you choose a service that runs elsewhere."
+                "{sample}</p>"
+            ).format(sample=sample)
         )
         self.local = LocalChoice(model.ctx.layout, self)
         self.dashscope = DashScopeChoice(model, self)
@@ -77,15 +82,19 @@ class FirstRunDialog(QDialog):
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.example_button = QPushButton("See a recorded example run", self)
+        self.example_button = QPushButton(self.tr("See a recorded example run"), self)
         self.example_button.setObjectName("openExample")
         self.example_button.setToolTip(
-            "A VRAG and a VimRAG run recorded on the sample corpus: search, crops, memory graph, answer"
+            self.tr(
+                "A VRAG and a VimRAG run recorded on the sample corpus: search, crops, memory graph, answer"
+            )
         )
         self.example_button.clicked.connect(lambda: self.exampleRequested.emit("vrag"))
-        self.later_button = QPushButton("Decide later", self)
+        self.later_button = QPushButton(self.tr("Decide later"), self)
         self.later_button.setObjectName("decideLater")
-        self.later_button.setToolTip("Ask stays off until a model is chosen (Help → Choose a model…)")
+        self.later_button.setToolTip(
+            self.tr("Ask stays off until a model is chosen (Help → Choose a model…)")
+        )
         self.later_button.clicked.connect(self.reject)
         lay = QVBoxLayout(self)
         lay.addWidget(intro)
