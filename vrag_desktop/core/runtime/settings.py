@@ -41,7 +41,9 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 class VLLMSettings:
     """The panel's fields. Empty / zero / None mean "the default": ``python`` empty is the
     ``runtime setup`` environment if it exists, else this interpreter; ``port`` None picks a free
-    port at start; ``extra_args`` is one shell-style string (``--enforce-eager --seed 1``)."""
+    port at start; ``extra_args`` is one shell-style string (``--enforce-eager --seed 1``).
+    ``runtime_lora``/``max_lora_rank``/``scale_out``: a training run's rollout server (LoRA
+    adapters loaded while it runs, token ids with images; core/training/rollout_server.py)."""
 
     model: str = ""
     served_model_name: str = ""
@@ -55,6 +57,9 @@ class VLLMSettings:
     limit_images: int | None = None
     extra_args: str = ""
     ready_timeout: float = 900.0
+    runtime_lora: bool = False
+    max_lora_rank: int | None = None
+    scale_out: bool = False
 
     def problems(self) -> dict[str, str]:
         """Field name → what is wrong with it (empty: fine). ``model`` empty counts."""
@@ -92,6 +97,9 @@ class VLLMSettings:
                     "Put the API key in the Server API key box: extra arguments are saved in plain "
                     "text and shown on vLLM's command line."
                 )
+        rank = self.max_lora_rank
+        if rank is not None and not (isinstance(rank, int) and rank >= 1):
+            out["max_lora_rank"] = "The largest LoRA rank must be at least 1."
         if not (isinstance(self.ready_timeout, (int, float)) and self.ready_timeout > 0):
             out["ready_timeout"] = "The start timeout must be positive."
         return out
@@ -168,6 +176,9 @@ class VLLMSettings:
             tensor_parallel_size=self.tensor_parallel_size,
             dtype=self.dtype.strip() or "auto",
             extra_args=self.extra_argv(),
+            runtime_lora=bool(self.runtime_lora),
+            max_lora_rank=self.max_lora_rank,
+            scale_out=bool(self.scale_out),
             **extra,
         ).from_models_folder(data_dir)
 

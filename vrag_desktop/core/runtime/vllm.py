@@ -64,7 +64,9 @@ class VLLMConfig:
     adapters on top of ``model``, the base they were trained on; ``max_lora_rank`` defaults to the
     largest ``r`` their ``adapter_config.json`` files declare. ``runtime_lora`` lets clients load
     adapters while it runs (``POST /v1/load_lora_adapter``: a LoRA training run's rollouts, see
-    trainer/vrag_trainer/vllm_http.py); ``max_lora_rank`` must then cover the run's rank."""
+    trainer/vrag_trainer/vllm_http.py); ``max_lora_rank`` must then cover the run's rank.
+    ``scale_out`` adds ``--enable-scale-out`` (vLLM ≥ 0.32): ``POST /inference/v1/generate``, token
+    ids with images, which the rollouts' image turns use."""
 
     model: str
     served_model_name: str | None = None
@@ -83,6 +85,7 @@ class VLLMConfig:
     lora_modules: dict[str, str] = field(default_factory=dict)
     max_lora_rank: int | None = None
     runtime_lora: bool = False
+    scale_out: bool = False
 
     @property
     def model_name(self) -> str:
@@ -155,6 +158,8 @@ class VLLMConfig:
         if self.lora_modules or self.runtime_lora:
             rank = self.max_lora_rank or _adapter_rank(self.lora_modules.values())
             cmd += ["--enable-lora", *(["--max-lora-rank", str(rank)] if rank else [])]
+        if self.scale_out:
+            cmd.append("--enable-scale-out")
         if self.lora_modules:
             cmd += ["--lora-modules", *(f"{name}={path}" for name, path in self.lora_modules.items())]
         return cmd + split_api_key(self.extra_args)[0]  # never a key: see child_env

@@ -289,14 +289,17 @@ class VLLMSection(QWidget):
         status = self.status
         return not self._stopping and (status is S.STARTING or (self._start_pending and not status.running))
 
-    def start(self) -> bool:
-        """Start the server with the form's settings. Returns False when refused (shown inline)."""
+    def start(self, settings: VLLMSettings | None = None) -> bool:
+        """Start the server with the form's settings (or ``settings``, shown in the form: the
+        New-run dialog's rollout server). Returns False when refused (shown inline)."""
         from vrag_desktop.core.runtime.vllm import VLLMServer
 
         if self.busy:
             return False
         self.form.clear_errors()
-        s = self.settings()
+        if settings is not None:
+            self.set_settings(settings)
+        s = settings or self.settings()
         problems = s.problems()
         if problems:
             self.form.show_problems(problems)

@@ -7,8 +7,10 @@ that reads files or probes the GPU runs off the GUI thread (:mod:`vrag_desktop.q
 a stale answer (the person typed on) is dropped. Start is off, with the reason under the form, while
 anything would make the launch fail: a bad value, no matching item, a base model or output folder
 that cannot be used, the trainer environment missing or broken (the dialog offers to create or
-re-create it). A run that would start but cannot learn (an exact judge on sentence answers) is
-warned about in the pre-flight box, in the words the CLI prints (``core/training/learnable.py``).
+re-create it), or, for rollouts from the app's vLLM server, that server not running with what the
+run needs (the rollout-server box starts it through the Runtime dock: ``rollout_box.py``). A run
+that would start but cannot learn (an exact judge on sentence answers) is warned about in the
+pre-flight box, in the words the CLI prints (``core/training/learnable.py``).
 With a validation curve asked for, the held-out set is made as the trainer makes it and said under
 the match (which items a split holds out); a set with nothing to validate turns Start off.
 Given ``launch`` (the panel's), Start launches from here and a refusal (a full disk, an unwritable
@@ -48,6 +50,7 @@ from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
 from vrag_desktop.qt.infra.tasks import TaskSlot, run_call, run_generator
 from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, advice_box, text_label, tone
+from vrag_desktop.qt.training.rollout_box import RolloutServerBox
 from vrag_desktop.qt.training.run_form import RunForm
 
 if TYPE_CHECKING:
@@ -55,6 +58,16 @@ if TYPE_CHECKING:
     from vrag_desktop.qt.context import AppContext
 
 DEBOUNCE_MS = 250
+
+
+def _without_server(m: dict[str, Any]) -> TrainConfig | None:
+    """The form's app-server run as if its server ran (to say what that server needs), else None."""
+    if m.get("vllm_mode") != "app_server" or m.get("vllm_url"):
+        return None
+    try:
+        return TrainConfig.from_mapping({**m, "vllm_url": "http://127.0.0.1:1/v1"})
+    except ConfigError:
+        return None
 
 
 class NewRunDialog(QDialog):
@@ -82,6 +95,7 @@ class NewRunDialog(QDialog):
         self.answers: pf.AnswerStyle | None = None  # the matched items' answers (warnings)
         self.validation_error: str | None = None  # no validation set can be made (Start is off)
         self._problem: str | None = None  # from the worker: model or output folder not usable
+        self._rollouts: str | None = None  # the rollout server cannot serve the run (yet)
         self._error: ConfigError | None = None
         self._matching, self._checking = TaskSlot(), TaskSlot()  # the newest answer of each wins
         self._creating = TaskSlot()  # the trainer environment being made
@@ -116,6 +130,8 @@ class NewRunDialog(QDialog):
         QVBoxLayout(self.warn_box).addWidget(self.warn_label)
         self.warn_box.setVisible(False)
         self.env_box = self._env_section()
+        self.rollout_box = RolloutServerBox(self)
+        self.rollout_box.changed.connect(self._validate)
         right = QWidget(self)
         rv = QVBoxLayout(right)
         rv.setContentsMargins(0, 0, 0, 0)
@@ -127,6 +143,7 @@ class NewRunDialog(QDialog):
             self.model_label,
             self.memory_label,
             self.warn_box,
+            self.rollout_box,
             self.env_box,
         ):
             rv.addWidget(w)
@@ -208,6 +225,8 @@ class NewRunDialog(QDialog):
         self._error = None
         self.config = None
         data = str(self.ctx.data_dir)
+        self.form.rollout_url = self.rollout_box.url()
+        m: dict[str, Any] = {}
         try:
             m = self.form.mapping(data)
             default = TrainConfig.from_mapping({**m, "output_dir": ""}).resolved_output_dir(self.ctx.data_dir)
@@ -219,6 +238,7 @@ class NewRunDialog(QDialog):
             self.config = None
             self._error = exc
         self.form.show_error(self._error)
+        self._rollouts = self.rollout_box.update_for(self.config or _without_server(m))
         if self.config is not None:
             self.run_dir = self.config.resolved_output_dir(self.ctx.data_dir)
             python = self.env.python if self.env is not None and self.env.ready else None
@@ -239,6 +259,8 @@ class NewRunDialog(QDialog):
         out = [str(self._error)] if self._error is not None else []
         if self._problem:
             out.append(self._problem)
+        if self._rollouts:
+            out.append(self._rollouts)
         if self.match is None:
             out.append("the dataset is still being matched against the corpora")
         elif self.match[0] == 0:

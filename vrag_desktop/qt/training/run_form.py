@@ -52,6 +52,9 @@ JUDGES = (
 )
 NO_JUDGE = "No model chosen"  # the judge box's entry while no model is chosen
 DEVICES = (("auto", "Auto (GPU when present)"), ("cuda", "GPU (CUDA)"), ("cpu", "CPU (tiny models only)"))
+#: Who samples the rollouts: the trainer's own model, or the app's vLLM server (``vllm_mode:
+#: app_server``; the dialog offers to start it, core/training/rollout_server.py).
+ROLLOUTS = (("hf", "The trainer (Hugging Face generate)"), ("app_server", "The app's vLLM server (LoRA)"))
 #: (config field, label) of the numeric fields, in the form's order; ints stay ints.
 NUMBERS = (
     ("group_size", "Group size"),
@@ -80,6 +83,7 @@ RL_ONLY = (
     "clip_ratio_high",
     "ppo_epochs",
     "dynamic_sampling.enabled",
+    "vllm_mode",
 )
 SFT_ONLY = ("sft.batch_size",)
 #: The learning rates the form switches between with the algorithm while the person has not typed
@@ -122,6 +126,7 @@ class RunForm(QWidget):
         self.rows: dict[str, tuple[QFormLayout, QWidget]] = {}
         self._output_touched = False
         self._default_output = ""
+        self.rollout_url = ""  # the app's vLLM server, when it runs (set by the dialog)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self._run_box())
@@ -190,6 +195,8 @@ class RunForm(QWidget):
         self._field(form, "name", "Run name", self.name)
         self._field(form, "output_dir", "Output folder", self.output, out_browse)
         self._field(form, "device", "Device", self.device)
+        self.rollouts = self._combo(ROLLOUTS)
+        self._field(form, "vllm_mode", "Rollouts", self.rollouts)
         self.dataset.currentIndexChanged.connect(lambda *_: self.sourcesChanged.emit())
         return box
 
@@ -317,6 +324,8 @@ class RunForm(QWidget):
         flat.update({f"judge.{k}": v for k, v in dict(values.get("judge") or {}).items()})
         for table in ("lora", "dynamic_sampling", "sft", "validation"):
             flat.update({f"{table}.{k}": v for k, v in dict(values.get(table) or {}).items()})
+        app = values.get("generator") == "vllm" and values.get("vllm_mode") == "app_server"
+        flat["vllm_mode"] = "app_server" if app else "hf"
         for key, w in self.fields.items():
             if key not in flat or flat[key] is None:
                 continue
@@ -364,6 +373,8 @@ class RunForm(QWidget):
             else:
                 out[key] = value
         sft = out["algorithm"] == "sft"  # no reward: the judge is not asked, so not required
+        if out.pop("vllm_mode") == "app_server" and not sft:
+            out.update(generator="vllm", vllm_mode="app_server", vllm_url=self.rollout_url)
         if sft:
             out.pop("validation", None)  # no rollouts, no curve: its hidden fields do not apply
         if out["judge"]["kind"] == "profile" and not out["judge"]["profile"] and not sft:
@@ -392,7 +403,8 @@ class RunForm(QWidget):
                 set_role(self.fields[key], "invalid", None)
         if error is None:
             return
-        key = error.field if error.field in self.fields else error.field.partition(".")[0]
+        field = "vllm_mode" if error.field in ("generator", "vllm_url") else error.field
+        key = field if field in self.fields else field.partition(".")[0]
         if key == "reward":
             key = "reward.judge"
         if key not in self.fields:
