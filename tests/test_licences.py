@@ -134,3 +134,20 @@ def test_the_readme_and_notice_say_the_same() -> None:
     assert "## Licence" in readme and "distributed under the GNU AGPL v3.0" in readme
     assert "Apache License, Version 2.0" in notice and "under the GNU Affero General Public" in notice
     assert (ROOT / "licenses" / "AGPL-3.0.txt").read_text().startswith("GNU AFFERO GENERAL PUBLIC LICENSE")
+
+
+def test_the_about_box_opens_with_live_links(qtbot: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QLabel, QMessageBox, QWidget
+
+    from vrag_desktop.qt.help_dialogs import about_box
+
+    shown: list[QMessageBox] = []
+    monkeypatch.setattr(QMessageBox, "exec", lambda self: shown.append(self) or 0)
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    about_box(parent, "/data", "/config")
+    (box,) = shown
+    label = next(w for w in box.findChildren(QLabel) if "AGPL" in w.text())
+    assert label.textFormat() == Qt.TextFormat.RichText and label.openExternalLinks()
+    assert label.textInteractionFlags() & Qt.TextInteractionFlag.LinksAccessibleByMouse
