@@ -121,6 +121,44 @@ def test_kill_9_of_runtime_start_foreground_takes_the_server_and_its_engine(
     assert left == [], f"left running after kill -9 of the command: {left}"
 
 
+def test_sigterm_of_runtime_start_foreground_stops_the_server_and_its_engine(
+    tmp_path: Path, killer: list[int]
+) -> None:
+    """SIGTERM (``kill``, a service manager) is a clean stop, as Ctrl-C: the server and the engine it
+    started go, and the command says so (tests/test_signal_env.py: the same for environment builds)."""
+    data = tmp_path / "data"
+    proc = subprocess.Popen(
+        [
+            *CLI,
+            "runtime",
+            "start",
+            "fake-model",
+            "--python",
+            sys.executable,
+            "--port",
+            str(pick_free_port()),
+            "--foreground",
+        ],
+        cwd=ROOT,
+        env=env_for(data, VRAG_DESKTOP_VLLM_ENTRYPOINT=f"{FAKE} --fake-delay 0.2 --fake-grandchild"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    killer.append(proc.pid)
+    cmd = Reader(proc)
+    cmd.until("Press Ctrl-C", timeout=60)
+    state = json.loads((data / "runtime" / "state.json").read_text())
+    server, engine = int(state["pid"]), engine_pid("\n".join(cmd.lines))
+    everything = sorted({server, engine, *tree_of(proc.pid)})
+    killer.extend(everything)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(20) != -signal.SIGTERM  # handled, not killed by it
+    left = wait_all_gone(everything)
+    assert left == [], f"left running after SIGTERM to the command: {left}"
+
+
 def trainer_with_grandchild(folder: Path) -> Path:
     """The stand-in trainer behind a wrapper that first starts a sleeping grandchild (a data worker)."""
     inner = make_fake_trainer(folder)
