@@ -19,13 +19,12 @@ from vrag_desktop.core.endpoints.readiness import Readiness
 from vrag_desktop.core.paths import sample_corpus_dir
 from vrag_desktop.qt.history.examples import ExampleBar, load_example_async
 from vrag_desktop.qt.infra.errors import error_sink
-from vrag_desktop.qt.welcome.choices import LOCAL_MODEL
-from vrag_desktop.qt.welcome.first_run_dialog import FirstRunDialog
 
 if TYPE_CHECKING:
     from vrag_desktop.core.agents.events import AgentEvent
     from vrag_desktop.core.example_runs import ExampleRun
     from vrag_desktop.qt.main_window import MainWindow
+    from vrag_desktop.qt.welcome.first_run_dialog import FirstRunDialog
 
 SAMPLE_CORPUS = "sample"
 
@@ -67,6 +66,10 @@ class Guide(QObject):
             self.dialog.raise_()
             self.dialog.activateWindow()
             return self.dialog
+        from vrag_desktop.qt.welcome.first_run_dialog import (
+            FirstRunDialog,
+        )  # its cards load the model catalogue
+
         dlg = self.dialog = FirstRunDialog(self.win.ctx.current_model, self.win, indexing=indexing)
         gpu = self.win.runtime.vllm.gpu
         if gpu.report is not None:
@@ -89,7 +92,7 @@ class Guide(QObject):
             self.choose_model()
             return
         if readiness.fix == "models":
-            self.open_local_models(readiness.model or LOCAL_MODEL)
+            self.open_local_models(readiness.model)
             return
         self.win.open_runtime()
         if readiness.fix == "key" and readiness.profile:
@@ -99,10 +102,13 @@ class Guide(QObject):
         else:
             runtime.show_endpoint(readiness.profile)
 
-    def open_local_models(self, focus: str = LOCAL_MODEL) -> None:
+    def open_local_models(self, focus: str | None = None) -> None:
         """Where a local model is downloaded and served: the Models view, on ``focus``'s row (its
-        size, fit and Download; once downloaded, *Serve…* fills the Local vLLM server)."""
-        self.win.models.open(focus=focus)
+        size, fit and Download; once downloaded, *Serve…* fills the Local vLLM server); by default
+        the VRAG model."""
+        from vrag_desktop.qt.welcome.choices import LOCAL_MODEL
+
+        self.win.models.open(focus=focus or LOCAL_MODEL)
 
     # ---- examples
     def open_example(self, key: str) -> None:

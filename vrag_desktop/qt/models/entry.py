@@ -17,10 +17,10 @@ from PySide6.QtWidgets import QToolButton
 from vrag_desktop.core.models import DownloadProgress
 from vrag_desktop.qt.infra.widgets import icon_only
 from vrag_desktop.qt.models.downloads import Downloads
-from vrag_desktop.qt.models.models_view import ModelsView
 
 if TYPE_CHECKING:
     from vrag_desktop.qt.main_window import MainWindow
+    from vrag_desktop.qt.models.models_view import ModelsView
 
 WIDTH, HEIGHT = 1000, 780
 
@@ -47,6 +47,8 @@ class ModelsEntry(QObject):
         """Show the Models window (made on first use), on ``focus``'s card when given."""
         view = self.view
         if view is None:
+            from vrag_desktop.qt.models.models_view import ModelsView  # made on first use
+
             view = self.view = ModelsView(self.win.ctx, self.downloads, self.win)
             view.setWindowFlag(Qt.WindowType.Window, True)
             view.served_model = lambda: self.win.runtime.vllm.model_edit.text()
