@@ -174,8 +174,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.readme and not (args.newcomer or args.models):
         for mode in ("--newcomer", "--models"):
-            cmd = [sys.executable, __file__, mode, "--readme", "--out", str(out)]
-            subprocess.run([*cmd, "--theme", args.theme, "--size", args.size], check=True)
+            cmd = [sys.executable, __file__, mode, "--readme", "--out", str(out), "--theme", args.theme]
+            subprocess.run([*cmd, *(["--size", args.size] if args.size else [])], check=True)
         return 0
     work = Path(tempfile.mkdtemp(prefix="vrag-shots-"))
     os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
