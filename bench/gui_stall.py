@@ -59,6 +59,12 @@ development machine.
     shown while it streams metrics and log lines, its tabs switched Plots ↔ Log every 2 s; the
     trainer (a child process) competes for the cores. Needs ``.venv-trainer``.
 
+(d) **tab switches** (issue 31; every phase, ``--dock-switch-s``, 0 turns them off): the side docks
+    (History, Datasets, Evaluations, Training, Runtime) shown as one group of tabs and raised in turn
+    every 1.3 s, as a person moving between them; the Training view's Plots ↔ Log switches count too.
+    Each switch's cost is the longest GUI-thread gap ending within 0.3 s of it (the switch, then the
+    panel's layout and first paint); the target is ≤ 50 ms.
+
     .venv/bin/python bench/gui_stall.py [--pdfs 15 --pages 300 --reps 3] [--py-spy PATH] [--xcb]
         [--phases index,baselines,training]
 
@@ -95,6 +101,7 @@ if os.environ.get("VRAG_BENCH_TREE"):  # bench/gui_stall_ab.py: measure another 
 
 TARGET_MS = 50.0
 BEAT_MS = 5
+SWITCH_WINDOW_S = 0.3  # a tab switch's cost: the longest gap ending this soon after it
 KEEP_STALL_MS = 20  # gaps kept individually (with their context) in the JSON
 QUESTION = "What payload can the Atlas warehouse robot carry, and how long does its battery last?"
 
@@ -414,6 +421,8 @@ class Heartbeat:
         self.monitor: Monitor | None = None
         self._tag_at_beat = ""
         self.t0 = 0.0
+        self.beats: list[tuple[float, float, float]] = []  # (end, gap ms, GUI-thread CPU ms) while recording
+        self.cpu_last = time.thread_time()
 
     def start(self) -> None:
         self.last = time.perf_counter()
@@ -427,7 +436,7 @@ class Heartbeat:
             # A phase's first gap starts with the phase: the time since the last beat was the
             # bench's own bookkeeping of the phase before (its figures, ``gc.get_objects()``), which
             # used to be counted as the new phase's first stall (20-50 ms at 0.02-0.04 s, §5.18).
-            self.gaps, self.stalls, self.t0 = [], [], time.perf_counter()
+            self.gaps, self.stalls, self.t0, self.beats = [], [], time.perf_counter(), []
             self.last = self.t0
         self.recording = on
         if self.monitor is not None:
@@ -435,9 +444,11 @@ class Heartbeat:
 
     def _beat(self) -> None:
         now = time.perf_counter()
+        cpu = time.thread_time()  # this (the GUI) thread's CPU: its own work in the gap
         gap = (now - self.last) * 1000
         if self.recording:
             self.gaps.append(gap)
+            self.beats.append((now, gap, (cpu - self.cpu_last) * 1000))
             if gap >= KEEP_STALL_MS:
                 self.stalls.append(
                     {
@@ -447,10 +458,69 @@ class Heartbeat:
                         "_window": (self.last, now),
                     }
                 )
-        self.last = now
+        self.last, self.cpu_last = now, cpu
         self._tag_at_beat = self.tag
         if self.monitor is not None:
             self.monitor.beat(now, self.recording)
+
+
+class TabSwitches:
+    """Tab switches as a person makes them, each timed (issue 31: 150-370 ms were seen during indexing
+    and training). A switch's cost is the longest time, from the switch on, that the GUI thread did not
+    get back to its event loop in the :data:`SWITCH_WINDOW_S` after it (the switch itself, then the
+    newly shown panel's layout and first paint, which Qt does on the event loop's next turns); its own
+    work is the GUI thread's CPU in those gaps (what the Qt layer controls; the rest is waiting for a
+    core or the GIL). ``targets`` are switched in turn every ``interval_s``; switches made elsewhere
+    (the Training view's Plots ↔ Log) are recorded with :meth:`mark`."""
+
+    def __init__(self, hb: Heartbeat, qtimer: Any, interval_s: float, targets: list[tuple[str, Any]]) -> None:
+        self.hb, self.targets, self.at = hb, targets, []
+        self.timer = qtimer()
+        self.timer.setInterval(int(interval_s * 1000))
+        self.timer.timeout.connect(self._switch)
+        self._next = 0
+
+    def mark(self, name: str) -> None:
+        self.at.append((time.perf_counter(), name))
+
+    def _switch(self) -> None:
+        name, fn = self.targets[self._next % len(self.targets)]
+        self._next += 1
+        self.mark(name)
+        fn()
+
+    def start(self) -> None:
+        self.at = []
+        if self.targets:
+            self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def summary(self) -> dict[str, Any]:
+        costs, own = [], []
+        for t, name in self.at:
+            # the gaps overlapping [t, t + window]: each counts from the switch on
+            hit = [
+                (end, g, c) for end, g, c in self.hb.beats if end > t and end - g / 1000 < t + SWITCH_WINDOW_S
+            ]
+            costs.append(
+                (
+                    round(max(((end - max(end - g / 1000, t)) * 1000 for end, g, _ in hit), default=0.0), 1),
+                    name,
+                )
+            )
+            own.append(round(sum(c for *_, c in hit), 1))
+        ms, cpu = sorted(c for c, _ in costs), sorted(own)
+        return {
+            "switches": len(costs),
+            "max_ms": ms[-1] if ms else None,
+            "median_ms": ms[len(ms) // 2] if ms else None,
+            "over_50ms": sum(c > TARGET_MS for c in ms),
+            "gui_cpu_max_ms": cpu[-1] if cpu else None,
+            "gui_cpu_median_ms": cpu[len(cpu) // 2] if cpu else None,
+            "worst": sorted(costs, reverse=True)[:5],
+        }
 
 
 class Sampler(threading.Thread):
@@ -885,6 +955,7 @@ class Bench:
         except ImportError:
             self.warmup = None
         self.hb = Heartbeat()
+        self.tabs = TabSwitches(self.hb, QTimer, args.dock_switch_s, self._dock_targets(args.dock_switch_s))
         self.gc = GcWatch()
         self.sampler = Sampler(self.hb)
         self.clock_samples: list[tuple[float, ...]] = []  # Clock.stop's samples
@@ -904,6 +975,21 @@ class Bench:
         w.corpora.busyChanged.connect(self._on_busy)
         agent_events(w.controller).connect(self._on_event)
         w.controller.finished.connect(self._on_run_finished)
+
+    def _dock_targets(self, interval_s: float) -> list[tuple[str, Any]]:
+        """The side docks a person moves between (History, Datasets, Evaluations, Training, Runtime),
+        shown as one group of tabs, each raised in turn; none when ``interval_s`` is 0."""
+        w = self.window
+        names = ("history_dock", "datasets_dock", "evaluations_dock", "training_dock", "runtime_dock")
+        docks = [getattr(w, n) for n in names if hasattr(w, n)]
+        if interval_s <= 0 or len(docks) < 2:
+            return []
+        for d in docks:
+            d.show()
+        for d in docks[1:]:
+            if d not in w.tabifiedDockWidgets(docks[0]):
+                w.tabifyDockWidget(docks[0], d)
+        return [(d.windowTitle(), d.raise_) for d in docks]
 
     # ---- slots
     def _retag(self) -> None:
@@ -961,9 +1047,11 @@ class Bench:
         n_reports = len(self.reports)
         self.hb.record(True)
         t0 = time.perf_counter()
+        self.tabs.start()
         with Phase() as ph:
             start()
             finished = self.wait_until(done, timeout_s)
+        self.tabs.stop()
         self.hb.record(False)
         self._phase_window = (t0, time.perf_counter())
         gaps = sorted(self.hb.gaps)
@@ -985,6 +1073,7 @@ class Bench:
             "stalls": sorted(self.hb.stalls, key=lambda s: -s["gap_ms"]),
             "gc": self.gc.summary(*self._phase_window),
             "gc_tracked_objects_after": len(gc.get_objects()),  # frozen ones excluded
+            "tab_switches": self.tabs.summary(),
         }
 
     def rep(self, k: int) -> dict[str, Any]:
@@ -1147,6 +1236,7 @@ class Bench:
             )
 
         def switch() -> None:
+            self.tabs.mark("Training: " + ("Plots", "Log")[state["switches"] % len(tabs)])
             view.tabs.setCurrentIndex(tabs[state["switches"] % len(tabs)])
             state["switches"] += 1
             retag()
@@ -1332,6 +1422,12 @@ def main() -> None:
     ap.add_argument("--train-save-steps", type=int, default=10, help="training phase: save_steps")
     ap.add_argument(
         "--tab-switch-s", type=float, default=2.0, help="training phase: seconds between tab switches"
+    )
+    ap.add_argument(
+        "--dock-switch-s",
+        type=float,
+        default=1.3,
+        help="every phase: seconds between switches of the side docks' tabs (History, Datasets, …); 0: none",
     )
     ap.add_argument(
         "--startup",
@@ -1552,6 +1648,19 @@ def main() -> None:
             f"{p['cpu']['other_cpu_share']:.0%} |"
         )
     print(f"\nTarget: longest stall ≤ {TARGET_MS:.0f} ms while indexing and streaming.")
+    print(
+        "\n| Phase | tab switches | longest switch ms | median ms | switches > 50 ms "
+        "| GUI thread's own CPU per switch, median / max ms | slowest (ms, tab) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for p in phases:
+        t = p.get("tab_switches") or {}
+        if t.get("switches"):
+            worst = ", ".join(f"{ms} {name}" for ms, name in t["worst"][:3])
+            print(
+                f"| {p['label']} | {t['switches']} | **{t['max_ms']}** | {t['median_ms']} | "
+                f"{t['over_50ms']} | {t.get('gui_cpu_median_ms')} / {t.get('gui_cpu_max_ms')} | {worst} |"
+            )
     if render:
         print(
             f"\nOne transcript redraw at the end of a run ({render['run_blocks']} blocks, {render['html_chars']:,} "

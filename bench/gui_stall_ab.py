@@ -77,6 +77,8 @@ def main() -> None:
                     "over_50ms": p["over_50ms"],
                     "seconds": p["seconds"],
                     "others_cpu": p["cpu"]["other_cpu_share"],
+                    "tab_switch_max_ms": (p.get("tab_switches") or {}).get("max_ms"),
+                    "tab_switches_over_50ms": (p.get("tab_switches") or {}).get("over_50ms"),
                 }
                 for p in got
                 if p is not None
@@ -89,8 +91,11 @@ def main() -> None:
         f"\n{m['cpu_model']}, {m.get('cpus_usable', m['cpu_count'])} cores; {args.rounds} rounds, alternating; "
         f"gui_stall.py {' '.join(defaults + extra)}\n"
     )
-    print("| phase | tree | longest stall ms (per round) | p99 ms | stalls > 50 ms | others' CPU |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| phase | tree | longest stall ms (per round) | p99 ms | stalls > 50 ms | longest tab switch ms "
+        "| tab switches > 50 ms | others' CPU |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for label, row in summary["phases"].items():
         for name, _ in trees:
             rs = row[name]
@@ -99,6 +104,8 @@ def main() -> None:
             print(
                 f"| {label} | {name} | {' / '.join(str(x['max_ms']) for x in rs)} | "
                 f"{' / '.join(str(x['p99_ms']) for x in rs)} | {' / '.join(str(x['over_50ms']) for x in rs)} | "
+                f"{' / '.join(str(x['tab_switch_max_ms']) for x in rs)} | "
+                f"{' / '.join(str(x['tab_switches_over_50ms']) for x in rs)} | "
                 f"{statistics.median(x['others_cpu'] for x in rs):.0%} |"
             )
 
