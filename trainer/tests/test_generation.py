@@ -90,3 +90,50 @@ def test_grpo_args_hand_generation_to_trls_vllm_when_asked() -> None:
     assert (
         grpo.loss_type == "bnpo" and grpo.beta == 0.01 and grpo.epsilon == 0.2 and grpo.num_generations == 5
     )
+
+
+def test_a_batch_is_generated_in_the_rollouts_order_not_their_arrival_order() -> None:
+    """The same seed samples the same tokens for the same rollout: rows are drawn in each rollout's
+    place in the step (ROLLOUT_ORDER), whichever search answered first."""
+    from vrag_trainer.generation import ROLLOUT_ORDER, _Batching
+    from vrag_trainer.policy import Generated
+
+    class Recording(_Batching):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[int]] = []
+
+        def _generate_batch(self, batch: list[Any]) -> list[Generated]:
+            self.rows.append([r.prompt_ids[0] for r in batch])
+            return [Generated([r.prompt_ids[0]], None, "stop") for r in batch]
+
+    async def run(arrival: list[int]) -> tuple[list[list[int]], list[int]]:
+        gen = Recording()
+
+        async def one(n: int, delay: float) -> int:
+            ROLLOUT_ORDER.set((0, n))
+            async with gen.rollout():
+                await asyncio.sleep(delay)  # a search answering sooner or later
+                out = await gen.generate([n], [], [], max_new_tokens=1, temperature=1.0)
+                return int(out.ids[0])
+
+        got = await asyncio.gather(*(one(n, 0.01 * arrival.index(n)) for n in range(4)))
+        return gen.rows, list(got)
+
+    for arrival in ([3, 1, 0, 2], [0, 1, 2, 3], [2, 3, 1, 0]):
+        rows, got = asyncio.run(run(arrival))
+        assert rows == [[0, 1, 2, 3]], (arrival, rows)  # one batch, in the rollouts' order
+        assert got == [0, 1, 2, 3]  # each rollout still gets its own row's result
+
+    async def unordered() -> list[list[int]]:  # requests without an order keep their arrival order
+        gen = Recording()
+
+        async def one(n: int, delay: float) -> None:
+            async with gen.rollout():
+                await asyncio.sleep(delay)
+                await gen.generate([n], [], [], max_new_tokens=1, temperature=1.0)
+
+        await asyncio.gather(*(one(n, 0.01 * (3 - n)) for n in range(4)))
+        return gen.rows
+
+    assert asyncio.run(unordered()) == [[3, 2, 1, 0]]

@@ -13,15 +13,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
 import threading
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vrag_trainer.policy import Generated, vision_token_ids
 
-__all__ = ["HFGenerator", "VLLMGenerator", "vision_inputs"]
+__all__ = ["ROLLOUT_ORDER", "HFGenerator", "VLLMGenerator", "vision_inputs"]
+
+#: A rollout's place in its step (set by the task that runs it). Each batch is generated in this
+#: order, not in the order the requests arrived (which follows the search server's timing), so the
+#: same seed samples the same tokens for the same rollout: a step whose rollouts all run at once
+#: is reproducible. Requests without one keep their arrival order.
+ROLLOUT_ORDER: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("rollout_order", default=())
 
 
 def vision_inputs(model: Any, ids: Any, pixel_values: list[Any], image_grid_thw: list[Any]) -> dict[str, Any]:
@@ -50,6 +57,7 @@ class _Request:
     max_new_tokens: int
     temperature: float
     future: asyncio.Future[Generated]
+    order: tuple[int, ...] = field(default_factory=ROLLOUT_ORDER.get)
 
 
 class _Batching:
@@ -136,6 +144,7 @@ class _Batching:
             await self._gather()
             batch = [r for r in self._pending[: self.max_batch] if not r.future.done()]
             del self._pending[: self.max_batch]
+            batch.sort(key=lambda r: r.order)  # stable: unordered requests keep their arrival order
             if not batch:
                 continue
             try:

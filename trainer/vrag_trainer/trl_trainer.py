@@ -54,6 +54,7 @@ from vrag_desktop.core.datasets import DatasetItem
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_trainer.batch import chunks, collate
 from vrag_trainer.distributed import agree_to_stop, average_gradients, pad_rows
+from vrag_trainer.generation import ROLLOUT_ORDER
 from vrag_trainer.ggpo import Row, training_rows
 from vrag_trainer.offpolicy import importance_ratio, ratio_metrics
 from vrag_trainer.rollout import Rollout, RolloutSpec, run_rollout
@@ -215,8 +216,9 @@ class AgentGRPOTrainer(GRPOTrainer):
             }
 
             async def one(
-                i: int = i, keep: Any = keep, settings: dict[str, Any] = settings
+                i: int = i, n: int = n, keep: Any = keep, settings: dict[str, Any] = settings
             ) -> tuple[Rollout, Any]:
+                ROLLOUT_ORDER.set((round_no, n))  # this task's own context: its batch position
                 async with limit:
                     return await run_rollout(
                         self.spec,

@@ -43,6 +43,7 @@ from vrag_desktop.core.training.validation import (
     split_record,
     start_value,
 )
+from vrag_trainer.generation import ROLLOUT_ORDER
 from vrag_trainer.rollout import Rollout, run_rollout
 
 __all__ = ["ValidationCallback", "summarize", "validation_row"]
@@ -225,6 +226,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         limit = asyncio.Semaphore(8)
 
         async def one(i: int) -> Rollout:
+            ROLLOUT_ORDER.set((i,))  # the batch's order: the items', whatever the search timing
             async with limit:
                 rollout, _ = await run_rollout(
                     spec, self.items[i], self.golden[i], i, judge=self.trainer.judge
