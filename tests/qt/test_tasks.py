@@ -374,3 +374,31 @@ def test_workers_run_below_the_gui_thread_and_the_gui_thread_keeps_its_priority(
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui
     monkeypatch.setenv(priority.ASYNC_NICE_ENV, "fast")
     assert priority.async_nice() == priority._ASYNC_NICE
+
+
+def test_held_starts_run_once_released_in_order_and_a_cancelled_one_never(qtbot: Any) -> None:
+    """While the window is built (cold start) tasks are held; released, they run in the order they
+    were started; one cancelled meanwhile never runs and ends cancelled."""
+    ran: list[str] = []
+    tasks.hold_starts()
+    try:
+        first = run_call(ran.append, "first")
+        dropped = run_call(ran.append, "dropped")
+        gen = run_generator(_count(2, []), "held-gen")
+        time.sleep(0.2)
+        assert ran == [] and first.is_running() and not gen.done()
+        dropped.cancel()
+    finally:
+        tasks.release_starts()
+    for t in (first, dropped, gen):
+        qtbot.waitUntil(_ended(t), timeout=5000)
+    assert ran == ["first"]
+    assert (first.outcome, dropped.outcome, gen.outcome, gen.result) == (
+        "finished",
+        "cancelled",
+        "finished",
+        1,
+    )
+    late = run_call(ran.append, "not held")  # released: starts at once again
+    qtbot.waitUntil(_ended(late), timeout=5000)
+    assert ran == ["first", "not held"]

@@ -479,6 +479,11 @@ def live_tasks() -> list[Task]:
 def shutdown(timeout_s: float = 5.0, loop_timeout_s: float = 3.0) -> list[str]:
     """Cancel every task and wait for them (bounded), then stop the private loop. Returns the names
     of tasks still running."""
+    with _LIVE_LOCK:
+        held = [task for task, _ in _HELD or []]
+    for task in held:  # a window closed before it painted: its held look-ups end as cancelled
+        task.cancel()
+    release_starts()
     tasks = live_tasks()
     for t in tasks:
         t.cancel()
