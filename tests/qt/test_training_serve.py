@@ -22,7 +22,7 @@ from vrag_desktop.core.runtime.supervisor import ProcessStatus
 from vrag_desktop.core.training.rundir import TrainRun
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
-from vrag_desktop.qt.training import run_view as run_view_module
+from vrag_desktop.qt.training import run_serving
 from vrag_desktop.qt.training.run_view import RunView
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups are POSIX here")
@@ -130,7 +130,7 @@ def test_only_a_checkpoint_is_exported_first_then_served(
     run.mark_complete(run.checkpoint_dir(3), 3)
     view.set_run(run.root)
     qtbot.waitUntil(view.serve_button.isEnabled, timeout=5000)  # a complete checkpoint: on
-    monkeypatch.setattr(run_view_module, "ask_export", lambda *_a: False)
+    monkeypatch.setattr(run_serving, "ask_export", lambda *_a: False)
     view.serve_button.click()
     assert "export checkpoint 3 first" in view.detail.text() and not runtime.vllm.busy
 
@@ -141,7 +141,7 @@ def test_only_a_checkpoint_is_exported_first_then_served(
         view.set_busy(False, ours=True)
 
     view.exportRequested.connect(exporting)
-    monkeypatch.setattr(run_view_module, "ask_export", lambda *_a: True)
+    monkeypatch.setattr(run_serving, "ask_export", lambda *_a: True)
     view.serve_button.click()
     assert asked == [run.root] and "served once the export is written" in view.detail.text()
     view.poll_now()
