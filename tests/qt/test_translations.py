@@ -31,6 +31,7 @@ WRAPPED = [
     QT / "ask" / "ask_panel.py",
     QT / "notifications.py",
     QT / "welcome" / "first_run_dialog.py",
+    QT / "welcome" / "choices.py",
 ]
 #: Calls whose string arguments a person reads, and which positional arguments those are.
 FIRST = (0,)
@@ -46,8 +47,12 @@ TEXT_CALLS: dict[str, tuple[int, ...]] = {
     "button": (1,),
     "action": (1,),
     "icon_only": (1, 2),
+    "_text": (1,),  # welcome cards' labels
+    "_say": (0,),
+    "line_edit": (1,),
+    "addRow": (0,),
 }  # fmt: skip
-TEXT_KEYWORDS = {"text", "placeholderText", "toolTip", "windowTitle", "title", "tip"}
+TEXT_KEYWORDS = {"text", "placeholderText", "toolTip", "windowTitle", "title", "tip", "error_title"}
 WRAPPERS = {"tr", "translate", "QT_TRANSLATE_NOOP", "QT_TR_NOOP"}
 WORD = re.compile(r"[^\W\d_]{2,}")
 LUPDATE = ROOT / ".venv" / "bin" / "pyside6-lupdate"
@@ -57,6 +62,11 @@ LRELEASE = ROOT / ".venv" / "bin" / "pyside6-lrelease"
 def _name(call: ast.Call) -> str:
     f = call.func
     return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def _words(text: str) -> bool:
+    """Whether ``text`` holds words to translate (an example URL such as http://host:8000/v1 does not)."""
+    return bool(WORD.search(text)) and not re.match(r"^[a-z]+://\S+$", text)
 
 
 def _worded(f: ast.JoinedStr) -> bool:
@@ -83,7 +93,7 @@ def bare_strings(source: str) -> list[tuple[int, str]]:
             for part in ast.walk(a):
                 if isinstance(part, ast.Call) and _name(part) in WRAPPERS:
                     break
-                if isinstance(part, ast.Constant) and isinstance(part.value, str) and WORD.search(part.value):
+                if isinstance(part, ast.Constant) and isinstance(part.value, str) and _words(part.value):
                     found.append((part.lineno, part.value))
                     break
                 if isinstance(part, ast.JoinedStr) and _worded(part):
@@ -166,6 +176,7 @@ def test_lupdate_extracts_what_the_window_shows(qtbot: Any, ctx: AppContext, tmp
     assert missing == []
     assert "Ask" in sources["AskPanel"] and "&File" in sources["WindowMenus"]
     assert "Training" in sources["MainWindow"] and "Welcome to VRAG Desktop" in sources["FirstRunDialog"]
+    assert "Use this server" in sources["ServerChoice"] and "Use DashScope" in sources["DashScopeChoice"]
 
 
 def test_a_translation_changes_what_the_window_shows(qtbot: Any, ctx: AppContext, tmp_path: Path) -> None:

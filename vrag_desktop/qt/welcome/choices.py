@@ -13,7 +13,7 @@ import dataclasses
 import html
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import QFormLayout, QGroupBox, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import CUSTOM, DASHSCOPE, EndpointProfile, ProfileError
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 #: The model a local server starts with: the released VRAG checkpoint (Qwen2.5-VL-7B fine-tuned); its
 #: size and architecture come from the core's catalogue.
 LOCAL_MODEL = "autumncc/Qwen2.5-VL-7B-VRAG"
+translate = QCoreApplication.translate  # translate("Context", text): what Qt's lupdate extracts
 
 
 def _text(parent: QWidget, text: str = "", name: str = "") -> QLabel:
@@ -52,19 +53,29 @@ def local_fit(report: GPUReport, machine: Machine, *, downloaded: bool = False) 
     assert entry is not None  # the catalogue's first entry
     fit = fits(entry, dataclasses.replace(machine, gpus=report), downloaded=downloaded)
     if not report.gpus:
-        return fit, (
-            f"<b>No NVIDIA GPU found on this machine</b> ({html.escape(report.error or 'none found')}). "
+        return fit, translate(
+            "LocalChoice",
+            "<b>No NVIDIA GPU found on this machine</b> ({why}). "
             "A 7-billion-parameter vision model is far too slow without one, so this is not recommended "
-            "here: use a server elsewhere instead."
-        )
+            "here: use a server elsewhere instead.",
+        ).format(why=html.escape(report.error or translate("LocalChoice", "none found")))
     g = max(report.gpus, key=lambda x: x.total_bytes)
-    gpu = f"{html.escape(g.name)}, {g.total_gib:.0f} GiB ({g.free_gib:.0f} GiB free)"
-    verdict = {Verdict.FITS: "<b>fits</b>", Verdict.TIGHT: "is a <b>tight fit</b>"}.get(
-        fit.verdict, "<b>does not fit</b>"
+    gpu = translate("LocalChoice", "{name}, {total:.0f} GiB ({free:.0f} GiB free)").format(
+        name=html.escape(g.name), total=g.total_gib, free=g.free_gib
     )
-    have = "downloaded already" if downloaded else f"{entry.size_text} to download"
+    verdict = {
+        Verdict.FITS: translate("LocalChoice", "<b>fits</b>"),
+        Verdict.TIGHT: translate("LocalChoice", "is a <b>tight fit</b>"),
+    }.get(fit.verdict, translate("LocalChoice", "<b>does not fit</b>"))
+    have = (
+        translate("LocalChoice", "downloaded already")
+        if downloaded
+        else translate("LocalChoice", "{size} to download").format(size=entry.size_text)
+    )
     why = "; ".join(html.escape(r) for r in fit.reasons)
-    return fit, f"<b>GPU: {gpu}.</b> The VRAG model ({LOCAL_MODEL}, {have}) {verdict} here: {why}."
+    return fit, translate(
+        "LocalChoice", "<b>GPU: {gpu}.</b> The VRAG model ({model}, {have}) {verdict} here: {why}."
+    ).format(gpu=gpu, model=LOCAL_MODEL, have=have, verdict=verdict, why=why)
 
 
 def _probe(layout: DataLayout, report: GPUReport) -> tuple[Machine, bool]:
@@ -80,18 +91,20 @@ class LocalChoice(QGroupBox):
     requested = Signal()  # the person wants a local model: the window opens the Models view
 
     def __init__(self, layout: DataLayout, parent: QWidget | None = None) -> None:
-        super().__init__("Run a model on this machine", parent)
+        super().__init__(self.tr("Run a model on this machine"), parent)
         self.setObjectName("localChoice")
         self.layout_ = layout
         lay = QVBoxLayout(self)
-        self.fit = _text(self, "Looking for a GPU…", "localFit")
+        self.fit = _text(self, self.tr("Looking for a GPU…"), "localFit")
         self.about = _text(
             self,
-            "Private, and offline once downloaded: the Models view downloads it (size, progress, pause "
-            "and resume), then the app's own vLLM server serves it.",
+            self.tr(
+                "Private, and offline once downloaded: the Models view downloads it (size, progress, pause "
+                "and resume), then the app's own vLLM server serves it."
+            ),
         )
         tone(self.about, MUTED)
-        self.button = QPushButton("Download it…", self)
+        self.button = QPushButton(self.tr("Download it…"), self)
         self.button.setObjectName("chooseLocal")
         self.button.clicked.connect(self.requested)
         lay.addWidget(self.fit)
@@ -107,16 +120,17 @@ class LocalChoice(QGroupBox):
         self.button.setFlat(not report.gpus)
         self._sizing.start(
             run_call, _probe, self.layout_, report, name="size the local model",
-            on_done=if_alive(self, lambda found: self._show(report, *found)), error_title="Cannot size the model",
+            on_done=if_alive(self, lambda found: self._show(report, *found)),
+            error_title=self.tr("Cannot size the model"),
         )  # fmt: skip
 
     def _show(self, report: GPUReport, machine: Machine, downloaded: bool) -> None:
         self.verdict, text = local_fit(report, machine, downloaded=downloaded)
         self.fit.setText(text)
         if downloaded:
-            self.button.setText("Serve it…")
+            self.button.setText(self.tr("Serve it…"))
         else:
-            self.button.setText("Download it…" if report.gpus else "See the models anyway…")
+            self.button.setText(self.tr("Download it…") if report.gpus else self.tr("See the models anyway…"))
 
 
 class DashScopeChoice(QGroupBox):
@@ -125,7 +139,7 @@ class DashScopeChoice(QGroupBox):
     chosen = Signal(str)
 
     def __init__(self, model: CurrentModel, parent: QWidget | None = None) -> None:
-        super().__init__("Use DashScope (Alibaba Cloud)", parent)
+        super().__init__(self.tr("Use DashScope (Alibaba Cloud)"), parent)
         self.setObjectName("dashscopeChoice")
         self.model = model
         store = model.ctx.profiles
@@ -134,11 +148,13 @@ class DashScopeChoice(QGroupBox):
         lay.addWidget(
             _text(
                 self,
-                "Qwen3.5 in Alibaba Cloud: no GPU needed, suits the VimRAG agent. <b>Your questions and "
-                "the page images the agent looks at are sent to Alibaba Cloud.</b>",
+                self.tr(
+                    "Qwen3.5 in Alibaba Cloud: no GPU needed, suits the VimRAG agent. <b>Your questions and "
+                    "the page images the agent looks at are sent to Alibaba Cloud.</b>"
+                ),
             )
         )
-        self.key_box = ApiKeyBox(store, self, title="DashScope API key")
+        self.key_box = ApiKeyBox(store, self, title=self.tr("DashScope API key"))
         self.key_box.set_profile(DASHSCOPE)
         self.key_box.keyChanged.connect(self._key_changed)
         # one button does it all here: store the key and choose DashScope (Enter too)
@@ -146,7 +162,7 @@ class DashScopeChoice(QGroupBox):
         self.key_box.forget_key_button.hide()
         self.key_box.key_edit.returnPressed.disconnect()
         self.key_box.key_edit.returnPressed.connect(self.choose)
-        self.button = QPushButton("Use DashScope", self)
+        self.button = QPushButton(self.tr("Use DashScope"), self)
         self.button.setObjectName("chooseDashScope")
         self.button.clicked.connect(self.choose)
         self.message = _text(self, "", "dashscopeMessage")
@@ -171,13 +187,16 @@ class DashScopeChoice(QGroupBox):
 
         def decide(source: str | None) -> None:
             if source is None:
-                self._say("Paste your DashScope API key first.", WARN)
+                self._say(self.tr("Paste your DashScope API key first."), WARN)
             elif self.model.choose(DASHSCOPE):
-                self._say("✓ DashScope is now the model.", OK)
+                self._say(self.tr("✓ DashScope is now the model."), OK)
                 self.chosen.emit(DASHSCOPE)
 
         run_call(
-            store.api_key_source, DASHSCOPE, on_done=if_alive(self, decide), error_title="Cannot read the key"
+            store.api_key_source,
+            DASHSCOPE,
+            on_done=if_alive(self, decide),
+            error_title=self.tr("Cannot read the key"),
         )
 
     def _say(self, text: str, color: str) -> None:
@@ -192,7 +211,7 @@ class ServerChoice(QGroupBox):
     chosen = Signal(str)
 
     def __init__(self, model: CurrentModel, parent: QWidget | None = None) -> None:
-        super().__init__("Use an OpenAI-compatible server", parent)
+        super().__init__(self.tr("Use an OpenAI-compatible server"), parent)
         self.setObjectName("serverChoice")
         self.model = model
         store = model.ctx.profiles
@@ -200,29 +219,31 @@ class ServerChoice(QGroupBox):
         lay.addWidget(
             _text(
                 self,
-                "vLLM or SGLang on another machine, LM Studio, Ollama, a gateway: any server with "
-                "the OpenAI chat API and a vision model.",
+                self.tr(
+                    "vLLM or SGLang on another machine, LM Studio, Ollama, a gateway: any server with "
+                    "the OpenAI chat API and a vision model."
+                ),
             )
         )
         current = store.get(CUSTOM)
         self.url_edit = line_edit(self, "http://host:8000/v1")
         self.url_edit.setObjectName("serverUrl")
         self.url_edit.setText(current.base_url)
-        self.model_edit = line_edit(self, "served model name, e.g. Qwen/Qwen2.5-VL-7B-Instruct")
+        self.model_edit = line_edit(self, self.tr("served model name, e.g. Qwen/Qwen2.5-VL-7B-Instruct"))
         self.model_edit.setObjectName("serverModel")
         self.model_edit.setText(current.model)
         self.key_edit = QLineEdit(self)
         self.key_edit.setObjectName("serverKey")
         self.key_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self.key_edit.setPlaceholderText("only if the server needs one (kept in the system keyring)")
+        self.key_edit.setPlaceholderText(self.tr("only if the server needs one (kept in the system keyring)"))
         form = QFormLayout()
-        form.addRow("Base URL", self.url_edit)
-        form.addRow("Model", self.model_edit)
-        form.addRow("API key", self.key_edit)
+        form.addRow(self.tr("Base URL"), self.url_edit)
+        form.addRow(self.tr("Model"), self.model_edit)
+        form.addRow(self.tr("API key"), self.key_edit)
         lay.addLayout(form)
         self.tester = ConnectionTest(store, self)
         self.tester.button.clicked.connect(self.test)
-        self.button = QPushButton("Use this server", self)
+        self.button = QPushButton(self.tr("Use this server"), self)
         self.button.setObjectName("chooseServer")
         self.button.clicked.connect(self.choose)
         self.message = _text(self, "", "serverMessage")
@@ -233,7 +254,7 @@ class ServerChoice(QGroupBox):
         """The fields as the Custom profile, or None after saying what is missing."""
         url, name = self.url_edit.text().strip(), self.model_edit.text().strip()
         if not url or not name:
-            self._say("Enter the server's base URL and the served model name.", WARN)
+            self._say(self.tr("Enter the server's base URL and the served model name."), WARN)
             return None
         base = self.model.ctx.profiles.get(CUSTOM)
         profile = EndpointProfile(
@@ -271,18 +292,23 @@ class ServerChoice(QGroupBox):
         try:
             store.save(profile)
         except (ProfileError, OSError) as exc:
-            self._say(f"Not saved: {describe(exc)}", BAD)
+            self._say(self.tr("Not saved: {why}").format(why=describe(exc)), BAD)
             return
 
         def use(_where: object = None) -> None:
             self.key_edit.clear()
             if self.model.choose(CUSTOM):
-                self._say(f"✓ {profile.model} at {profile.base_url} is now the model.", OK)
+                self._say(
+                    self.tr("✓ {model} at {url} is now the model.").format(
+                        model=profile.model, url=profile.base_url
+                    ),
+                    OK,
+                )
                 self.chosen.emit(CUSTOM)
 
         def failed(exc: BaseException) -> None:
-            self._say(f"The key was not stored: {describe(exc)}", BAD)
-            error_sink().report("Could not store the server's key", exc, "warning")
+            self._say(self.tr("The key was not stored: {why}").format(why=describe(exc)), BAD)
+            error_sink().report(self.tr("Could not store the server's key"), exc, "warning")
 
         if key:  # the keyring may block: off the GUI thread, then choose
             run_call(
