@@ -22,7 +22,7 @@ from PySide6.QtCore import QRect, Qt
 
 from qt.test_history_panel import make_runs
 from vrag_desktop.qt.context import AppContext
-from vrag_desktop.qt.evidence.evidence_view import split_sizes
+from vrag_desktop.qt.evidence.evidence_view import EvidenceView, split_sizes
 from vrag_desktop.qt.history.history_panel import HistoryPanel
 from vrag_desktop.qt.history.run_table import AGENT, MODEL, QUESTION, STATUS, TIME
 from vrag_desktop.qt.main_window import MainWindow
@@ -105,6 +105,20 @@ def test_the_evidence_page_gets_its_room_first() -> None:
     assert split_sizes(700, 90, 140) == [90, 470, 140]  # the strip and the crops at their least
     assert split_sizes(540, 90, 140) == [0, 400, 140]  # the strip folded away (its handle stays)
     assert split_sizes(400, 90, 140) == [0, 260, 140]
+
+
+def test_a_folded_page_strip_comes_back_by_its_handle(qtbot: Any, ctx: AppContext) -> None:
+    view = EvidenceView(ctx)
+    qtbot.addWidget(view)
+    view.resize(560, 600)
+    view.show()
+    qtbot.waitUntil(lambda: view.splitter.sizes()[0] == 0 and view.page_view.width() >= 380)
+    view.splitter.moveSplitter(160, 1)  # what a drag of the handle at the page's left edge does
+    view.splitter.splitterMoved.emit(160, 1)
+    qtbot.waitUntil(lambda: view.strip.width() >= view.strip.minimumWidth())
+    view.resize(600, 600)  # dragged: a resize keeps the person's split
+    qtbot.wait(50)
+    assert view.strip.width() >= view.strip.minimumWidth()
 
 
 def test_first_geometry_and_clamping() -> None:
