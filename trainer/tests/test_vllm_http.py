@@ -42,27 +42,97 @@ def test_the_served_adapter_drops_language_model_from_its_module_paths(
     )
 
 
-def test_an_image_turn_ends_the_trajectory_by_name_and_a_dead_server_fails_the_step(tmp_path: Path) -> None:
-    """An image turn is an endpoint error the agent ends the rollout with (not the step's failure);
-    a server that cannot be reached is kept as the step's failure (the agents would only see an
+def test_image_blocks_are_collapsed_to_one_pad_each_with_their_lengths() -> None:
+    """vLLM expands each image's single pad token itself (sending the policy's expanded block
+    would be expanded again: 25 tokens became 30 on vLLM 0.32)."""
+    from vrag_trainer.vllm_http import collapse_images
+
+    pad = 9
+    ids = [1, 2, pad, pad, pad, 3, 4, pad, pad, 5]
+    assert collapse_images(ids, pad) == ([1, 2, pad, 3, 4, pad, 5], [3, 2])
+    assert collapse_images([1, 2], pad) == ([1, 2], [])
+
+
+def _answering(status: int, body: dict[str, object]) -> tuple[object, int]:
+    """A loopback HTTP server that answers every POST with ``status`` and ``body`` (what a vLLM
+    without ``--enable-scale-out`` says), and ``/v1/models`` with one model."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _send(self, code: int, data: dict[str, object]) -> None:
+            raw = json.dumps(data).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def do_GET(self) -> None:
+            self._send(200, {"data": [{"id": "tiny"}]})
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._send(status, body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, srv.server_address[1]
+
+
+def test_an_image_turn_on_a_server_without_scale_out_fails_the_step_naming_the_flag(
+    processor: object, tmp_path: Path
+) -> None:
+    """vLLM 0.32 answers /inference/v1/generate with 403 and this message unless started with
+    --enable-scale-out; an image turn then fails the step (it would fail every image turn)."""
+    from types import SimpleNamespace
+
+    import torch
+    from PIL import Image
+    from vrag_trainer.vllm_http import ServerGenerator, ServerRolloutError
+
+    msg = "Scale-out endpoints are disabled. Restart vllm serve with --enable-scale-out to enable them."
+    srv, port = _answering(403, {"error": {"message": msg, "code": 403}})
+    try:
+        trainer = SimpleNamespace(state=SimpleNamespace(global_step=0))
+        gen = ServerGenerator(trainer, f"http://127.0.0.1:{port}/v1", tmp_path, processor=processor)
+        pad = processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")  # type: ignore[attr-defined]
+        grid = torch.tensor([1, 2, 2])
+        with pytest.raises(
+            ServerRolloutError, match="refused an image turn \\(403: Scale-out endpoints"
+        ) as ei:
+            asyncio.run(
+                gen.generate(
+                    [1, pad, 2],
+                    [torch.zeros(4, 1176)],
+                    [grid],
+                    max_new_tokens=4,
+                    temperature=1.0,
+                    images=[Image.new("RGB", (40, 30))],
+                )
+            )
+        assert "--enable-scale-out" in str(ei.value) and "vLLM >= 0.32" in str(ei.value)
+        assert gen.failure is ei.value
+    finally:
+        srv.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_dead_server_fails_the_step(tmp_path: Path) -> None:
+    """A server that cannot be reached is kept as the step's failure (the agents would only see an
     endpoint error), which AgentGRPOTrainer._generator_report raises after the rollouts."""
     import socket
     from types import SimpleNamespace
 
-    import torch
     from vrag_trainer.vllm_http import ServerGenerator, ServerRolloutError
-
-    from vrag_desktop.core.endpoints.base import EndpointError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again: nothing listens
     trainer = SimpleNamespace(state=SimpleNamespace(global_step=0))
     gen = ServerGenerator(trainer, f"http://127.0.0.1:{port}/v1", tmp_path)
-    image = [torch.zeros(4, 8)], [torch.tensor([1, 2, 2])]
-    with pytest.raises(EndpointError, match="cannot generate a turn with images") as ei:
-        asyncio.run(gen.generate([1, 2], *image, max_new_tokens=4, temperature=1.0))
-    assert ei.value.kind == "bad_request" and gen.failure is None
     with pytest.raises(ServerRolloutError, match=f"the vLLM server at http://127.0.0.1:{port}/v1 failed"):
         asyncio.run(gen.generate([1, 2], [], [], max_new_tokens=4, temperature=1.0))
     assert isinstance(gen.failure, ServerRolloutError)

@@ -411,7 +411,9 @@ def _build(
         elif cfg.generator == "vllm" and cfg.vllm_mode == "app_server":
             from vrag_trainer.vllm_http import ServerGenerator
 
-            gen = ServerGenerator(trainer, cfg.vllm_url, run.root / "vllm-adapters", name=run.root.name)
+            gen = ServerGenerator(
+                trainer, cfg.vllm_url, run.root / "vllm-adapters", name=run.root.name, processor=processor
+            )
         elif cfg.generator == "vllm":
             from vrag_trainer.generation import VLLMGenerator
 

@@ -22,10 +22,15 @@ nothing. So the first server failure (connection lost, an HTTP error, an adapter
 is kept in :attr:`ServerGenerator.failure` and the trainer raises it after the step's rollouts:
 the run fails with that message and resumes from its last complete checkpoint.
 
-Images: vLLM's completions API takes token ids *or* multi-modal chat messages, not token ids with
-images. A turn with images therefore ends its trajectory there, as a context limit does (a
-``bad_request`` endpoint error: the rollout trains on what it has and counts in ``rollout_errors``,
-the log names why); image turns need the in-process engine (``colocate``) for now (docs/trainer.md).
+Images: ``/v1/completions`` takes token ids *or* chat messages with images, never both. A turn
+with images goes to ``POST /inference/v1/generate`` (vLLM ≥ 0.32, server started with
+``--enable-scale-out``: ``VLLMConfig(scale_out=True)``) with ``token_ids`` and the images as
+``content_parts``. vLLM expands each image's single ``<|image_pad|>`` itself, so every image block
+is sent collapsed to one pad, and each image at the size the policy's (PIL) processor resized it
+to, with its resampling, so vLLM's own (torchvision) resize is the identity and its pixels are the
+policy's (a torchvision processor resizes as vLLM's does: the image is sent as it is). The
+expanded prompt vLLM returns must equal the policy's token for token, or the step fails naming
+both lengths (a server with other image-processor settings).
 """
 
 from __future__ import annotations
@@ -38,19 +43,57 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from vrag_desktop.core.endpoints.base import EndpointError
 from vrag_trainer.policy import Generated
 
-__all__ = ["IMAGE_TURN", "ServerGenerator", "ServerRolloutError", "load_adapter", "served_adapter"]
+__all__ = [
+    "NO_SCALE_OUT",
+    "ServerGenerator",
+    "ServerRolloutError",
+    "collapse_images",
+    "load_adapter",
+    "served_adapter",
+]
 
-IMAGE_TURN = (
-    "vllm_mode app_server cannot generate a turn with images: vLLM's completions API takes token "
-    "ids without images; the trajectory ends here (use vllm_mode colocate for image turns)"
+NO_SCALE_OUT = (
+    "image turns are sampled through POST /inference/v1/generate (token ids with images), which "
+    "needs vLLM >= 0.32 started with --enable-scale-out (VLLMConfig(scale_out=True); the app's "
+    "'Start the rollout server' adds it)"
 )
 
 
 class ServerRolloutError(RuntimeError):
     """The rollout server failed (gone, an HTTP error, an adapter it cannot load): the step fails."""
+
+
+def collapse_images(ids: list[int], pad: int) -> tuple[list[int], list[int]]:
+    """``ids`` with each run of the image pad token cut to one (what vLLM expands itself), and
+    the length of each run (the policy's tokens per image)."""
+    out: list[int] = []
+    runs: list[int] = []
+    for i, t in enumerate(ids):
+        if t == pad and i and ids[i - 1] == pad:
+            runs[-1] += 1
+            continue
+        if t == pad:
+            runs.append(1)
+        out.append(t)
+    return out, runs
+
+
+def _image_url(image: Any, grid: Any, patch: int, resample: int | None) -> str:
+    """``image`` as a lossless data URL, resized with PIL's ``resample`` to the size the processor
+    resized it to (grid × patch); as it is when ``resample`` is None."""
+    import base64
+    import io
+
+    _, h, w = (int(x) for x in grid)
+    size = (w * patch, h * patch)
+    img = image.convert("RGB")
+    if resample is not None and img.size != size:
+        img = img.resize(size, resample)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _served_name(module: str) -> str:
@@ -119,10 +162,18 @@ def load_adapter(
 
 class ServerGenerator:
     """A :class:`~vrag_trainer.policy.Generator` on a running vLLM server (see the module doc).
-    ``trainer`` gives the step and the PEFT model; ``adapters`` is where served adapters go."""
+    ``trainer`` gives the step and the PEFT model; ``adapters`` is where served adapters go;
+    ``processor`` (the policy's) gives the image pad token, patch size and resampling for image turns."""
 
     def __init__(
-        self, trainer: Any, base_url: str, adapters: Path, *, name: str = "policy", timeout: float = 600.0
+        self,
+        trainer: Any,
+        base_url: str,
+        adapters: Path,
+        *,
+        name: str = "policy",
+        timeout: float = 600.0,
+        processor: Any = None,
     ) -> None:
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # every process would load its own adapter
             raise ServerRolloutError("vllm_mode app_server trains in one process; set gpus: 1")
@@ -131,6 +182,7 @@ class ServerGenerator:
         self.adapters = Path(adapters)
         self.name = name
         self.timeout = timeout
+        self.processor = processor
         self.api_key = os.environ.get("VLLM_API_KEY") or None
         self.failure: ServerRolloutError | None = None
         self.model: str | None = None  # the served name requests use (base, then the adapter)
@@ -142,6 +194,7 @@ class ServerGenerator:
         self.requests = 0
         self.tokens = 0
         self.scored = 0  # generated tokens that came with a log-probability
+        self.image_requests = 0
 
     # ---- the server ------------------------------------------------------------------------------
     def _http(self) -> Any:
@@ -223,10 +276,12 @@ class ServerGenerator:
     ) -> Generated:
         if self.failure is not None:
             raise self.failure
-        if len(pixel_values or []):  # ends this trajectory, as a context limit does (module doc)
-            raise EndpointError(IMAGE_TURN, kind="bad_request")
         try:
             await self._sync()
+            if len(pixel_values or []):
+                return await self._generate_images(
+                    prompt_ids, list(image_grid_thw), list(images or []), max_new_tokens, temperature
+                )
             return await self._complete(prompt_ids, max_new_tokens, temperature)
         except ServerRolloutError as exc:
             self.failure = self.failure or exc
@@ -267,15 +322,94 @@ class ServerGenerator:
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         return Generated(ids, lps if len(lps) == len(ids) else None, finish)
 
+    def _image_settings(self) -> tuple[int, int, int | None]:
+        """The image pad token id, patch size and PIL resampling of the policy's processor. A
+        PIL-backend processor (``…ImageProcessorPil``: no torchvision here) resizes with PIL, vLLM's
+        with torchvision: the picture is sent already resized by PIL. A torchvision one resizes as
+        vLLM's does: the picture is sent as it is (resampling None)."""
+        proc = self.processor
+        if proc is None:
+            raise ServerRolloutError("vllm_mode app_server needs the policy's processor for image turns")
+        ip = proc.image_processor
+        pad = proc.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+        pil = type(ip).__name__.endswith("Pil")
+        return int(pad), int(getattr(ip, "patch_size", 14)), int(getattr(ip, "resample", 3)) if pil else None
+
+    async def _generate_images(
+        self,
+        prompt_ids: list[int],
+        grids: list[Any],
+        images: list[Any],
+        max_new_tokens: int,
+        temperature: float,
+    ) -> Generated:
+        """One turn with images: token ids + images in, the policy's exact prompt checked (module doc)."""
+        pad, patch, resample = self._image_settings()
+        if len(images) != len(grids):
+            raise ServerRolloutError(f"{len(grids)} processed images but {len(images)} pictures to send")
+        short, runs = collapse_images(list(prompt_ids), pad)
+        if len(runs) != len(images):
+            raise ServerRolloutError(f"the prompt has {len(runs)} image blocks for {len(images)} images")
+        parts = await asyncio.to_thread(
+            lambda: [
+                {"type": "image_url", "url": _image_url(im, g, patch, resample)}
+                for im, g in zip(images, grids, strict=True)
+            ]
+        )
+        body = {
+            "model": self.model,
+            "token_ids": short,
+            "content_parts": parts,
+            "sampling_params": {
+                "max_tokens": max_new_tokens,
+                "temperature": temperature,
+                "top_p": 1.0,
+                "logprobs": 0,
+            },
+            "return_token_ids": True,
+            "output_mode": "tokens",
+        }
+        resp = await self._http().post("/inference/v1/generate", json=body)
+        if resp.status_code in (403, 404):
+            raise ServerRolloutError(
+                f"the vLLM server at {self.base_url} refused an image turn ({resp.status_code}: "
+                f"{_message(resp)}): {NO_SCALE_OUT}"
+            )
+        if resp.status_code >= 400:
+            raise ServerRolloutError(
+                f"the vLLM server refused an image turn ({resp.status_code}): {_message(resp)}"
+            )
+        out = resp.json()
+        theirs = out.get("prompt_token_ids")
+        if theirs != list(prompt_ids):
+            placed = [int(p["length"]) for p in (out.get("mm_placeholders") or {}).get("image", [])]
+            raise ServerRolloutError(
+                "vLLM expanded the images into other tokens than the policy's processor "
+                f"(policy: {len(prompt_ids)} tokens, {runs} per image; vLLM: "
+                f"{len(theirs or [])} tokens, {placed} per image): serve the run's base model "
+                "with its own preprocessor_config.json and no --mm-processor-kwargs"
+            )
+        choice = out["choices"][0]
+        ids = [int(t) for t in choice.get("token_ids") or []]
+        content = (choice.get("logprobs") or {}).get("content") or []
+        lps = [float(c.get("logprob", math.nan)) for c in content][: len(ids)]
+        self.requests += 1
+        self.image_requests += 1
+        self.tokens += len(ids)
+        self.scored += sum(1 for x in lps if math.isfinite(x))
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return Generated(ids, lps if len(lps) == len(ids) else None, finish)
+
     def take_stats(self) -> dict[str, float]:
         """This step's counters for the metrics (reset on read)."""
         out = {
             "vllm/requests": float(self.requests),
             "vllm/tokens": float(self.tokens),
             "vllm/scored_tokens": float(self.scored),
+            "vllm/image_requests": float(self.image_requests),
             "vllm/adapter_step": float(self.adapter_step),
         }
-        self.requests = self.tokens = self.scored = 0
+        self.requests = self.tokens = self.scored = self.image_requests = 0
         return out
 
     async def aclose(self) -> None:
