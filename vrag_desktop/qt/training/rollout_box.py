@@ -14,7 +14,12 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QFrame, QPushButton, QVBoxLayout, QWidget
 
 from vrag_desktop.core.runtime.supervisor import ProcessStatus
-from vrag_desktop.core.training.rollout_server import needs_rollout_server, rollout_problem, rollout_settings
+from vrag_desktop.core.training.rollout_server import (
+    CANNOT_START,
+    needs_rollout_server,
+    rollout_problem,
+    rollout_settings,
+)
 from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, advice_box, text_label, tone
 
 if TYPE_CHECKING:
@@ -90,7 +95,8 @@ class RolloutServerBox(QFrame):
             ready = section.status is ProcessStatus.READY
             self.problem = rollout_problem(cfg, server.config if server is not None else None, ready)
         busy = section is not None and section.busy
-        self.button.setVisible(self.problem is not None and section is not None)
+        startable = not (self.problem or "").startswith(CANNOT_START)
+        self.button.setVisible(self.problem is not None and section is not None and startable)
         self.button.setEnabled(section is not None and not section.starting and not self._restart)
         self.button.setText("Restart the rollout server for this run" if busy else "Start the rollout server")
         if self.problem is None:
