@@ -125,3 +125,30 @@ def test_appending_keeps_the_bottom_while_running_and_a_selection(qtbot: Any) ->
     _feed(view, ThinkDelta(step=1, content=" and more"))
     view.draw()
     assert view.appends == 2 and bar.value() == 0
+
+
+def test_a_long_file_name_in_the_evidence_wraps_at_its_underscores(qtbot: Any) -> None:
+    """In the Ask column at 1280×800 an evidence link broke "…report_2024.pd" / "f p. 2"."""
+    from vrag_desktop.core.agents.events import Answer, Evidence
+
+    view = _live(qtbot, "Which region sold most?")
+    view.resize(200, 400)
+    _feed(
+        view,
+        Answer(
+            step=2, content="North America", evidence=(Evidence("northwind_annual_report_2024.pdf", page=2),)
+        ),
+    )
+    view.running = False
+    view.draw()
+    doc = view.document()
+    doc.setTextWidth(view.viewport().width())
+    block = doc.findBlock(doc.toPlainText().index("northwind"))
+    text, layout = block.text(), block.layout()
+    assert layout.lineCount() >= 2, "the column is narrower than the name: it must wrap"
+    ends = [
+        layout.lineAt(i).textStart() + layout.lineAt(i).textLength() for i in range(layout.lineCount() - 1)
+    ]
+    for end in ends:  # every line but the last ends after an underscore, a break or a space
+        assert text[end - 1] in "_\u200b " or text[end - 2 : end] == "_\u200b", (text, ends)
+    assert "northwind_annual_report_2024.pdf p. 2" in text.replace("\u200b", "")

@@ -271,7 +271,7 @@ def _action_html(b: Block, text: str, c: _Colors) -> str:
     if b.kind == ANSWER:
         ans = b.data
         ev_links = "".join(
-            f"<li><a href='evidence:{i}' style='color:{c.accent}'>{_esc(evidence_label(e))}</a></li>"
+            f"<li><a href='evidence:{i}' style='color:{c.accent}'>{_breakable(evidence_label(e))}</a></li>"
             for i, e in enumerate(ans.evidence)
         )
         head = "Answer (forced at the step limit)" if ans.forced else "Answer"
@@ -291,6 +291,13 @@ def _document(pieces: list[str]) -> str:
 
 def _esc(text: object) -> str:
     return html.escape(str(text), quote=True)
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, with a zero-width break after each underscore: a file name such as
+    ``northwind_annual_report_2024.pdf`` has no other place to wrap, and in a narrow column (the Ask
+    panel at 1280×800) Qt then cut it mid-word ("…2024.pd" / "f p. 2")."""
+    return _esc(text).replace("_", "_\u200b")
 
 
 __all__ = ["PREVIEW_CHARS", "TranscriptView", "shown_text"]
