@@ -71,7 +71,7 @@ if [ "$deb" = 1 ]; then
     ln -s "../../opt/$ID/$APP" "$root/usr/bin/$ID"
     entry_and_icons "$ID" "$root/usr/share"
     cp LICENSE "$root/usr/share/doc/$ID/copyright"
-    for f in THIRD_PARTY_NOTICES.md THIRD_PARTY_NOTICES.txt; do
+    for f in NOTICE THIRD_PARTY_NOTICES.md; do
       [ ! -f "$f" ] || cp "$f" "$root/usr/share/doc/$ID/"
     done
     size=$(du -sk --exclude=DEBIAN "$root" | cut -f1)
