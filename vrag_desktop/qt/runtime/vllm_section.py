@@ -289,9 +289,13 @@ class VLLMSection(QWidget):
         status = self.status
         return not self._stopping and (status is S.STARTING or (self._start_pending and not status.running))
 
-    def start(self, settings: VLLMSettings | None = None) -> bool:
-        """Start the server with the form's settings (or ``settings``, shown in the form: the
-        New-run dialog's rollout server). Returns False when refused (shown inline)."""
+    def start(self) -> bool:
+        """Start the server with the form's settings. Returns False when refused (shown inline)."""
+        return self.start_with(None)
+
+    def start_with(self, settings: VLLMSettings | None) -> bool:
+        """:meth:`start` with ``settings`` (shown in the form) instead of the form's: the New-run
+        dialog's rollout server."""
         from vrag_desktop.core.runtime.vllm import VLLMServer
 
         if self.busy:

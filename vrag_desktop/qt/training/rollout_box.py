@@ -119,7 +119,12 @@ class RolloutServerBox(QFrame):
             self._restart = section.stop()
             self.changed.emit()
             return self._restart
-        ok = section.start(rollout_settings(section.settings(), cfg))
+        try:
+            settings = rollout_settings(section.settings(), cfg)
+        except ValueError as exc:  # nothing to serve before the run starts (said by update_for)
+            self.label.setText(str(exc))
+            return False
+        ok = section.start_with(settings)
         self.changed.emit()
         return ok
 
