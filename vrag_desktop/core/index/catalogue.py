@@ -16,8 +16,12 @@ from vrag_desktop.core.fsutil import atomic_write_bytes
 
 META = "store.json"
 FORMAT = 2
+# A store with a compressed base (a "full" vectors file beside it) is written as format 3, so an app
+# that predates it refuses it instead of misreading it.
+FORMAT_COMPRESSED = 3
 BASE_RE = re.compile(r"^base(-\d{8})?\.faiss$")
 SEG_RE = re.compile(r"^seg-(\d{8})\.npz$")
+FULL_RE = re.compile(r"^full-(\d{8})\.f32$")
 
 
 class StoreError(RuntimeError):
@@ -50,7 +54,11 @@ class Entry:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Entry:
         name = str(d["file"])
-        if "/" in name or "\\" in name or not (BASE_RE.match(name) or SEG_RE.match(name)):
+        if (
+            "/" in name
+            or "\\" in name
+            or not (BASE_RE.match(name) or SEG_RE.match(name) or FULL_RE.match(name))
+        ):
             raise ValueError(f"unexpected file name {name!r}")
         return cls(name, d.get("bytes"), d.get("xxh3_128"), d.get("vectors"))
 
@@ -62,9 +70,10 @@ class Catalogue:
     base: Entry | None
     segments: tuple[Entry, ...]
     problem: str | None = None  # why store.json could not be used (its files were read unchecked)
+    full: Entry | None = None  # a compressed base's full vectors (see core/index/compressed.py)
 
     def files(self) -> list[Entry]:
-        return ([self.base] if self.base else []) + list(self.segments)
+        return ([self.base] if self.base else []) + ([self.full] if self.full else []) + list(self.segments)
 
 
 def read_catalogue(directory: Path, dim: int) -> Catalogue | None:
@@ -89,14 +98,15 @@ def read_catalogue(directory: Path, dim: int) -> Catalogue | None:
         raise StoreError(f"index in {directory} has dimension {found_dim}, expected {dim}")
     if fmt < FORMAT:
         return format1_catalogue(directory)
-    if fmt > FORMAT:
+    if fmt > FORMAT_COMPRESSED:
         raise StoreError(f"index in {directory} has format {fmt}, newer than this app reads ({FORMAT})")
     try:
         base = Entry.from_json(meta["base"]) if meta.get("base") else None
         segs = tuple(Entry.from_json(s) for s in meta.get("segments", []))
+        full = Entry.from_json(meta["full"]) if meta.get("full") else None
     except (ValueError, KeyError, TypeError) as exc:
         return format1_catalogue(directory, f"unreadable ({exc}); the index files were read unchecked")
-    return Catalogue(fmt, int(meta.get("generation", 0)), base, segs)
+    return Catalogue(FORMAT, int(meta.get("generation", 0)), base, segs, full=full)
 
 
 def data_files(directory: Path) -> list[str]:
@@ -105,7 +115,12 @@ def data_files(directory: Path) -> list[str]:
         names = os.listdir(directory)
     except OSError:
         return []
-    return [n for n in names if BASE_RE.match(n) or SEG_RE.match(n)]
+    return [n for n in names if data_files_named(n)]
+
+
+def data_files_named(name: str) -> bool:
+    """Whether ``name`` is an index data file's name."""
+    return bool(BASE_RE.match(name) or SEG_RE.match(name) or FULL_RE.match(name))
 
 
 def format1_catalogue(directory: Path, problem: str | None = None) -> Catalogue:
@@ -122,11 +137,12 @@ def format1_catalogue(directory: Path, problem: str | None = None) -> Catalogue:
 def write_catalogue(directory: Path, dim: int, cat: Catalogue) -> None:
     """Replace ``store.json`` (atomically: this is a writer's commit)."""
     doc = {
-        "format": FORMAT,
+        "format": FORMAT_COMPRESSED if cat.full else FORMAT,
         "dim": dim,
         "generation": cat.generation,
         "base": cat.base.to_json() if cat.base else None,
         "segments": [s.to_json() for s in cat.segments],
+        **({"full": cat.full.to_json()} if cat.full else {}),
     }
     atomic_write_bytes(directory / META, json.dumps(doc, indent=1).encode(), sole_writer=True)
 
@@ -139,17 +155,22 @@ def checksum(data: bytes | memoryview) -> str:
 
 
 def file_checksum(path: Path) -> str:
-    """:func:`checksum` of a file, read through a memory map: no copy and no read calls, so a large
-    base costs little more than the hash itself (bench/store_integrity.py: a third of chunked reads)."""
+    """:func:`checksum` of a file, read through memory maps: no copy and no read calls, so a large
+    base costs little more than the hash itself (bench/store_integrity.py: a third of chunked reads).
+    Mapped a window at a time, so checking a multi-GB file never adds it to this process's RSS."""
     import mmap
 
     import xxhash
 
+    window = 256 * mmap.ALLOCATIONGRANULARITY  # 16 MiB with 64 KiB granularity, 1 MiB with 4 KiB
+    window = max(window, 64 << 20) // mmap.ALLOCATIONGRANULARITY * mmap.ALLOCATIONGRANULARITY
+    h = xxhash.xxh3_128()
     with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return xxhash.xxh3_128(b"").hexdigest()
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return xxhash.xxh3_128(m).hexdigest()
+        size = os.fstat(f.fileno()).st_size
+        for off in range(0, size, window):
+            with mmap.mmap(f.fileno(), min(window, size - off), access=mmap.ACCESS_READ, offset=off) as m:
+                h.update(m)
+    return h.hexdigest()
 
 
 def quick_damage(directory: Path) -> list[Damage]:
@@ -167,7 +188,7 @@ def quick_damage(directory: Path) -> list[Damage]:
         return []
     out = []
     try:
-        entries = ([meta["base"]] if meta.get("base") else []) + list(meta.get("segments", []))
+        entries = [meta[k] for k in ("base", "full") if meta.get(k)] + list(meta.get("segments", []))
         for e in map(Entry.from_json, entries):
             try:
                 size = (Path(directory) / e.file).stat().st_size

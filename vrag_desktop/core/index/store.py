@@ -18,7 +18,9 @@ files are left out of the index and reported (:attr:`VectorStore.damage`); a wri
 :meth:`vrag_desktop.core.corpus.corpus.Corpus.store`).
 
 The store is exact (``IndexFlatIP``) while small and switches to an inverted-file index (IVF) once
-``ntotal * dim`` passes a threshold. With faiss-gpu and a GPU, search runs on the GPU. Stores of
+``ntotal * dim`` passes a threshold, and to a compressed base (IVF codes in RAM, full vectors
+on disk; :mod:`~vrag_desktop.core.index.compressed`, format 3) past a second one. With faiss-gpu
+and a GPU, search runs on the GPU (flat and IVF). Stores of
 format 1 (``base.faiss`` + ``seg-*.npz``, no checksums) are read as they are and upgraded to format
 2 by the next writer.
 """
@@ -29,7 +31,7 @@ import io
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +48,21 @@ from vrag_desktop.core.index.catalogue import (
     StoreError,
     checksum,
     data_files,
+    data_files_named,
     file_checksum,
     quick_damage,
     read_catalogue,
     write_catalogue,
+)
+from vrag_desktop.core.index.compressed import (
+    DEFAULT_COMPRESS_THRESHOLD,
+    CompactionRefused,
+    CompressedIndex,
+    FullVectors,
+    build,
+    choose_spec,
+    memory_available,
+    plan_compaction,
 )
 from vrag_desktop.core.index.ivf import all_vectors, default_nprobe, ids_of, is_ivf, ivf_nlist
 
@@ -83,11 +96,17 @@ class VectorStore:
         ann_threshold: int = DEFAULT_ANN_THRESHOLD,
         *,
         read_only: bool = False,
+        compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
+        memory: Callable[[], int] = memory_available,
     ) -> None:
         self.dir = Path(directory)
         self.dim = int(dim)
         self.ann_threshold = ann_threshold
         self.read_only = read_only
+        self.compress_threshold = compress_threshold
+        self._memory = memory
+        #: Why a store past the compression threshold is not compressed yet (e.g. too few vectors to train).
+        self.compress_pending: str | None = None
         self._lock = threading.RLock()
         self._pending_ids: list[np.ndarray] = []
         self._pending_vecs: list[np.ndarray] = []
@@ -155,16 +174,22 @@ class VectorStore:
     def _load_files(self, cat: Catalogue, damage: list[Damage]) -> tuple[Any, set[str]]:
         index = self._load_base(cat.base, damage) if cat.base is not None else None
         loaded = {cat.base.file} if index is not None and cat.base is not None else set()
+        if index is not None and cat.full is not None:
+            index = self._load_compressed(index, cat.full, damage)
+            loaded = loaded | {cat.full.file} if index is not None else set()
         if index is None:
             index = self._new_flat()
-        known = set(ids_of(index).tolist())
+        base_ids = np.sort(self._ids(index))
+        known: set[int] = set()
         for seg in cat.segments:
             got = self._read_segment(seg, damage)
             if got is None:
                 continue
             ids, vecs = got
             # An id in the base and in a segment is loaded once (a format-1 compaction cut short).
-            keep = np.array([i not in known for i in ids.tolist()], dtype=bool)
+            pos = np.minimum(np.searchsorted(base_ids, ids), max(len(base_ids) - 1, 0))
+            in_base = base_ids[pos] == ids if len(base_ids) else np.zeros(len(ids), bool)
+            keep = np.array([not b and i not in known for i, b in zip(ids.tolist(), in_base, strict=True)])
             if keep.any():
                 index.add_with_ids(np.ascontiguousarray(vecs[keep]), ids[keep])
                 known.update(ids[keep].tolist())
@@ -204,6 +229,36 @@ class VectorStore:
         if index.d != self.dim:
             raise StoreError(f"{entry.file} has dimension {index.d}, expected {self.dim}")
         return index
+
+    def _load_compressed(self, base: Any, full: Entry, damage: list[Damage]) -> CompressedIndex | None:
+        """The compressed base over its full vectors; if those are damaged, the base goes too."""
+        path = self.dir / full.file
+        problem = None
+        try:
+            size = path.stat().st_size
+            if size != full.size:
+                what = "truncated" if size < (full.size or 0) else "longer than written"
+                problem = f"{what}: {size} of {full.size} bytes"
+            elif file_checksum(path) != full.checksum:
+                problem = "checksum mismatch (damaged on disk)"
+        except FileNotFoundError:
+            problem = "missing"
+        if problem is not None:
+            self._moved_or(damage, Damage(full.file, problem, full.vectors))
+            assert self._cat.base is not None
+            damage.append(
+                Damage(self._cat.base.file, f"its full vectors ({full.file}) are {problem}", full.vectors)
+            )
+            return None
+        ids = np.sort(ids_of(base))
+        nprobe = int(_faiss().extract_index_ivf(base).nprobe)
+        return CompressedIndex(
+            base, FullVectors(path, self.dim, ids), choose_spec(len(ids), self.dim).refine, nprobe
+        )
+
+    @staticmethod
+    def _ids(index: Any) -> np.ndarray:
+        return index.ids() if isinstance(index, CompressedIndex) else ids_of(index)
 
     def _read_segment(self, seg: Entry, damage: list[Damage]) -> tuple[np.ndarray, np.ndarray] | None:
         data = self._segment_bytes(seg, damage)
@@ -257,15 +312,21 @@ class VectorStore:
             base = None
             if cat.base is not None and cat.base.file not in bad:
                 base = self._checked_entry(cat.base)
+            full = (
+                cat.full if base is not None and cat.full is not None and cat.full.file not in bad else None
+            )
             segs = tuple(self._checked_entry(s) for s in cat.segments if s.file not in bad)
             for name in sorted(bad):
                 self._keep_damaged(name)
-            self._cat = Catalogue(FORMAT, cat.generation, base, segs)
+            self._cat = Catalogue(FORMAT, cat.generation, base, segs, full=full)
             self._write_catalogue(self._cat)
             self.damage = []
         listed = {e.file for e in self._cat.files()}
         for name in self._data_files():
             if name not in listed:
+                (self.dir / name).unlink(missing_ok=True)
+        for name in os.listdir(self.dir):  # a build killed mid-write (a compressed one is GBs)
+            if name.startswith(".") and name.endswith(".tmp") and data_files_named(name[1:-4]):
                 (self.dir / name).unlink(missing_ok=True)
 
     def _checked_entry(self, entry: Entry) -> Entry:
@@ -299,7 +360,12 @@ class VectorStore:
         new = self._read_catalogue()
         old = self._cat
         with self._lock:
-            if new.base == old.base and new.segments[: len(old.segments)] == old.segments and not self.damage:
+            if (
+                new.base == old.base
+                and new.full == old.full
+                and new.segments[: len(old.segments)] == old.segments
+                and not self.damage
+            ):
                 damage: list[Damage] = []
                 try:
                     for seg in new.segments[len(old.segments) :]:
@@ -319,7 +385,7 @@ class VectorStore:
 
     def _add_new(self, ids: np.ndarray, vecs: np.ndarray) -> None:
         """Add a segment committed after this reader loaded (ids only grow, so a check is rare)."""
-        existing = ids_of(self._index)
+        existing = self._ids(self._index)
         if len(existing) and len(ids) and ids.min() <= existing.max():
             keep = ~np.isin(ids, existing)
             ids, vecs = ids[keep], vecs[keep]
@@ -341,11 +407,13 @@ class VectorStore:
 
     @property
     def kind(self) -> str:
+        if isinstance(self._index, CompressedIndex):
+            return "compressed"
         return "ivf" if is_ivf(self._index) else "flat"
 
     def ids(self) -> np.ndarray:
         with self._lock:
-            return ids_of(self._index)
+            return self._ids(self._index)
 
     def files(self) -> list[str]:
         """The data files the catalogue lists (for checks and tests)."""
@@ -401,28 +469,59 @@ class VectorStore:
             return
         if not self._pending_ids:
             return
-        ids = np.concatenate(self._pending_ids)
-        vecs = np.concatenate(self._pending_vecs)
+        entry = self._write_segment(np.concatenate(self._pending_ids), np.concatenate(self._pending_vecs))
+        cat = self._cat
+        self._cat = Catalogue(FORMAT, cat.generation + 1, cat.base, (*cat.segments, entry), full=cat.full)
+        self._write_catalogue(self._cat)
+        self._loaded.add(entry.file)
+        self._pending_ids, self._pending_vecs = [], []
+        if len(self._cat.segments) >= COMPACT_SEGMENTS:
+            index = self._index
+            if isinstance(index, CompressedIndex) and index.delta.ntotal * 8 < index.base.ntotal:
+                self._merge_segments()  # a small delta: rewriting the full vectors can wait
+            else:
+                self.compact()
+
+    def _write_segment(self, ids: np.ndarray, vecs: np.ndarray) -> Entry:
         buf = io.BytesIO()
         np.savez(buf, ids=ids, vecs=vecs)
         data = buf.getvalue()
-        gen = self._cat.generation + 1
-        name = f"seg-{gen:08d}.npz"
+        name = f"seg-{self._cat.generation + 1:08d}.npz"
         atomic_write_bytes(self.dir / name, data, sole_writer=True)
-        entry = Entry(name, len(data), checksum(data), len(ids))
-        self._cat = Catalogue(FORMAT, gen, self._cat.base, (*self._cat.segments, entry))
+        return Entry(name, len(data), checksum(data), len(ids))
+
+    def _merge_segments(self) -> None:
+        """A compressed store's segments rewritten as one (cheap: the base and its full vectors stay)."""
+        assert isinstance(self._index, CompressedIndex)
+        entry = self._write_segment(*self._index.delta_vectors())
+        cat, old = self._cat, self._cat.segments
+        self._cat = Catalogue(FORMAT, cat.generation + 1, cat.base, (entry,), full=cat.full)
         self._write_catalogue(self._cat)
-        self._loaded.add(name)
-        self._pending_ids, self._pending_vecs = [], []
-        if len(self._cat.segments) >= COMPACT_SEGMENTS:
-            self.compact()
+        for e in old:
+            (self.dir / e.file).unlink(missing_ok=True)
+        self._loaded = {e.file for e in self._cat.files()}
 
     def compact(self) -> None:
-        """Write everything into a new base (switching to IVF when large) and drop the segments."""
+        """Write everything into a new base (switching to IVF, then to a compressed base, when large)
+        and drop the segments."""
+        for _ in self.compact_steps():
+            pass
+
+    def compact_steps(self) -> Generator[tuple[str, int, int], None, None]:
+        """:meth:`compact`, yielding (phase, done, total) while a compressed base is built (minutes at
+        a million vectors). Raises :class:`CompactionRefused` before writing if memory is short."""
         self._writable()
         faiss = _faiss()
+        n = int(self._index.ntotal)
+        compressed = isinstance(self._index, CompressedIndex)
+        if compressed or n * self.dim >= self.compress_threshold:
+            need = choose_spec(n, self.dim).min_train()
+            if compressed or n >= need:
+                self.compress_pending = None
+                yield from self._compress()
+                return
+            self.compress_pending = f"{n} vectors are too few to train a compressed index ({need} needed)"
         with self._lock:
-            n = int(self._index.ntotal)
             if not is_ivf(self._index) and n * self.dim >= self.ann_threshold:
                 self._index = self._to_ivf(*all_vectors(self._index))
             elif is_ivf(self._index) and ivf_nlist(n) >= 4 * faiss.extract_index_ivf(self._index).nlist:
@@ -445,6 +544,33 @@ class VectorStore:
         self._pending_ids, self._pending_vecs = [], []
         self._removed_since_base = False
 
+    def _compress(self) -> Generator[tuple[str, int, int], None, None]:
+        """Build a compressed base beside the current files, then commit it (one catalogue write)."""
+        plan = plan_compaction(self._index, self.dim)
+        avail = self._memory()
+        if plan.need > avail:
+            raise CompactionRefused(
+                f"compacting the index ({len(plan.source.ids):,} vectors) needs about "
+                f"{plan.need / 2**30:.2f} GiB of memory, but only {avail / 2**30:.2f} GiB is available; "
+                "nothing was changed (close other programs and index again)"
+            )
+        gen = self._cat.generation + 1
+        built = yield from build(self.dir, gen, self.dim, plan.source, plan.spec, plan.grow)
+        old = self._cat.files()
+        self._cat = Catalogue(FORMAT, gen, built.base, (), full=built.full)
+        self._write_catalogue(self._cat)
+        with self._lock:
+            prev, self._index = self._index, built.index
+            self._gpu_index = None
+        if isinstance(prev, CompressedIndex):
+            prev.full.close()
+        for e in old:
+            (self.dir / e.file).unlink(missing_ok=True)
+        fsync_dir(self.dir)
+        self._loaded = {built.base.file, built.full.file}
+        self._pending_ids, self._pending_vecs = [], []
+        self._removed_since_base = False
+
     def _to_ivf(self, ids: np.ndarray, vecs: np.ndarray) -> Any:
         faiss = _faiss()
         n = len(ids)
@@ -463,6 +589,9 @@ class VectorStore:
         """(scores, ids), each ``(len(queries), k)``; missing results have id -1."""
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         with self._lock:
+            if isinstance(self._index, CompressedIndex):
+                k = max(1, min(k, self._index.ntotal or 1))
+                return self._index.search(q, k, nprobe or self.nprobe)
             index = self._search_index()
             if is_ivf(self._index):
                 _faiss().extract_index_ivf(index).nprobe = (
@@ -487,6 +616,8 @@ class VectorStore:
         """Stored vectors for ``ids`` (for exports and tests)."""
         with self._lock:
             index = self._index
+            if isinstance(index, CompressedIndex):
+                return np.stack([index.reconstruct(int(i)) for i in ids])
             if is_ivf(index):
                 index.make_direct_map()
             return np.stack([index.reconstruct(int(i)) for i in ids])
@@ -494,6 +625,7 @@ class VectorStore:
 
 __all__ = [
     "META",
+    "CompactionRefused",
     "Damage",
     "StoreError",
     "VectorStore",
