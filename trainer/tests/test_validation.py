@@ -45,8 +45,12 @@ def _script(processor: Any) -> ScriptedGenerator:
         if not held:
             return train.reply(text, n_images, n)
         topic = "Alpha" if "Alpha" in text else "Beta"
-        if n_images == 0:
-            return f"<search>{topic} facts</search>"
+        if n_images == 0:  # a query that names the fact: its page is the top hit, whatever the ranking's ties
+            return (
+                "<search>Alpha Corp revenue 2023</search>"
+                if topic == "Alpha"
+                else "<search>Beta headquarters</search>"
+            )
         answered["n"] += 1
         return f"<answer>{ANSWERS[topic] if answered['n'] <= len(VAL) else 'no idea'}</answer>"
 
