@@ -11,7 +11,8 @@ Benchmarks (each a folder of documents and a ``questions.json``; the data is fet
   (bench/get_filings.py prepares it).
 
 A default change must not lose on any of them (issue 33). ``--fusion`` also scores fusion weights
-in-process on the "context" indexes (the same core/eval scoring, the engine's weights swapped).
+in-process on the "context" indexes (the same core/eval scoring, the engine's weights swapped):
+dense : BM25 : named-document votes.
 
     nice -n 10 .venv/bin/python bench/retrieval_suite.py [--only filings] [--fusion]
 """
@@ -84,10 +85,18 @@ def fusion_sweep(data_dir: Path, questions: Path) -> dict[str, dict[str, float]]
     engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
     match = match_dataset(load_dataset(questions), corpus_files(engine.corpora))
     out = {}
-    for dense_w, lexical_w in ((1.0, 1.0), (1.0, 0.5), (1.0, 0.75), (1.0, 1.5), (1.0, 2.0)):
-        engine.fusion = Fusion(dense_w, lexical_w)
+    weights = (
+        (1.0, 1.0, 0.0),
+        (1.0, 1.0, 1.0),
+        (1.0, 0.75, 1.0),
+        (1.0, 1.0, 0.5),
+        (1.0, 1.0, 2.0),
+        (1.0, 0.5, 1.0),
+    )
+    for dense_w, lexical_w, names_w in weights:
+        engine.fusion = Fusion(dense_w, lexical_w, names_w)
         summary, _ = score_dataset(match, engine.search_batch, ks=KS)
-        out[f"rrf {dense_w:g}:{lexical_w:g}"] = {m: summary["overall"][m] for m in _METRICS}
+        out[f"rrf {dense_w:g}:{lexical_w:g}:{names_w:g}"] = {m: summary["overall"][m] for m in _METRICS}
     engine.close()
     return out
 

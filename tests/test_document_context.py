@@ -50,6 +50,8 @@ def test_the_header_names_issuer_form_and_period() -> None:
 def test_a_document_whose_metadata_cannot_be_read_is_named_by_its_file(first_page: str | None) -> None:
     assert document_context("/scans/2023/scan-0042.pdf", first_page) == "Document: scan-0042.pdf"
     assert document_context(r"C:\scans\scan-0042.pdf", first_page) == "Document: scan-0042.pdf"
+    # the embedded header too: the file name is all there is
+    assert document_context("/scans/scan-0042.pdf", first_page, with_name=False) == "Document: scan-0042.pdf"
 
 
 def test_every_window_of_a_long_page_carries_the_header(minilm) -> None:  # type: ignore[no-untyped-def]
@@ -152,3 +154,34 @@ def test_a_corpus_indexed_before_keeps_its_chunk_text_until_reindexed(library, m
         assert settle_context_mode(fresh.manifest) == CONTEXT_DOCUMENT
     finally:
         fresh.close()
+
+
+def test_a_query_names_the_documents_whose_headers_hold_its_rare_words() -> None:
+    import math
+
+    from vrag_desktop.core.search.fusion import Fusion
+    from vrag_desktop.core.search.lexical import DocumentNames
+
+    names = DocumentNames(
+        {
+            1: "Document: filing-1.pdf · Apple Inc. · Form 10-Q · quarterly period ended July 1, 2023",
+            2: "Document: filing-2.pdf · Apple Inc. · Form 10-Q · quarterly period ended April 1, 2023",
+            3: "Document: filing-3.pdf · AMAZON.COM, INC. · Form 10-Q · quarterly period ended June 30, 2023",
+            4: "Document: filing-4.pdf · NVIDIA CORPORATION · Form 10-Q · quarterly period ended July 30, 2023",
+        }
+    )
+    assert names.named("What did Apple's latest 10-Q say about foreign exchange?") == {
+        1: pytest.approx(math.log(2)),
+        2: pytest.approx(math.log(2)),
+    }
+    assert names.named("nvidia july") == {
+        4: pytest.approx(math.log(4) + math.log(2)),
+        1: pytest.approx(math.log(2)),
+    }
+    assert names.named("the quarterly form 10-Q of 2023") == {}  # words of most headers name nothing
+    assert DocumentNames({1: "Document: a.pdf · Apple Inc."}).named("apple") == {}  # one document: no choice
+    # the named documents' candidates get a third vote; without it, the plain fusion
+    fused = Fusion().fuse(["b", "a"], ["b", "a"], named=["a"])
+    assert max(fused, key=fused.__getitem__) == "a"
+    plain = Fusion(names_weight=0).fuse(["b", "a"], ["b", "a"], named=["a"])
+    assert plain == Fusion().fuse(["b", "a"], ["b", "a"]) and max(plain, key=plain.__getitem__) == "b"

@@ -416,7 +416,7 @@ class _Pipeline:
             if d.ordinal != 1:
                 row = self.corpus.manifest.item_at(sid, 1)
                 first = row.text if row is not None else None
-            self._contexts[sid] = document_context(src.path, first)
+            self._contexts[sid] = document_context(src.path, first, with_name=False)
         return self._contexts[sid]
 
     def stop(self) -> None:

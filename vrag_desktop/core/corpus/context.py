@@ -80,9 +80,14 @@ def _title(lines: list[str]) -> str | None:
     return None
 
 
-def document_context(path: str, first_page_text: str | None) -> str:
+def document_context(path: str, first_page_text: str | None, *, with_name: bool = True) -> str:
     """The header naming a document: its file name, then issuer, form and period when its first
-    page states them, else its first title-like line. Never empty: a file name always exists."""
+    page states them, else its first title-like line. Never empty: a file name always exists.
+
+    ``with_name=False`` (the embedded header) leaves the file name out when the first page names the
+    document: byte-identical copies under two names then embed alike (core/search/copies.py), and a
+    download's name ("0001018724-23-000018.pdf") adds noise, not meaning, to a sentence vector. BM25's
+    header keeps it: a query may name a file."""
     name = PurePath(path.replace("\\", "/")).name or path
     parts = [f"Document: {name}"]
     lines = _lines(first_page_text or "")
@@ -103,6 +108,8 @@ def document_context(path: str, first_page_text: str | None) -> str:
             title = _title(lines)
             if title:
                 parts.append(title)
+    if not with_name and len(parts) > 1:
+        parts[0] = "Document"
     return " · ".join(parts)[:MAX_CONTEXT_CHARS]
 
 

@@ -233,7 +233,8 @@ class SearchEngine:
         if not self.hybrid:
             ranked = [(g, 0.0) for g in dense_groups[:k]]
         else:
-            fused = self.fusion.fuse(dense_groups, group_ranking(lexical_scores, group_of))
+            named = self._named_groups(query, rows, group_of)
+            fused = self.fusion.fuse(dense_groups, group_ranking(lexical_scores, group_of), named)
             ranked = sorted(fused.items(), key=lambda t: -t[1])[:k]
         return [self._group_hit(g, s, group_of, rows, dense_scores, lexical_scores, ident) for g, s in ranked]
 
@@ -309,6 +310,19 @@ class SearchEngine:
                 rows[key] = (c, lexical_row)
             scores[key] = s
         return scores
+
+    def _named_groups(
+        self, query: str, rows: dict[Key, tuple[Corpus, ItemRow]], group_of: dict[Key, str]
+    ) -> list[str]:
+        """The candidates whose document the query names (only corpora indexed with document context)."""
+        named: dict[str, dict[int, float]] = {}
+        for c in self.corpora:
+            held = self._lexical.get(c.name)
+            if held is not None and held.index.names is not None:
+                named[c.name] = held.index.names.named(query)
+        return list(
+            dict.fromkeys(g for key, g in group_of.items() if rows[key][1].source_id in named.get(key[0], {}))
+        )
 
     def _lexical_index(self, c: Corpus) -> LexicalIndex:
         """``c``'s BM25 index, rebuilt once the corpus changed — while a corpus keeps changing (an

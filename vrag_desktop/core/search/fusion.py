@@ -21,6 +21,8 @@ RRF_K = 60
 #: 1.0 -> 0.958, also at 1.5), and earlier measurements saw BM25 collapse on filings; so equal votes.
 DENSE_WEIGHT = 1.0
 LEXICAL_WEIGHT = 1.0
+#: Vote of the documents a query names (see :class:`Fusion`).
+NAMES_WEIGHT = 1.0
 
 
 def rrf(
@@ -41,13 +43,23 @@ def rrf(
 
 @dataclass(frozen=True)
 class Fusion:
-    """The votes of the dense and the BM25 ranking in a hybrid search."""
+    """The votes of the dense and the BM25 ranking in a hybrid search, and of a third one: the
+    candidates of the documents the query names (their headers' rare words, core/search/lexical.py
+    DocumentNames), best named first, in fused order — so "Amazon's latest 10-Q" votes for
+    Amazon's pages where BM25 found another company's look-alike statement. Zero: no such vote."""
 
     dense_weight: float = DENSE_WEIGHT
     lexical_weight: float = LEXICAL_WEIGHT
+    names_weight: float = NAMES_WEIGHT
 
-    def fuse(self, dense: Sequence[K], lexical: Sequence[K]) -> dict[K, float]:
-        return rrf(dense, lexical, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight)
+    def fuse(self, dense: Sequence[K], lexical: Sequence[K], named: Sequence[K] = ()) -> dict[K, float]:
+        out = rrf(dense, lexical, dense_weight=self.dense_weight, lexical_weight=self.lexical_weight)
+        if named and self.names_weight:
+            base = sorted(out, key=lambda key: -out[key])
+            order = {key: i for i, key in enumerate(base)}
+            for rank, key in enumerate(sorted(named, key=lambda key: order.get(key, len(order)))):
+                out[key] = out.get(key, 0.0) + self.names_weight / (RRF_K + rank + 1)
+        return out
 
 
 #: The one default search mode of the CLI (search, serve-search, eval retrieval), the app, the
