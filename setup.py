@@ -57,6 +57,7 @@ class BuildPyWithTrainer(build_py):
 setup(
     packages=find_packages(include=["vrag_desktop", "vrag_desktop.*"]) + RESOURCES,
     package_dir={"vrag_desktop.resources": "resources"},
-    package_data={"vrag_desktop": ["py.typed"], **{name: ["*", ".*"] for name in RESOURCES}},
+    # locks/: the engines' environments install these pinned, hashed versions (core/runtime/lockfile.py)
+    package_data={"vrag_desktop": ["py.typed", "locks/*.txt"], **{name: ["*", ".*"] for name in RESOURCES}},
     cmdclass={"build_py": BuildPyWithTrainer},
 )

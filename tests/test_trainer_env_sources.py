@@ -13,6 +13,7 @@ import pytest
 from vrag_desktop.core.runtime import trainer_env
 from vrag_desktop.core.runtime.trainer_env import (
     CPU_TORCH,
+    CPU_TORCH_BUILD,
     CPU_TORCH_INDEX,
     FULL_PACKAGES,
     LAYERED_PACKAGES,
@@ -92,7 +93,8 @@ def test_standalone_steps_from_the_bundle_wheels(tmp_path: Path) -> None:
     assert [s.argv[:3] for s in steps[1:4]] == [(py, "-m", "pip")] * 3
     assert steps[0].argv == ("/usr/bin/python3", "-m", "venv", str(env))
     torch = steps[1].argv
-    assert torch[-3:] == (CPU_TORCH, "--index-url", CPU_TORCH_INDEX) and "--retries" in torch
+    # PyTorch's CPU index beside the person's own (never --index-url over it), the CPU build by label
+    assert torch[-3:] == (CPU_TORCH_BUILD, "--extra-index-url", CPU_TORCH_INDEX) and "--retries" in torch
     install = steps[2].argv
     assert CPU_TORCH in install and "-e" not in install
     assert all(p in install for p in LAYERED_PACKAGES) and "vllm==0.31.0" not in install
@@ -111,7 +113,11 @@ def test_standalone_steps_from_the_bundle_wheels(tmp_path: Path) -> None:
         app_source=app,
         torch_index="http://mirror/cpu",
     )
-    assert other[1].argv[-1] == "http://mirror/cpu"
+    assert other[1].argv[-2:] == ("--index-url", "http://mirror/cpu")
+    own = trainer_env_steps(  # they set their own index: nothing added to it
+        env, mode="standalone", base="p", trainer_source=trainer, app_source=app, torch_index=None
+    )
+    assert own[1].argv[-1] == CPU_TORCH_BUILD and not any("index" in a for a in own[1].argv)
     with pytest.raises(EnvCreateError, match="needs the app package"):
         trainer_env_steps(env, mode="standalone", base="p", trainer_source=trainer)
 

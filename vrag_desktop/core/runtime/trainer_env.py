@@ -47,6 +47,7 @@ from vrag_desktop.core.runtime.app_package import (
     packed_wheel_name,
 )
 from vrag_desktop.core.runtime.base_python import ensure_base_python
+from vrag_desktop.core.runtime.lockfile import env_lock, lock_args, user_index_settings
 from vrag_desktop.core.runtime.proctree import signals_interrupt
 from vrag_desktop.core.runtime.venv import (
     EnvCreateError,
@@ -54,13 +55,16 @@ from vrag_desktop.core.runtime.venv import (
     build_venv,
     marker_ready,
     venv_python,
+    venv_uv,
 )
 
 __all__ = [
     "CPU_TORCH",
+    "CPU_TORCH_BUILD",
     "CPU_TORCH_INDEX",
     "FULL_PACKAGES",
     "LAYERED_PACKAGES",
+    "LOCKS",
     "MARKER",
     "MODES",
     "PYTHON_ENV",
@@ -103,10 +107,18 @@ DEEPSPEED = "deepspeed>=0.18.6"
 #: A standalone (CPU) env's torch, from PyTorch's CPU index (as scripts/setup.sh does): the app's
 #: version without the multi-GB CUDA libraries. ``$VRAG_TORCH_INDEX_URL`` names another index.
 CPU_TORCH = "torch==2.13.0"
+#: The CPU build by its local version label: whichever index serves it, never a CUDA build.
+CPU_TORCH_BUILD = CPU_TORCH + "+cpu"
 CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 TORCH_INDEX_ENV = "VRAG_TORCH_INDEX_URL"
 Mode = Literal["layered", "standalone", "full"]
 MODES: tuple[Mode, ...] = ("layered", "standalone", "full")
+#: The hashed locks (vrag_desktop/locks/, scripts/lock.sh) of each mode; DeepSpeed has none.
+LOCKS: dict[Mode, str] = {
+    "layered": "trainer-layered",
+    "standalone": "trainer-standalone",
+    "full": "trainer-full",
+}
 #: Where an installed app's wheel carries the trainer's wheel (setup.py puts it there).
 BUNDLED_DIR = Path(__file__).resolve().parents[2] / "_bundled"
 APP_WHEEL = "vrag_desktop-"
@@ -286,6 +298,12 @@ def _packages(mode: Mode, deepspeed: bool) -> tuple[str, ...]:
     return (CPU_TORCH, *LAYERED_PACKAGES) if mode == "standalone" else LAYERED_PACKAGES
 
 
+def _torch_index_args(torch_index: str | None) -> tuple[str, ...]:
+    if torch_index is None:
+        return ()
+    return ("--extra-index-url" if torch_index == CPU_TORCH_INDEX else "--index-url", torch_index)
+
+
 def trainer_env_steps(
     path: str | os.PathLike[str],
     *,
@@ -298,9 +316,11 @@ def trainer_env_steps(
     deepspeed: bool = False,
     pip_args: Sequence[str] = (),
     step_timeout: float = 3600.0,
-    torch_index: str = CPU_TORCH_INDEX,
+    torch_index: str | None = CPU_TORCH_INDEX,
     app_requirements: Sequence[str] = (),
     pack_app_with: str | None = None,
+    lock: str | os.PathLike[str] | None = None,
+    uv: str | None = None,
 ) -> list[Step]:
     """The commands that make a trainer env (pure). ``layered`` needs ``site_dirs`` (the app's
     package directories); a standalone or full env installs ``app_source`` (the app's checkout or
@@ -308,7 +328,10 @@ def trainer_env_steps(
     ``app_requirements`` (its headless ones) beside the env's packages; a standalone one first
     installs the CPU torch from ``torch_index``. ``pack_app_with``: the interpreter that first packs
     the installed app into the wheel ``app_source`` names. ``trainer_source`` is the trainer's
-    folder or wheel (installed without dependencies)."""
+    folder or wheel (installed without dependencies). ``torch_index``: PyTorch's CPU index is added
+    to the person's (``--extra-index-url``), another URL ($VRAG_TORCH_INDEX_URL) replaces it, None
+    (they set their own index) adds nothing. ``lock``: a hashed lock of the env's packages, installed
+    exactly (``--require-hashes --no-deps``) instead of the package list."""
     if mode not in MODES:
         raise EnvCreateError(f"Unknown trainer environment mode {mode!r} (one of {', '.join(MODES)}).")
     for source in (trainer_source, app_source):
@@ -322,7 +345,7 @@ def trainer_env_steps(
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
     trainer = Path(trainer_source)
     editable_trainer = editable and trainer.suffix != ".whl"  # a folder (a checkout's trainer/)
-    steps = [Step.new_venv(env, base)]
+    steps = [Step.new_venv(env, base, uv)]
     extra = ""
     if mode == "layered":
         if not site_dirs:
@@ -335,7 +358,12 @@ def trainer_env_steps(
                 "Could not write the .pth file that layers the env on the app's",
                 60.0,
             ),
-            Step(f"Installing {' '.join(packages)}", (*pip, *packages), "pip install failed", step_timeout),
+            Step(
+                f"Installing {' '.join(packages)}" + (f" (locked: {Path(lock).name})" if lock else ""),
+                (*pip, *lock_args(lock)) if lock else (*pip, *packages),
+                "pip install failed",
+                step_timeout,
+            ),
         ]
     else:
         packages = _packages(mode, deepspeed)
@@ -357,8 +385,8 @@ def trainer_env_steps(
         if mode == "standalone":
             steps.append(
                 Step(
-                    f"Installing {CPU_TORCH} (CPU build, from {torch_index}; about 200 MB)",
-                    (*pip, CPU_TORCH, "--index-url", torch_index),
+                    f"Installing {CPU_TORCH_BUILD} (from {torch_index or 'your package index'}; about 200 MB)",
+                    (*pip, CPU_TORCH_BUILD, *_torch_index_args(torch_index)),
                     "pip install of the CPU torch failed",
                     step_timeout,
                 )
@@ -371,7 +399,12 @@ def trainer_env_steps(
             )
             extra = "import torch, vllm; print('CUDA available:', torch.cuda.is_available())"
         steps += [
-            Step(title, (*pip, *packages, *app_requirements), "pip install failed", step_timeout),
+            Step(
+                title + (f" (locked: {Path(lock).name})" if lock else ""),
+                (*pip, *lock_args(lock)) if lock else (*pip, *packages, *app_requirements),
+                "pip install failed",
+                step_timeout,
+            ),
             Step("Installing the app package", (*pip, "--no-deps", *app_arg), "pip install failed", 600.0),
         ]
     steps += [
@@ -416,10 +449,19 @@ def create_trainer_env(
                 "packages to layer on): make a standalone one (CPU) or a full one (GPU)."
             )
         sources = trainer_sources(pack_dir=env / "wheels")
+        base = base or (yield from ensure_base_python("the trainer environment", env, cancel=cancel))
+        lock = None if deepspeed else env_lock(LOCKS[mode], base)
+        yield (
+            f"Installing the versions locked in {lock.path.name} (hashes checked)"
+            if lock
+            else "No lock for this Python: installing from the packages' version ranges"
+        )
         steps = trainer_env_steps(
             env,
             mode=mode,
-            base=base or (yield from ensure_base_python("the trainer environment", env, cancel=cancel)),
+            base=base,
+            lock=lock.path if lock else None,
+            uv=venv_uv(),
             trainer_source=sources.trainer,
             app_source=sources.app,
             site_dirs=app_site_dirs(),
@@ -427,7 +469,8 @@ def create_trainer_env(
             deepspeed=deepspeed,
             pip_args=pip_args,
             step_timeout=step_timeout,
-            torch_index=os.environ.get(TORCH_INDEX_ENV, "").strip() or CPU_TORCH_INDEX,
+            torch_index=os.environ.get(TORCH_INDEX_ENV, "").strip()
+            or (None if user_index_settings() else CPU_TORCH_INDEX),
             app_requirements=()
             if layered
             else headless_requirements(

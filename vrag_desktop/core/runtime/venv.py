@@ -33,6 +33,7 @@ __all__ = [
     "run_step",
     "run_streaming",
     "venv_python",
+    "venv_uv",
 ]
 
 
@@ -51,8 +52,16 @@ class Step:
     timeout: float = 3600.0
 
     @classmethod
-    def new_venv(cls, path: Path, base: str) -> Step:
-        """Every build's first step: ``base -m venv path``."""
+    def new_venv(cls, path: Path, base: str, uv: str | None = None) -> Step:
+        """Every build's first step: ``uv venv --seed`` with ``base`` when ``uv`` is given (faster;
+        pip is seeded from uv's cache or PyPI), else ``base -m venv path``."""
+        if uv:
+            return cls(
+                f"Creating virtualenv {path} (uv)",
+                (uv, "venv", "--seed", "--python", base, str(path)),
+                "Could not create the virtualenv with uv",
+                300.0,
+            )
         return cls(
             f"Creating virtualenv {path}",
             (base, "-m", "venv", str(path)),
@@ -80,6 +89,19 @@ def venv_python(path: str | os.PathLike[str]) -> Path:
 def marker_ready(path: str | os.PathLike[str], marker: str) -> bool:
     """True if a build finished at ``path`` (its marker is written last) and the interpreter is there."""
     return (Path(path).expanduser() / marker).is_file() and venv_python(path).exists()
+
+
+def venv_uv() -> str | None:
+    """uv to create environments with, where it is here (the bundle ships it) and the person set no
+    pip index of their own (``uv venv --seed`` fetches pip from PyPI, not from pip's settings);
+    None: ``python -m venv``. ``VRAG_VENV_UV=0`` turns it off."""
+    if os.environ.get("VRAG_VENV_UV") == "0":
+        return None
+    from vrag_desktop.core.runtime.base_python import uv_binary
+    from vrag_desktop.core.runtime.lockfile import user_index_settings
+
+    uv = uv_binary()
+    return str(uv) if uv is not None and not user_index_settings() else None
 
 
 def pip_env() -> dict[str, str]:

@@ -18,7 +18,15 @@ from collections.abc import Generator, Sequence
 from pathlib import Path
 
 from vrag_desktop.core.progress import Cancelled, CancelToken
-from vrag_desktop.core.runtime.venv import EnvCreateError, Step, build_venv, marker_ready, venv_python
+from vrag_desktop.core.runtime.lockfile import env_lock, lock_args
+from vrag_desktop.core.runtime.venv import (
+    EnvCreateError,
+    Step,
+    build_venv,
+    marker_ready,
+    venv_python,
+    venv_uv,
+)
 
 __all__ = ["MARKER", "VERL_PACKAGES", "create_verl_env", "verl_env_ready", "verl_env_steps"]
 
@@ -48,6 +56,8 @@ def verl_env_steps(
     site_dirs: Sequence[str],
     pip_args: Sequence[str] = (),
     step_timeout: float = 3600.0,
+    lock: str | Path | None = None,
+    uv: str | None = None,
 ) -> list[Step]:
     """The commands that make a verl env (pure): venv, the ``.pth`` onto ``site_dirs`` (the app's
     package directories), verl with its dependencies, the trainer package, an import check."""
@@ -59,7 +69,7 @@ def verl_env_steps(
     python = str(venv_python(env))
     pip = (python, "-m", "pip", "install", "--progress-bar", "off", *pip_args)
     return [
-        Step.new_venv(env, base),
+        Step.new_venv(env, base, uv),
         Step(
             "Layering on the app's environment (torch and vrag_desktop come from it)",
             (python, "-c", _WRITE_PTH, PTH_NAME, *site_dirs),
@@ -68,7 +78,7 @@ def verl_env_steps(
         ),
         Step(
             f"Installing {' '.join(VERL_PACKAGES)} (Ray, Hydra, tensordict…; minutes)",
-            (*pip, *VERL_PACKAGES),
+            (*pip, *lock_args(lock)) if lock else (*pip, *VERL_PACKAGES),
             "pip install of verl failed",
             step_timeout,
         ),
@@ -95,8 +105,14 @@ def create_verl_env(
         root = repo_root()
         if root is None or not (root / "trainer").is_dir():
             raise EnvCreateError("A verl environment is made from a checkout (trainer/ was not found).")
+        lock = env_lock("verl", sys.executable)
         steps = verl_env_steps(
-            env, base=sys.executable, trainer_source=root / "trainer", site_dirs=app_site_dirs()
+            env,
+            base=sys.executable,
+            trainer_source=root / "trainer",
+            site_dirs=app_site_dirs(),
+            lock=lock.path if lock else None,
+            uv=venv_uv(),
         )
     return (
         yield from build_venv(

