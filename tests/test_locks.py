@@ -176,3 +176,23 @@ def test_the_trainer_locks_meet_the_apps_headless_requirements(name: str) -> Non
     lock = read_lock(LOCK_DIR / f"{name}.txt")
     bad = unsatisfied(lock, headless_requirements(app_requirements(ROOT)))
     assert bad == [], f"vrag_desktop/locks/{name}.txt is stale: run scripts/lock.sh {name}"
+
+
+@pytest.mark.timeout(180)
+def test_uv_creates_an_environment_pip_can_install_into(tmp_path: Path) -> None:
+    """The uv path of Step.new_venv (used where uv is present and no pip index of one's own is set):
+    the venv has pip (seeded), so the pip steps that follow work unchanged."""
+    from vrag_desktop.core.runtime.base_python import uv_binary
+
+    uv = uv_binary()
+    if uv is None:
+        pytest.skip("uv is not installed")
+    env = tmp_path / "uvenv"
+    python = str(venv_python(env))
+    steps = [
+        Step.new_venv(env, sys.executable, str(uv)),
+        Step.import_check("pip", python, "import pip, sys; print('pip', pip.__version__, sys.prefix)"),
+    ]
+    assert steps[0].argv[:3] == (str(uv), "venv", "--seed")
+    lines = list(build_venv(env, steps, marker=".done", record={}, label="uv env"))
+    assert any(line.startswith("pip ") and line.endswith(str(env)) for line in lines), lines[-5:]
