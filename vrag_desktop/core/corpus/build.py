@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from vrag_desktop.core.corpus import derive_process, kinds
-from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, document_context, settle_context_mode
+from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, page_header, settle_context_mode
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError, expected_count
 from vrag_desktop.core.corpus.manifest import (
     I_EMBEDDED,
@@ -257,7 +257,7 @@ class _Pipeline:
     ) -> None:
         self.corpus = corpus
         self.contextual = contextual
-        self._contexts: dict[int, str] = {}  # source id -> its document header
+        self._contexts: dict[int, tuple[str, str | None]] = {}  # source id -> (path, first page's text)
         self.sources = sources
         self.opts = opts
         self.embedder = embedder
@@ -406,8 +406,9 @@ class _Pipeline:
         return out
 
     def _context(self, sid: int, d: Derived) -> str | None:
-        """The header of source ``sid``'s document, from its first page: this item when it is the
-        first (pages arrive in order), else the first page stored by an earlier, interrupted build."""
+        """The header item ``d`` of source ``sid`` carries, read from the document's first page: this
+        item when it is the first (pages arrive in order), else the first page stored by an earlier,
+        interrupted build."""
         if not self.contextual:
             return None
         if sid not in self._contexts:
@@ -416,8 +417,9 @@ class _Pipeline:
             if d.ordinal != 1:
                 row = self.corpus.manifest.item_at(sid, 1)
                 first = row.text if row is not None else None
-            self._contexts[sid] = document_context(src.path, first, with_name=False)
-        return self._contexts[sid]
+            self._contexts[sid] = (src.path, first)
+        path, first = self._contexts[sid]
+        return page_header(path, first, d.ordinal, with_name=False)
 
     def stop(self) -> None:
         self.stop_event.set()

@@ -29,6 +29,7 @@ __all__ = [
     "CONTEXT_NONE",
     "context_mode",
     "document_context",
+    "page_header",
     "settle_context_mode",
     "with_context",
 ]
@@ -111,6 +112,19 @@ def document_context(path: str, first_page_text: str | None, *, with_name: bool 
     if not with_name and len(parts) > 1:
         parts[0] = "Document"
     return " · ".join(parts)[:MAX_CONTEXT_CHARS]
+
+
+def page_header(
+    path: str, first_page_text: str | None, ordinal: int, *, with_name: bool = True
+) -> str | None:
+    """The header one page carries. The first page, which the header is read from, already says
+    what the header would (a copy of its own title would only pull its vector towards the title):
+    it carries the file name alone, where that is part of the header."""
+    header = document_context(path, first_page_text, with_name=with_name)
+    if ordinal != 1:
+        return header
+    name_only = document_context(path, None)
+    return name_only if with_name or header == name_only else None
 
 
 def with_context(context: str | None, text: str) -> str:

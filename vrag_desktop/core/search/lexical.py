@@ -6,19 +6,25 @@ import math
 import re
 from typing import Any
 
-from vrag_desktop.core.corpus.context import CONTEXT_DOCUMENT, context_mode, document_context, with_context
+from vrag_desktop.core.corpus.context import (
+    CONTEXT_DOCUMENT,
+    context_mode,
+    document_context,
+    page_header,
+    with_context,
+)
 from vrag_desktop.core.corpus.manifest import I_EMBEDDED, ItemRow, Manifest
 
 _TOKEN = re.compile(r"\w\w+")
 
 
-def _headers(manifest: Manifest, rows: list[ItemRow]) -> dict[int, str]:
-    """Each source's document header (:mod:`~vrag_desktop.core.corpus.context`), as the build made it."""
-    headers: dict[int, str] = {}
+def _firsts(manifest: Manifest, rows: list[ItemRow]) -> dict[int, tuple[str, str | None]]:
+    """Each source's path and first page's text: what its header (core/corpus/context.py) is read from."""
+    out: dict[int, tuple[str, str | None]] = {}
     for sid in {r.source_id for r in rows}:
         src, first = manifest.source(sid), manifest.item_at(sid, 1)
-        headers[sid] = document_context(src.path if src else "", first.text if first else None)
-    return headers
+        out[sid] = (src.path if src else "", first.text if first else None)
+    return out
 
 
 class DocumentNames:
@@ -64,9 +70,12 @@ class LexicalIndex:
         texts = [r.text or "" for r in rows]
         names = None
         if context_mode(manifest) == CONTEXT_DOCUMENT:  # each page names its document, as embedded
-            headers = _headers(manifest, rows)
-            texts = [with_context(headers[r.source_id], t) for r, t in zip(rows, texts, strict=True)]
-            names = DocumentNames(headers)
+            firsts = _firsts(manifest, rows)
+            texts = [
+                with_context(page_header(*firsts[r.source_id], r.ordinal), t)
+                for r, t in zip(rows, texts, strict=True)
+            ]
+            names = DocumentNames({sid: document_context(*first) for sid, first in firsts.items()})
         tokens = bm25s.tokenize(texts, stopwords="en", show_progress=False)
         retriever = bm25s.BM25()
         retriever.index(tokens, show_progress=False)
