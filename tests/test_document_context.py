@@ -185,3 +185,18 @@ def test_a_query_names_the_documents_whose_headers_hold_its_rare_words() -> None
     assert max(fused, key=fused.__getitem__) == "a"
     plain = Fusion(names_weight=0).fuse(["b", "a"], ["b", "a"], named=["a"])
     assert plain == Fusion().fuse(["b", "a"], ["b", "a"]) and max(plain, key=plain.__getitem__) == "b"
+
+
+def test_the_first_page_carries_no_copy_of_its_own_title() -> None:
+    """The header is read from page 1, which says it already; page 1 adds only the file name."""
+    from vrag_desktop.core.corpus.context import page_header
+
+    cover = COVER.format(name="Beta Widgets Inc.")
+    assert page_header("/d/f.pdf", cover, 2, with_name=False) == document_context(
+        "/d/f.pdf", cover, with_name=False
+    )
+    assert page_header("/d/f.pdf", cover, 1, with_name=False) is None
+    assert page_header("/d/f.pdf", cover, 1) == "Document: f.pdf"  # BM25: a query may name the file
+    assert (
+        page_header("/d/scan.pdf", "", 1, with_name=False) == "Document: scan.pdf"
+    )  # the name is all there is
