@@ -141,3 +141,24 @@ def test_kill_9_during_the_compressed_build_loses_nothing_and_resumes(tmp_path: 
     assert store.kind == "compressed" and store.ntotal == N
     assert time.perf_counter() - t < 30
     assert _recall(VectorStore(folder, DIM, read_only=True), x, np.arange(N), _clustered(30, seed=3)) >= 0.95
+
+
+def test_damaged_full_vectors_drop_their_base_and_are_reported(tmp_path: Path) -> None:
+    x = _clustered(N)
+    store = VectorStore(tmp_path, DIM, compress_threshold=1000)
+    store.add(np.arange(N), x)
+    store.compact()
+    store.add(np.arange(N, N + 5), x[:5])
+    store.checkpoint()
+    full = next(tmp_path.glob("full-*.f32"))
+    with open(full, "r+b") as f:
+        f.seek(4000)
+        f.write(b"\xff\xff")
+    reader = VectorStore(tmp_path, DIM, read_only=True)
+    problems = {d.file: d.problem for d in reader.damage}
+    assert problems[full.name] == "checksum mismatch (damaged on disk)"
+    assert problems["base-00000001.faiss"].startswith(f"its full vectors ({full.name}) are checksum mismatch")
+    assert reader.ntotal == 5  # only the segment: the corpus re-embeds the rest
+    writer = VectorStore(tmp_path, DIM, compress_threshold=1000)
+    assert writer.ntotal == 5 and {d.file for d in writer.repaired} == {full.name, "base-00000001.faiss"}
+    assert sorted(p.name for p in (tmp_path / "damaged").iterdir())[0].endswith("base-00000001.faiss")
