@@ -124,7 +124,7 @@ EOF
     cp "$appdir/usr/share/applications/$ID.desktop" "$appdir/$ID.desktop"
     cp "$appdir/usr/share/icons/hicolor/256x256/apps/$ID.png" "$appdir/$ID.png"
     ln -s "$ID.png" "$appdir/.DirIcon"
-    echo "Packing the AppDir (mksquashfs, zstd; a minute or two)…"
+    echo "Packing the AppDir (mksquashfs, zstd, one core; minutes)…"
     rm -f "$squash" "$image"
     nice -n 10 mksquashfs "$appdir" "$squash" -root-owned -noappend -comp zstd -processors 1 -quiet >/dev/null
     rm -rf "$appdir"
