@@ -181,10 +181,13 @@ def test_a_query_names_the_documents_whose_headers_hold_its_rare_words() -> None
     assert names.named("the quarterly form 10-Q of 2023") == {}  # words of most headers name nothing
     assert DocumentNames({1: "Document: a.pdf · Apple Inc."}).named("apple") == {}  # one document: no choice
     # the named documents' candidates get a third vote; without it, the plain fusion
-    fused = Fusion().fuse(["b", "a"], ["b", "a"], named=["a"])
+    fused = Fusion(names_weight=1).fuse(["b", "a"], ["b", "a"], named=["a"])
     assert max(fused, key=fused.__getitem__) == "a"
     plain = Fusion(names_weight=0).fuse(["b", "a"], ["b", "a"], named=["a"])
     assert plain == Fusion().fuse(["b", "a"], ["b", "a"]) and max(plain, key=plain.__getitem__) == "b"
+    # stop words in a title name nothing ("Field Guide to the Alps" is not named by "the")
+    guide = DocumentNames({1: "Document · Field Guide to the Alps", 2: "Document · Annual report", 3: "x"})
+    assert guide.named("what is the guide") == {1: pytest.approx(math.log(3))}
 
 
 def test_the_first_page_carries_no_copy_of_its_own_title() -> None:

@@ -30,10 +30,13 @@ def _firsts(manifest: Manifest, rows: list[ItemRow]) -> dict[int, tuple[str, str
 class DocumentNames:
     """Which documents a query names: a query word found in few documents' headers (an issuer, a
     title word) names those documents, weighted by how few (inverse document frequency over the
-    headers); a word in most headers ("document", "form", a year) names none."""
+    headers); a word in most headers ("document", "form", a year) or a stop word names none."""
 
     def __init__(self, headers: dict[int, str]) -> None:
-        self._words = {sid: set(_TOKEN.findall(h.lower())) for sid, h in headers.items()}
+        from bm25s.stopwords import STOPWORDS_EN
+
+        self._stop = frozenset(STOPWORDS_EN)  # "the", "of": in a title, but they name nothing
+        self._words = {sid: set(_TOKEN.findall(h.lower())) - self._stop for sid, h in headers.items()}
         df: dict[str, int] = {}
         for words in self._words.values():
             for w in words:
