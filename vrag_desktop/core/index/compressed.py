@@ -63,14 +63,15 @@ class Spec:
 
 
 def choose_spec(n: int, dim: int) -> Spec:
-    """What bench/compressed_index.py measured (docs/benchmarks.md): at 2048-d, 8-bit codes of the
-    256 leading (uncentred) principal directions; below 1024-d, 4-bit codes of every dimension;
-    10x candidates re-scored exactly. Half the cells of an IVF-Flat: training and encoding cost
-    grow with the cells, and a code is scanned far faster than a float vector. (PQ codes train and
-    encode far too slowly on a loaded 2-core machine: 10k training vectors took > 5 minutes.)"""
+    """Measured with bench/compressed_index.py (docs/benchmarks.md §2): at ≥ 1024-d, 8-bit codes of
+    the 256 leading uncentred principal directions and 5 × k candidates re-scored (1M × 2048-d:
+    recall@10 0.9995, p50 3.1 ms, 0.34 GiB); below, 4-bit codes of every dimension and 10 × k (a
+    low-rank cut is not trusted for 384-d text embeddings' flatter spectrum). Half the cells of an
+    IVF-Flat: training and encoding cost grow with the cells. (PQ codes trained and encoded far too
+    slowly on a loaded 2-core machine: 10k training vectors took > 5 minutes.)"""
     nlist = max(16, ivf_nlist(n) // 2)
     if dim >= 1024:
-        return Spec(nlist=nlist, dred=256, codec="SQ8", refine=10, nprobe=2 * default_nprobe(nlist))
+        return Spec(nlist=nlist, dred=256, codec="SQ8", refine=5, nprobe=2 * default_nprobe(nlist))
     return Spec(nlist=nlist, dred=0, codec="SQ4", refine=10, nprobe=2 * default_nprobe(nlist))
 
 
