@@ -15,6 +15,7 @@ searched beside the base and merged.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,18 @@ def memory_available() -> int:
     return int(psutil.virtual_memory().available)
 
 
+_SEEK_LOCK = threading.Lock()
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """``os.pread`` where there is one; elsewhere (Windows) a seek and a read under a lock."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    with _SEEK_LOCK:
+        os.lseek(fd, offset, os.SEEK_SET)
+        return os.read(fd, size)
+
+
 def _faiss() -> Any:
     from vrag_desktop.core.index.faiss_lib import load_faiss
 
@@ -106,7 +119,7 @@ class FullVectors:
         self.path, self.dim = path, dim
         self.ids = ids  # sorted
         self.row_bytes = 4 * dim
-        self._fd = os.open(path, os.O_RDONLY)
+        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         size = os.fstat(self._fd).st_size
         if size != len(ids) * self.row_bytes:
             os.close(self._fd)
@@ -134,13 +147,13 @@ class FullVectors:
             return out
         lo, hi = int(pos.min()), int(pos.max()) + 1
         if hi - lo <= 2 * len(pos):
-            buf = os.pread(self._fd, (hi - lo) * self.row_bytes, lo * self.row_bytes)
+            buf = _pread(self._fd, (hi - lo) * self.row_bytes, lo * self.row_bytes)
             block = np.frombuffer(buf, dtype=np.float32).reshape(hi - lo, self.dim)
             out[:] = block[pos - lo]
             return out
         view = out.view(np.uint8).reshape(len(pos), self.row_bytes)
         for i, p in enumerate(pos.tolist()):
-            view[i] = np.frombuffer(os.pread(self._fd, self.row_bytes, p * self.row_bytes), np.uint8)
+            view[i] = np.frombuffer(_pread(self._fd, self.row_bytes, p * self.row_bytes), np.uint8)
         return out
 
 
