@@ -325,8 +325,12 @@ class VectorStore:
         for name in self._data_files():
             if name not in listed:
                 (self.dir / name).unlink(missing_ok=True)
-        for name in os.listdir(self.dir):  # a build killed mid-write (a compressed one is GBs)
-            if name.startswith(".") and name.endswith(".tmp") and data_files_named(name[1:-4]):
+        for name in os.listdir(self.dir):  # a base killed mid-write (a compressed one's full vectors: GBs)
+            if (
+                name.startswith((".base-", ".full-"))
+                and name.endswith(".tmp")
+                and data_files_named(name[1:-4])
+            ):
                 (self.dir / name).unlink(missing_ok=True)
 
     def _checked_entry(self, entry: Entry) -> Entry:
