@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Linux installers made from the built bundle (dist/VRAG Desktop/): scripts/build-app.sh --deb
-# --appimage runs this after the build. Linux-only, kept apart from the bundle's build.
+# --appimage runs this after the build. Linux-only, kept apart from the bundle's build. Hard links
+# stage the bundle: run it while nothing else links or rebuilds dist/ (tar sees link counts change).
 #
 #   --deb        dist/vrag-desktop_<version>_amd64.deb: the bundle in /opt/vrag-desktop, the command
 #                /usr/bin/vrag-desktop, the menu entry and icons in /usr/share (dpkg-deb)
@@ -92,7 +93,9 @@ Description: Answer questions from your own documents, images and videos, offlin
  (Python, Qt, torch CPU) lives in /opt/vrag-desktop; the command is vrag-desktop.
 EOF
     echo "Making $out (dpkg-deb, zstd)…"
-    nice -n 10 dpkg-deb --root-owner-group -Zzstd -z3 --build "$root" "$out" >/dev/null
+    rm -f "$out"  # written under another name first: a failed build leaves no .deb that looks fresh
+    nice -n 10 dpkg-deb --root-owner-group -Zzstd -z3 --build "$root" "$out.part" >/dev/null
+    mv "$out.part" "$out"
     rm -rf "$root"
     echo "Built $out ($(du -m "$out" | cut -f1) MB)"
   fi
@@ -126,7 +129,8 @@ EOF
     ln -s "$ID.png" "$appdir/.DirIcon"
     echo "Packing the AppDir (mksquashfs, zstd, one core; minutes)…"
     rm -f "$squash" "$image"
-    nice -n 10 mksquashfs "$appdir" "$squash" -root-owned -noappend -comp zstd -processors 1 -quiet >/dev/null
+    nice -n 10 mksquashfs "$appdir" "$squash.part" -root-owned -noappend -comp zstd -processors 1 -quiet >/dev/null
+    mv "$squash.part" "$squash"
     rm -rf "$appdir"
     if [ -n "$runtime" ]; then
       cat "$runtime" "$squash" > "$image.tmp"
