@@ -213,7 +213,11 @@ def test_wheel_bundles_the_trainer_wheel_an_installed_app_creates_its_env_from(
         "print(s.kind, s.trainer, s.app)"
     )
     proc = _run_installed(site, code, str(site / "vrag_desktop" / "_bundled"))
-    assert proc.stdout.split() == ["installed", str(inner), "vrag-desktop==9.9"]
+    # the app itself is never asked of an index by name: it is packed from its installed files
+    from vrag_desktop.core.runtime.app_package import APP_DIST, packed_wheel_name
+
+    packed = site / "vrag_desktop" / "wheels" / packed_wheel_name(APP_DIST, "9.9")
+    assert proc.stdout.split() == ["installed", str(inner), str(packed)]
     assert not list((ROOT / "trainer").glob("build")) and not list((ROOT / "trainer").glob("*.whl"))
 
 

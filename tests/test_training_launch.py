@@ -327,16 +327,19 @@ def test_full_env_commands_pin_what_trl_accepts(tmp_path: Path) -> None:
     for pin in (*FULL_PACKAGES, "deepspeed>=0.18.6"):
         assert pin in install
     assert "vllm==0.31.0" in install and "trl==1.16.0" in install and "torch==2.13.0" in install
-    assert install[-1] == str(repo) and "-e" not in install  # the app, with its dependencies
+    assert str(repo) not in install and "-e" not in install
     assert install[6:8] == ("--index-url", "http://mirror")
-    assert steps[2].argv[-2:] == ("--no-deps", str(repo / "trainer"))
-    assert "import torch, vllm" in steps[3].argv[2] and not any("pth" in a for s in steps for a in s.argv)
+    # the app from its checkout, without its dependencies (its headless ones come with the packages)
+    assert steps[2].argv[-2:] == ("--no-deps", str(repo))
+    assert steps[3].argv[-2:] == ("--no-deps", str(repo / "trainer"))
+    assert "import torch, vllm" in steps[4].argv[2] and not any("pth" in a for s in steps for a in s.argv)
     with pytest.raises(EnvCreateError):
         trainer_env_steps(tmp_path / "e", mode="full", base="py", trainer_source="t")
-    named = trainer_env_steps(
-        tmp_path / "e", mode="full", base="py", trainer_source="t", app_source="vrag-desktop==0.1.0"
-    )
-    assert named[1].argv[-1] == "vrag-desktop==0.1.0"
+    # our own package is never resolved from an index by name
+    with pytest.raises(EnvCreateError, match="never from an index"):
+        trainer_env_steps(
+            tmp_path / "e", mode="full", base="py", trainer_source="t", app_source="vrag-desktop==0.1.0"
+        )
 
 
 def test_build_venv_runs_steps_writes_the_marker_last_and_reuses_it(tmp_path: Path) -> None:
