@@ -929,6 +929,8 @@ class Bench:
             if "torch" in sys.modules:
                 raise SystemExit("torch was imported before the app's OpenMP setting: fix the bench")
             priority.passive_omp_workers()
+        if hasattr(priority, "derive_in_background"):  # the app's indexing workers: idle CPU only
+            priority.derive_in_background()
         self.app = QApplication.instance() or QApplication([sys.argv[0]])
         save_settings(AppSettings(first_run_done=True), work / "cfg")
         self.ctx = AppContext.for_dirs(data_dir=work / "data", config_dir=work / "cfg")

@@ -261,3 +261,21 @@ def test_the_child_starts_up_on_idle_cpu_time_too(worker: DeriveProcess) -> None
     assert worker.pid is not None
     assert os.sched_getscheduler(worker.pid) == os.SCHED_IDLE
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="Linux scheduling classes")
+def test_only_the_app_s_workers_run_on_idle_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's indexing is the job its person waits for: its worker runs at the normal
+    priority (an idle-class one starved beside other busy processes); the app's yields every core."""
+    from vrag_desktop.core import priority
+    from vrag_desktop.core.corpus import derive_process
+
+    monkeypatch.setattr(derive_process, "_idle", [])
+    for background, scheduler in ((False, os.SCHED_OTHER), (True, os.SCHED_IDLE)):
+        monkeypatch.setattr(priority, "_DERIVE_IN_BACKGROUND", background)
+        w = derive_process.acquire()
+        try:
+            w._start()
+            assert w.pid is not None and os.sched_getscheduler(w.pid) == scheduler
+        finally:
+            w.close()

@@ -17,7 +17,9 @@ import threading
 __all__ = [
     "ASYNC_NICE_ENV",
     "async_nice",
+    "background_deriving",
     "child_env",
+    "derive_in_background",
     "lower_thread_priority",
     "passive_omp_workers",
     "run_when_idle",
@@ -26,6 +28,27 @@ __all__ = [
 #: The async loop thread's niceness (model streams, HTTP); ``0`` gives it the GUI's priority.
 ASYNC_NICE_ENV = "VRAG_ASYNC_NICE"
 _ASYNC_NICE = 0
+
+
+#: Whether indexing's worker processes yield every core to this process (see :func:`run_when_idle`).
+_DERIVE_IN_BACKGROUND = False
+
+
+def derive_in_background(on: bool = True) -> None:
+    """Make indexing's worker processes (rendering, OCR) run only on CPU time nothing else wants.
+
+    Why only for the app: its window must never wait for a core, so the app (``qt/app.py``) sets
+    this at start. The command line leaves it off: there the indexing is the job the person waits
+    for, and an idle-class worker on a machine busy with anything else (a training run, a build, a
+    second indexing) could wait indefinitely: `vrag-desktop index` sat at 21 s of CPU in 9 minutes
+    beside two other busy processes on 2 cores."""
+    global _DERIVE_IN_BACKGROUND
+    _DERIVE_IN_BACKGROUND = on
+
+
+def background_deriving() -> bool:
+    """True when :func:`derive_in_background` is on in this process."""
+    return _DERIVE_IN_BACKGROUND
 
 
 #: OpenMP's wait policy (libgomp reads it once, when torch loads it).

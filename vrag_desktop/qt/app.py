@@ -81,9 +81,10 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
         sys.stderr.write(NO_DISPLAY_HELP)
         return 2
     os.environ.setdefault("QT_API", "pyside6")  # qasync must bind to PySide6
-    from vrag_desktop.core.priority import passive_omp_workers
+    from vrag_desktop.core.priority import derive_in_background, passive_omp_workers
 
     passive_omp_workers()  # before the warm-up imports torch
+    derive_in_background()  # indexing's workers never take a core the window waits for
     from PySide6.QtCore import Qt
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtWidgets import QApplication

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError
-from vrag_desktop.core.priority import run_when_idle
+from vrag_desktop.core.priority import background_deriving, run_when_idle
 
 #: How long the parent waits between checks that the child is still alive.
 _POLL = 0.2
@@ -268,7 +268,8 @@ def acquire() -> DeriveProcess:
             worker, timer = _idle.pop()
             timer.cancel()
             return worker
-    return DeriveProcess()
+    # the app's children run on idle CPU time only; the command line's at its own priority
+    return DeriveProcess() if background_deriving() else DeriveProcess(nice=0)
 
 
 def release(worker: DeriveProcess) -> None:
