@@ -49,7 +49,9 @@ if [ "${VRAG_TEST_SHARDS:-1}" = 0 ] || [ "$paths" = 1 ]; then
   .venv/bin/python -m pytest "$@" || status=$?
   trainer_tests || status=$?
 else
-  frozen=(tests/test_frozen_app.py tests/test_frozen_readonly.py)
+  # the tests of the built bundle last: the background build has to finish first
+  frozen=(tests/test_frozen_app.py tests/test_frozen_readonly.py tests/test_bundle_glibc.py
+    tests/test_installers.py)
   # the real-vLLM tests go with the Qt tests, and these long self-contained ones (none uses the
   # session's sample index) after the trainer's: the three shards then take about as long
   vllm=(tests/test_vllm_real.py tests/test_vllm_rollouts.py)
