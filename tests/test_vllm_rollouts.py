@@ -403,7 +403,9 @@ def test_image_turns_are_sampled_from_the_policys_own_tokens_and_pixels(
     print("[vllm-rollouts] image turns:", json.dumps(got)[:1500], flush=True)
     assert len(got["grids"]) == 2 and got["pad_tokens"] == sum(got["image_tokens"]) > 0
     assert got["stats"]["vllm/image_requests"] == 2.0
-    assert got["stats"]["vllm/scored_tokens"] == got["stats"]["vllm/tokens"] == got["generated"] > 0
+    # every sampled token scored; the policy keeps them all but a vision placeholder and what follows
+    # it (a random tiny model samples one now and then: PolicyChat cuts there, as it should)
+    assert got["stats"]["vllm/scored_tokens"] == got["stats"]["vllm/tokens"] >= got["generated"] > 0
     gap = max(abs(a - b) for a, b in zip(got["vllm_logprobs"], got["policy_logprobs"], strict=True))
     assert gap < 1e-3, got
     render = subprocess.run(
