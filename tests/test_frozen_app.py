@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -247,14 +248,13 @@ def test_frozen_engine_environments(bundle: Path, tmp_path: Path) -> None:
     out = _run([exe, "--data-dir", str(data), "train", "env", "--path", str(tenv)], _env(home, **OFFLINE_PIP))
     assert out.returncode == 1, (out.returncode, out.stderr[-4000:])
     err = out.stderr
-    assert "[1/5] Creating virtualenv" in err, err[-4000:]
+    assert re.search(r"\[1/\d\] Creating virtualenv", err), err[-4000:]  # (5 steps, 6 from a lock)
     if "No GPU: a standalone environment" in err:  # the frozen app on CPU: its own CPU torch first
-        assert "[2/5] Installing torch==2.13.0 (CPU build, from http://127.0.0.1:9/whl/cpu" in err, err[
-            -4000:
-        ]
+        cpu_torch = r"\[2/\d\] Installing torch==2\.13\.0\+cpu \(from http://127\.0\.0\.1:9/whl/cpu"
+        assert re.search(cpu_torch, err), err[-4000:]
         assert "pip install of the CPU torch failed" in err, err[-4000:]
     else:  # a GPU: the full environment
-        assert "[2/4] Installing torch==2.13.0" in err and "pip install failed" in err, err[-4000:]
+        assert re.search(r"\[2/\d\] Installing ", err) and "pip install failed" in err, err[-4000:]
     assert "ERROR:" in err.split("failed (exit code", 1)[1], err[-4000:]  # pip's own reason follows
     assert not (tenv / ".vrag-trainer-env.json").exists()
     _made_by_the_machines_python(tenv, bundle)
