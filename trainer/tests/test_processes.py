@@ -160,7 +160,9 @@ def test_a_stop_is_agreed_a_killed_process_stops_the_other_and_the_run_resumes( 
     killed: dict[str, int] = {}
 
     def kill_rank_1(sup: Any) -> bool:
-        if stepped(stopped_at + 1)(sup) and sup.pid is not None:
+        # after a step past the stop is logged *and* its checkpoint complete (the row comes first)
+        saved = run.last_checkpoint()
+        if stepped(stopped_at + 1)(sup) and saved is not None and saved.step > stopped_at and sup.pid:
             workers = _workers(sup.pid)
             if 1 in workers:
                 killed.update(rank1=workers[1], rank0=workers.get(0, 0))
