@@ -20,6 +20,10 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Kept page views (core/agents/page_views.py) go to a throwaway folder, never the user's cache.
 os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-views-"))
+# The app's worker threads at the tests' priority: the suite runs three test processes and a build
+# on two cores, where a nice-10 indexing job of 5 s took over 60 (CI). tests/qt/test_tasks.py
+# checks the niceness itself with the ceiling lifted.
+os.environ.setdefault("VRAG_THREAD_NICE_MAX", "0")
 
 from vllm_support import tiny_qwen2, vllm_python, vllm_vision  # the fixtures: a real vLLM, built once per run
 

@@ -352,7 +352,9 @@ def test_workers_run_below_the_gui_thread_and_the_gui_thread_keeps_its_priority(
     qtbot: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A generator task with ``nice`` and the async loop thread (``VRAG_ASYNC_NICE``) lower their
-    own thread only; a bad value of the variable falls back to the default."""
+    own thread only; a bad value of the variable falls back to the default. ``VRAG_THREAD_NICE_MAX``
+    caps how far a worker goes (the suite sets it to 0; lifted here)."""
+    monkeypatch.delenv(priority.THREAD_NICE_MAX_ENV, raising=False)
     gui = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     seen: dict[str, int] = {}
 
@@ -374,6 +376,13 @@ def test_workers_run_below_the_gui_thread_and_the_gui_thread_keeps_its_priority(
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == gui
     monkeypatch.setenv(priority.ASYNC_NICE_ENV, "fast")
     assert priority.async_nice() == priority._ASYNC_NICE
+
+    monkeypatch.setenv(priority.THREAD_NICE_MAX_ENV, "3")
+    capped = run_generator(make, "capped", nice=7)
+    qtbot.waitUntil(_ended(capped), timeout=5000)
+    assert seen["generator"] == max(gui, 3)
+    monkeypatch.setenv(priority.THREAD_NICE_MAX_ENV, "many")
+    assert priority.thread_nice_max() == 19
 
 
 def test_held_starts_run_once_released_in_order_and_a_cancelled_one_never(qtbot: Any) -> None:

@@ -16,18 +16,22 @@ import threading
 
 __all__ = [
     "ASYNC_NICE_ENV",
+    "THREAD_NICE_MAX_ENV",
     "async_nice",
     "background_deriving",
     "child_env",
     "derive_in_background",
     "lower_thread_priority",
     "passive_omp_workers",
+    "thread_nice_max",
     "run_when_idle",
 ]
 
 #: The async loop thread's niceness (model streams, HTTP); ``0`` gives it the GUI's priority.
 ASYNC_NICE_ENV = "VRAG_ASYNC_NICE"
 _ASYNC_NICE = 0
+#: The most a worker thread is lowered (0–19): ``0`` keeps every worker at the GUI's priority.
+THREAD_NICE_MAX_ENV = "VRAG_THREAD_NICE_MAX"
 
 
 #: Whether indexing's worker processes yield every core to this process (see :func:`run_when_idle`).
@@ -77,8 +81,23 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def thread_nice_max() -> int:
+    """``$VRAG_THREAD_NICE_MAX`` (0–19), else 19: how far :func:`lower_thread_priority` may go.
+
+    Why a ceiling: on a machine kept busy by other work at normal priority (a CI runner with three
+    test processes and a build, a training run on the CPU), a worker at nice 10 gets about a tenth
+    of a core's share and an indexing job of seconds takes minutes. Whoever runs such a machine can
+    keep the workers at normal priority; the app's default stays the GUI-first one."""
+    try:
+        return max(0, min(19, int(os.environ.get(THREAD_NICE_MAX_ENV, "19"))))
+    except ValueError:
+        return 19
+
+
 def lower_thread_priority(nice: int) -> None:
-    """Run the calling thread (and the threads it will start) ``nice`` steps below normal (Linux)."""
+    """Run the calling thread (and the threads it will start) ``nice`` steps below normal (Linux),
+    at most :func:`thread_nice_max` steps."""
+    nice = min(nice, thread_nice_max())
     if nice > 0 and sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
