@@ -23,8 +23,8 @@ __all__ = [
     "derive_in_background",
     "lower_thread_priority",
     "passive_omp_workers",
-    "thread_nice_max",
     "run_when_idle",
+    "thread_nice_max",
 ]
 
 #: The async loop thread's niceness (model streams, HTTP); ``0`` gives it the GUI's priority.
