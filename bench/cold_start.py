@@ -230,17 +230,25 @@ sys.exit(main())
 """
 
 PROFILE = """\
-import cProfile, io, json, pstats, sys
+import builtins, cProfile, io, json, pstats, sys
 sys.argv = ["vrag-desktop", "gui"]
 from vrag_desktop.cli.main import main
 prof = cProfile.Profile()
+say = builtins.print
+def print_(*args, **kw):  # the probe's window-visible line ends the profile (not what comes after)
+    if args and str(args[0]).startswith("window-visible"):
+        prof.disable()
+    say(*args, **kw)
+builtins.print = print_
 prof.enable()
 main()
 prof.disable()
+builtins.print = say
 st = pstats.Stats(prof)
 rows = []
 for (file, line, fn), (cc, nc, tt, ct, callers) in st.stats.items():
-    rows.append((f"{file.split('/work/main/')[-1]}:{line}({fn})", round(ct * 1000, 1), round(tt * 1000, 1)))
+    where = file[file.find("vrag_desktop/"):] if "vrag_desktop/" in file else file
+    rows.append((f"{where}:{line}({fn})", round(ct * 1000, 1), round(tt * 1000, 1)))
 ours = sorted([r for r in rows if "vrag_desktop/" in r[0]], key=lambda r: -r[1])[:25]
 self_time = sorted(rows, key=lambda r: -r[2])[:15]
 print("PROFILE-JSON " + json.dumps({"ours_by_cumulative_ms": ours, "all_by_self_ms": self_time}), flush=True)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QDockWidget, QWidget
 
+from vrag_desktop.qt.infra.alive import alive
+
 if TYPE_CHECKING:
     from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
     from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
@@ -105,7 +107,7 @@ class WindowPanels:
         self._done = done
 
         def next_one() -> None:
-            if self.win._closing:
+            if not alive(self.win) or self.win._closing:  # closed, or gone without a close
                 return
             while self._pending and self._pending[0].built:
                 self._pending.pop(0)
