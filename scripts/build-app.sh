@@ -14,7 +14,7 @@
 #            --check      exit 0 if the bundle is up to date, 1 if it would be rebuilt (builds nothing)
 #            --no-setup   do not run scripts/setup.sh first (the caller just did)
 #            --deb        also make dist/vrag-desktop_<version>_amd64.deb (scripts/make-installers.sh)
-#            --appimage   also make the AppImage (its image; the runtime: see scripts/make-installers.sh)
+#            --appimage   also make dist/VRAG_Desktop-<version>-x86_64.AppImage (scripts/make-installers.sh)
 # One build at a time: a second run waits for the first (a lock in the work folder), then finds the
 # bundle up to date. scripts/test.sh starts a build in the background this way while the checks and
 # the other tests run, and the frozen test's own call waits for it.
