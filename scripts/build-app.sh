@@ -14,7 +14,7 @@
 #            --check      exit 0 if the bundle is up to date, 1 if it would be rebuilt (builds nothing)
 #            --no-setup   do not run scripts/setup.sh first (the caller just did)
 #            --deb        also make dist/vrag-desktop_<version>_amd64.deb (scripts/make-installers.sh)
-#            --appimage   also make the AppImage (its image; the runtime: see scripts/make-installers.sh)
+#            --appimage   also make dist/VRAG_Desktop-<version>-x86_64.AppImage (scripts/make-installers.sh)
 # One build at a time: a second run waits for the first (a lock in the work folder), then finds the
 # bundle up to date. scripts/test.sh starts a build in the background this way while the checks and
 # the other tests run, and the frozen test's own call waits for it.
@@ -68,9 +68,9 @@ fi
 # distributions and their versions, and the build settings.
 inputs_key() {
   {
-    git ls-files -z --cached --others --exclude-standard -- vrag_desktop resources pyinstaller.spec \
-        scripts/build-app.sh pyproject.toml setup.py MANIFEST.in README.md LICENSE trainer/pyproject.toml \
-        trainer/vrag_trainer 2>/dev/null \
+    # shellcheck disable=SC2046  # the wheel's sources (scripts/wheel_sources.py): no spaces in them
+    git ls-files -z --cached --others --exclude-standard -- pyinstaller.spec scripts/build-app.sh \
+        scripts/wheel_sources.py $("$PY" scripts/wheel_sources.py --list) 2>/dev/null \
       | sort -z | xargs -0 sha256sum 2>/dev/null
     "$PY" -c 'import importlib.metadata as m; print(*sorted("%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()))'
     echo "cuda=${VRAG_BUNDLE_CUDA:-0} python=$("$PY" -V 2>&1)"
@@ -99,20 +99,7 @@ wheels="$WORK/wheels"
 src="$WORK/wheel-src"
 rm -rf "$wheels" "$src"
 mkdir -p "$wheels"
-"$PY" - "$src" <<'PYCOPY'
-import shutil, sys
-from pathlib import Path
-app = Path(sys.argv[1])
-skip = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-app.mkdir(parents=True)
-for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"):
-    shutil.copy2(name, app / name)
-for name in ("vrag_desktop", "resources"):
-    shutil.copytree(name, app / name, ignore=skip)
-(app / "trainer").mkdir()
-shutil.copy2("trainer/pyproject.toml", app / "trainer" / "pyproject.toml")
-shutil.copytree("trainer/vrag_trainer", app / "trainer" / "vrag_trainer", ignore=skip)
-PYCOPY
+"$PY" scripts/wheel_sources.py "$src"  # with the licence files: the wheel's dist-info/licenses/
 if ! "$PY" -m pip wheel --no-deps --no-build-isolation -q -w "$wheels" "$src" > "$WORK/wheel-app.log" 2>&1; then
   tail -n 30 "$WORK/wheel-app.log" >&2
   echo "build-app.sh: could not build the app's wheel (log: $WORK/wheel-app.log)." >&2

@@ -5,12 +5,15 @@
 #
 #   --deb        dist/vrag-desktop_<version>_amd64.deb: the bundle in /opt/vrag-desktop, the command
 #                /usr/bin/vrag-desktop, the menu entry and icons in /usr/share (dpkg-deb)
-#   --appimage   an AppDir (the bundle in usr/lib/vrag-desktop, AppRun, the entry and icon) packed
-#                with mksquashfs (Debian: squashfs-tools). A type 2 AppImage is an ELF runtime with
-#                that image appended; the runtime is not on any registry this project may use, so
-#                VRAG_APPIMAGE_RUNTIME=FILE names one (AppImage's type2-runtime, runtime-x86_64).
-#                Without it the image is left as dist/VRAG_Desktop-<version>-x86_64.AppImage.squashfs
-#                (unsquashfs opens it; `cat RUNTIME IMAGE > X.AppImage` makes the AppImage).
+#   --appimage   dist/VRAG_Desktop-<version>-x86_64.AppImage: an AppDir (the bundle in
+#                usr/lib/vrag-desktop, AppRun, the entry and icon, the runtime's licences in
+#                usr/share/doc/vrag-desktop/appimage-runtime/) packed with mksquashfs (Debian:
+#                squashfs-tools), appended to the AppImage type 2 runtime: an ELF program that mounts
+#                the image (FUSE) or extracts it (--appimage-extract, APPIMAGE_EXTRACT_AND_RUN=1).
+#                No registry this project may use ships the runtime: scripts/appimage-runtime.sh
+#                builds it from packaging/appimage-runtime/ (gcc and Debian's static libraries; it
+#                names the packages when they are missing). VRAG_APPIMAGE_RUNTIME=FILE uses FILE
+#                instead (e.g. AppImage's released runtime-x86_64).
 # The menu entry and icons come from vrag_desktop/core/desktop_entry.py (the app's own
 # --install-desktop writes the same entry). An installer newer than the bundle's stamp is kept.
 set -euo pipefail
@@ -30,7 +33,7 @@ for arg in "$@"; do
   case "$arg" in
     --deb) deb=1 ;;
     --appimage) appimage=1 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "make-installers.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
@@ -102,12 +105,21 @@ EOF
 fi
 
 if [ "$appimage" = 1 ]; then
-  name="VRAG_Desktop-$version-x86_64"
-  image="$DIST/$name.AppImage"
-  squash="$DIST/$name.AppImage.squashfs"
+  image="$DIST/VRAG_Desktop-$version-x86_64.AppImage"
   runtime=${VRAG_APPIMAGE_RUNTIME:-}
-  if { [ -n "$runtime" ] && fresh "$image"; } || { [ -z "$runtime" ] && fresh "$squash"; }; then
-    echo "The AppImage is up to date: $([ -n "$runtime" ] && echo "$image" || echo "$squash")"
+  # A given runtime must be one: an ELF file with the type 2 magic ("AI", 2) at offset 8.
+  bytes() { od -An -tx1 -j "$2" -N "$3" "$1" 2>/dev/null | tr -d ' \n'; }
+  if [ -n "$runtime" ] && { [ "$(bytes "$runtime" 0 4)" != 7f454c46 ] || [ "$(bytes "$runtime" 8 3)" != 414902 ]; }; then
+    echo "make-installers.sh: VRAG_APPIMAGE_RUNTIME=$runtime is not an AppImage type 2 runtime (an ELF file with the bytes 'AI' 2 at offset 8)." >&2
+    exit 1
+  fi
+  licences=""
+  if [ -z "$runtime" ]; then  # built here (seconds; kept while its sources and libraries are the same)
+    runtime=$(bash scripts/appimage-runtime.sh "$WORK/appimage-runtime/runtime-x86_64")
+    licences="$(dirname "$runtime")/licences"
+  fi
+  if fresh "$image" && [ "$image" -nt "$runtime" ]; then
+    echo "The AppImage is up to date: $image"
   else
     command -v mksquashfs >/dev/null || {
       echo "make-installers.sh: mksquashfs is not installed (Debian: apt-get install squashfs-tools)." >&2
@@ -127,20 +139,21 @@ EOF
     cp "$appdir/usr/share/applications/$ID.desktop" "$appdir/$ID.desktop"
     cp "$appdir/usr/share/icons/hicolor/256x256/apps/$ID.png" "$appdir/$ID.png"
     ln -s "$ID.png" "$appdir/.DirIcon"
+    if [ -n "$licences" ]; then  # what the runtime contains, and under which licences
+      mkdir -p "$appdir/usr/share/doc/$ID"
+      cp -r "$licences" "$appdir/usr/share/doc/$ID/appimage-runtime"
+      cp packaging/appimage-runtime/README.md "$appdir/usr/share/doc/$ID/appimage-runtime/"
+    fi
+    squash="$WORK/appimage.squashfs"
     echo "Packing the AppDir (mksquashfs, zstd, one core; minutes)…"
     rm -f "$squash" "$image"
-    nice -n 10 mksquashfs "$appdir" "$squash.part" -root-owned -noappend -comp zstd -processors 1 -quiet >/dev/null
-    mv "$squash.part" "$squash"
+    nice -n 10 mksquashfs "$appdir" "$squash" -root-owned -noappend -comp zstd -processors 1 -quiet >/dev/null
     rm -rf "$appdir"
-    if [ -n "$runtime" ]; then
-      cat "$runtime" "$squash" > "$image.tmp"
-      chmod 755 "$image.tmp"
-      mv "$image.tmp" "$image"
-      rm -f "$squash"
-      echo "Built $image ($(du -m "$image" | cut -f1) MB)"
-    else
-      echo "Built the AppImage's image $squash ($(du -m "$squash" | cut -f1) MB)."
-      echo "No AppImage runtime (VRAG_APPIMAGE_RUNTIME=FILE): not an executable AppImage yet; see the header of $0." >&2
-    fi
+    # Written under another name first: a failed build leaves no AppImage that looks fresh.
+    cat "$runtime" "$squash" > "$image.part"
+    rm -f "$squash"
+    chmod 755 "$image.part"
+    mv "$image.part" "$image"
+    echo "Built $image ($(du -m "$image" | cut -f1) MB)"
   fi
 fi

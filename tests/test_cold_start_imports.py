@@ -4,7 +4,8 @@ Why a module set and not a time: a shared CI machine's timings say little, while
 slipping in before the window (a panel importing pyqtgraph, numpy or keyring at module level, or
 starting a look-up that imports them while the window is built) costs a person 0.2-1 s at every start.
 The app runs as ``vrag-desktop gui`` does on a fresh data directory; the modules loaded at the
-window's first ``showEvent`` are recorded (bench/cold_start.py measures the time).
+window's first ``showEvent`` are recorded and none may be in ``qt.app.NOT_BEFORE_WINDOW``
+(bench/cold_start.py measures the time).
 """
 
 from __future__ import annotations
@@ -15,31 +16,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: Not needed to show the window: each loads on first use, in a worker or after the first paint.
-NOT_BEFORE_WINDOW = (
-    "torch",
-    "transformers",
-    "sentence_transformers",
-    "faiss",
-    "cv2",
-    "fitz",
-    "pymupdf",
-    "numpy",
-    "scipy",
-    "PIL",
-    "onnxruntime",
-    "rapidocr_onnxruntime",
-    "openai",
-    "httpx",
-    "qasync",
-    "pyqtgraph",
-    "keyring",
-    "secretstorage",
-    "cryptography",
-    "pynvml",
-    "huggingface_hub",
-)
 
 PROBE = """
 import sys
@@ -66,6 +42,7 @@ print("APP-MODULES", len([m for m in at_show[0] if m.startswith("vrag_desktop")]
 
 def test_window_shows_before_heavy_libraries_load(tmp_path: Path) -> None:
     from vrag_desktop.core.settings import AppSettings, save_settings
+    from vrag_desktop.qt.app import NOT_BEFORE_WINDOW  # the one list (bench/cold_start.py's too)
 
     save_settings(AppSettings(first_run_done=True), tmp_path / "cfg")  # a returning person
     env = {
@@ -88,3 +65,16 @@ def test_window_shows_before_heavy_libraries_load(tmp_path: Path) -> None:
     assert int(lines["APP-MODULES"]) > 50  # the probe saw the real window being built
     loaded = [m for m in lines.get("AT-SHOW", "").split(",") if m]
     assert loaded == [], f"imported before the window showed (defer them to first use): {loaded}"
+
+
+def test_the_gui_start_reads_its_arguments_as_the_full_parser_does() -> None:
+    """``vrag-desktop [gui]`` skips building every command's parser (their modules cost ~0.1 s before
+    the window); what it reads must be what the full parser reads, and anything else goes to it."""
+    from vrag_desktop.cli.main import _gui_args, _parser
+
+    for raw in ([], ["gui"], ["--data-dir", "D"], ["--data-dir=D", "gui", "a", "b c"], ["gui", "x"]):
+        fast, full = _gui_args(raw), _parser().parse_args(raw)
+        assert fast is not None and full.command in (None, "gui"), raw
+        assert (fast.data_dir, fast.paths) == (full.data_dir, getattr(full, "paths", [])), raw
+    for raw in (["--version"], ["gui", "--help"], ["index", "x"], ["--data-dir"], ["-h"], ["ask", "q"]):
+        assert _gui_args(raw) is None, raw

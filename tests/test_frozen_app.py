@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -206,6 +207,10 @@ def test_frozen_engine_environments(bundle: Path, tmp_path: Path) -> None:
     internal = bundle / "_internal"
     wheels = sorted((internal / "wheels").glob("*.whl"))
     assert [w.name.split("-", 1)[0] for w in wheels] == ["vrag_desktop", "vrag_desktop_trainer"], wheels
+    with zipfile.ZipFile(wheels[0]) as z:  # the app's wheel carries its licence and the notices too
+        names = z.namelist()
+    for licence in ("LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md", "licenses/AGPL-3.0.txt"):
+        assert any(n.endswith(f".dist-info/licenses/{licence}") for n in names), (licence, wheels[0].name)
     uv = internal / "tools" / "uv"
     out = _run([str(uv), "--version"], {"PATH": "/usr/bin:/bin"}, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("uv "), (out.stdout, out.stderr)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib.metadata as md
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -124,17 +123,17 @@ def test_runtime_only_requirements_are_declared_and_installed() -> None:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A wheel built from a copy of the checkout (the build leaves nothing in the working tree)."""
-    src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE", "NOTICE", "THIRD_PARTY_NOTICES.md"):
-        shutil.copy2(ROOT / name, src / name)
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(ROOT / "licenses", src / "licenses", ignore=ignore)
-    shutil.copytree(PACKAGE, src / "vrag_desktop", ignore=ignore)
-    shutil.copytree(ROOT / "resources", src / "resources", ignore=ignore)
-    (src / "trainer").mkdir()
-    shutil.copy2(ROOT / "trainer" / "pyproject.toml", src / "trainer" / "pyproject.toml")
-    shutil.copytree(ROOT / "trainer" / "vrag_trainer", src / "trainer" / "vrag_trainer", ignore=ignore)
+    """A wheel built as scripts/build-app.sh builds the bundle's: from the copy of the checkout that
+    scripts/wheel_sources.py makes (so the build leaves nothing in the working tree)."""
+    src = tmp_path_factory.mktemp("src") / "app"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "wheel_sources.py"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
     out = tmp_path_factory.mktemp("wheel")
     proc = subprocess.run(
         [

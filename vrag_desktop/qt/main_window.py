@@ -8,7 +8,7 @@ anywhere lands in the notification bar.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QT_TRANSLATE_NOOP, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QShowEvent
@@ -31,9 +31,19 @@ from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.guide import Guide
 from vrag_desktop.qt.help_dialogs import about_box, help_dialog
 from vrag_desktop.qt.infra.errors import error_sink
+from vrag_desktop.qt.infra.first_paint import after_first_paint
 from vrag_desktop.qt.notifications import NotificationBar, messages_dialog
+from vrag_desktop.qt.runtime.server_text import model_status
 from vrag_desktop.qt.window_layout import WindowLayout
 from vrag_desktop.qt.window_menus import WindowMenus
+from vrag_desktop.qt.window_panels import WindowPanels
+
+if TYPE_CHECKING:
+    from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
+    from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
+    from vrag_desktop.qt.models.entry import ModelsEntry
+    from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
+    from vrag_desktop.qt.training.training_panel import TrainingPanel
 
 log = logging.getLogger("vrag_desktop")
 
@@ -57,6 +67,7 @@ class MainWindow(QMainWindow):
 
         self.controller = RunController(ctx, self)
         self.window_layout = WindowLayout(self)
+        self.panels = WindowPanels(self)  # Runtime, Datasets, Evaluations, Training, Models: made later
         self._build_panels()
         self._build_docks()
         self.menus = WindowMenus(self)
@@ -64,6 +75,7 @@ class MainWindow(QMainWindow):
         self._wire()
         self.window_layout.watch()
         self.window_layout.start()  # as saved, else the default for this screen
+        self.panels.build_shown()  # a tool dock the saved layout shows is made before it shows
         sink = error_sink()
         sink.reported.connect(self._on_report)
         if ctx.settings_message:
@@ -78,8 +90,6 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------------ building
     def _build_panels(self) -> None:
         from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
-        from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
-        from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
         from vrag_desktop.qt.evidence.evidence_view import EvidenceView
         from vrag_desktop.qt.graph.graph_pane import GraphPane
         from vrag_desktop.qt.graph.graph_scene import GraphScene
@@ -87,9 +97,6 @@ class MainWindow(QMainWindow):
         from vrag_desktop.qt.graph.node_details import NodeDetails, link_details
         from vrag_desktop.qt.history.history_panel import HistoryPanel
         from vrag_desktop.qt.history.replay import ReplayBar, ReplayController
-        from vrag_desktop.qt.models.entry import ModelsEntry
-        from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
-        from vrag_desktop.qt.training.training_panel import TrainingPanel
 
         ctx = self.ctx
         self.ask = AskPanel(ctx)
@@ -115,18 +122,38 @@ class MainWindow(QMainWindow):
         self.graph_pane = GraphPane(self.graph_view, self.node_details)
         self.evidence = EvidenceView(ctx)
         self.corpora = CorporaPanel(ctx)
-        self.runtime = RuntimePanel(ctx)
         self.history = HistoryPanel(ctx)
-        self.datasets = DatasetsPanel(ctx)
-        self.datasets.corpora_names = self.ask.selected_corpora
-        self.evaluations = EvaluationsPanel(ctx)
-        self.training = TrainingPanel(ctx)
-        self.models = ModelsEntry(self)  # the Models window, made when first opened
 
-    def _dock(self, title: str, name: str, widget: QWidget, area: Qt.DockWidgetArea) -> QDockWidget:
+    # The panels made after the first paint (qt/window_panels.py): reading one makes it now.
+    @property
+    def runtime(self) -> RuntimePanel:
+        return self.panels.runtime.get()
+
+    @property
+    def datasets(self) -> DatasetsPanel:
+        return self.panels.datasets.get()
+
+    @property
+    def evaluations(self) -> EvaluationsPanel:
+        return self.panels.evaluations.get()
+
+    @property
+    def training(self) -> TrainingPanel:
+        return self.panels.training.get()
+
+    @property
+    def models(self) -> ModelsEntry:
+        """The Models entry (its window is made when first opened)."""
+        return self.panels.models.get()
+
+    def _dock(self, title: str, name: str, widget: QWidget | Any, area: Qt.DockWidgetArea) -> QDockWidget:
+        """A dock for ``widget``, or for a deferred panel (a placeholder until the panel is made)."""
         dock = QDockWidget(title, self)
         dock.setObjectName(name)
-        dock.setWidget(widget)
+        if isinstance(widget, QWidget):
+            dock.setWidget(widget)
+        else:
+            widget.placeholder_dock(dock)
         dock.setFeatures(
             QDockWidget.DockWidgetFeature.DockWidgetMovable
             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
@@ -153,10 +180,11 @@ class MainWindow(QMainWindow):
         L, R = Qt.DockWidgetArea.LeftDockWidgetArea, Qt.DockWidgetArea.RightDockWidgetArea
         self.corpora_dock = self._dock(self.tr("Corpora"), "corporaDock", self.corpora, L)
         self.history_dock = self._dock(self.tr("History"), "historyDock", self.history, L)
-        self.datasets_dock = self._dock(self.tr("Datasets"), "datasetsDock", self.datasets, R)
-        self.evaluations_dock = self._dock(self.tr("Evaluations"), "evaluationsDock", self.evaluations, R)
-        self.training_dock = self._dock(self.tr("Training"), "trainingDock", self.training, R)
-        self.runtime_dock = self._dock(self.tr("Runtime"), "runtimeDock", self.runtime, R)
+        p = self.panels
+        self.datasets_dock = self._dock(self.tr("Datasets"), "datasetsDock", p.datasets, R)
+        self.evaluations_dock = self._dock(self.tr("Evaluations"), "evaluationsDock", p.evaluations, R)
+        self.training_dock = self._dock(self.tr("Training"), "trainingDock", p.training, R)
+        self.runtime_dock = self._dock(self.tr("Runtime"), "runtimeDock", p.runtime, R)
         self.graph_dock = self._dock(self.tr("Reasoning graph"), "graphDock", self.graph_pane, R)
         self.evidence_dock = self._dock(self.tr("Evidence"), "evidenceDock", self.evidence, R)
 
@@ -168,14 +196,20 @@ class MainWindow(QMainWindow):
         self.work_bar.setMaximumWidth(120)
         self.work_bar.setMaximumHeight(14)
         self.work_bar.hide()
-        self.runtime_label = QLabel(self._model_text("–"))
+        self.runtime_label = QLabel()
+        self.ctx.current_model.changed.connect(lambda _name: self.show_model_status())
+        self.show_model_status()
         self.gpu_label = QLabel(self.tr("GPU: checking…"))
         for w in (self.work_label, self.work_bar, self.runtime_label, self.gpu_label):
             sb.addPermanentWidget(w)
-        self.runtime_label.setText(self._model_text(self.runtime.status_text()))
 
-    def _model_text(self, status: str) -> str:
-        return self.tr("Model: {status}").format(status=status)
+    def show_model_status(self, status: str | None = None) -> None:
+        """The status bar's current model: the Runtime panel's words, or before it is made (no
+        server started yet), the current model's."""
+        if status is None:
+            p = self.panels.runtime
+            status = self.runtime.status_text() if p.built else model_status(self.ctx.current_model.name)
+        self.runtime_label.setText(self.tr("Model: {status}").format(status=status))
 
     def _wire(self) -> None:
         ask, ctl = self.ask, self.controller
@@ -193,16 +227,8 @@ class MainWindow(QMainWindow):
         self.history.openRequested.connect(self.open_run)
         self.history.replayRequested.connect(self.replay_run)
         self.history.addToDatasetRequested.connect(self.add_run_to_dataset)
-        self.evaluations.openRunRequested.connect(self.open_run)  # a question's run, as History opens it
-        self.evaluations.evaluationEnded.connect(lambda *_: self.history.refresh())
-        self.training.openSampleRequested.connect(self.open_sample)  # a trajectory, as History opens a run
-        self.corpora.corporaChanged.connect(lambda: self.datasets.show_items())
         self.corpora.corporaChanged.connect(lambda: ask.refresh_corpora())
         self.corpora.busyChanged.connect(self._work_changed)
-        self.runtime.statusChanged.connect(lambda text: self.runtime_label.setText(self._model_text(text)))
-        self.runtime.gpuChanged.connect(lambda text: self.gpu_label.setText(text))
-        self.runtime.profilesChanged.connect(ask.refresh_profiles)  # the current model: ask follows it
-        self.runtime.leftoversFound.connect(lambda _n: self.open_runtime())  # servers of a killed session
         # Zoom shortcuts act on the view the person last touched (not on one that zoomed by itself).
         # The views say so (``touched``): an event filter on them ran Python at each of their events,
         # every repaint of a live run included.
@@ -225,7 +251,6 @@ class MainWindow(QMainWindow):
             return
         self.corpora.resume_pending()
         self.history.refresh()
-        self.evaluations.refresh()
 
     def first_run(self) -> QDialog:
         """First launch: the model chooser; the bundled sample corpus is indexed meanwhile."""
@@ -473,12 +498,14 @@ class MainWindow(QMainWindow):
         if not self._shown:
             self._shown = True
             QTimer.singleShot(0, self.window_layout.shown)
+            after_first_paint(self, self.panels.build_later)  # the hidden docks' panels, after the frame
 
     # ------------------------------------------------------------------ closing
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the layout; stop the run, indexing (kept, resumed next time) and the local server;
         running trainings are stopped or left running, as the person chooses."""
-        self._training_choice = self.training.ask_close()
+        # a Training panel not made yet launched nothing here: nothing to ask about
+        self._training_choice = self.training.ask_close() if self.panels.training.built else "leave"
         if self._training_choice == "cancel":
             event.ignore()
             return
@@ -494,11 +521,15 @@ class MainWindow(QMainWindow):
         if self.controller.running:
             self.controller.stop()
             self.controller.wait(3)
+        p = self.panels
         try:
-            self.training.shutdown(getattr(self, "_training_choice", "leave"))
+            if p.training.built:
+                self.training.shutdown(getattr(self, "_training_choice", "leave"))
         except Exception as exc:
             log.warning("shutdown of the training panel: %s", exc)
-        parts = ((self.evaluations, 5.0), (self.corpora, 10.0), (self.models, 5.0), (self.runtime, timeout_s))
+        parts: list[tuple[Any, float]] = [(self.corpora, 10.0)]  # a panel not made has nothing to stop
+        later = ((p.evaluations, 5.0), (p.models, 5.0), (p.runtime, timeout_s))
+        parts += [(d.get(), seconds) for d, seconds in later if d.built]
         for part, seconds in parts:  # a download pauses: the Models view resumes it next time
             try:
                 part.shutdown(seconds)

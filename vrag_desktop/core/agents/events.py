@@ -229,11 +229,14 @@ class MaxSteps(AgentEvent):
 
 @dataclass(frozen=True)
 class Timing(AgentEvent):
-    """Per model turn: seconds in the model call and in tools (search, crop, graph)."""
+    """Per model turn, at its end: seconds in the model call and in tools (search, crop, graph), and
+    whether the turn was a free retry (an invalid reply corrected without using a step of the budget,
+    ``TurnPolicy.max_invalid`` per run): ``step`` counts every turn, the budget only the others."""
 
     event: ClassVar[str] = "timing"
     model_seconds: float = 0.0
     tool_seconds: float = 0.0
+    free_retry: bool = False
 
 
 @dataclass(frozen=True)

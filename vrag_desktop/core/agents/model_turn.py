@@ -115,6 +115,7 @@ class ModelTurns:
         self.tool_seconds = 0.0
         self.steps_left: int = agent.max_steps
         self.free_invalid: int = agent.turns.max_invalid
+        self.free_retry = False  # the turn just spent was a free retry (an invalid reply, no step used)
 
     reply: ChatResult  # the last model reply (set by :meth:`turn`)
 
@@ -126,6 +127,7 @@ class ModelTurns:
         spent, i.e. this is the turn that must answer."""
         self.step += 1
         self.model_seconds = self.tool_seconds = 0.0
+        self.free_retry = False
         return self.steps_left <= 0
 
     def spend_step(self, valid: bool) -> None:
@@ -135,6 +137,7 @@ class ModelTurns:
             self.steps_left -= 1
         else:
             self.free_invalid -= 1
+            self.free_retry = True  # said in the turn's Timing: views number steps, not retries
 
     def finish(self) -> None:
         """Hook: the run is over (answered, failed or closed); stop its background work."""
@@ -148,7 +151,10 @@ class ModelTurns:
 
     def timing(self) -> AgentEvent:
         return self.ev(
-            Timing, model_seconds=round(self.model_seconds, 4), tool_seconds=round(self.tool_seconds, 4)
+            Timing,
+            model_seconds=round(self.model_seconds, 4),
+            tool_seconds=round(self.tool_seconds, 4),
+            free_retry=self.free_retry,
         )
 
     def out_path(self, what: str, suffix: str = ".jpg") -> Path:

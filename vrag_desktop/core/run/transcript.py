@@ -43,6 +43,9 @@ STEP, THINK, OUTPUT, SEARCH, RESULTS, IMAGE, REGION, CROP, MEMORY, ERROR, ANSWER
     "answer",
 )
 
+#: The header of a turn whose reply was invalid and corrected for free (no step of the budget used).
+RETRY_LABEL = "Retry (invalid reply)"
+
 
 @dataclass
 class Block:
@@ -62,6 +65,7 @@ class Transcript:
     answer: Answer | None = None
     _open: dict[str, Block] = field(default_factory=dict, repr=False)  # streaming block per kind
     _step: int = -1
+    _counted: set[int] = field(default_factory=set, repr=False)  # turns that used a step of the budget
 
     def _new(self, kind: str, step: int, text: str = "", data: Any = None) -> Block:
         b = Block(id=len(self.blocks), kind=kind, step=step, text=text, data=data)
@@ -73,7 +77,10 @@ class Transcript:
             return []
         self._step = step
         self._open.clear()
-        return [self._new(STEP, step, f"Step {step}").id]
+        # events number every model turn; a person counts the steps of the budget, which free
+        # retries do not use (a turn is known to be one only at its end: see Timing)
+        shown = len(self._counted - {step}) + 1
+        return [self._new(STEP, step, f"Step {shown}").id]
 
     def apply(self, ev: AgentEvent) -> list[int]:
         changed = self._enter_step(ev.step)
@@ -110,9 +117,15 @@ class Transcript:
             self.answer = ev
             block = self._new(ANSWER, ev.step, ev.content, ev)
         elif isinstance(ev, Timing):
+            if ev.free_retry:
+                self._counted.discard(ev.step)
+            else:
+                self._counted.add(ev.step)
             for b in reversed(self.blocks):
                 if b.kind == STEP and b.step == ev.step:
                     b.seconds = (b.seconds or 0.0) + ev.model_seconds + ev.tool_seconds
+                    if ev.free_retry:
+                        b.text = RETRY_LABEL
                     return [*changed, b.id]
         return [*changed, block.id] if block else changed
 

@@ -9,7 +9,6 @@ closes the HTTP stream, saves the run as cancelled and ends within a second.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -125,6 +124,8 @@ class RunController(SlotController):
 
     async def _main(self, question: str) -> None:
         """Completes normally (even when cancelled), its outcome in ``_status``."""
+        import asyncio  # loaded by the time a run starts; not before the window shows (cold start)
+
         self._status = NO_ANSWER
         try:
             await self._pump(question)

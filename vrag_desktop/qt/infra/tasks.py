@@ -23,9 +23,9 @@ See docs/threading.md.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Generator
@@ -40,11 +40,22 @@ from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.infra.workers import decode_lane, loop_thread, pool
 
 if TYPE_CHECKING:
+    import asyncio
+
     from typing_extensions import Unpack
 
 PROGRESS, FINISHED, FAILED, CANCELLED = "progress", "finished", "failed", "cancelled"
 _ENDINGS = (FINISHED, FAILED, CANCELLED)
-_CANCEL_ERRORS = (asyncio.CancelledError, concurrent.futures.CancelledError)
+
+
+def _cancelled_error(error: BaseException | None) -> bool:
+    """A cancellation, from a thread's future or an asyncio task (asyncio is imported on first use,
+    after the window shows: no asyncio error can exist before)."""
+    aio = sys.modules.get("asyncio")
+    return isinstance(error, concurrent.futures.CancelledError) or (
+        aio is not None and isinstance(error, aio.CancelledError)
+    )
+
 
 _LIVE: set[Task] = set()  # started, outcome not yet delivered on the GUI thread
 _LIVE_LOCK = threading.Lock()
@@ -178,6 +189,8 @@ class Task:
     def __await__(self) -> Generator[Any, None, Any]:
         """``await task`` in a coroutine on the GUI thread's loop: its result, its exception, or
         ``CancelledError`` when it was cancelled. Cancelling the awaiting coroutine cancels the task."""
+        import asyncio
+
         fut = asyncio.get_running_loop().create_future()
         if self.outcome is not None:
             self._resolve(fut)
@@ -237,7 +250,7 @@ class Task:
     def _finish(self, error: BaseException | None, result: Any = None) -> None:
         """End with the outcome of work that returned ``result`` or raised ``error``: once cancelled,
         it counts as cancelled whatever happened (the error is kept in :attr:`error`)."""
-        if isinstance(error, _CANCEL_ERRORS):
+        if _cancelled_error(error):
             self._end(CANCELLED)
         elif error is not None:
             self._end(CANCELLED if self.token.cancelled else FAILED, error)
@@ -357,6 +370,8 @@ def run_coroutine(
 ) -> Task:
     """Run ``coro`` on the private loop thread; cancelling cancels its asyncio task (the core treats
     that as "stop now"). Keyword arguments as for :class:`Task`."""
+    import asyncio
+
     task = Task(name or "Background task", **options)
     runner = loop_thread()
     current: list[asyncio.Task[Any]] = []  # touched on the loop thread only
@@ -454,6 +469,8 @@ def run_handler(
 ) -> asyncio.Task[Any]:
     """Run a GUI-side ``async`` handler on the GUI thread's (qasync) loop, where it may ``await``
     tasks. An exception it lets escape goes to the error sink; cancellation ends it quietly."""
+    import asyncio
+
     try:
         loop = asyncio.get_running_loop()
     except RuntimeError:

@@ -13,7 +13,6 @@ at goes ahead of the thumbnails queued before it.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import functools
@@ -22,8 +21,12 @@ import logging
 import queue
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from vrag_desktop.core.priority import async_nice, lower_thread_priority
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["Lane", "LoopThread", "decode_lane", "loop_thread", "pool"]
 
@@ -78,6 +81,8 @@ class LoopThread:
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
+        import asyncio  # on first use, not before the window shows (cold start)
+
         with self._lock:
             if self._loop is None or self._loop.is_closed():
                 ready = threading.Event()
@@ -109,6 +114,7 @@ class LoopThread:
             self._loop = self._thread = None
         if loop is None or thread is None or loop.is_closed():
             return
+        import asyncio
 
         async def wind_down() -> None:
             tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

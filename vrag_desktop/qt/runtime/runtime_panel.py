@@ -22,7 +22,7 @@ from vrag_desktop.qt.infra.errors import error_sink
 from vrag_desktop.qt.runtime.leftovers import LeftoverNotice
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.profile_editor import ProfileEditor
-from vrag_desktop.qt.runtime.server_text import gpu_badge
+from vrag_desktop.qt.runtime.server_text import gpu_badge, model_status
 from vrag_desktop.qt.runtime.vllm_section import VLLMSection
 
 if TYPE_CHECKING:
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 __all__ = ["RuntimePanel", "VLLMSection"]
 
 S = ProcessStatus
-NONE_CHOSEN = "none chosen"  # the status bar's words while no model is chosen
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -157,14 +156,9 @@ class RuntimePanel(QWidget):
         self.gpuChanged.emit(text)
 
     def status_text(self) -> str:
-        """``Local vLLM · ready`` when the local profile is active, else the current model's name, or that
-        none is chosen (and the local server's state while it runs or after it crashed)."""
-        active = self.ctx.current_model.name or NONE_CHOSEN
-        state = self.vllm.short_state()
-        if active == LOCAL_VLLM:
-            return f"{LOCAL_VLLM} · {state}"
+        """The status bar's model words (:func:`model_status`) with the local server's state."""
         shown = self.vllm.status.running or self.vllm.status is S.CRASHED
-        return active + (f" · vLLM: {state}" if shown else "")
+        return model_status(self.ctx.current_model.name, self.vllm.short_state(), shown)
 
     def _update_status(self) -> None:
         text = self.status_text()

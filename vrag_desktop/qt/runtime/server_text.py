@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from vrag_desktop.core.runtime.supervisor import ProcessStatus
+from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM
+from vrag_desktop.core.runtime.exits import ProcessStatus  # not the supervisor: psutil & co. (cold start)
 from vrag_desktop.qt.runtime.style import BAD, MUTED, OK, WARN
 
 if TYPE_CHECKING:
@@ -55,6 +56,20 @@ def gpu_lines(report: GPUReport) -> list[str]:
 
 def _first_paragraph(message: str) -> str:
     return message.split("\nLast output:")[0].strip()
+
+
+NONE_CHOSEN = "none chosen"  # the status bar's words while no model is chosen
+
+
+def model_status(active: str | None, state: str = "stopped", server_shown: bool = False) -> str:
+    """The status bar's words after ``Model:``: ``Local vLLM · ready`` when the local profile is
+    active, else the current model's name, or that none is chosen, with the local server's ``state``
+    when ``server_shown`` (it runs, or crashed). The window says it before the Runtime panel is made
+    (no server started yet), the panel once it is."""
+    active = active or NONE_CHOSEN
+    if active == LOCAL_VLLM:
+        return f"{LOCAL_VLLM} · {state}"
+    return active + (f" · vLLM: {state}" if server_shown else "")
 
 
 #: The titles of the messages that say the app's vLLM server is not serving: true until it starts

@@ -1,0 +1,72 @@
+"""The docks hidden until used (Runtime, Datasets, Evaluations, Training) get their panels after the
+window's first paint, or at once when something needs one first (issue 31: cold start ≤ 1.0 s).
+
+What must not change for the person: every panel is there once the window has painted (their start-up
+look-ups run at start), a dock shown from the View menu or by a saved layout holds its real panel, and
+the status bar names the current model before the Runtime panel exists.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vrag_desktop.core.endpoints.profiles import EndpointProfile
+from vrag_desktop.qt.context import AppContext
+from vrag_desktop.qt.main_window import MainWindow
+
+
+def _window(qtbot: Any, ctx: AppContext) -> MainWindow:
+    w = MainWindow(ctx, first_run=False)
+    qtbot.addWidget(w)
+    return w
+
+
+def test_hidden_docks_get_their_panels_after_the_first_paint(qtbot: Any, ctx: AppContext) -> None:
+    w = _window(qtbot, ctx)
+    parts = w.panels.all()
+    assert not any(p.built for p in parts)  # nothing the first frame does not show
+    assert w.runtime_label.text() == "Model: none chosen"  # said before the Runtime panel exists
+    w.show()
+    qtbot.waitUntil(lambda: all(p.built for p in parts), timeout=10_000)
+    docks = {
+        w.runtime_dock: w.runtime,
+        w.datasets_dock: w.datasets,
+        w.evaluations_dock: w.evaluations,
+        w.training_dock: w.training,
+    }
+    assert all(dock.widget() is panel for dock, panel in docks.items())
+    assert all(dock.isHidden() for dock in docks)  # made, still hidden until used
+
+
+def test_a_dock_shown_before_its_panel_is_made_makes_it(qtbot: Any, ctx: AppContext) -> None:
+    w = _window(qtbot, ctx)
+    w.show()
+    assert not w.panels.training.built
+    w.training_dock.toggleViewAction().trigger()  # View → Training, before the first paint
+    assert w.panels.training.built and w.training_dock.widget() is w.training
+    assert not w.panels.evaluations.built
+
+
+def test_a_saved_layout_showing_a_tool_dock_makes_its_panel_before_the_window_shows(
+    qtbot: Any, ctx: AppContext
+) -> None:
+    w = _window(qtbot, ctx)
+    w.show()
+    w.open_runtime()
+    w.close()  # saves the layout with the Runtime dock shown
+    again = _window(qtbot, ctx)
+    assert again.panels.runtime.built and not again.runtime_dock.isHidden()
+    assert again.runtime_dock.widget() is again.runtime
+
+
+def test_the_status_bar_follows_the_current_model_before_and_after_the_runtime_panel(
+    qtbot: Any, ctx: AppContext
+) -> None:
+    ctx.profiles.save(EndpointProfile(name="Lab", kind="custom", base_url="http://127.0.0.1:9", model="m"))
+    w = _window(qtbot, ctx)
+    ctx.current_model.choose("Lab")
+    assert not w.panels.runtime.built and w.runtime_label.text() == "Model: Lab"
+    w.runtime  # noqa: B018 - made on reading
+    assert w.runtime_label.text() == "Model: Lab"
+    ctx.current_model.choose(None)
+    assert w.runtime_label.text() == "Model: none chosen"
