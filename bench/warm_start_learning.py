@@ -15,6 +15,7 @@ config otherwise (docs/examples/warm_start_sft.json, warm_start_grpo.json).
 
     .venv/bin/python bench/warm_start_learning.py [--only grpo|ggpo] [--rl-steps 60]
         [--sft-steps 50] [--data bench/out/warm_start_learning/data]
+        [--sft-set KEY=VALUE ...] [--rl-set KEY=VALUE ...]   # passed on as ``--set`` (a shorter run)
 
 Output: bench/out/warm_start_learning/ (the data folder with the runs, results.json) and
 docs/img/warm_start_learning.png. VimRAG's sequences are ~5k tokens with the tiny tokenizer (its
@@ -40,8 +41,9 @@ SFT = ROOT / "docs" / "examples" / "warm_start_sft.json"
 RL = ROOT / "docs" / "examples" / "warm_start_grpo.json"
 
 #: The runs: name -> (agent, SFT overrides, RL command, RL overrides). VimRAG spends a turn per tool
-#: call (search node, memorize, answer) and needs room for its ~5k-token tool prompt.
-VIMRAG = {"agent": "vimrag", "max_turns": 4, "max_model_len": 8192, "max_response_length": 160}
+#: call (search node, memorize, answer) and needs room for its ~5k-token tool prompt and for the
+#: teacher's replies (a memorize call of the sample split is up to 233 tokens).
+VIMRAG = {"agent": "vimrag", "max_turns": 4, "max_model_len": 8192, "max_response_length": 256}
 RUNS: dict[str, tuple[dict[str, Any], str, dict[str, Any]]] = {
     "grpo": ({}, "grpo", {}),
     "ggpo": ({**VIMRAG, "name": "sample-sft-vimrag"}, "ggpo", {**VIMRAG, "init_from": "sample-sft-vimrag"}),
@@ -61,6 +63,11 @@ def sets(over: dict[str, Any]) -> list[str]:
     return [
         x for k, v in over.items() for x in ("--set", f"{k}={json.dumps(v) if not isinstance(v, str) else v}")
     ]
+
+
+def more(items: list[str]) -> list[str]:
+    """``--set`` for each KEY=VALUE given on this script's command line (after the run's own)."""
+    return [x for item in items for x in ("--set", item)]
 
 
 def rows(path: Path) -> list[dict[str, Any]]:
@@ -97,6 +104,12 @@ def main() -> int:
     p.add_argument("--sft-steps", type=int, default=50)
     p.add_argument("--rl-steps", type=int, default=60)
     p.add_argument("--data", type=Path, default=OUT / "data")
+    p.add_argument(
+        "--sft-set", action="append", default=[], metavar="KEY=VALUE", help="more `train sft --set`"
+    )
+    p.add_argument(
+        "--rl-set", action="append", default=[], metavar="KEY=VALUE", help="more `train grpo|ggpo --set`"
+    )
     a = p.parse_args()
     env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(a.data.resolve())}
     OUT.mkdir(parents=True, exist_ok=True)
@@ -114,10 +127,19 @@ def main() -> int:
         rl_name = f"sample-{name}"
         if not (training / sft_name / "state.json").exists():
             seconds[f"{name}:sft"] = sh(
-                [APP, "train", "sft", "--config", SFT, *sets({**sft_over, "max_steps": a.sft_steps})], env
+                [
+                    APP,
+                    "train",
+                    "sft",
+                    "--config",
+                    SFT,
+                    *sets({**sft_over, "max_steps": a.sft_steps}),
+                    *more(a.sft_set),
+                ],
+                env,
             )
         rl = {**rl_over, "algorithm": command, "name": rl_name, "max_steps": a.rl_steps}
-        seconds[f"{name}:rl"] = sh([APP, "train", command, "--config", RL, *sets(rl)], env)
+        seconds[f"{name}:rl"] = sh([APP, "train", command, "--config", RL, *sets(rl), *more(a.rl_set)], env)
         sh([APP, "train", "export", rl_name, "--best"], env)
         results[name] = summary(training / rl_name)
     results["seconds"] = seconds
@@ -126,7 +148,8 @@ def main() -> int:
     runs = [
         str(training / f"sample-{n}") for n in RUNS if (training / f"sample-{n}" / "metrics.jsonl").exists()
     ]
-    labels = ["GRPO on VRAG", "GGPO on VimRAG"][: len(runs)]
+    names = {"grpo": "GRPO on VRAG", "ggpo": "GGPO on VimRAG"}
+    labels = [names[n] for n in RUNS if (training / f"sample-{n}" / "metrics.jsonl").exists()]
     sh([sys.executable, "scripts/training_curves.py", *runs, *[x for lab in labels for x in ("--label", lab)],
         "--out", "docs/img/warm_start_learning.png"], env)  # fmt: skip
     print(json.dumps(results, indent=1))
