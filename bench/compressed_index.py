@@ -97,7 +97,7 @@ def child_build(args: argparse.Namespace) -> None:
 
     path, n, dim, out = Path(args.data), args.n, args.dim, Path(args.store)
     out.mkdir(parents=True, exist_ok=True)
-    spec = choose_spec(n, dim)
+    spec = with_override(choose_spec(n, dim), args.spec)
     source = Source(np.arange(n, dtype=np.int64), lambda a, b: read_rows(path, dim, a, b))
     t0, c0 = time.perf_counter(), time.process_time()
     phases: dict[str, float] = {}
@@ -124,6 +124,16 @@ def child_build(args: argparse.Namespace) -> None:
         "full_bytes": built.full.size,
     }
     print(json.dumps(res), flush=True)
+
+
+def with_override(spec, override: str | None):  # type: ignore[no-untyped-def]
+    """``--spec DRED,CODEC`` (e.g. ``192,SQ8``): another codec than choose_spec's, same cells."""
+    if not override:
+        return spec
+    from vrag_desktop.core.index.compressed import Spec
+
+    dred, codec = override.split(",")
+    return Spec(spec.nlist, int(dred), codec, spec.refine, spec.nprobe)
 
 
 def child_search(args: argparse.Namespace) -> None:
@@ -184,6 +194,8 @@ def child_search(args: argparse.Namespace) -> None:
 def run_child(mode: str, args: argparse.Namespace, extra: list[str]) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--n", str(args.n), "--dim", str(args.dim)]
     cmd += ["--data", str(args.data), "--store", str(args.store), *extra]
+    if args.spec:
+        cmd += ["--spec", args.spec]
     t = time.perf_counter()
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -205,6 +217,7 @@ def main() -> None:
     ap.add_argument("--truth", default=None)
     ap.add_argument("--settings", default=None, help="'nprobe,refine;…' (default: around choose_spec's)")
     ap.add_argument("--child", choices=["build", "search"], default=None)
+    ap.add_argument("--spec", default=None, help="'DRED,CODEC' instead of choose_spec's (e.g. 192,SQ8)")
     ap.add_argument("--keep", action="store_true", help="keep the data and the index")
     args = ap.parse_args()
     if args.child == "build":
@@ -217,9 +230,11 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     tag = f"{args.n}x{args.dim}"
-    args.data = Path(args.data or work / f"db_{tag}.f32")
-    args.store = Path(args.store or work / f"store_{tag}")
+    args.data = Path(args.data or work / f"db_{tag}.f32")  # shared by every --spec
     truth = Path(args.truth or work / f"truth_{tag}.npy")
+    if args.spec:
+        tag += "-" + args.spec.replace(",", "")
+    args.store = Path(args.store or work / f"store_{tag}")
     res: dict = {
         "n": args.n,
         "dim": args.dim,

@@ -67,9 +67,12 @@ def choose_spec(n: int, dim: int) -> Spec:
     """Measured with bench/compressed_index.py (docs/benchmarks.md §2): at ≥ 1024-d, 8-bit codes of
     the 256 leading uncentred principal directions and 5 × k candidates re-scored (1M × 2048-d:
     recall@10 0.9995, p50 3.1 ms, 0.34 GiB); below, 4-bit codes of every dimension and 10 × k (a
-    low-rank cut is not trusted for 384-d text embeddings' flatter spectrum). Half the cells of an
-    IVF-Flat: training and encoding cost grow with the cells. (PQ codes trained and encoded far too
-    slowly on a loaded 2-core machine: 10k training vectors took > 5 minutes.)"""
+    low-rank cut loses on real 384-d MiniLM vectors: their top 192 directions hold 94.5 % of the
+    energy, and a PCAR192,SQ8 code ranks worse than SQ4 of all 384 dimensions, for no less CPU in
+    the store at 1M — docs/benchmarks.md, issue 33). Half the cells of an IVF-Flat: training and
+    encoding cost grow with the cells. (8-bit PQ codes trained and encoded far too slowly on a loaded
+    2-core machine: 10k training vectors took > 5 minutes; 4-bit fast-scan PQ scans faster but
+    ranks far worse: codes-only recall@10 0.50, 0.94 after 10 × k re-scoring.)"""
     nlist = max(16, ivf_nlist(n) // 2)
     if dim >= 1024:
         return Spec(nlist=nlist, dred=256, codec="SQ8", refine=5, nprobe=2 * default_nprobe(nlist))
