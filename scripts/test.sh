@@ -58,7 +58,8 @@ else
   vllm=(tests/test_vllm_real.py tests/test_vllm_rollouts.py)
   long=(tests/test_soak.py tests/test_resume_sigkill.py tests/test_exif.py tests/test_warmup.py
     tests/test_store_and_legacy.py tests/test_original_layout.py tests/test_bombs.py
-    tests/test_models_cli.py tests/test_cli_runtime.py tests/test_index_integrity.py)
+    tests/test_models_cli.py tests/test_cli_runtime.py tests/test_index_integrity.py tests/test_bad_inputs.py
+    tests/test_derive_process.py tests/test_agent_perf_speculation.py)
   others=()
   for f in tests/test_*.py; do
     [[ " ${frozen[*]} ${vllm[*]} ${long[*]} " == *" $f "* ]] || others+=("$f")
