@@ -16,8 +16,11 @@ import pytest
 
 from vrag_desktop.core.runtime.lockfile import (
     LOCK_DIR,
+    env_lock,
     find_lock,
+    installed_versions,
     lock_args,
+    lock_drift,
     project_requirements,
     read_lock,
     unsatisfied,
@@ -196,3 +199,33 @@ def test_uv_creates_an_environment_pip_can_install_into(tmp_path: Path) -> None:
     assert steps[0].argv[:3] == (str(uv), "venv", "--seed")
     lines = list(build_venv(env, steps, marker=".done", record={}, label="uv env"))
     assert any(line.startswith("pip ") and line.endswith(str(env)) for line in lines), lines[-5:]
+
+
+@pytest.mark.parametrize(("env", "name"), [(".venv", "app"), (".venv-trainer", "trainer-layered")])
+def test_the_environments_setup_made_hold_exactly_their_locks(env: str, name: str) -> None:
+    """The app's environment and the trainer's, as scripts/setup.sh (the README's commands) made
+    them: every package of their lock at exactly the locked version."""
+    python = ROOT / env / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"{env} was not made here (scripts/setup.sh makes it)")
+    lock = env_lock(name, str(python))
+    if lock is None:
+        pytest.skip(f"no lock '{name}' applies to {python} (setup installed from the ranges and said so)")
+    installed = installed_versions(python)
+    assert lock_drift(lock, installed) == {}
+    assert {"torch", "vrag-desktop"} <= set(installed)  # torch from its own index; the app itself
+
+
+def test_drift_names_a_package_at_another_version_and_one_missing(tmp_path: Path) -> None:
+    lock_file = tmp_path / "l.txt"
+    lock_file.write_text(
+        "# vrag-lock: python=3.11 platform=x86_64-manylinux_2_35\nalpha==1.0 \\\n    --hash=sha256:00\n"
+        "beta==2.0 \\\n    --hash=sha256:00\ngamma==3.0 \\\n    --hash=sha256:00\n",
+        encoding="utf-8",
+    )
+    lock = read_lock(lock_file)
+    assert lock_drift(lock, {"alpha": "1.0", "beta": "2.1", "extra": "9"}) == {
+        "beta": ("2.0", "2.1"),
+        "gamma": ("3.0", None),
+    }
+    assert lock_drift(lock, {"alpha": "1.0", "beta": "2.0", "gamma": "3.0", "torch": "2.13.0"}) == {}

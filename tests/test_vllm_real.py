@@ -41,6 +41,19 @@ def _alive(pids: list[int]) -> list[int]:
     return left
 
 
+def test_the_vllm_cpu_environment_holds_exactly_its_lock(vllm_python: Path) -> None:
+    """The vllm-cpu environment the app's own builder made (core/runtime/vllm_env.py, the fixture's
+    path): every package of the vllm-cpu lock at exactly the locked version."""
+    from vrag_desktop.core.runtime.lockfile import env_lock, installed_versions, lock_drift
+
+    installed = installed_versions(vllm_python)
+    lock = env_lock("vllm-cpu", str(vllm_python))
+    if lock is None:
+        pytest.skip("no vllm-cpu lock applies to this Python (the environment came from the ranges)")
+    assert lock_drift(lock, installed) == {}
+    assert "vllm-cpu" in installed and "torch" in installed
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)  # first run: ~2 min install + ~1 min server start on 2 cores
 def test_real_vllm_cpu_start_chat_stop(

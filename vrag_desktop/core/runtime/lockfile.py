@@ -42,7 +42,9 @@ __all__ = [
     "env_lock",
     "find_lock",
     "install_args",
+    "installed_versions",
     "lock_args",
+    "lock_drift",
     "project_requirements",
     "read_lock",
     "unsatisfied",
@@ -131,6 +133,30 @@ def lock_args(path: str | os.PathLike[str]) -> tuple[str, ...]:
 
 def install_args(lock: Lock) -> tuple[str, ...]:
     return lock_args(lock.path)
+
+
+def installed_versions(python: str | os.PathLike[str]) -> dict[str, str]:
+    """Every distribution the interpreter ``python`` (an environment's) sees, by canonical name."""
+    import json
+    import subprocess
+
+    code = (
+        "import importlib.metadata as m, json; "
+        "print(json.dumps([[d.metadata['Name'] or '', d.version] for d in m.distributions()]))"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    return {canonicalize_name(name): version for name, version in json.loads(out.stdout) if name}
+
+
+def lock_drift(lock: Lock, installed: Mapping[str, str]) -> dict[str, tuple[str, str | None]]:
+    """The lock's packages an environment holds at another version, or not at all:
+    ``name → (locked, installed or None)``. Empty when it holds exactly the locked versions (what
+    it holds beyond the lock, such as torch from its own index or the app itself, is not drift)."""
+    return {
+        name: (version, installed.get(name))
+        for name, version in sorted(lock.pins.items())
+        if installed.get(name) != version
+    }
 
 
 def project_requirements(pyproject: Path, extras: Iterable[str] = ()) -> list[str]:
