@@ -31,6 +31,13 @@ def _profile(ctx: Any, url: str, key: str = "k-123") -> None:
     ctx.profiles.set_api_key("Scripted", key)
 
 
+def use_scripted(ask: AskPanel, ctx: Any, url: str, key: str = "k-123") -> None:
+    """The scripted server's profile saved and chosen in ``ask``, as a person would."""
+    _profile(ctx, url, key)
+    ask.refresh_profiles()
+    ask.profile_combo.setCurrentIndex(ask.profile_combo.findData("Scripted"))
+
+
 def _wire(qtbot: Any, ctx: Any) -> tuple[AskPanel, RunController, list[Any], list[tuple[str, str]]]:
     panel = AskPanel(ctx)
     qtbot.addWidget(panel)

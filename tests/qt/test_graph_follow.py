@@ -17,9 +17,9 @@ from PySide6.QtGui import QColor, QImage, QPalette
 from scripted_openai import ScriptedOpenAI
 from test_reasoning_graph import vrag_run
 
+from qt.test_ask_panel import use_scripted
 from qt.test_graph_scene import wheel
 from vrag_desktop.core.agents.events import AgentEvent
-from vrag_desktop.core.endpoints.profiles import EndpointProfile
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.graph.graph_items import LOD_FULL
 from vrag_desktop.qt.graph.graph_view import GraphView
@@ -67,12 +67,7 @@ def test_the_graph_follows_a_live_run_and_its_replay(qtbot: Any, indexed: AppCon
     ends: list[tuple[str, str]] = []
     w.controller.finished.connect(lambda s, r: ends.append((s, r)))
     with ScriptedOpenAI(SCRIPT, api_key="k-1") as srv:
-        indexed.profiles.save(
-            EndpointProfile(name="Scripted", kind="custom", base_url=srv.base_url, model="m")
-        )
-        indexed.profiles.set_api_key("Scripted", "k-1")
-        w.ask.refresh_profiles()
-        w.ask.profile_combo.setCurrentIndex(w.ask.profile_combo.findData("Scripted"))
+        use_scripted(w.ask, indexed, srv.base_url, "k-1")
         w.ask.question_edit.setPlainText("How heavy a load can the Atlas robot carry?")
         w.ask.send()
         qtbot.waitUntil(lambda: bool(ends), timeout=30_000)

@@ -14,8 +14,8 @@ from typing import Any
 
 from scripted_openai import ScriptedOpenAI
 
+from qt.test_ask_panel import use_scripted
 from vrag_desktop.core.agents.events import Timing
-from vrag_desktop.core.endpoints.profiles import EndpointProfile
 from vrag_desktop.core.run.transcript import RETRY_LABEL, STEP, Transcript
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.main_window import MainWindow
@@ -44,12 +44,7 @@ def test_free_retries_are_labelled_and_do_not_advance_the_step_number(
     ends: list[tuple[str, str]] = []
     w.controller.finished.connect(lambda s, r: ends.append((s, r)))
     with ScriptedOpenAI(SCRIPT, api_key="k-1") as srv:
-        indexed.profiles.save(
-            EndpointProfile(name="Scripted", kind="custom", base_url=srv.base_url, model="m")
-        )
-        indexed.profiles.set_api_key("Scripted", "k-1")
-        w.ask.refresh_profiles()
-        w.ask.profile_combo.setCurrentIndex(w.ask.profile_combo.findData("Scripted"))
+        use_scripted(w.ask, indexed, srv.base_url, "k-1")
         w.ask.max_steps.setValue(2)
         w.ask.question_edit.setPlainText("How heavy a load can the Atlas robot carry?")
         w.ask.send()
