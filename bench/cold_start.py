@@ -416,26 +416,16 @@ def main() -> None:
         app, base = (
             results[n]["warm"] for n in ("vrag-desktop gui (the app)", "vrag-desktop gui (baseline tree)")
         )
-        ratios = [
-            a["visible_s"] / b["visible_s"]
-            for a, b in zip(app, base, strict=True)
-            if a["visible_s"] and b["visible_s"]
-        ]
-        if ratios:
-            print(
-                f"\nthis tree / baseline tree, start → visible, pair by pair: median {statistics.median(ratios):.2f} "
-                f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
-            )
-        cpu = [
-            a["cpu_at_window_s"] / b["cpu_at_window_s"]
-            for a, b in zip(app, base, strict=True)
-            if a["cpu_at_window_s"] and b["cpu_at_window_s"]
-        ]
-        if cpu:
-            print(
-                f"this tree / baseline tree, the app's CPU to the window, pair by pair: median "
-                f"{statistics.median(cpu):.2f} (min {min(cpu):.2f}, max {max(cpu):.2f})"
-            )
+        for key, what in (
+            ("visible_s", "start → visible"),
+            ("cpu_at_window_s", "the app's CPU to the window"),
+        ):
+            ratios = [a[key] / b[key] for a, b in zip(app, base, strict=True) if a[key] and b[key]]
+            if ratios:
+                print(
+                    f"this tree / baseline tree, {what}, pair by pair: median {statistics.median(ratios):.2f} "
+                    f"(min {min(ratios):.2f}, max {max(ratios):.2f})"
+                )
     for name, r in results.items():  # what the window no longer waits for is still done at start
         b, c = r["warm_panels_built_s"], r["warm_cpu_at_panels_built_s"]
         if b:
