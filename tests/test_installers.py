@@ -213,13 +213,25 @@ def _tiny_appimage(runtime: Path, tmp: Path) -> Path:
     return image
 
 
+def _present(folder: Path) -> bool:
+    """Is ``folder`` still there? While the FUSE process tears down, libfuse closes its connection
+    before the (lazy) unmount, so for a moment a stat fails with ECONNABORTED: still there."""
+    try:
+        os.lstat(folder)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def _unmounted(folder: Path) -> bool:
     """Has the AppImage's FUSE process unmounted and removed ``folder``? It does so on its own once
     the app has ended (it sees its pipe close), a moment later: waited for, up to 60 s."""
     deadline = time.monotonic() + 60
-    while folder.exists() and time.monotonic() < deadline:
+    while _present(folder) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return not folder.exists()
+    return not _present(folder)
 
 
 def _runs_from(out: subprocess.CompletedProcess[str], under: Path) -> str:

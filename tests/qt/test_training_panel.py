@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -362,7 +361,12 @@ def test_an_unwritable_output_folder_is_refused_with_nothing_left(
     panel.shutdown()
 
 
-def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
+def test_ten_thousand_steps_are_drawn_downsampled_and_one_new_row_pushes_only_its_series(
+    qtbot: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Why 10,000 steps plot quickly, checked by what is drawn rather than by a clock (the time is
+    bench/gui_stall.py's): each curve draws a peak-downsampled, view-clipped copy far smaller than
+    its series, and a new row re-sends only the series it touched."""
     from vrag_desktop.qt.training.plots import MetricPlots
 
     plots = MetricPlots()
@@ -374,21 +378,27 @@ def test_ten_thousand_steps_plot_quickly(qtbot: Any) -> None:
         for i in range(1, 10_001)
     ]
     assert not plots.built and plots.point_count("reward") == 0  # nothing made before rows come
-    t0 = time.perf_counter()
     for k in range(0, len(rows), 100):  # as polls bring them: 100 at a time
         plots.add_rows(rows[k : k + 100])
     plots.redraw()  # starts making the plots, one per event-loop turn
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
-    plots.redraw()
-    qtbot.wait(50)
-    elapsed = time.perf_counter() - t0
-    assert plots.point_count("reward") == 10_000
-    assert elapsed < 2.0, f"10,000 steps took {elapsed:.2f} s"
-    t0 = time.perf_counter()
-    plots.add_rows([{"step": 10_001, "reward": 0.5}])
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     plots.redraw()
     plots.view.repaint()
-    assert time.perf_counter() - t0 < 0.2
+    assert plots.point_count("reward") == 10_000
+    series = plots.series["reward"]
+    assert len(series.x) < 2 * series.n  # grown by doubling, not once per row
+    for curve in plots.curves["reward"]:
+        shown_x, shown_y = curve.getData()
+        assert shown_x is not None and 0 < len(shown_x) < 4_000, len(shown_x or ())
+        assert max(shown_y) == pytest.approx(49 / 50) and min(shown_y) == 0.0  # peaks kept
+    pushed: list[str] = []
+    push = plots._push
+    monkeypatch.setattr(plots, "_push", lambda key: (pushed.append(key), push(key))[1])
+    plots.add_rows([{"step": 10_001, "reward": 0.5}])
+    plots.redraw()
+    assert pushed == ["reward"] and plots.point_count("reward") == 10_001
+    plots.redraw()  # nothing new: nothing sent
+    assert pushed == ["reward"]
 
 
 def test_an_empty_plot_says_why(qtbot: Any) -> None:
