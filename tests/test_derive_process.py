@@ -271,11 +271,13 @@ def test_only_the_app_s_workers_run_on_idle_time(monkeypatch: pytest.MonkeyPatch
     from vrag_desktop.core.corpus import derive_process
 
     monkeypatch.setattr(derive_process, "_idle", [])
-    for background, scheduler in ((False, os.SCHED_OTHER), (True, os.SCHED_IDLE)):
+    cases = (("19", False, os.SCHED_OTHER), ("19", True, os.SCHED_IDLE), ("0", True, os.SCHED_OTHER))
+    for ceiling, background, scheduler in cases:  # a ceiling of 0: every worker at the GUI's priority
+        monkeypatch.setenv(priority.THREAD_NICE_MAX_ENV, ceiling)
         monkeypatch.setattr(priority, "_DERIVE_IN_BACKGROUND", background)
         w = derive_process.acquire()
         try:
             w._start()
-            assert w.pid is not None and os.sched_getscheduler(w.pid) == scheduler
+            assert w.pid is not None and os.sched_getscheduler(w.pid) == scheduler, (ceiling, background)
         finally:
             w.close()

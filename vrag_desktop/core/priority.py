@@ -82,7 +82,8 @@ def child_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def thread_nice_max() -> int:
-    """``$VRAG_THREAD_NICE_MAX`` (0–19), else 19: how far :func:`lower_thread_priority` may go.
+    """``$VRAG_THREAD_NICE_MAX`` (0–19), else 19: how far :func:`lower_thread_priority` may go
+    (0 also keeps the app's derive child out of the idle class: ``corpus/derive_process.acquire``).
 
     Why a ceiling: on a machine kept busy by other work at normal priority (a CI runner with three
     test processes and a build, a training run on the CPU), a worker at nice 10 gets about a tenth

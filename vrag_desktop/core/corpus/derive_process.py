@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.corpus.derive import Derived, DeriveOptions, SourceError
-from vrag_desktop.core.priority import background_deriving, run_when_idle
+from vrag_desktop.core.priority import background_deriving, run_when_idle, thread_nice_max
 
 #: How long the parent waits between checks that the child is still alive.
 _POLL = 0.2
@@ -268,8 +268,12 @@ def acquire() -> DeriveProcess:
             worker, timer = _idle.pop()
             timer.cancel()
             return worker
-    # the app's children run on idle CPU time only; the command line's at its own priority
-    return DeriveProcess() if background_deriving() else DeriveProcess(nice=0)
+    # the app's children run on idle CPU time only, unless a ceiling of 0 keeps every worker at the
+    # GUI's priority (priority.thread_nice_max: a machine kept busy by other work starved them);
+    # the command line's at its own priority
+    if background_deriving() and thread_nice_max() > 0:
+        return DeriveProcess()
+    return DeriveProcess(nice=0)
 
 
 def release(worker: DeriveProcess) -> None:
