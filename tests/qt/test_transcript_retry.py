@@ -16,7 +16,7 @@ from scripted_openai import ScriptedOpenAI
 
 from qt.test_ask_panel import use_scripted
 from vrag_desktop.core.agents.events import Timing
-from vrag_desktop.core.run.transcript import RETRY_LABEL, STEP, Transcript
+from vrag_desktop.core.run.transcript import FINAL_LABEL, RETRY_LABEL, STEP, Transcript
 from vrag_desktop.qt.context import AppContext
 from vrag_desktop.qt.main_window import MainWindow
 
@@ -80,3 +80,47 @@ def test_a_turn_is_a_step_until_its_end_says_otherwise() -> None:
     # a run saved before Timing said so: every turn a step, as it was recorded
     old = Transcript.from_events([ContentDelta(step=1, content="x"), Timing(step=1), ContentDelta(step=2)])
     assert _headers(old) == ["Step 1", "Step 2"]
+
+
+def test_the_turn_after_the_budget_is_headed_as_the_final_answer_not_a_step() -> None:
+    """With Steps 2 the agent's third turn may only answer: it is headed as such, not "Step 3"."""
+    from vrag_desktop.core.agents.events import Answer, ContentDelta, MaxSteps
+
+    t = Transcript()
+    for step in (1, 2):
+        t.apply(ContentDelta(step=step, content="<search>q</search>"))
+        t.apply(Timing(step=step))
+    t.apply(ContentDelta(step=3, content="<search>again</search>"))
+    t.apply(MaxSteps(step=3))
+    changed = t.apply(Timing(step=3, final=True))
+    t.apply(Answer(step=3, content="fallback", forced=True))
+    (header,) = [b for b in t.blocks if b.kind == STEP and b.step == 3]
+    assert _headers(t) == ["Step 1", "Step 2", FINAL_LABEL] and header.id in changed  # redrawn
+
+
+def test_a_run_out_of_steps_shows_two_steps_then_the_final_answer(qtbot: Any, indexed: AppContext) -> None:
+    """A real VRAG run with Steps 2 whose model keeps searching: the agent marks its third turn
+    final, and the transcript, live and reopened, shows Step 1, Step 2 and the final answer."""
+    w = MainWindow(indexed, first_run=False)
+    qtbot.addWidget(w)
+    w.show()
+    seen: list[Any] = []
+    w.controller.agentEvent.connect(seen.append)
+    ends: list[tuple[str, str]] = []
+    w.controller.finished.connect(lambda s, r: ends.append((s, r)))
+    searching = [
+        {"content": f"<think>More.</think>\n<search>Atlas robot payload {i}</search>"} for i in range(3)
+    ]
+    with ScriptedOpenAI(searching, api_key="k-1") as srv:
+        use_scripted(w.ask, indexed, srv.base_url, "k-1")
+        w.ask.max_steps.setValue(2)
+        w.ask.question_edit.setPlainText("How heavy a load can the Atlas robot carry?")
+        w.ask.send()
+        qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
+    _status, run_id = ends[0]
+    assert [e.final for e in seen if isinstance(e, Timing)] == [False, False, True]
+    want = ["Step 1", "Step 2", FINAL_LABEL]
+    assert _headers(w.ask.transcript) == want
+    assert "Step 3" not in w.ask.view.toPlainText()
+    w.open_run(run_id)
+    qtbot.waitUntil(lambda: _headers(w.ask.transcript) == want, timeout=10_000)

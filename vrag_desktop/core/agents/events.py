@@ -231,12 +231,14 @@ class MaxSteps(AgentEvent):
 class Timing(AgentEvent):
     """Per model turn, at its end: seconds in the model call and in tools (search, crop, graph), and
     whether the turn was a free retry (an invalid reply corrected without using a step of the budget,
-    ``TurnPolicy.max_invalid`` per run): ``step`` counts every turn, the budget only the others."""
+    ``TurnPolicy.max_invalid`` per run): ``step`` counts every turn, the budget only the others.
+    ``final``: the turn after the budget was spent, in which only an answer counts."""
 
     event: ClassVar[str] = "timing"
     model_seconds: float = 0.0
     tool_seconds: float = 0.0
     free_retry: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,7 @@ class ModelTurns:
         self.steps_left: int = agent.max_steps
         self.free_invalid: int = agent.turns.max_invalid
         self.free_retry = False  # the turn just spent was a free retry (an invalid reply, no step used)
+        self.final = False  # the turn under way comes after the step budget: it must answer
 
     reply: ChatResult  # the last model reply (set by :meth:`turn`)
 
@@ -128,7 +129,8 @@ class ModelTurns:
         self.step += 1
         self.model_seconds = self.tool_seconds = 0.0
         self.free_retry = False
-        return self.steps_left <= 0
+        self.final = self.steps_left <= 0
+        return self.final
 
     def spend_step(self, valid: bool) -> None:
         """A turn is over: a valid action uses a step; an invalid one uses a free retry while any
@@ -155,6 +157,7 @@ class ModelTurns:
             model_seconds=round(self.model_seconds, 4),
             tool_seconds=round(self.tool_seconds, 4),
             free_retry=self.free_retry,
+            final=self.final,
         )
 
     def out_path(self, what: str, suffix: str = ".jpg") -> Path:

@@ -45,6 +45,8 @@ STEP, THINK, OUTPUT, SEARCH, RESULTS, IMAGE, REGION, CROP, MEMORY, ERROR, ANSWER
 
 #: The header of a turn whose reply was invalid and corrected for free (no step of the budget used).
 RETRY_LABEL = "Retry (invalid reply)"
+#: The header of the turn after the step budget, which may only answer (not a step of the budget).
+FINAL_LABEL = "Final answer (no steps left)"
 
 
 @dataclass
@@ -117,15 +119,15 @@ class Transcript:
             self.answer = ev
             block = self._new(ANSWER, ev.step, ev.content, ev)
         elif isinstance(ev, Timing):
-            if ev.free_retry:
+            if ev.free_retry or ev.final:
                 self._counted.discard(ev.step)
             else:
                 self._counted.add(ev.step)
             for b in reversed(self.blocks):
                 if b.kind == STEP and b.step == ev.step:
                     b.seconds = (b.seconds or 0.0) + ev.model_seconds + ev.tool_seconds
-                    if ev.free_retry:
-                        b.text = RETRY_LABEL
+                    if ev.free_retry or ev.final:
+                        b.text = FINAL_LABEL if ev.final else RETRY_LABEL
                     return [*changed, b.id]
         return [*changed, block.id] if block else changed
 
