@@ -22,7 +22,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from vrag_desktop.core.training.config import TrainConfig
@@ -264,7 +264,7 @@ class BestChoice:
     ``best``: ``best.json`` when it counts by the rule (an older run's below the floor does not);
     ``validated``: some validation has run."""
 
-    source: str
+    source: Literal["checkpoint", "warm_start", "none"]
     path: Path | None
     step: int | None
     value: float | None
