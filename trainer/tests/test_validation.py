@@ -227,3 +227,46 @@ def test_a_validation_set_with_nothing_to_validate_is_refused(  # type: ignore[n
     error = TrainRun.open(tmp_path / "run").state()["error"]
     assert error.startswith("validation.dataset: none of the 1 item(s) of")
     assert "far: elsewhere.pdf is not in the indexed files" in error
+
+
+def test_the_trainers_export_says_it_writes_the_warm_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m vrag_trainer export --best`` of a run written before the rule (its best.json below
+    the warm start): the warm start's files, and stderr says which weights and why."""
+    from vrag_trainer.__main__ import main
+
+    from vrag_desktop.core.training.config import TrainConfig
+
+    warm = tmp_path / "warm"
+    warm.mkdir()
+    for name, data in (
+        ("config.json", b"{}"),
+        ("model.safetensors", b"warm"),
+        ("tokenizer_config.json", b"{}"),
+    ):
+        (warm / name).write_bytes(data)
+    (warm / "COMPLETE").write_text("x")  # a merged LoRA warm start's marker: not a model file
+    run = TrainRun.create(tmp_path / "run", TrainConfig(model="m", dataset="d", init_from=str(warm)))
+    run.write_state(init_weights=str(warm))
+    run.checkpoint_dir(1).mkdir(parents=True)
+    (run.checkpoint_dir(1) / "config.json").write_text("{}")
+    (run.checkpoint_dir(1) / "model.safetensors").write_bytes(b"step 1")
+    run.mark_complete(run.checkpoint_dir(1), 1)
+    run.append_val_metrics({"step": 0, "val/reward": 0.5, "best": False})
+    run.append_val_metrics({"step": 1, "val/reward": 0.25, "best": True})
+    run.write_best(1, "val/reward", 0.25)
+    assert main(["export", str(run.root), "--out", str(tmp_path / "out"), "--best"]) == runner.EXIT_OK
+    out, err = capsys.readouterr()
+    assert out.strip() == str(tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+    ]
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() == b"warm"
+    assert (
+        f"exporting the warm start's weights {warm}: no validation beat the warm start (val/reward 0.5000 at "
+        "step 0), so the best weights are still its own" in err
+    )
+    assert f"exported the warm start's weights to {tmp_path / 'out'}" in err
