@@ -163,10 +163,50 @@ def test_export_best_needs_a_validated_run_and_says_which_step(
     rc, out, err = train(capsys, "export", "val", "--best", "--out", str(tmp_path / "best"))
     assert rc == 0 and "Export (best checkpoint) in the foreground" in err
     assert "Exported the best checkpoint (step 1, val/reward 0.7500) to" in out
-    # a warm start that validated higher (step 0) is still the best weights, and status says so
+    # a step 0 that validated higher: no checkpoint beat it, and without its weights nothing to export
     run.append_val_metrics({"step": 0, "val/reward": 0.8, "best": False})
     rc, out, _ = train(capsys, "status", "val")
-    assert "(the best checkpoint so far, but not above the warm start (val/reward 0.8000 at step 0)" in out
+    assert (
+        "Best:       none: val has no best checkpoint: no validation beat the warm start (val/reward 0.8000 "
+        "at step 0), and the run has no warm start's weights to fall back on" in out
+    )
+    assert json.loads(train(capsys, "status", "val", "--json")[1])["best"] is None
+
+
+def test_export_best_of_a_run_no_validation_improved_writes_the_warm_start(
+    tmp_path: Path, fake: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vrag_desktop.core.training.config import TrainConfig
+    from vrag_desktop.core.training.validation import ValidationConfig
+
+    warm = tmp_path / "sft-export"
+    warm.mkdir()
+    (warm / "config.json").write_text("{}")
+    cfg = TrainConfig(
+        model="tiny", dataset="d.json", init_from=str(warm), validation=ValidationConfig(eval_steps=1)
+    )
+    run = TrainRun.create(data_dir / "training" / "warm", cfg)
+    run.write_state(status="finished", step=2, init_weights=str(warm))
+    run.append_val_metrics({"step": 0, "val/reward": 0.375, "best": False})  # the warm start's value
+    for step in (1, 2):
+        run.checkpoint_dir(step).mkdir(parents=True)
+        run.mark_complete(run.checkpoint_dir(step), step)
+        run.append_val_metrics({"step": step, "val/reward": 0.0, "best": step == 1})  # before the rule
+    run.write_best(1, "val/reward", 0.0)
+    why = "no validation beat the warm start (val/reward 0.3750 at step 0), so the best weights are still its own"
+    rc, out, _ = train(capsys, "status", "warm")
+    assert rc == 0 and (
+        f"Best:       the warm start's weights ({warm}): {why}; export them with: "
+        f"vrag-desktop train export {run.root} --best" in out
+    )
+    status = json.loads(train(capsys, "status", "warm", "--json")[1])
+    assert status["best"] is None and status["export_best"]["source"] == "warm_start"
+    assert status["export_best"]["path"] == str(warm)
+    rc, out, err = train(capsys, "export", "warm", "--best", "--out", str(tmp_path / "best"))
+    assert rc == 0 and "Export (warm start's weights) in the foreground" in err
+    assert (
+        f"Exported the warm start's weights from {warm} to {tmp_path / 'best'} ({why}). Serve it with:" in out
+    )
 
 
 def test_resume_refuses_changed_fields_and_allows_resume_safe_ones(

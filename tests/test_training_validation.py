@@ -1,7 +1,8 @@
 """The validation set of a training run (issue 30, item 4), Qt-free: the ``validation`` table is
 checked like every config table (each bad value named), the split of a dataset without validation
 items is deterministic, disjoint and said, a validation file with nothing to validate is refused by
-name, ``max_items`` caps the set, and the best checkpoint survives pruning."""
+name, ``max_items`` caps the set, the best checkpoint survives pruning, a best is above the warm
+start and 0, and what ``export --best`` means for a run (best checkpoint, warm start, or why not)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from vrag_desktop.core.training.config import ConfigError, TrainConfig, changed_
 from vrag_desktop.core.training.data import TrainingItems, training_items
 from vrag_desktop.core.training.rundir import TrainRun
 from vrag_desktop.core.training.validation import (
+    best_choice,
+    best_floor,
     best_words,
+    is_new_best,
     split_items,
     start_value,
     validation_plan,
@@ -198,14 +202,100 @@ def test_an_sft_run_draws_no_curve() -> None:
     )
 
 
-def test_a_best_below_the_warm_start_is_not_called_the_best_so_far() -> None:
+def test_a_best_is_above_the_previous_best_the_warm_start_and_0() -> None:
     rows = [
         {"step": 0, "val/reward": 0.025},
         {"step": 5, "val/reward": 0.0},
         {"step": 10, "val/reward": 0.05},
     ]
     assert start_value(rows) == 0.025 and start_value(rows[1:]) is None
-    assert best_words(0.05, 0.025) == best_words(0.0, None) == "the best so far"
-    words = best_words(0.0, 0.025)
-    assert "not above the warm start (val/reward 0.0250 at step 0)" in words and "best so far" not in words
-    assert "not above" in best_words(0.025, 0.025)  # level is not a rise
+    assert is_new_best(0.05, None, 0.025) and is_new_best(0.1, None, None) and is_new_best(0.1, 0.05, None)
+    assert not is_new_best(0.0, None, None)  # 0 answered nothing right
+    assert not is_new_best(0.0, None, 0.025) and not is_new_best(0.025, None, 0.025)  # level is no rise
+    assert not is_new_best(0.05, 0.05, None) and not is_new_best(0.04, 0.05, 0.025)
+    assert not is_new_best(0.0, None, -0.5) and is_new_best(0.01, None, -0.5)  # the floor is 0 at least
+    assert best_floor(None) == 0.0 and best_floor(0.375) == 0.375 and best_floor(-1.0) == 0.0
+    assert best_words(0.1, None) == "the best so far"
+    assert best_words(0.05, 0.025) == "the best so far, above the warm start (val/reward 0.0250 at step 0)"
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _scored_run(root: Path, rows: list[tuple[int, float]], *, warm: Path | None = None) -> TrainRun:
+    """A validated run as the trainer leaves it: checkpoints 1-3, ``rows`` (step, val/reward), a
+    warm start recorded as ``init_weights`` when ``warm`` is given."""
+    run = TrainRun.create(root, _cfg(init_from=str(warm) if warm else "", validation={"eval_steps": 1}))
+    if warm is not None:
+        run.write_state(init_weights=str(warm))
+    for step in (1, 2, 3):
+        run.checkpoint_dir(step).mkdir(parents=True)
+        run.mark_complete(run.checkpoint_dir(step), step)
+    for step, value in rows:
+        run.append_val_metrics({"step": step, "val/reward": value, "best": False})
+    return run
+
+
+def test_what_export_best_means_for_a_run(tmp_path: Path) -> None:
+    from vrag_desktop.core.training.plan import LaunchRefused, export_run
+
+    warm = tmp_path / "sft" / "export"
+    warm.mkdir(parents=True)
+    (warm / "config.json").write_text("{}")
+    # no validation has run
+    plain = _scored_run(tmp_path / "plain", [])
+    got = best_choice(plain)
+    assert (got.source, got.path, got.validated) == ("none", None, False)
+    assert "plain has no best checkpoint: no validation has run" in got.reason
+    # a best above 0 (no warm start): its checkpoint
+    good = _scored_run(tmp_path / "good", [(1, 0.25), (2, 0.5), (3, 0.4)])
+    good.write_best(2, "val/reward", 0.5)
+    got = best_choice(good)
+    assert (got.source, got.path, got.step, got.best) == (
+        "checkpoint",
+        good.checkpoint_dir(2),
+        2,
+        good.best(),
+    )
+    assert got.what() == "the best checkpoint (step 2, val/reward 0.5000)"
+    # written before the rule: a best.json at 0 counts as no best; nothing to fall back on
+    zero = _scored_run(tmp_path / "zero", [(1, 0.0), (2, 0.0)])
+    zero.write_best(1, "val/reward", 0.0)
+    before = _files(zero.root)
+    got = best_choice(zero)
+    assert (got.source, got.path, got.best, got.validated) == ("none", None, None, True)
+    assert got.reason == (
+        "zero has no best checkpoint: no validation scored above 0 (a reward of 0 answered nothing "
+        "right), and the run has no warm start's weights to fall back on; export the last checkpoint instead"
+    )
+    with pytest.raises(LaunchRefused, match="zero has no best checkpoint: no validation scored above 0"):
+        export_run(zero, "python", best=True)
+    # warm-started, and no validation above its step 0 (an old best.json below it): its weights
+    below = _scored_run(tmp_path / "below", [(0, 0.375), (1, 0.25), (2, 0.375)], warm=warm)
+    below.write_best(1, "val/reward", 0.25)
+    got = best_choice(below)
+    assert (got.source, got.path, got.step, got.value, got.best) == ("warm_start", warm, 0, 0.375, None)
+    assert (
+        got.reason
+        == "no validation beat the warm start (val/reward 0.3750 at step 0), so the best weights are still its own"
+    )
+    assert got.what() == f"the warm start's weights from {warm}"
+    plan = export_run(below, "python", best=True)  # launched, not refused
+    assert plan.what == "Export (warm start's weights)" and plan.argv[-1] == "--best"
+    # ... and one above it: that checkpoint
+    below.write_best(3, "val/reward", 0.5)
+    assert best_choice(below).source == "checkpoint" and best_choice(below).step == 3
+    # a warm start whose step 0 was not measured, every validation at 0: still its weights
+    unmeasured = _scored_run(tmp_path / "unmeasured", [(1, 0.0)], warm=warm)
+    got = best_choice(unmeasured)
+    assert got.source == "warm_start" and got.start is None
+    assert got.reason.startswith("no validation scored above 0 (the warm start's own was not measured)")
+    # gone: the best checkpoint, or the warm start's weights
+    good.checkpoint_dir(2).joinpath("COMPLETE").unlink()
+    got = best_choice(good)
+    assert got.source == "none" and "(step 2, val/reward 0.5000) is gone from checkpoints/" in got.reason
+    moved = _scored_run(tmp_path / "moved", [(0, 0.375), (1, 0.0)], warm=tmp_path / "nowhere")
+    got = best_choice(moved)
+    assert got.source == "none" and f"the warm start's weights {tmp_path / 'nowhere'} are gone" in got.reason
+    assert _files(zero.root) == before  # a reader: nothing written

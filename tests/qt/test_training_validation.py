@@ -1,8 +1,9 @@
 """The validation curve in the Training dock (issue 30, item 4): a run's ``val/`` rows are drawn
 beside the training reward and accuracy and on a Validation plot of their own, the best step is
 marked and named; the run view shows the best validation with "Export best", which exports that
-step's checkpoint (``export --best``) through the trainer; a run without validation shows none of
-it, and exporting its best is refused with the reason."""
+step's checkpoint (``export --best``) through the trainer, or the warm start's weights when no
+validation beat them; a run without validation shows none of it, and exporting its best is refused
+with the reason."""
 
 from __future__ import annotations
 
@@ -161,6 +162,48 @@ def test_a_gone_best_checkpoint_turns_export_best_off(qtbot: Any, ctx: Any, pane
     row = view.best_row
     assert row.label.text().endswith("(its checkpoint is gone)") and not row.export_button.isEnabled()
     assert "gone from checkpoints/" in row.export_button.toolTip()
+
+
+def _warm_started_run(root: Path, warm: Path) -> TrainRun:
+    """Written before the rule: step 2 marked the best at 0.30, below the warm start's 0.375."""
+    warm.mkdir(parents=True)
+    (warm / "config.json").write_text("{}")
+    cfg = TrainConfig(model="m", dataset="train.json", init_from=str(warm), validation=_validation())
+    run = TrainRun.create(root, cfg)
+    for step, value in ((0, 0.375), (2, 0.30), (4, 0.0)):
+        run.append_val_metrics({"step": step, "val/reward": value, "best": step == 2})
+        if step:
+            run.checkpoint_dir(step).mkdir(parents=True)
+            run.mark_complete(run.checkpoint_dir(step), step)
+    run.write_best(2, "val/reward", 0.30)
+    run.write_state(status="finished", step=4, init_weights=str(warm))
+    return run
+
+
+def test_when_no_validation_beat_the_warm_start_export_best_writes_its_weights(
+    qtbot: Any, ctx: Any, panel: Any, tmp_path: Path
+) -> None:
+    run = _warm_started_run(ctx.layout.training / "warm", tmp_path / "sft" / "export")
+    panel.select(run.root)
+    view = panel.view
+    qtbot.waitUntil(lambda: view.root == run.root and view.best is not None, timeout=10_000)
+    row = view.best_row
+    assert row.isVisible() and row.label.text() == (
+        "No validation beat the warm start (val/reward 0.375 at step 0): Export best writes the warm "
+        "start's weights"
+    )
+    assert str(tmp_path / "sft" / "export") in row.export_button.toolTip()
+    qtbot.waitUntil(row.export_button.isEnabled, timeout=5_000)
+    row.export_button.click()
+    text = view.detail.text()
+    assert text.startswith("Export (warm start's weights): -m vrag_trainer export") and text.endswith(
+        "--best"
+    )
+    qtbot.waitUntil(lambda: (run.export_dir / "config.json").is_file(), timeout=20_000)
+    # the Validation plot marks no best either: the old verdict at 0.30 is below the warm start
+    plots = _plots(qtbot)
+    plots.add_rows(run.val_metrics())
+    assert plots.best is None
 
 
 def test_the_new_run_dialog_says_the_split_and_refuses_a_set_with_nothing_to_validate(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from vrag_desktop.core.training.config import ConfigError, load_config
 
@@ -36,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--best",
         action="store_true",
-        help="export the checkpoint of the best validation reward (best.json), not the last one",
+        help="export the checkpoint of the best validation reward (best.json), not the last one; "
+        "when no validation beat the warm start (init_from), the warm start's weights",
     )
     v = sub.add_parser("verl", help="write a verl (Ray) config, data and launch script for a cluster run")
     v.add_argument("--config", required=True, help="the run's config (JSON or TOML)")
@@ -59,6 +61,22 @@ def _lower_priority() -> None:
             os.nice(n)
 
 
+@contextlib.contextmanager
+def _saying_to_stderr() -> Iterator[None]:
+    """The trainer's own log lines on stderr while a command without a run log works (an export:
+    what it exports, and from where), where the app's supervisor shows them."""
+    log = logging.getLogger("vrag_trainer")
+    handler = logging.StreamHandler(sys.stderr)
+    old = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(old)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _lower_priority()
@@ -78,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return runner.EXIT_OK
         if args.command == "resume":
             return runner.resume(args.run, load_config(args.config) if args.config else None)
-        out = runner.export(args.run, args.out, merged=not args.adapter_only, best=args.best)
+        with _saying_to_stderr():  # which weights were exported (the best's fallback included)
+            out = runner.export(args.run, args.out, merged=not args.adapter_only, best=args.best)
         print(out)
         return runner.EXIT_OK
     except (ConfigError, runner.RunRefused) as exc:

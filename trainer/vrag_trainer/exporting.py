@@ -12,23 +12,28 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.config import TrainConfig
-from vrag_desktop.core.training.rundir import Checkpoint, TrainRun
+from vrag_desktop.core.training.rundir import TrainRun
 from vrag_trainer.lora import PROCESSOR_FILES
 from vrag_trainer.runner import RunRefused
 
-__all__ = ["best_checkpoint", "export"]
+__all__ = ["best_source", "export"]
 
 log = logging.getLogger("vrag_trainer")
 
 
 def export(run_dir: str, out: str | None = None, *, merged: bool = True, best: bool = False) -> Path:
-    """The last complete checkpoint (``best``: the best validation's, ``best.json``) as a Hugging
-    Face model directory a vLLM server can load. A LoRA run's export is the merged model with its
-    adapter in ``adapter/`` (``merged=False``: the adapter alone, in ``adapter/``)."""
+    """The last complete checkpoint (``best``: what core's :func:`best_choice` names, the best
+    validation's checkpoint or, when none beat the starting weights, the warm start's weights) as a
+    Hugging Face model directory a vLLM server can load. A LoRA run's export is the merged model with
+    its adapter in ``adapter/`` (``merged=False``: the adapter alone, in ``adapter/``)."""
     run = TrainRun.open(run_dir)
-    ckpt = best_checkpoint(run) if best else run.last_checkpoint()
-    if ckpt is None:
-        raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
+    if best:
+        source, step = best_source(run)
+    else:
+        last = run.last_checkpoint()
+        if last is None:
+            raise RunRefused(f"{run.root} has no complete checkpoint to export yet")
+        source, step = last.path, last.step
     target = Path(out).expanduser() if out else run.export_dir
     if target.exists() and any(target.iterdir()):
         raise RunRefused(f"{target} is not empty; choose another --out")
@@ -37,30 +42,39 @@ def export(run_dir: str, out: str | None = None, *, merged: bool = True, best: b
     tmp.mkdir(parents=True)
     from vrag_trainer.lora import is_adapter_checkpoint
 
-    if is_adapter_checkpoint(ckpt.path):
-        _export_adapter(run, ckpt.path, tmp, merged)
-        return _publish(tmp, target, ckpt.step)
-    weights = ("config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json")
+    if is_adapter_checkpoint(source):
+        _export_adapter(run, source, tmp, merged)
+        return _publish(tmp, target, step)
+    weights = (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "pytorch_model.bin",
+    )
     keep = (*weights, *PROCESSOR_FILES)
-    for f in ckpt.path.iterdir():
+    for f in source.iterdir():
         if f.name in keep or (f.name.startswith("model-") and f.suffix == ".safetensors"):
             shutil.copy2(f, tmp / f.name)
     if not (tmp / "config.json").is_file():
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RunRefused(f"{ckpt.path} holds no model weights (config.json missing)")
-    return _publish(tmp, target, ckpt.step)
+        raise RunRefused(f"{source} holds no model weights (config.json missing)")
+    return _publish(tmp, target, step)
 
 
-def best_checkpoint(run: TrainRun) -> Checkpoint:
-    """The best validation's checkpoint; :class:`RunRefused` saying why there is none."""
-    from vrag_desktop.core.training.validation import no_best_reason
+def best_source(run: TrainRun) -> tuple[Path, int]:
+    """The folder ``--best`` exports and its step (0: the warm start), said in the log;
+    :class:`RunRefused` with core's reason when there is none."""
+    from vrag_desktop.core.training.validation import best_choice
 
-    reason = no_best_reason(run)
-    found = run.best()
-    if reason is not None or found is None or found.checkpoint is None:
-        raise RunRefused(reason or "no best checkpoint")
-    log.info("exporting the best checkpoint: step %d (%s %.4f)", found.step, found.metric, found.value)
-    return found.checkpoint
+    choice = best_choice(run)
+    if choice.path is None or choice.step is None:
+        raise RunRefused(choice.reason)
+    if choice.source == "warm_start":
+        log.info("exporting the warm start's weights %s: %s", choice.path, choice.reason)
+    else:
+        log.info("exporting %s", choice.what())
+    return choice.path, choice.step
 
 
 def _export_adapter(run: TrainRun, ckpt: Path, tmp: Path, merged: bool) -> None:
@@ -93,5 +107,5 @@ def _publish(tmp: Path, target: Path, step: int) -> Path:
     if target.exists():
         target.rmdir()
     os.replace(tmp, target)
-    log.info("exported step %d to %s", step, target)
+    log.info("exported %s to %s", f"step {step}" if step else "the warm start's weights", target)
     return target

@@ -13,12 +13,15 @@ curve moves with the policy and not with sampling noise. TRL's own vLLM (``gener
 ``colocate``/``server`` mode) samples at the run's temperature: its sampling parameters are fixed
 when it is built. With several processes the first validates while the others wait.
 
-The best validation reward marks its step: a checkpoint is saved there if the step would not have
-saved one, and ``best.json`` names it once the checkpoint is complete (``train export RUN
---best``). With validation on, ``save_total_limit`` is kept by the run, not by Hugging Face's
-rotation: after each save the last ``save_total_limit`` complete checkpoints stay, and the best
-one whatever its age (HF's own rotation would delete the *last* checkpoint at the end of a run
-whose limit is 1 and whose best is older).
+The best validation reward marks its step, by core's rule
+(:func:`~vrag_desktop.core.training.validation.is_new_best`: above every earlier one, above the
+warm start's step 0, above 0; a run where none is has no best, and ``export --best`` falls back to
+the warm start's weights): a checkpoint is saved there if the step would not have saved one, and
+``best.json`` names it once the checkpoint is complete (``train export RUN --best``). With
+validation on, ``save_total_limit`` is kept by the run, not by Hugging Face's rotation: after each
+save the last ``save_total_limit`` complete checkpoints stay, and the best one whatever its age
+(HF's own rotation would delete the *last* checkpoint at the end of a run whose limit is 1 and
+whose best is older).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from vrag_desktop.core.training.validation import (
     BEST_METRIC,
     ValidationSplit,
     best_words,
+    is_new_best,
     split_record,
     start_value,
 )
@@ -153,7 +157,7 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
             self._slow_step(time.perf_counter() - t0)
             if metrics is not None:
                 value = metrics[BEST_METRIC]
-                better = self.best_value is None or value > self.best_value
+                better = self._better(value)
         # every process saves the same checkpoints: the first process's verdict, agreed
         if agree_to_stop(better, args.device):
             control.should_save = True  # a checkpoint at the best step, whatever save_steps says
@@ -206,8 +210,8 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
         metrics = summarize(rows)
         metrics["val/search_failures"] = float(lost)
         metrics["val/seconds"] = time.perf_counter() - t0
-        better = not baseline and (self.best_value is None or metrics[BEST_METRIC] > self.best_value)
         start = None if baseline else start_value(self.run.val_metrics())
+        better = not baseline and self._better(metrics[BEST_METRIC])
         self.run.append_val_metrics({"step": step, "time": time.time(), **metrics, "best": better})
         self._tensorboard(metrics, step)
         log.info(
@@ -221,6 +225,11 @@ class ValidationCallback(TrainerCallback):  # type: ignore[misc]
             f" — {best_words(metrics[BEST_METRIC], start)}" if better else "",
         )
         return metrics
+
+    def _better(self, value: float) -> bool:
+        """Whether ``value`` is a new best: core's rule (above the previous best, the warm start's
+        step 0 and 0), the one verdict for the row's ``best`` flag and for the checkpoint."""
+        return is_new_best(value, self.best_value, start_value(self.run.val_metrics()))
 
     async def _rollouts(self, spec: Any) -> list[Rollout]:
         limit = asyncio.Semaphore(8)

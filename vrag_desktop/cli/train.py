@@ -31,6 +31,7 @@ from vrag_desktop.cli.common import (
 
 if TYPE_CHECKING:
     from vrag_desktop.core.training.rundir import TrainRun
+    from vrag_desktop.core.training.validation import BestChoice
 
 EXIT_BAD_INPUT, EXIT_STOPPED = 2, 3
 
@@ -83,7 +84,8 @@ def add_parsers(sub: Any) -> None:
     e.add_argument(
         "--best",
         action="store_true",
-        help="the checkpoint of the best validation reward (best.json) instead of the last one",
+        help="the checkpoint of the best validation reward (best.json) instead of the last one; "
+        "when no validation beat the warm start (init_from), the warm start's weights",
     )
     _add_grace(e)
     s = ts.add_parser("status", help="a run's state, its last metrics and whether a trainer works on it")
@@ -210,9 +212,11 @@ def _export(args: argparse.Namespace) -> int:
     code = _foreground(p.run, p.argv, args.grace, p.what, summary=False)
     if code == EXIT_OK:
         out = Path(args.out).expanduser() if args.out else run.export_dir
-        best = run.best() if args.best else None
-        which = f"the best checkpoint (step {best.step}, {best.metric} {best.value:.4f})" if best else "it"
-        print(f"Exported {which} to {out}. Serve it with: vrag-desktop runtime start {shlex.quote(str(out))}")
+        choice = _best_choice(run) if args.best else None
+        which = choice.what() if choice else "it"
+        why = f" ({choice.reason})" if choice and choice.source == "warm_start" else ""
+        serve = f"vrag-desktop runtime start {shlex.quote(str(out))}"
+        print(f"Exported {which} to {out}{why}. Serve it with: {serve}")
     return code
 
 
@@ -294,7 +298,6 @@ def _report(run: TrainRun, rc: int | None, killed: bool, summary: bool) -> int:
 def _status(args: argparse.Namespace) -> int:
     from vrag_desktop.core.training.launch import find_running
     from vrag_desktop.core.training.runs import effective_status, hand_started_pid, status_line
-    from vrag_desktop.core.training.validation import best_words, start_value
 
     run = _open_run(args.run, args.data_dir)
     state = run.state()
@@ -302,7 +305,8 @@ def _status(args: argparse.Namespace) -> int:
     proc = find_running(run)
     pid = proc.pid if proc else hand_started_pid(state)
     ckpt = run.last_checkpoint()
-    best = run.best()
+    choice = _best_choice(run)
+    best = choice.best  # best.json when it counts by the rule (an older run's at 0 does not)
     val = run.val_metrics()[-1:] if run.val_metrics_path.exists() else []
     data = {
         "run": str(run.root),
@@ -313,6 +317,11 @@ def _status(args: argparse.Namespace) -> int:
         "last_checkpoint": {"step": ckpt.step, "path": str(ckpt.path)} if ckpt else None,
         "metrics": rows,
         "best": {"step": best.step, best.metric: best.value, "kept": bool(best.checkpoint)} if best else None,
+        "export_best": {
+            "source": choice.source,  # checkpoint, warm_start or none (then reason says why)
+            "path": str(choice.path) if choice.path else None,
+            "reason": choice.reason,
+        },
         "validation": val[0] if val else None,
         "log": str(run.log_path),
     }
@@ -328,17 +337,31 @@ def _status(args: argparse.Namespace) -> int:
         v = val[0]
         shown = "  ".join(f"{k[4:]}={_fmt(x)}" for k, x in v.items() if k.startswith("val/"))
         print(f"Validation: step {v.get('step')}: {shown}")
-    if best:
-        export = f"vrag-desktop train export {shlex.quote(str(run.root))} --best"
-        print(f"Best:       step {best.step} ({best.metric} {best.value:.4f}); export it with: {export}")
-        start = start_value(run.val_metrics())
-        if start is not None and best.value <= start:
-            print(f"            ({best_words(best.value, start)})")
+    if val or run.best_path.exists():
+        print(f"Best:       {_best_line(run, choice)}")
     if state.get("error"):
         print(f"Error:      {state['error']}")
     for row in rows:
         print("  " + "  ".join(f"{k}={_fmt(v)}" for k, v in row.items()))
     return EXIT_OK
+
+
+def _best_choice(run: TrainRun) -> BestChoice:
+    from vrag_desktop.core.training.validation import best_choice
+
+    return best_choice(run)
+
+
+def _best_line(run: TrainRun, choice: BestChoice) -> str:
+    """``train status``'s "Best:" line: what ``export --best`` would write, or why nothing."""
+    from vrag_desktop.core.training.validation import BEST_METRIC
+
+    export = f"vrag-desktop train export {shlex.quote(str(run.root))} --best"
+    if choice.source == "checkpoint":
+        return f"step {choice.step} ({BEST_METRIC} {choice.value:.4f}); export it with: {export}"
+    if choice.source == "warm_start":
+        return f"the warm start's weights ({choice.path}): {choice.reason}; export them with: {export}"
+    return f"none: {choice.reason}"
 
 
 def _stop(args: argparse.Namespace) -> int:

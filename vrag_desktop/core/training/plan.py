@@ -268,13 +268,19 @@ def export_run(
     out: str | os.PathLike[str] | None = None,
     best: bool = False,
 ) -> LaunchPlan:
-    """Export the last complete checkpoint (one process: it only copies files); ``best``: the best
-    validation's, refused (:class:`LaunchRefused`, saying why) when the run has none."""
+    """Export the last complete checkpoint (one process: it only copies files); ``best``: what
+    :func:`~vrag_desktop.core.training.validation.best_choice` names (the best checkpoint, or the
+    warm start's weights when no checkpoint beat them), refused (:class:`LaunchRefused`, saying why)
+    only when that is nothing."""
+    what = "Export"
     if best:
-        from vrag_desktop.core.training.validation import no_best_reason
+        from vrag_desktop.core.training.validation import best_choice
 
-        reason = no_best_reason(run)
-        if reason is not None:
-            raise LaunchRefused(reason)
+        choice = best_choice(run)
+        if not choice.exportable:
+            raise LaunchRefused(choice.reason)
+        what = (
+            "Export (warm start's weights)" if choice.source == "warm_start" else "Export (best checkpoint)"
+        )
     argv = trainer_argv(python, "export", run=run.root, out=out, best=best)
-    return LaunchPlan(run, argv, "Export (best checkpoint)" if best else "Export")
+    return LaunchPlan(run, argv, what)

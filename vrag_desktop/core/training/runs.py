@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.launch import find_running
-from vrag_desktop.core.training.rundir import Best, TrainRun, sample_step
+from vrag_desktop.core.training.rundir import TrainRun, sample_step
+from vrag_desktop.core.training.validation import BestChoice, best_choice
 
 LOG_START_BYTES = 256 * 1024  # a reopened run shows the end of its log, not megabytes of it
 
@@ -53,7 +54,7 @@ class Poll:
     val_rows: list[dict[str, Any]] = field(default_factory=list)  # new validation rows
     val_offset: int = 0
     val_reset: bool = False  # the validation file shrank (a resume truncated it)
-    best: Best | None = None  # the best validation so far (best.json), with its checkpoint
+    best: BestChoice | None = None  # what "Export best" writes (best checkpoint, warm start, nothing)
 
 
 #: Any of these makes a directory a run (``launch-config.json``: launched, but the trainer died
@@ -200,7 +201,7 @@ def poll(root: Path, metrics_offset: int, log_offset: int | None, val_offset: in
     if _size(run.val_metrics_path) < val_offset:
         out.val_reset, val_offset = True, 0
     out.val_rows, out.val_offset = run.read_val_metrics(val_offset)
-    out.best = run.best()
+    out.best = best_choice(run)
     try:
         log_size = run.log_path.stat().st_size
     except OSError:

@@ -22,21 +22,24 @@ import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from vrag_desktop.core.training.config import TrainConfig
     from vrag_desktop.core.training.data import TrainingItems
-    from vrag_desktop.core.training.rundir import TrainRun
+    from vrag_desktop.core.training.rundir import Best, TrainRun
 
 __all__ = [
     "RESUME_SAFE_VALIDATION",
     "VALIDATION_TABLES",
+    "BestChoice",
     "ValidationConfig",
     "ValidationSplit",
+    "best_choice",
+    "best_floor",
     "best_words",
     "check_validation",
-    "no_best_reason",
+    "is_new_best",
     "split_items",
     "start_value",
     "validation_plan",
@@ -222,21 +225,17 @@ def validation_plan(cfg: TrainConfig) -> str:
     )
 
 
-def no_best_reason(run: TrainRun) -> str | None:
-    """Why ``run`` has no best checkpoint to export (None: it has one): what ``train export --best``,
-    the Training panel and the trainer say alike."""
-    found = run.best()
-    if found is None:
-        return (
-            f"{run.root.name} has no best checkpoint: no validation has run (a run validates every "
-            "validation.eval_steps steps when that is above 0); export the last checkpoint instead"
-        )
-    if found.checkpoint is None:
-        return (
-            f"the best checkpoint of {run.root.name} (step {found.step}, {found.metric} "
-            f"{found.value:.4f}) is gone from checkpoints/; export the last checkpoint instead"
-        )
-    return None
+def best_floor(start: float | None) -> float:
+    """What a validation must score above to be a run's best: the warm start's step-0 value when
+    there is one, and 0 in any case (a reward of 0 answered nothing right: no checkpoint is better
+    than another for it, nor than the weights the run started from)."""
+    return max(0.0, start) if start is not None else 0.0
+
+
+def is_new_best(value: float, previous: float | None, start: float | None) -> bool:
+    """THE rule the trainer marks a best by (and readers judge an older ``best.json`` by): above
+    the previous best, above the warm start's step-0 value, above 0."""
+    return value > best_floor(start) and (previous is None or value > previous)
 
 
 def start_value(rows: list[dict[str, Any]]) -> float | None:
@@ -249,15 +248,105 @@ def start_value(rows: list[dict[str, Any]]) -> float | None:
 
 
 def best_words(value: float, start: float | None) -> str:
-    """What a best checkpoint is called beside the warm start's value. The best is chosen among the
-    run's checkpoints (step 0 has none), so a run whose later validations all fall below its step 0
-    still has a "best"; saying "the best so far" there would hide that the warm start is better."""
-    if start is None or value > start:
+    """What a new best is called in the log: the rule puts it above the warm start, which is said
+    when there is one (the value it had to beat)."""
+    if start is None:
         return "the best so far"
-    return (
-        f"the best checkpoint so far, but not above the warm start ({BEST_METRIC} {start:.4f} at "
-        "step 0): the best weights are still the warm start's"
-    )
+    return f"the best so far, above the warm start ({BEST_METRIC} {start:.4f} at step 0)"
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    """What ``train export RUN --best`` exports (:func:`best_choice`). ``source``: ``checkpoint``
+    (the best validation's), ``warm_start`` (no checkpoint beat the starting weights: the folder
+    recorded as ``init_weights``) or ``none`` (nothing; ``reason`` says why). ``value``: the
+    exported weights' validation reward (None: not validated); ``start``: the step-0 value;
+    ``best``: ``best.json`` when it counts by the rule (an older run's below the floor does not);
+    ``validated``: some validation has run."""
+
+    source: Literal["checkpoint", "warm_start", "none"]
+    path: Path | None
+    step: int | None
+    value: float | None
+    start: float | None
+    reason: str
+    best: Best | None = None
+    validated: bool = True
+
+    @property
+    def exportable(self) -> bool:
+        return self.path is not None
+
+    def what(self) -> str:
+        """The exported weights, named for a person (``Exported … to DIR``)."""
+        if self.source == "checkpoint" and self.value is not None:
+            return f"the best checkpoint (step {self.step}, {BEST_METRIC} {self.value:.4f})"
+        if self.source == "warm_start":
+            return f"the warm start's weights from {self.path}"
+        return "nothing"
+
+
+def _warm_start_dir(run: TrainRun) -> Path | None:
+    """The folder a warm-started run's policy started from (``init_weights``, written by the
+    trainer at its first start), or None: not warm-started, or not started yet."""
+    from vrag_desktop.core.training.rundir import TrainRunError
+
+    try:
+        cfg = run.config()
+    except (TrainRunError, ValueError, TypeError):  # unreadable: judged as not warm-started
+        return None
+    recorded = run.state().get("init_weights")
+    if not cfg.init_from or not isinstance(recorded, str) or not recorded:
+        return None
+    return Path(recorded)
+
+
+def best_choice(run: TrainRun) -> BestChoice:
+    """What ``--best`` means for ``run``, read from its files (nothing written): the best
+    checkpoint when its value passes :func:`is_new_best` (an older run's ``best.json`` that does not
+    counts as no best); else the warm start's weights; else nothing, with the reason. What
+    ``train export --best``, ``train status``, the trainer's export and the Training panel say alike."""
+    rows = run.val_metrics()
+    start = start_value(rows)
+    found = run.best()
+    name = run.root.name
+    instead = "export the last checkpoint instead"
+    if found is not None and is_new_best(found.value, None, start):
+        if found.checkpoint is None:
+            return BestChoice(
+                "none", None, found.step, found.value, start,
+                f"the best checkpoint of {name} (step {found.step}, {found.metric} "
+                f"{found.value:.4f}) is gone from checkpoints/; {instead}",
+                found,
+            )  # fmt: skip
+        return BestChoice("checkpoint", found.checkpoint.path, found.step, found.value, start, "", found)
+    validated = found is not None or any(isinstance(r.get(BEST_METRIC), (int, float)) for r in rows)
+    if not validated:
+        return BestChoice(
+            "none", None, None, None, None,
+            f"{name} has no best checkpoint: no validation has run (a run validates every "
+            f"validation.eval_steps steps when that is above 0); {instead}",
+            validated=False,
+        )  # fmt: skip
+    warm = _warm_start_dir(run)
+    if start is not None:
+        beaten = f"no validation beat the warm start ({BEST_METRIC} {start:.4f} at step 0)"
+    elif warm is not None:
+        beaten = "no validation scored above 0 (the warm start's own was not measured)"
+    else:
+        beaten = "no validation scored above 0 (a reward of 0 answered nothing right)"
+    if warm is None:
+        return BestChoice(
+            "none", None, None, None, start,
+            f"{name} has no best checkpoint: {beaten}, and the run has no warm start's weights to "
+            f"fall back on; {instead}",
+        )  # fmt: skip
+    if not (warm / "config.json").is_file():
+        return BestChoice(
+            "none", None, 0, start, start,
+            f"{beaten}, and the warm start's weights {warm} are gone; {instead}",
+        )  # fmt: skip
+    return BestChoice("warm_start", warm, 0, start, start, f"{beaten}, so the best weights are still its own")
 
 
 def split_record(split: ValidationSplit, cfg: TrainConfig) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QShowEvent
 from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
+from vrag_desktop.core.training.validation import best_floor
 from vrag_desktop.qt.infra.theme import color, theme_notifier
 from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, legend_html, value_range
 
@@ -130,6 +131,7 @@ class MetricPlots(QWidget):
         self.series: dict[str, Series] = {k: Series() for k in KEYS}
         self.curves: dict[str, list[pg.PlotDataItem]] = {}  # a key's curve in each plot it is on
         self.best: tuple[float, float] | None = None  # (step, validation reward) of the best so far
+        self._start: float | None = None  # the warm start's validation reward (step 0)
         self.best_lines: list[pg.InfiniteLine] = []
         self.plots: dict[str, pg.GraphicsLayout] = {}  # title -> its cell (title, axes, view)
         self.boxes: dict[str, pg.ViewBox] = {}
@@ -370,7 +372,7 @@ class MetricPlots(QWidget):
         self._marked.clear()
         for curve, key, colour in self._styled:
             self._style_curve(curve, key, colour)
-        self.best = None
+        self.best, self._start = None, None
         self._show_best()
         if self.boxes:  # another run: its steps from the start, not the last run's range
             self.boxes[PLOTS[0][0]].setXRange(0, self._x_end(0.0), padding=0)
@@ -392,7 +394,15 @@ class MetricPlots(QWidget):
                     self.series[key].append(float(step), float(value))
                     self._dirty.add(key)
             reward = row.get("val/reward")
-            if row.get("best") is True and isinstance(reward, (int, float)):  # the trainer's verdict
+            if step == 0 and isinstance(reward, (int, float)):
+                self._start = float(reward)
+            # the trainer's verdict, held to core's floor: an older run marked a best at 0 or below
+            # its warm start, which is no best (export --best writes the warm start's weights)
+            if (
+                row.get("best") is True
+                and isinstance(reward, (int, float))
+                and reward > best_floor(self._start)
+            ):
                 self.best = (float(step), float(reward))
         self._schedule()
         return n

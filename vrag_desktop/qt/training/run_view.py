@@ -15,7 +15,8 @@ is exported first (the Export button's path), then served. The button is on only
 export or a complete checkpoint, and nothing working on it.
 
 A run that validates (``validation.eval_steps``) shows its best validation under the buttons, with
-"Export best", which exports that step's checkpoint instead of the last one (``export --best``).
+"Export best", which exports that step's checkpoint instead of the last one (``export --best``), or
+the warm start's weights when no validation beat them.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from vrag_desktop.core.training.rundir import Best, TrainRun
+from vrag_desktop.core.training.rundir import TrainRun
 from vrag_desktop.core.training.runs import Poll, SampleRow, effective_status, list_samples, poll, status_line
 from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.open_file import open_path
@@ -49,6 +50,7 @@ from vrag_desktop.qt.training.run_serving import SERVE_TIP, RunServing
 from vrag_desktop.qt.training.screen_timer import PolledWidget, ScreenTimer
 
 if TYPE_CHECKING:
+    from vrag_desktop.core.training.validation import BestChoice
     from vrag_desktop.qt.training.plots import MetricPlots
 
 POLL_MS = 1000
@@ -77,7 +79,7 @@ class RunView(PolledWidget, RunServing):
     stopRequested = Signal(object)  # run root (Path)
     resumeRequested = Signal(object)
     exportRequested = Signal(object)
-    exportBestRequested = Signal(object)  # the best validation's checkpoint
+    exportBestRequested = Signal(object)  # the run whose best (or warm start) is to be exported
     deleteRequested = Signal(object)
     openSampleRequested = Signal(object, str)  # samples root (Path), sample run id
     polled = Signal(object)  # the Poll just applied (the panel follows the state)
@@ -98,7 +100,7 @@ class RunView(PolledWidget, RunServing):
         self._init_serving()
         self.checkpoint: int | None = None  # the last complete checkpoint's step (polled)
         self.exported = False  # <run>/export exists (polled)
-        self.best: Best | None = None  # the best validation (polled)
+        self.best: BestChoice | None = None  # what "Export best" writes (polled)
         self._val_offset = 0
 
         self.title = QLabel("No run selected")
