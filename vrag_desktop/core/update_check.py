@@ -339,8 +339,12 @@ def _version(value: object) -> Version:
             return Version(value.strip())
         except InvalidVersion:
             pass
-    shown = _short(value) if isinstance(value, str) else type(value).__name__
-    raise UpdateCheckError(f"the feed's version {shown!r} is not a version number")
+    if not isinstance(value, str):
+        kind = {bool: "true/false", int: "a number", float: "a number", type(None): "null"}.get(
+            type(value), f"a JSON {'list' if isinstance(value, list) else 'object'}"
+        )
+        raise UpdateCheckError(f'the feed\'s version is {kind}, not a version number such as "1.2.0"')
+    raise UpdateCheckError(f"the feed's version {_short(value)!r} is not a version number")
 
 
 def _https(value: object) -> str | None:
