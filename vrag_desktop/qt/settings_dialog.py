@@ -245,26 +245,25 @@ class SettingsDialog(QDialog):
 
         # Updates
         self.update_url_edit = QLineEdit()
-        self.update_url_edit.setPlaceholderText("https://… (empty: never checked)")
+        self.update_url_edit.setPlaceholderText("https://… (only it is read; empty: never checked)")
         self.update_url_edit.setToolTip('A release feed: {"version": …} JSON, or a GitHub releases address')
         self.update_url_edit.textChanged.connect(self._update_url_edited)
         self.update_url_note = QLabel()
         self.update_url_note.setProperty("role", "warn")
         self.update_url_note.setWordWrap(True)
         self.update_url_note.hide()
-        self.update_start_check = QCheckBox("Check once at start (a notice only when a newer version is out)")
+        self.update_url_edit.setMinimumWidth(260)
+        self.update_start_check = QCheckBox("Check once at start")
+        self.update_start_check.setToolTip("A notice shows only when a newer version is out")
         updates_box = QGroupBox("Updates")
-        form = _form(updates_box)
-        form.addRow(self._label("Update feed"), self.update_url_edit)
-        form.addRow("", self.update_url_note)
-        form.addRow("", self.update_start_check)
-        form.addRow(
-            "",
-            _hint(
-                "There is no built-in feed: nothing is checked until an address is set.\n"
-                "Only this address is read; nothing is downloaded or installed."
-            ),
+        updates_box.setToolTip(
+            "There is no built-in feed: nothing is checked until an address is set.\n"
+            "Only this address is read; nothing is downloaded or installed."
         )
+        form = _form(updates_box)
+        form.addRow("Feed", self.update_url_edit)  # its own label: beside Appearance, not in the column
+        form.addRow("", self.update_start_check)
+        form.addRow("", self.update_url_note)  # what is wrong with the address, while something is
 
         self.error_label = QLabel()
         self.error_label.setProperty("role", "error")
@@ -291,8 +290,13 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
         layout.addWidget(self.banner)
-        for box in (data_box, embed_box, agent_box, look_box, cache_box, updates_box):
+        side = QHBoxLayout()  # two short groups side by side: the dialog fits a 728-pixel-high screen
+        side.addWidget(look_box)
+        side.addWidget(updates_box, 1)
+        for box in (data_box, embed_box, agent_box):
             layout.addWidget(box)
+        layout.addLayout(side)
+        layout.addWidget(cache_box)
         layout.addWidget(self.error_box)
         layout.addStretch(1)
         layout.addWidget(self.buttons)
