@@ -318,3 +318,33 @@ def test_cli_reads_the_apps_saved_feed(feed: FeedServer, tmp_path: Path) -> None
 
 def _where(feed: FeedServer) -> str:
     return feed.url("").split("://", 1)[1]
+
+
+def test_https_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``https_proxy`` is honoured (as the model downloads honour it): the tunnel is asked of the proxy,
+    for the feed's host, which this machine never looks up itself."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    asked: list[str] = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        def log_message(self, *_: Any) -> None:
+            pass
+
+        def do_CONNECT(self) -> None:
+            asked.append(f"{self.path} {self.headers.get('Proxy-Authorization')}")
+            self.send_error(403, "Not Allowed Here")
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for var in ("no_proxy", "NO_PROXY", "HTTPS_PROXY"):
+            monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv("https_proxy", f"http://me:pw@127.0.0.1:{server.server_address[1]}")
+        result = _check("https://updates.example.invalid/feed.json")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == ["updates.example.invalid:443 Basic bWU6cHc="]
+    assert result.status == ERROR and "cannot be reached" in result.message and "403" in result.message

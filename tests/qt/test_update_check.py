@@ -133,6 +133,9 @@ def test_settings_dialog_refuses_a_bad_feed_inline_and_saves_a_good_one(ctx: App
     dlg.update_url_edit.setText("http://example.org/feed.json")
     assert dlg.update_url_note.isVisible() and "must use https" in dlg.update_url_note.text()
     assert not dlg.update_start_check.isEnabled()
+    # the Updates group sits beside Appearance so that the dialog, error showing, still fits the
+    # smallest screen the window layout is made for (1366×728 available: test_window_layout.py)
+    assert dlg.minimumSizeHint().height() <= 728
     assert dlg.apply() is False and "must use https" in dlg.error_label.text()
     assert not (ctx.config_dir / "settings.json").exists() and ctx.settings.update_url == ""
     dlg.update_url_edit.setText(" https://example.org/feed.json ")

@@ -241,7 +241,7 @@ def _connection(parts: SplitResult, timeout_s: float) -> http.client.HTTPConnect
     if proxy is None:
         return http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
     conn = http.client.HTTPSConnection(
-        proxy.hostname or "", proxy.port or 8080, timeout=timeout_s, context=context
+        proxy.hostname or "", proxy.port or 80, timeout=timeout_s, context=context
     )
     headers = {}
     if proxy.username:
