@@ -8,6 +8,7 @@ import contextlib
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 HANG, TRICKLE = "hang", "trickle"
@@ -16,7 +17,9 @@ HANG, TRICKLE = "hang", "trickle"
 class FeedServer:
     """``with FeedServer() as feed: feed.json("/f", {...}); check(feed.url("/f"))``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: tuple[str, str] | None = None) -> None:
+        """``tls``: (certificate file, key file) to serve https instead of http."""
+        self.tls = tls
         self.routes: dict[str, Any] = {}
         self.requests: list[str] = []
         self.release = threading.Event()  # set when the server stops: hanging handlers end
@@ -51,7 +54,8 @@ class FeedServer:
 
     def url(self, path: str) -> str:
         assert self._server is not None, "start the server first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}{path}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}{path}"
 
     # ---- life
     def __enter__(self) -> FeedServer:
@@ -99,6 +103,12 @@ class FeedServer:
         self._stopping = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.tls:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*self.tls)
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, name="feed-server", daemon=True).start()
         return self
 
@@ -121,3 +131,40 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def self_signed(folder: Path) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 that no one trusts unless told to: (certificate file, key file)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "vrag feed test")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "feed-cert.pem", folder / "feed-key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return str(cert_file), str(key_file)

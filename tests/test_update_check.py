@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import cli
-from feed_server import FeedServer, free_port
+from feed_server import FeedServer, free_port, self_signed
 
 from vrag_desktop.core import update_check
 from vrag_desktop.core.update_check import CURRENT, ERROR, MAX_BYTES, NEWER, OFF, check, url_problem
@@ -348,3 +348,20 @@ def test_https_goes_through_the_environments_proxy(monkeypatch: pytest.MonkeyPat
         server.server_close()
     assert asked == ["updates.example.invalid:443 Basic bWU6cHc="]
     assert result.status == ERROR and "cannot be reached" in result.message and "403" in result.message
+
+
+def test_https_feed_needs_a_certificate_this_machine_trusts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The https path for real, on loopback: an unknown certificate is refused; the same feed, its
+    certificate trusted (``SSL_CERT_FILE``, as OpenSSL reads it), is read."""
+    cert, key = self_signed(tmp_path)
+    with FeedServer(tls=(cert, key)) as feed:
+        url = feed.json("/feed", OURS)
+        refused = _check(url)
+        assert refused.status == ERROR and "its certificate is not trusted" in refused.message, (
+            refused.message
+        )
+        monkeypatch.setenv("SSL_CERT_FILE", cert)
+        trusted = _check(url)
+        assert (trusted.status, trusted.latest) == (NEWER, "1.2.0"), trusted.message

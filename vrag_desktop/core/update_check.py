@@ -265,16 +265,15 @@ def _https_proxy(host: str) -> SplitResult | None:
 
 
 def _tls_context() -> Any:
-    """The system's trusted certificates; certifi's where none were found (a bundled OpenSSL that
-    looks in another distribution's folder)."""
+    """The system's trusted certificates; where none were found (a bundled OpenSSL looking in another
+    distribution's folder), the bundle the model downloads trust: httpx's, from certifi."""
     import ssl
 
     context = ssl.create_default_context()
     if not context.cert_store_stats().get("x509_ca"):
-        with contextlib.suppress(ImportError, OSError):
-            import certifi
+        import httpx
 
-            context.load_verify_locations(certifi.where())
+        return httpx.create_ssl_context()
     return context
 
 
