@@ -88,3 +88,43 @@ def test_switching_data_directory_keeps_endpoints_and_never_overwrites(tmp_path:
     blocked.write_text("x")
     ctx.set_data_dir(blocked)  # an unusable directory: nothing raised here, reported when a store opens
     assert ctx.data_dir == blocked.resolve()
+
+
+def test_update_feed_settings_round_trip_and_default_off(tmp_path: Path) -> None:
+    assert (AppSettings().update_url, AppSettings().update_check_at_start) == ("", False)
+    s = AppSettings(update_url="https://example.org/feed.json", update_check_at_start=True)
+    assert s.validate() == []
+    save_settings(s, tmp_path)
+    assert load_settings(tmp_path) == (s, None)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("update_url", "http://example.org/feed.json", "must use https"),
+        ("update_url", "ftp://example.org/feed.json", "must start with https://"),
+        ("update_url", 42, "update_url must be an https:// address or empty"),
+        ("update_check_at_start", "yes", "update_check_at_start must be true or false"),
+    ],
+)
+def test_bad_update_settings_are_refused_and_reset(
+    tmp_path: Path, field: str, value: object, words: str
+) -> None:
+    assert any(words in p for p in AppSettings(**{field: value}).validate())  # type: ignore[arg-type]
+    (tmp_path / "settings.json").write_text(json.dumps({field: value, "theme": "dark"}), encoding="utf-8")
+    s, msg = load_settings(tmp_path)
+    assert getattr(s, field) == getattr(AppSettings(), field) and s.theme == "dark"
+    assert msg and words in msg
+
+
+def test_saved_update_url_reads_without_writing(tmp_path: Path) -> None:
+    from vrag_desktop.core.settings import saved_update_url
+
+    assert saved_update_url(tmp_path) == ""
+    (tmp_path / "settings.json").write_text(
+        '{"update_url": " https://example.org/f.json "}', encoding="utf-8"
+    )
+    assert saved_update_url(tmp_path) == "https://example.org/f.json"
+    (tmp_path / "settings.json").write_text('{"update_url": ', encoding="utf-8")  # damaged: left as it is
+    assert saved_update_url(tmp_path) == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["settings.json"]

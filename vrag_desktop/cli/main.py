@@ -26,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     from vrag_desktop.cli import runtime as cli_runtime
     from vrag_desktop.cli import search as cli_search
     from vrag_desktop.cli import train as cli_train
+    from vrag_desktop.cli import update as cli_update
 
     p = argparse.ArgumentParser(
         prog="vrag-desktop",
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_cache.add_parsers(sub)
     cli_endpoints.add_parsers(sub)
     cli_models.add_parsers(sub)
+    cli_update.add_parsers(sub)
     gui = sub.add_parser("gui", help="open the desktop app (the default when no command is given)")
     gui.add_argument(
         "paths",
@@ -82,6 +84,7 @@ COMMANDS = (
     "cache",
     "endpoints",
     "models",
+    "update-check",
     "gui",
 )
 
@@ -172,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from vrag_desktop.cli import runtime as cli_runtime
         from vrag_desktop.cli import search as cli_search
         from vrag_desktop.cli import train as cli_train
+        from vrag_desktop.cli import update as cli_update
 
         handler = {
             "index": cli_index.cmd_index,
@@ -186,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cache": cli_cache.cmd_cache,
             "endpoints": cli_endpoints.cmd_endpoints,
             "models": cli_models.cmd_models,
+            "update-check": cli_update.cmd_update_check,
         }[args.command]
         code = int(handler(args))
         sys.stdout.flush()  # here, not at exit: a reader that went away is seen below

@@ -59,6 +59,9 @@ class AppSettings:
     corpora: list[str] | None = None  # corpora to search; None: all
     first_run_done: bool = False
     view_cache_mb: int = VIEW_CACHE_MB_DEFAULT  # kept page views, at most; 0 keeps none
+    # the release feed to ask (core/update_check.py); empty: never checked (there is no built-in one)
+    update_url: str = ""
+    update_check_at_start: bool = False
     schema_version: int = SCHEMA_VERSION
 
     def validate(self) -> list[str]:
@@ -79,7 +82,27 @@ class AppSettings:
                 f"view_cache_mb must be a whole number of megabytes from 0 to {VIEW_CACHE_MB_MAX}, "
                 f"not {self.view_cache_mb!r}"
             )
+        url_problem = _update_url_problem(self.update_url)
+        if url_problem:
+            problems.append(url_problem)
+        if not isinstance(self.update_check_at_start, bool):
+            problems.append(
+                f"update_check_at_start must be true or false, not {self.update_check_at_start!r}"
+            )
         return problems
+
+
+def _update_url_problem(value: object) -> str | None:
+    """Empty (no check) or an address the update check accepts (its module is loaded only for a
+    set URL, so the default start imports nothing more)."""
+    if not isinstance(value, str):
+        return f"update_url must be an https:// address or empty, not {value!r}"
+    if not value.strip():
+        return None
+    from vrag_desktop.core.update_check import url_problem
+
+    problem = url_problem(value)
+    return f"update_url: {problem}" if problem else None
 
 
 def _valid_cache_mb(value: object) -> bool:
@@ -100,7 +123,16 @@ def _coerce(data: dict[str, Any]) -> tuple[AppSettings, list[str]]:
     s = AppSettings(**kept)
     for problem in s.validate():
         notes.append(problem)
-    for f in ("theme", "agent", "top_k", "max_steps", "embedder", "view_cache_mb"):
+    for f in (
+        "theme",
+        "agent",
+        "top_k",
+        "max_steps",
+        "embedder",
+        "view_cache_mb",
+        "update_url",
+        "update_check_at_start",
+    ):
         probe = AppSettings(**{**asdict(_DEFAULTS), f: getattr(s, f)})
         if probe.validate():
             setattr(s, f, getattr(_DEFAULTS, f))
@@ -158,13 +190,25 @@ def save_settings(settings: AppSettings, config_dir: Path | None = None) -> Path
     return path
 
 
-def saved_view_cache_mb(config_dir: Path | None = None) -> int:
-    """The saved page-view cache cap in MB, for processes other than the app (the command line keeps
-    views too, in the same cache). Read without :func:`load_settings`' side effect (moving a damaged
-    file aside is the app's to do and say); the default on any problem."""
+def _saved(key: str, config_dir: Path | None) -> object:
+    """One saved value, read without :func:`load_settings`' side effect (moving a damaged file aside
+    is the app's to do and say): for processes other than the app. None on any problem."""
     try:
         data = json.loads(((config_dir or default_config_dir()) / SETTINGS_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return VIEW_CACHE_MB_DEFAULT
-    value = data.get("view_cache_mb") if isinstance(data, dict) else None
+        return None
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def saved_view_cache_mb(config_dir: Path | None = None) -> int:
+    """The saved page-view cache cap in MB (the command line keeps views too, in the same cache);
+    the default on any problem."""
+    value = _saved("view_cache_mb", config_dir)
     return value if isinstance(value, int) and _valid_cache_mb(value) else VIEW_CACHE_MB_DEFAULT
+
+
+def saved_update_url(config_dir: Path | None = None) -> str:
+    """The saved update feed (``vrag-desktop update-check`` reads the app's); empty when none is set.
+    A saved address the check refuses comes back as saved, so the check says why it refuses it."""
+    value = _saved("update_url", config_dir)
+    return value.strip() if isinstance(value, str) else ""

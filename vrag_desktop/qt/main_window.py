@@ -84,6 +84,8 @@ class MainWindow(QMainWindow):
             )
         want_first_run = (not ctx.settings.first_run_done) if first_run is None else first_run
         QTimer.singleShot(0, self._start_background)
+        if ctx.settings.update_check_at_start and ctx.settings.update_url.strip():
+            QTimer.singleShot(5000, self._check_updates_at_start)  # a few seconds in: the window's work first
         if want_first_run:
             QTimer.singleShot(50, self.first_run)
 
@@ -251,6 +253,12 @@ class MainWindow(QMainWindow):
             return
         self.corpora.resume_pending()
         self.history.refresh()
+
+    def _check_updates_at_start(self) -> None:
+        if not self._closing:
+            from vrag_desktop.qt.updates import check_at_start
+
+            check_at_start(self)
 
     def first_run(self) -> QDialog:
         """First launch: the model chooser; the bundled sample corpus is indexed meanwhile."""
@@ -473,6 +481,13 @@ class MainWindow(QMainWindow):
             self, html_text, title, self.open_runtime if "Connect" in html_text else None
         )
         return self.help_dialog
+
+    def check_for_updates(self) -> QDialog:
+        """Help → Check for updates… (qt/updates.py; loaded on first use, not before the window)."""
+        from vrag_desktop.qt.updates import check_for_updates
+
+        self.update_dialog = check_for_updates(self)
+        return self.update_dialog
 
     def open_runtime(self) -> None:
         self.window_layout.show_tool(self.runtime_dock)

@@ -1,4 +1,5 @@
-"""The settings dialog: data directory, default embedder, agent defaults, theme, the page-view cache.
+"""The settings dialog: data directory, default embedder, agent defaults, theme, the page-view cache,
+the update feed.
 
 OK checks before it changes anything: the data directory must be a folder the app can create and
 write in (a probe file is written and removed), and every value must pass the settings' own
@@ -43,6 +44,7 @@ from vrag_desktop.core.agents.names import AGENT_CHOICES
 from vrag_desktop.core.embedders import KNOWN_EMBEDDERS
 from vrag_desktop.core.paths import resolve_data_dir
 from vrag_desktop.core.settings import VIEW_CACHE_MB_MAX, AppSettings, SettingsError
+from vrag_desktop.core.update_check import url_problem
 from vrag_desktop.qt.infra import theme
 from vrag_desktop.qt.view_cache_row import ViewCacheRow
 
@@ -241,6 +243,28 @@ class SettingsDialog(QDialog):
         self.view_cache_hint = _hint(hint)
         form.addRow("", self.view_cache_hint)
 
+        # Updates
+        self.update_url_edit = QLineEdit()
+        self.update_url_edit.setPlaceholderText("https://… (only it is read; empty: never checked)")
+        self.update_url_edit.setToolTip('A release feed: {"version": …} JSON, or a GitHub releases address')
+        self.update_url_edit.textChanged.connect(self._update_url_edited)
+        self.update_url_note = QLabel()
+        self.update_url_note.setProperty("role", "warn")
+        self.update_url_note.setWordWrap(True)
+        self.update_url_note.hide()
+        self.update_url_edit.setMinimumWidth(260)
+        self.update_start_check = QCheckBox("Check once at start")
+        self.update_start_check.setToolTip("A notice shows only when a newer version is out")
+        updates_box = QGroupBox("Updates")
+        updates_box.setToolTip(
+            "There is no built-in feed: nothing is checked until an address is set.\n"
+            "Only this address is read; nothing is downloaded or installed."
+        )
+        form = _form(updates_box)
+        form.addRow("Feed", self.update_url_edit)  # its own label: beside Appearance, not in the column
+        form.addRow("", self.update_start_check)
+        form.addRow("", self.update_url_note)  # what is wrong with the address, while something is
+
         self.error_label = QLabel()
         self.error_label.setProperty("role", "error")
         self.error_label.setWordWrap(True)
@@ -266,8 +290,13 @@ class SettingsDialog(QDialog):
         layout = QVBoxLayout(self)
         layout.setSpacing(10)
         layout.addWidget(self.banner)
-        for box in (data_box, embed_box, agent_box, look_box, cache_box):
+        side = QHBoxLayout()  # two short groups side by side: the dialog fits a 728-pixel-high screen
+        side.addWidget(look_box)
+        side.addWidget(updates_box, 1)
+        for box in (data_box, embed_box, agent_box):
             layout.addWidget(box)
+        layout.addLayout(side)
+        layout.addWidget(cache_box)
         layout.addWidget(self.error_box)
         layout.addStretch(1)
         layout.addWidget(self.buttons)
@@ -288,6 +317,9 @@ class SettingsDialog(QDialog):
         self.thinking_check.setChecked(settings.thinking)
         self.theme_combo.setCurrentIndex(max(0, self.theme_combo.findData(settings.theme)))
         self.view_cache_spin.setValue(settings.view_cache_mb)
+        self.update_url_edit.setText(settings.update_url)
+        self.update_start_check.setChecked(settings.update_check_at_start)
+        self._update_url_edited(settings.update_url)
 
     def restore_defaults(self) -> None:
         """Put the defaults in the widgets (saved only on OK)."""
@@ -309,6 +341,8 @@ class SettingsDialog(QDialog):
             thinking=self.thinking_check.isChecked(),
             theme=str(self.theme_combo.currentData()),
             view_cache_mb=self.view_cache_spin.value(),
+            update_url=self.update_url_edit.text().strip(),
+            update_check_at_start=self.update_start_check.isChecked(),
         )
 
     # ---------------------------------------------------------------- OK
@@ -372,6 +406,13 @@ class SettingsDialog(QDialog):
             changed = True
         self.data_dir_note.setText("After OK, the corpora list and the history reload from this folder.")
         self.data_dir_note.setVisible(changed)
+
+    def _update_url_edited(self, text: str) -> None:
+        """Say at once what is wrong with the address (OK refuses it too); the start-up check needs one."""
+        problem = url_problem(text) if text.strip() else None
+        self.update_url_note.setText(f"{problem[:1].upper()}{problem[1:]}." if problem else "")
+        self.update_url_note.setVisible(bool(problem))
+        self.update_start_check.setEnabled(bool(text.strip()) and not problem)
 
     def _browse(self) -> None:
         start = self.data_dir_edit.text().strip() or str(self.ctx.data_dir)

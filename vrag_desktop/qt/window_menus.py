@@ -133,6 +133,14 @@ class WindowMenus:
             translate("WindowMenus", "Keyboard shortcuts"),
             lambda: win.show_help(SHORTCUTS_HELP, translate("WindowMenus", "Keyboard shortcuts")),
         )
+        self.check_updates = self._action(
+            h,
+            translate("WindowMenus", "Check for updates…"),
+            win.check_for_updates,
+            tip=translate(
+                "WindowMenus", "Ask the update feed set in Settings whether a newer version is out"
+            ),
+        )
         self._action(h, translate("WindowMenus", "About VRAG Desktop"), win.about)
 
     def check_theme(self, theme: str) -> None:
