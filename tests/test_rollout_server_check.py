@@ -33,6 +33,7 @@ from vrag_desktop.core.runtime.vllm import (
 )
 from vrag_desktop.core.training.config import TrainConfig
 from vrag_desktop.core.training.rollout_server import check_app_server, start_command
+from vrag_desktop.core.training.rundir import TrainRun
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="process groups and signals are POSIX here")
 
@@ -174,6 +175,16 @@ def test_no_server_is_refused_with_the_command_that_starts_one(
     assert f"nothing answers at {url}" in lines[0]
     assert f"{FIX} --max-model-len 4096 --limit-images 4 --port {port}" in lines[0]
     assert not (tmp_path / "run").exists()  # nothing launched, nothing written
+
+
+def test_resuming_an_app_server_run_checks_its_server_too(
+    tmp_path: Path, data_dir: Path, trainer: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = TrainRun.create(tmp_path / "run", run_config(f"http://127.0.0.1:{pick_free_port()}/v1"))
+    rc = main(["train", "resume", str(run.root)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the rollout server (the app's vLLM server) is not running" in err, err
+    assert run.state()["status"] == "created" and not run.log_path.exists()  # no trainer ran
 
 
 def test_a_server_without_lora_is_refused_naming_the_flag_and_the_fix(
