@@ -8,6 +8,10 @@ model, or a warm start's full weights: the adapter trains on top of them), LoRA 
 at run time (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING``) up to the run's rank (a
 ``--max-lora-rank`` vLLM accepts), token ids with images (``--enable-scale-out``), a context of at
 least ``max_model_len`` and room for ``max_images`` images a prompt.
+
+The command line has no dialog: :func:`check_app_server` finds the server at ``vllm_url`` through
+the state files ``runtime start`` and the app write (their recorded flags), probes it, and asks the
+same :func:`rollout_problem`, so both doors say the same words before a trainer starts.
 """
 
 from __future__ import annotations
