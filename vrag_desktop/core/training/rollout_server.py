@@ -249,10 +249,10 @@ def check_app_server(
             f"so its flags cannot be checked; the run needs what this command gives: {fix}"
         )
     if servers:
-        other = servers[0]
+        other, base = servers[0], servers[0].state.get("base_url")
         return ServerCheck(
-            f"nothing answers at vllm_url {url} ({_no_answer(info)}); the background vLLM server "
-            f"({other.describe()}) serves at {other.state.get('base_url')}: set vllm_url to that "
-            f"(--set vllm_url={other.state.get('base_url')}), or start one at {url} with: {fix}"
+            f"nothing answers at vllm_url {url} ({_no_answer(info)}); the vLLM server a state file "
+            f"records (pid {other.pid}, {other.state.get('served_model_name')}) serves at {base}: set "
+            f"vllm_url to that (--set vllm_url={base}), or start one at {url} with: {fix}"
         )
     return ServerCheck(f"{cannot} (nothing answers at {url}: {_no_answer(info)}); start it with: {fix}")
