@@ -97,3 +97,15 @@ def test_a_warm_start_is_served_its_own_weights_and_an_adapter_one_cannot_be(tmp
         "the rollout server cannot be started for this run: init_from is a LoRA adapter"
     )
     assert "export that run (merged)" in problem
+
+
+def test_a_hub_id_served_from_the_models_folder_is_the_runs_model() -> None:
+    """``runtime start ID`` of a pulled model serves its downloaded folder under the id."""
+    cfg = _cfg("org/model")
+    served = rollout_settings(VLLMSettings(python="/env"), cfg).to_config("/tmp")
+    pulled = dataclasses.replace(served, model="/data/models/org--model", served_model_name="org/model")
+    assert rollout_problem(cfg, pulled, ready=True) is None
+    other = dataclasses.replace(pulled, served_model_name="org/other")
+    assert "it serves /data/models/org--model, the run starts from org/model" in (
+        rollout_problem(cfg, other, ready=True) or ""
+    )

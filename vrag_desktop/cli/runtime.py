@@ -82,6 +82,25 @@ def add_parsers(sub: Any) -> None:
     st.add_argument("--limit-images", type=int, metavar="N", help="most images per prompt")
     st.add_argument("--dtype", default="auto", help="weights dtype (default: %(default)s)")
     st.add_argument(
+        "--enable-lora",
+        action="store_true",
+        help="let clients load LoRA adapters while it runs (--enable-lora and "
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): the rollout server of a 'vllm_mode: app_server' run",
+    )
+    st.add_argument(
+        "--max-lora-rank",
+        type=int,
+        metavar="N",
+        help="largest adapter rank it loads, at least the run's lora.rank (one of 1, 8, 16, 32, 64, "
+        "128, 256, 320, 512; vLLM's default: 16); needs --enable-lora",
+    )
+    st.add_argument(
+        "--enable-scale-out",
+        action="store_true",
+        help="serve token ids with images (POST /inference/v1/generate, vLLM >= 0.32): the image "
+        "turns of a training run's rollouts",
+    )
+    st.add_argument(
         "--vllm-args",
         metavar="'ARGS'",
         default="",
@@ -320,6 +339,11 @@ def _cmd_status(args: argparse.Namespace) -> int:
                         "mode",
                         "started_at",
                         "ready_at",
+                        "runtime_lora",
+                        "max_lora_rank",
+                        "scale_out",
+                        "max_model_len",
+                        "limit_mm_per_prompt",
                     )
                 },
                 "log_path": state.get("log_path") or str(paths.log),
@@ -355,8 +379,29 @@ def _cmd_status(args: argparse.Namespace) -> int:
             f"  health:   {health}; served models: {served}" + (f" ({doc['error']})" if doc["error"] else "")
         )
         print(f"  log:      {doc['log_path']}")
+        flags = _flags(state)
+        if flags:
+            print(f"  flags:    {flags}")
     print(f"GPU: {gpu['summary']}")
     return code
+
+
+def _flags(state: dict[str, Any]) -> str:
+    """The recorded flags a training run's rollouts care about, as vLLM spells them ("" for none,
+    or for a state file written before they were recorded)."""
+    out = []
+    if state.get("runtime_lora"):
+        out.append("--enable-lora (adapters loaded at run time)")
+    if state.get("max_lora_rank"):
+        out.append(f"--max-lora-rank {state['max_lora_rank']}")
+    if state.get("scale_out"):
+        out.append("--enable-scale-out")
+    if state.get("max_model_len"):
+        out.append(f"--max-model-len {state['max_model_len']}")
+    limits = state.get("limit_mm_per_prompt")
+    if isinstance(limits, dict) and limits.get("image"):
+        out.append(f"--limit-images {limits['image']}")
+    return " ".join(out)
 
 
 # ---------------------------------------------------------------- stop

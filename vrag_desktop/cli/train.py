@@ -30,6 +30,7 @@ from vrag_desktop.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from vrag_desktop.core.training.config import TrainConfig
     from vrag_desktop.core.training.rundir import TrainRun
     from vrag_desktop.core.training.validation import BestChoice
 
@@ -165,6 +166,7 @@ def _new_run(args: argparse.Namespace) -> int:
     plan.check_fields(cfg)  # a field this command would not act on: refused before anything else
     root = Path(args.run).expanduser() if args.run else cfg.resolved_output_dir(layout.root)
     python = resolve_trainer_python(layout.trainer_env)
+    _rollout_server(cfg, layout.root)  # vllm_mode app_server: its server is there, with its flags
     # the one place a run is set up (as the app's New-run dialog): checks, launch-config.json, argv
     p = plan.new_run(cfg, root, python)
     for warning in dataset_warnings(cfg, Path(cfg.data_dir).expanduser() if cfg.data_dir else layout.root):
@@ -196,6 +198,7 @@ def _resume(args: argparse.Namespace) -> int:
     if run.last_checkpoint() is None:
         err("note: no complete checkpoint yet; the trainer starts this run from its first step")
     python = resolve_trainer_python(layout.trainer_env)
+    _rollout_server(load_config(args.config) if args.config else run.config(), layout.root)
     p = plan.resume_run(run, python, config=args.config)
     return _foreground(p.run, p.argv, args.grace, p.what)
 
@@ -218,6 +221,16 @@ def _export(args: argparse.Namespace) -> int:
         serve = f"vrag-desktop runtime start {shlex.quote(str(out))}"
         print(f"Exported {which} to {out}{why}. Serve it with: {serve}")
     return code
+
+
+def _rollout_server(cfg: TrainConfig, data_dir: Path) -> None:
+    """Refuse (exit 2) before any trainer starts when a ``vllm_mode: app_server`` run's server
+    cannot serve it; a hand-started one whose flags cannot be checked is a warning."""
+    from vrag_desktop.core.training import plan
+
+    warning = plan.check_rollout_server(cfg, data_dir)
+    if warning:
+        err(f"warning: {warning}")
 
 
 def _foreground(run: TrainRun, argv: list[str], grace: float, what: str, *, summary: bool = True) -> int:

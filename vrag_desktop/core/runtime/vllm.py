@@ -18,7 +18,7 @@ import shlex
 import socket
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "VLLMServer",
     "check_vllm",
     "classify_exit",
+    "config_from_state",
     "create_vllm_env",
     "pick_free_port",
     "port_is_free",
@@ -189,6 +190,31 @@ def _adapter_rank(folders: Any) -> int | None:
     return next((r for r in VLLM_LORA_RANKS if r >= max(ranks)), max(ranks))
 
 
+def config_from_state(state: Mapping[str, Any]) -> VLLMConfig:
+    """The served facts of a state file :meth:`VLLMServer.state_facts` wrote, as a config (what a
+    rollout check compares). A fact an older file lacks, or holds garbled, reads as unknown (None)
+    or off (False): such a server is not assumed to have a flag it may lack."""
+
+    def number(key: str) -> int | None:
+        value = state.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    limits = state.get("limit_mm_per_prompt")
+    return VLLMConfig(
+        model=str(state.get("model") or ""),
+        served_model_name=str(state.get("served_model_name") or "") or None,
+        host=str(state.get("host") or "127.0.0.1"),
+        port=number("port"),
+        max_model_len=number("max_model_len"),
+        limit_mm_per_prompt=(
+            {str(k): v for k, v in limits.items() if isinstance(v, int)} if isinstance(limits, dict) else None
+        ),
+        runtime_lora=state.get("runtime_lora") is True,
+        max_lora_rank=number("max_lora_rank"),
+        scale_out=state.get("scale_out") is True,
+    )
+
+
 def resolve_python(python: str | os.PathLike[str] | None) -> str:
     """An interpreter path from an interpreter, a virtualenv directory or None (this Python,
     unless frozen: a frozen app's ``sys.executable`` is the app itself)."""
@@ -333,14 +359,24 @@ class VLLMServer:
         self.supervisor.spec.redact = [k for k in (self.config.server_key(),) if k]
 
     def state_facts(self) -> dict[str, object]:
-        """What its state file tells a later command or launch: where it serves, and what."""
+        """What its state file tells a later command or launch: where it serves, what, and with
+        which of the flags a training run's rollouts need (read back by :func:`config_from_state`)."""
+        cfg = self.config
+        lora = bool(cfg.lora_modules or cfg.runtime_lora)
         return {
             "name": "vLLM",
-            "host": self.config.host,
+            "host": cfg.host,
             "port": self.port,
             "base_url": self.base_url,
-            "model": self.config.model,
-            "served_model_name": self.config.model_name,
+            "model": cfg.model,
+            "served_model_name": cfg.model_name,
+            "runtime_lora": cfg.runtime_lora,
+            "max_lora_rank": (cfg.max_lora_rank or _adapter_rank(cfg.lora_modules.values()))
+            if lora
+            else None,
+            "scale_out": cfg.scale_out,
+            "max_model_len": cfg.max_model_len,
+            "limit_mm_per_prompt": cfg.limit_mm_per_prompt,
         }
 
     def detached_spec(

@@ -45,6 +45,7 @@ __all__ = [
     "LaunchRefused",
     "check_fields",
     "check_memory",
+    "check_rollout_server",
     "check_warm_start",
     "command",
     "export_run",
@@ -163,6 +164,24 @@ def check_memory(cfg: TrainConfig, report: GPUReport) -> None:
     est = memory_estimate(cfg.model, cfg, report)
     if est.refusal is not None:
         raise LaunchRefused(est.refusal)
+
+
+def check_rollout_server(
+    cfg: TrainConfig, data_dir: str | os.PathLike[str], *, api_key: str | None = None
+) -> str | None:
+    """Refuse (:class:`LaunchRefused`) a ``vllm_mode: app_server`` run whose rollout server at
+    ``vllm_url`` is not there or lacks a flag the run needs, in the New-run dialog's words plus the
+    command that fixes it; returns a warning to say once (a server started by hand: its flags
+    cannot be checked), None otherwise. ``api_key``: the one the trainer will send (default
+    ``$VLLM_API_KEY``, as the trainer reads it). For the command line: the app's dialog checks
+    its own server (:mod:`vrag_desktop.core.training.rollout_server`)."""
+    from vrag_desktop.core.training.rollout_server import check_app_server
+
+    key = api_key if api_key is not None else os.environ.get("VLLM_API_KEY") or None
+    found = check_app_server(cfg, data_dir, api_key=key)
+    if found.problem is not None:
+        raise LaunchRefused(found.problem)
+    return found.warning
 
 
 def _free_port() -> int:
