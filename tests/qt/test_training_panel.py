@@ -410,7 +410,7 @@ def test_an_empty_plot_says_why(qtbot: Any) -> None:
     plots.show()
     plots.add_rows([{"step": i, "reward": i / 10, "loss": 0.1} for i in range(1, 4)])  # β = 0: no "kl"
     plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     assert plots.titles["KL"].text.startswith("KL — not logged (β = 0")
     assert plots.titles["Loss"].text == "Loss"
 
@@ -449,7 +449,7 @@ def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> No
     tabs.setCurrentIndex(0)
     plots.redraw()
     assert not plots.plots  # not made in the caller's turn: one per event-loop turn from here
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     assert len(plots.plots) == len(PLOTS) and plots.point_count("reward") == 3
     shown = [t for t, p in plots.plots.items() if p.isVisible()]
     assert not set(OPTIONAL) & set(shown) and len(shown) == len(PLOTS) - len(OPTIONAL)  # no GPU, no DAPO rows

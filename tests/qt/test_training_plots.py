@@ -19,7 +19,7 @@ def _plots(qtbot: Any, rows: list[dict[str, Any]]) -> MetricPlots:
     plots.show()
     plots.add_rows(rows)
     plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     plots.redraw()
     return plots
 

@@ -16,7 +16,7 @@ def _shown(qtbot: Any, rows: list[dict[str, Any]]) -> Any:
     plots.show()
     plots.add_rows(rows)
     plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     plots.redraw()
     return plots
 

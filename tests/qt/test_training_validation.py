@@ -78,7 +78,7 @@ def test_the_validation_curve_is_drawn_beside_the_training_reward_with_the_best_
     plots.add_rows(train)
     plots.add_rows(val)
     plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     plots.redraw()
     # on the Reward and Accuracy plots, beside the training curves; the parts on their own plot
     reward, validation = plots.curves["val/reward"]
@@ -102,7 +102,7 @@ def test_a_run_without_validation_shows_no_validation_plot(qtbot: Any) -> None:
     plots = _plots(qtbot)
     plots.add_rows(_rows()[0])
     plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=5_000)
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
     assert plots.plots["Reward"].isVisible() and not plots.plots["Validation"].isVisible()
     assert plots.point_count("val/reward") == 0 and not any(line.isVisible() for line in plots.best_lines)
 

@@ -37,7 +37,7 @@ def _trainer(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _wait_step(run: TrainRun, step: int, proc: subprocess.Popen[str], timeout: float = 240) -> None:
+def _wait_step(run: TrainRun, step: int, proc: subprocess.Popen[str], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(r.get("step", 0) >= step for r in run.metrics()):
@@ -69,7 +69,7 @@ def test_sigterm_stops_cleanly_then_resume_finishes(sampled, tmp_path) -> None: 
     proc = _trainer("grpo", "--config", str(cfg_file), "--run", str(run.root))
     _wait_step(run, 1, proc)
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=180)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == runner.EXIT_STOPPED, out[-2000:]
     state = run.state()
     assert state["status"] == "stopped"
@@ -89,7 +89,7 @@ def test_sigterm_stops_cleanly_then_resume_finishes(sampled, tmp_path) -> None: 
     # resume with a resume-safe change (more steps) finishes the run
     more = _write(sampled(max_steps=stopped_at + 1), tmp_path / "more.json")
     proc = _trainer("resume", str(run.root), "--config", str(more))
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == runner.EXIT_OK, out[-2000:]
     assert [r["step"] for r in run.metrics()] == list(range(1, stopped_at + 2))
     assert run.state()["status"] == "finished" and run.last_checkpoint().step == stopped_at + 1  # type: ignore[union-attr]
@@ -106,7 +106,7 @@ def test_sigkill_mid_step_loses_at_most_that_step(sampled, tmp_path) -> None:  #
     last = run.last_checkpoint()
     assert last is not None and last.step >= done - 1  # only a step in flight can be lost
     proc = _trainer("resume", str(run.root))
-    out, _ = proc.communicate(timeout=300)
+    out, _ = proc.communicate(timeout=600)
     assert proc.returncode == runner.EXIT_OK, out[-2000:]
     assert [r["step"] for r in run.metrics()] == [1, 2, 3, 4]  # no duplicated or missing step
 
@@ -241,6 +241,6 @@ def test_a_run_left_going_outlives_the_app_that_captured_its_output(sampled, tmp
     assert os.getpriority(os.PRIO_PROCESS, proc.pid) == os.getpriority(os.PRIO_PROCESS, 0) + 7
     assert proc.stdout is not None
     proc.stdout.close()  # the app is gone
-    assert proc.wait(timeout=300) == runner.EXIT_OK
+    assert proc.wait(timeout=600) == runner.EXIT_OK
     assert [r["step"] for r in run.metrics()] == [1, 2, 3, 4]
     assert "finished at step 4" in run.log_path.read_text(encoding="utf-8")
