@@ -2,16 +2,19 @@
 
 Why it exists: ``import torch`` plus transformers' model classes take 3–8 s on a workstation's CPU;
 a search's query through all-MiniLM-L6-v2 (6 layers, 384 wide) takes milliseconds. The pass mirrors
-transformers' ``BertModel`` in eval mode (absolute positions, token type 0, post-layer-norm, exact
-erf GELU) and returns the last hidden state's masked mean; ``tests/test_minilm_paths.py`` holds it
-to transformers' output. Bulk work stays on torch (:mod:`~vrag_desktop.core.embedders.minilm`):
+transformers' ``BertModel`` in eval mode (absolute positions, post-layer-norm, exact erf GELU) and
+returns the last hidden state's masked mean (an embedder: token type 0) or, for a cross-encoder
+(``BertForSequenceClassification``: a query and a passage told apart by token types), the pooler's
+and the classifier's logits; ``tests/test_minilm_paths.py`` and ``tests/test_rerank.py`` hold it to
+transformers' output. Bulk work stays on torch (:mod:`~vrag_desktop.core.embedders.minilm`):
 NumPy has no fused kernels and is several times slower there.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,20 +75,32 @@ class BertWeights:
         work, so on a busy CPU (indexing, a trainer, a vLLM server beside it) its default pool made
         a query's pass 7× slower than one thread (bench/minilm_paths.py). The lock keeps concurrent
         passes from restoring each other's limits out of order."""
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # a declared dependency; without it only the speed on a busy CPU suffers
-            return self._mean_pooled(ids, mask)
-        with _BLAS_LOCK, threadpool_limits(limits=1, user_api="blas"):
-            return self._mean_pooled(ids, mask)
+        with _blas_threads(1):
+            x = self._encode(ids, mask, None)
+        m = mask[..., None].astype(np.float32)
+        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9), dtype=np.float32)
 
-    def _mean_pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def logits(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, threads: int = 1) -> np.ndarray:
+        """A sequence classifier's logits, ``(rows, labels)`` float32: the pooler (tanh of a dense
+        layer over [CLS]'s last hidden state) and the classifier, as
+        ``BertForSequenceClassification`` computes them. ``types``: each token's segment (0: the
+        query and its [CLS]/[SEP], 1: the passage). ``threads``: BLAS threads (bench/rerank_latency.py)."""
+        w = self.tensors
+        with _blas_threads(threads):
+            cls = self._encode(ids, mask, types)[:, 0]
+            pooled = np.tanh(cls @ w["pooler.dense.weight"].T + w["pooler.dense.bias"])
+            out = pooled @ w["classifier.weight"].T + w["classifier.bias"]
+        return np.asarray(out, dtype=np.float32)
+
+    def _encode(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None) -> np.ndarray:
+        """The last hidden state, ``(rows, width, hidden)``."""
         w = self.tensors
         rows, width = ids.shape
+        segment = w["embeddings.token_type_embeddings.weight"]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][:width][None]
-            + w["embeddings.token_type_embeddings.weight"][0]
+            + (segment[0] if types is None else segment[types])
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
         hidden = x.shape[-1]
@@ -122,5 +137,16 @@ class BertWeights:
                 w[p + "output.LayerNorm.bias"],
                 self.eps,
             )
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9), dtype=np.float32)
+        return x
+
+
+@contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    """BLAS limited to ``n`` threads while a pass runs (see :meth:`BertWeights.mean_pooled`)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a declared dependency; without it only the speed on a busy CPU suffers
+        yield
+        return
+    with _BLAS_LOCK, threadpool_limits(limits=n, user_api="blas"):
+        yield
