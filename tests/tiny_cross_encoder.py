@@ -25,7 +25,13 @@ def vocabulary(texts: Iterable[str]) -> list[str]:
 
 
 def make_cross_encoder(
-    folder: Path, texts: Iterable[str] = (), *, seed: int = 0, hidden: int = 32, layers: int = 2, **config: Any
+    folder: Path,
+    texts: Iterable[str] = (),
+    *,
+    seed: int = 0,
+    hidden: int = 32,
+    layers: int = 2,
+    **config: Any,
 ) -> Path:
     """Save a random cross-encoder whose tokenizer knows ``texts``' words into ``folder``."""
     import torch

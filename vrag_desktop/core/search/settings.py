@@ -51,7 +51,9 @@ def load_search_settings(data_dir: str | os.PathLike[str]) -> SearchSettings:
         return SearchSettings(problem=f"{path} is not a JSON object: searching without a reranker")
     reranker, top = raw.get("reranker"), raw.get("rerank_top", RERANK_TOP)
     if reranker is not None and not isinstance(reranker, str):
-        return SearchSettings(problem=f"{path}: 'reranker' must be a model id or null: searching without one")
+        return SearchSettings(
+            problem=f"{path}: 'reranker' must be a model id or null: searching without a reranker"
+        )
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= MAX_RERANK_TOP:
         return SearchSettings(
             problem=f"{path}: 'rerank_top' must be a whole number from 1 to {MAX_RERANK_TOP}: "
