@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,6 +113,31 @@ def test_scoring_a_query_never_imports_torch_or_transformers(model_dir: Path) ->
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_cold_search_loads_the_reranker_only_when_one_is_set_and_never_torch(
+    library: Any, minilm: Any, data_dir: Path, model_dir: Path, tmp_path: Path
+) -> None:
+    """``vrag-desktop search`` without a reranker pays nothing for the feature; with one, no torch."""
+    _index(library, minilm, tmp_path)
+    code = (
+        "import sys; from vrag_desktop.cli.main import main;"
+        f"assert main(['search', {QUERY!r}, '-k', '3', '--corpus', 'c']) == 0;"
+        "print('MODULES', sorted(m for m in ('vrag_desktop.core.search.rerank', 'torch', 'transformers')"
+        " if m in sys.modules))"
+    )
+    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data_dir)}
+
+    def loaded() -> str:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        return next(line for line in out.stdout.splitlines() if line.startswith("MODULES"))
+
+    assert loaded() == "MODULES []"
+    save_search_settings(data_dir, SearchSettings(reranker=str(model_dir)))
+    assert loaded() == "MODULES ['vrag_desktop.core.search.rerank']"
 
 
 # ---------------------------------------------------------------- the stage
