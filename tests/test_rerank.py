@@ -104,6 +104,21 @@ def test_the_numpy_pass_and_torch_give_transformers_scores(model_dir: Path) -> N
     assert np.abs(ce.forward(ids, mask, types, torch=False) - on_torch).max() < 1e-5
 
 
+def test_a_model_with_only_a_vocab_txt_scores_the_same(model_dir: Path, tmp_path: Path) -> None:
+    """Some cross-encoder repositories ship ``vocab.txt`` and no ``tokenizer.json``."""
+    import shutil
+
+    from tokenizers import Tokenizer
+
+    folder = tmp_path / "vocab-only"
+    shutil.copytree(model_dir, folder)
+    vocab = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab()
+    (folder / "tokenizer.json").unlink()
+    (folder / "vocab.txt").write_text("".join(f"{t}\n" for t, _ in sorted(vocab.items(), key=lambda x: x[1])))
+    passages = [*DOCS.values(), LONG]
+    assert CrossEncoder(folder).pairs(QUERY, passages) == CrossEncoder(model_dir).pairs(QUERY, passages)
+
+
 def test_scoring_a_query_never_imports_torch_or_transformers(model_dir: Path) -> None:
     code = (
         "import sys; from vrag_desktop.core.search.rerank import CrossEncoder;"

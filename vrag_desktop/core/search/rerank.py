@@ -222,6 +222,7 @@ def _tokenizer(folder: Path) -> Any:
     """The model's fast tokenizer (``tokenizer.json``), else a WordPiece one from ``vocab.txt``."""
     from tokenizers import Tokenizer
 
+    tok: Any
     try:
         if (folder / "tokenizer.json").is_file():
             tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
