@@ -77,14 +77,29 @@ def build(folder: Path, config: dict[str, Any]) -> Path:
     return folder
 
 
-def time_queries(ce: rerank.CrossEncoder, texts: list[str], queries: int) -> list[float]:
+def _cpu() -> tuple[float, float]:
+    """(seconds of CPU the whole machine was busy, this process's CPU seconds) so far (Linux)."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # all but idle, iowait
+    except (OSError, ValueError, IndexError):
+        busy = float("nan")
+    t = os.times()
+    return busy, t.user + t.system
+
+
+def time_queries(ce: rerank.CrossEncoder, texts: list[str], queries: int) -> tuple[list[float], float]:
+    """Per-query milliseconds, and the share of the machine's CPUs other processes took meanwhile."""
     ce.scores(QUESTIONS[0], texts)  # warm-up: caches, the torch model's first call
     times = []
+    busy0, own0, t0 = *_cpu(), time.perf_counter()
     for i in range(queries):
-        t0 = time.perf_counter()
+        start = time.perf_counter()
         ce.scores(QUESTIONS[i % len(QUESTIONS)], texts)
-        times.append(1000 * (time.perf_counter() - t0))
-    return times
+        times.append(1000 * (time.perf_counter() - start))
+    busy1, own1 = _cpu()
+    others = ((busy1 - busy0) - (own1 - own0)) / ((time.perf_counter() - t0) * (os.cpu_count() or 1))
+    return times, max(0.0, others)
 
 
 def main() -> None:
@@ -109,7 +124,7 @@ def main() -> None:
                 ):
                     rerank.NUMPY_THREADS, rerank.NUMPY_BUDGET = threads, budget_tokens
                     ce = rerank.CrossEncoder(folder, passage_tokens=budget)
-                    ms = time_queries(ce, texts, args.queries)
+                    ms, others = time_queries(ce, texts, args.queries)
                     tokens = sum(len(ids) for ids, _ in ce.pairs(QUESTIONS[0], texts))
                     row = {
                         "model": shape,
@@ -118,6 +133,7 @@ def main() -> None:
                         "p50_ms": float(np.percentile(ms, 50)),
                         "p95_ms": float(np.percentile(ms, 95)),
                         "tokens_per_query": tokens,
+                        "others_cpu_share": others,
                     }
                     rows.append(row)
                     print(json.dumps(row), flush=True)
