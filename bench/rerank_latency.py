@@ -106,6 +106,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--top", type=int, default=50)
+    ap.add_argument("--shape", action="append", help="only shapes whose name holds this (repeatable)")
+    ap.add_argument("--budget", action="append", type=int, help="only these passage budgets (repeatable)")
+    ap.add_argument("--pass", dest="passes", action="append", help="only passes whose name holds this")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "rerank_latency.json")
     args = ap.parse_args()
     import torch
@@ -115,13 +118,17 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory(prefix="vrag-rerank-bench-") as tmp:
         for shape, config in SHAPES.items():
+            if args.shape and not any(s in shape for s in args.shape):
+                continue
             folder = build(Path(tmp) / re.sub(r"\W+", "-", shape), config)
-            for budget in BUDGETS:
+            for budget in args.budget or BUDGETS:
                 for label, threads, budget_tokens in (
                     ("numpy 1 thread", 1, float("inf")),
                     ("numpy 2 threads", 2, float("inf")),
                     ("torch 2 threads", 2, 0.0),
                 ):
+                    if args.passes and not any(p in label for p in args.passes):
+                        continue
                     rerank.NUMPY_THREADS, rerank.NUMPY_BUDGET = threads, budget_tokens
                     ce = rerank.CrossEncoder(folder, passage_tokens=budget)
                     ms, others = time_queries(ce, texts, args.queries)

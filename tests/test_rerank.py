@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,7 +86,12 @@ def _names(hits: list[Hit]) -> list[str]:
 # ---------------------------------------------------------------- the model
 
 
-def test_the_numpy_pass_and_torch_give_transformers_scores(model_dir: Path) -> None:
+def test_the_numpy_pass_and_torch_give_transformers_scores(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.search import rerank
+
+    monkeypatch.setattr(rerank, "_torch_loaded", lambda: False)  # as in a search's process
     ce = CrossEncoder(model_dir, passage_tokens=24)  # the long passage is cut
     passages = [*DOCS.values(), LONG, ""]
     want = _transformers_scores(model_dir, QUERY, passages, 24)
@@ -104,6 +110,23 @@ def test_the_numpy_pass_and_torch_give_transformers_scores(model_dir: Path) -> N
     assert np.abs(ce.forward(ids, mask, types, torch=False) - on_torch).max() < 1e-5
 
 
+def test_past_its_budget_a_process_moves_to_torch_with_the_same_scores(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vrag_desktop.core.search import rerank
+
+    passages = list(DOCS.values())
+    monkeypatch.setattr(rerank, "_torch_loaded", lambda: False)  # a process that never imported torch
+    ce = CrossEncoder(model_dir)
+    padded = len(passages) * max(len(ids) for ids, _ in ce.pairs(QUERY, passages))  # one batch's tokens
+    monkeypatch.setattr(rerank, "NUMPY_BUDGET", 2 * padded)
+    first = [ce.scores(QUERY, passages) for _ in range(2)]  # within the budget
+    assert ce._torch_model is None
+    later = ce.scores(QUERY, passages)  # past it
+    assert ce._torch_model is not None
+    assert np.abs(later - first[0]).max() < 1e-5 and np.array_equal(first[0], first[1])
+
+
 def test_a_model_with_only_a_vocab_txt_scores_the_same(model_dir: Path, tmp_path: Path) -> None:
     """Some cross-encoder repositories ship ``vocab.txt`` and no ``tokenizer.json``."""
     import shutil
@@ -117,6 +140,25 @@ def test_a_model_with_only_a_vocab_txt_scores_the_same(model_dir: Path, tmp_path
     (folder / "vocab.txt").write_text("".join(f"{t}\n" for t, _ in sorted(vocab.items(), key=lambda x: x[1])))
     passages = [*DOCS.values(), LONG]
     assert CrossEncoder(folder).pairs(QUERY, passages) == CrossEncoder(model_dir).pairs(QUERY, passages)
+
+
+def test_half_precision_weights_run_in_float32(model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    folder = tmp_path / "fp16"
+    shutil.copytree(model_dir, folder)
+    tensors = load_file(str(folder / "model.safetensors"))
+    save_file(
+        {k: v.astype(np.float16) if v.dtype == np.float32 else v for k, v in tensors.items()},
+        str(folder / "model.safetensors"),
+    )
+    half = CrossEncoder(folder)
+    assert all(v.dtype != np.float16 for v in half._bert.tensors.values())
+    want = CrossEncoder(model_dir).scores(QUERY, list(DOCS.values()))
+    got = half.scores(QUERY, list(DOCS.values()))
+    assert np.abs(got - want).max() < 0.05 * np.ptp(want)  # the weights were rounded to 11 bits
 
 
 def test_scoring_a_query_never_imports_torch_or_transformers(model_dir: Path) -> None:
@@ -212,7 +254,7 @@ def _broken(kind: str, model_dir: Path, tmp_path: Path) -> tuple[str, str]:
 
     if kind == "not downloaded":
         return "cross-encoder/not-here", "not downloaded"
-    folder = tmp_path / kind.replace(" ", "-")
+    folder = tmp_path / re.sub(r"\W+", "-", kind)
     shutil.copytree(model_dir, folder)
     config = json.loads((folder / "config.json").read_text())
     if kind == "config not JSON":
@@ -231,14 +273,14 @@ def _broken(kind: str, model_dir: Path, tmp_path: Path) -> tuple[str, str]:
     if kind == "no tokenizer":
         (folder / "tokenizer.json").unlink()
         return str(folder), "no tokenizer.json or vocab.txt"
-    assert kind == "weights that do not run"  # loads, fails in the first forward pass
+    assert kind.startswith("weights that do not run")  # loads, fails in the first forward pass
     from safetensors.numpy import load_file, save_file
 
     tensors = load_file(str(folder / "model.safetensors"))
     name = "bert.encoder.layer.0.intermediate.dense.weight"
     tensors[name] = tensors[name][:, :5].copy()
     save_file(tensors, str(folder / "model.safetensors"))
-    return str(folder), "ValueError"
+    return str(folder), "cannot load the reranker" if kind.endswith("(torch)") else "ValueError"
 
 
 BROKEN = [
@@ -249,13 +291,24 @@ BROKEN = [
     "weights cut short",
     "no tokenizer",
     "weights that do not run",
+    "weights that do not run (torch)",
 ]
 
 
 @pytest.mark.parametrize("kind", BROKEN)
 def test_an_unusable_reranker_leaves_the_fused_ranking_and_says_so_once(
-    kind: str, library: Any, minilm: Any, model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    kind: str,
+    library: Any,
+    minilm: Any,
+    model_dir: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from vrag_desktop.core.search import rerank
+
+    on_torch = kind.endswith("(torch)")  # a process that has torch (the app after indexing)
+    monkeypatch.setattr(rerank, "_torch_loaded", lambda: on_torch)  # else NumPy, as in a search's process
     _index(library, minilm, tmp_path)
     spec, words = _broken(kind, model_dir, tmp_path)
     fused_engine = SearchEngine(library, ["c"], embedder=minilm, rerank="")
@@ -270,9 +323,10 @@ def test_an_unusable_reranker_leaves_the_fused_ranking_and_says_so_once(
                 assert engine.reranker is None
                 problems = [p for p in engine.problems if "reranker" in p]
                 assert len(problems) == 1 and words in problems[0] and "fused order" in problems[0]
+                assert "\n" not in problems[0]
             finally:
                 engine.close()
-    warned = [r for r in caplog.records if "reranker" in r.getMessage()]
+    warned = [r for r in caplog.records if r.name == "vrag_desktop.core.search.rerank"]
     assert len(warned) == 1 and words in warned[0].getMessage()
 
 

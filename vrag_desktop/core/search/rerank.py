@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -38,15 +39,20 @@ log = logging.getLogger(__name__)
 PASSAGE_TOKENS = 256
 #: Word pieces of the query (questions are short; a pasted paragraph is cut).
 QUERY_TOKENS = 64
-#: Text past this many characters per passage token is never tokenised (a word piece is shorter).
-CHARS_PER_TOKEN = 12
+#: Text past this many characters per passage token is never tokenised (English word pieces average
+#: 4–5 characters with their spaces; tokenising whole pages cost a top-50 ~80 ms).
+CHARS_PER_TOKEN = 8
 #: Rows scored per forward pass.
 BATCH = 16
-#: BLAS threads of the NumPy pass (bench/rerank_latency.py, 2 cores).
-NUMPY_THREADS = 2
-#: Tokens (rows × padded width) a process scores in NumPy before torch's import pays for itself;
-#: inf: always NumPy (bench/rerank_latency.py measured torch no faster for one query's top-50).
-NUMPY_BUDGET = float("inf")
+#: BLAS threads of the NumPy pass: on a shared 2-core machine 2 threads ran 4–6× slower than one
+#: (OpenBLAS's threads spin-wait; bench/rerank_latency.py), as for the embedder's queries.
+NUMPY_THREADS = 1
+#: Tokens (rows × padded width) a process scores in NumPy before it moves to torch: one query's
+#: top-50 is 7,000–14,000 tokens, so a ``vrag-desktop search`` never pays torch's import (seconds),
+#: while a long-lived server or app moves to torch after a few queries — torch ran up to 2× faster
+#: than NumPy for the larger shapes (bench/rerank_latency.py). A process that has torch already
+#: (indexing, the trainer) uses it from the start.
+NUMPY_BUDGET = 40_000
 _ARCHITECTURES = ("BertForSequenceClassification",)
 _WARNED: set[str] = set()
 _WARNED_LOCK = threading.Lock()
@@ -113,7 +119,9 @@ class CrossEncoder:
             raise RerankError(f"{self.path}'s tokenizer has no [CLS]/[SEP] token: not a BERT tokenizer")
         self._cls, self._sep, self._pad = ids[0], ids[1], ids[2] or 0
         try:
-            self._bert = BertWeights.load(weights, config)
+            bert = BertWeights.load(weights, config)
+            # half-precision weights run in float32: NumPy has no fast float16 matrix product
+            self._bert = bert.sharing({k: _float32(v) for k, v in bert.tensors.items()})
             self._check_shapes(config)
         except RerankError:
             raise
@@ -195,7 +203,7 @@ class CrossEncoder:
         return np.asarray(logits[:, 0].float().numpy(), dtype=np.float32)
 
     def _numpy_spent(self, tokens: int) -> bool:
-        if self._torch_model is not None:
+        if self._torch_model is not None or _torch_loaded():
             return True
         self._numpy_tokens += tokens
         return self._numpy_tokens > NUMPY_BUDGET
@@ -212,10 +220,20 @@ class CrossEncoder:
                 try:
                     model = tf.AutoModelForSequenceClassification.from_pretrained(str(self.path)).eval()
                 except Exception as exc:
-                    raise RerankError(f"cannot load the reranker {self.path} on torch: {exc}") from None
+                    first = next((x.strip() for x in str(exc).splitlines() if x.strip()), type(exc).__name__)
+                    raise RerankError(f"cannot load the reranker {self.path} on torch: {first}") from None
                 self._torch = torch
                 self._torch_model = model
             return self._torch_model
+
+
+def _torch_loaded() -> bool:
+    """Whether this process imported torch already (its import, the NumPy pass's reason, is paid)."""
+    return "torch" in sys.modules
+
+
+def _float32(a: np.ndarray) -> np.ndarray:
+    return a.astype(np.float32) if a.dtype.kind == "f" and a.dtype != np.float32 else a
 
 
 def _tokenizer(folder: Path) -> Any:
@@ -290,7 +308,8 @@ class Reranking:
 
     def _give_up(self, exc: BaseException) -> None:
         self.model = None
-        detail = str(exc) if isinstance(exc, RerankError) else f"{type(exc).__name__}: {exc}"
+        text = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")  # one line
+        detail = text if isinstance(exc, RerankError) else f"{type(exc).__name__}: {text}"
         self.problem = f"the reranker {self.spec!r} is not used ({detail}); hits are in the fused order"
         with _WARNED_LOCK:
             first = self.problem not in _WARNED
