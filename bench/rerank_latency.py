@@ -159,13 +159,14 @@ def main() -> None:
     args.out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=2))
     print(f"\n{machine}\n")
     print(
-        f"| model (random weights) | passage tokens | pass | p50 ms | p95 ms | tokens per query (top {args.top}) |"
+        f"| model (random weights) | passage tokens | pass | p50 ms | p95 ms | tokens per query (top {args.top}) "
+        "| others' CPU |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['model']} | {r['passage_tokens']} | {r['pass']} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | "
-            f"{r['tokens_per_query']:,} |"
+            f"{r['tokens_per_query']:,} | {r['others_cpu_share']:.0%} |"
         )
 
 
