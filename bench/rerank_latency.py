@@ -130,8 +130,12 @@ def main() -> None:
                     if args.passes and not any(p in label for p in args.passes):
                         continue
                     rerank.NUMPY_THREADS, rerank.NUMPY_BUDGET = threads, budget_tokens
+                    on_torch = label.startswith("torch")
+                    # this process imported torch (to build the model): the NumPy rows must not see it
+                    rerank._torch_loaded = lambda on_torch=on_torch: on_torch  # type: ignore[attr-defined]
                     ce = rerank.CrossEncoder(folder, passage_tokens=budget)
                     ms, others = time_queries(ce, texts, args.queries)
+                    assert (ce._torch_model is not None) == on_torch, label  # the pass named ran
                     tokens = sum(len(ids) for ids, _ in ce.pairs(QUESTIONS[0], texts))
                     row = {
                         "model": shape,
