@@ -24,7 +24,7 @@ from tiny_cross_encoder import make_cross_encoder
 from vrag_desktop.cli.main import main
 from vrag_desktop.core.search import SearchEngine
 from vrag_desktop.core.search.hit import Hit
-from vrag_desktop.core.search.rerank import CrossEncoder, Reranking
+from vrag_desktop.core.search.rerank import PASSAGE_TOKENS, CrossEncoder, Reranking
 from vrag_desktop.core.search.settings import SearchSettings, save_search_settings, settings_path
 
 __all__ = ["online"]  # the fixture, used by name
@@ -218,14 +218,14 @@ def test_the_engine_reorders_the_fused_top_by_the_models_scores(
     finally:
         fused_engine.close()
         engine.close()
-    scores = _transformers_scores(model_dir, QUERY, [h.text for h in fused], 256)
+    scores = _transformers_scores(model_dir, QUERY, [h.text for h in fused], PASSAGE_TOKENS)
     expected = [fused[i] for i in np.argsort(-scores, kind="stable")]
     assert _names(reranked) == _names(expected)
     assert _names(reranked) != _names(fused)  # the test can tell reranked from fused
     assert all(h.reranked and h.score == h.rerank_score and not h.fused for h in reranked)
     assert [h.score for h in reranked] == sorted((h.score for h in reranked), reverse=True)
     assert "reranker" in reranked[0].score_note and reranked[0].cosine_text.startswith("cosine")
-    head = _transformers_scores(model_dir, QUERY, [h.text for h in fused[:3]], 256)
+    head = _transformers_scores(model_dir, QUERY, [h.text for h in fused[:3]], PASSAGE_TOKENS)
     assert _names(top3[:3]) == _names([fused[i] for i in np.argsort(-head, kind="stable")])
     assert _names(top3[3:]) == _names(fused[3:]) and not any(h.reranked for h in top3[3:])
 
@@ -241,7 +241,7 @@ def test_hits_without_text_keep_their_places(model_dir: Path) -> None:
     stage = Reranking(str(model_dir), None)
     out = stage.apply(QUERY, hits)
     assert out[1] is hits[1] and not out[1].reranked
-    scores = _transformers_scores(model_dir, QUERY, texts, 256)
+    scores = _transformers_scores(model_dir, QUERY, texts, PASSAGE_TOKENS)
     assert [h.name for h in out[:1] + out[2:]] == [f"h{i}" for i in np.argsort(-scores, kind="stable")]
 
 

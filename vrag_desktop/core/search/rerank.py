@@ -35,8 +35,11 @@ from vrag_desktop.core.search.settings import RERANK_TOP
 
 log = logging.getLogger(__name__)
 
-#: Word pieces of a candidate's text the model reads (bench/rerank_latency.py: the cost grows with it).
-PASSAGE_TOKENS = 256
+#: Word pieces of a candidate's text the model reads. 128, not 256: the cost nearly doubles with
+#: it (bench/rerank_latency.py), 128 is the only budget where a top-50 comes near 150 ms on 2 cores
+#: (TinyBERT-L2 on torch), and MS MARCO's training passages are ~100 word pieces; what 256 would
+#: gain on whole pages is unmeasured (docs/benchmarks.md, "Reranking").
+PASSAGE_TOKENS = 128
 #: Word pieces of the query (questions are short; a pasted paragraph is cut).
 QUERY_TOKENS = 64
 #: Text past this many characters per passage token is never tokenised (English word pieces average
