@@ -1,8 +1,9 @@
 """Retrieval quality: dense (MiniLM) vs. hybrid (dense + BM25, reciprocal-rank fusion) on the labelled
 questions of a corpus folder (default: the bundled sample corpus; any dataset form that
-``load_dataset`` reads). Decides which mode is the default.
+``load_dataset`` reads). Decides which mode is the default. ``--rerank MODEL`` (a downloaded
+cross-encoder id or a model folder) adds hybrid reranked by it.
 
-    .venv/bin/python bench/retrieval.py [--corpus-dir DIR] [--questions FILE] [--data-dir DIR]
+    .venv/bin/python bench/retrieval.py [--corpus-dir DIR] [--questions FILE] [--data-dir DIR] [--rerank MODEL]
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--questions", type=Path, default=None)
     ap.add_argument("--data-dir", type=Path, default=None, help="reuse an index built here (else a temp dir)")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "retrieval.json")
+    ap.add_argument("--rerank", metavar="MODEL", help="also score hybrid reranked by this cross-encoder")
     args = ap.parse_args()
     questions = load_dataset(args.questions or args.corpus_dir / "questions.json")
     data = args.data_dir or Path(tempfile.mkdtemp(prefix="vrag-retrieval-"))
@@ -43,8 +45,13 @@ def main() -> None:
             pass
     corpus.close()
     rows = {}
-    for mode, hybrid in (("dense", False), ("hybrid", True)):
-        engine = SearchEngine(lib, ["eval"], embedder, hybrid=hybrid)
+    modes = [("dense", False, ""), ("hybrid", True, "")] + (
+        [("hybrid+rerank", True, args.rerank)] if args.rerank else []
+    )
+    for mode, hybrid, rerank in modes:
+        engine = SearchEngine(lib, ["eval"], embedder, hybrid=hybrid, rerank=rerank)
+        if rerank and engine.reranker is None:
+            raise SystemExit("; ".join(engine.problems))
         match = match_dataset(questions, corpus_files(engine.corpora))
         t0 = time.perf_counter()
         summary, _ = score_dataset(match, engine.search_batch, ks=(1, 3, 5))

@@ -12,15 +12,19 @@ Benchmarks (each a folder of documents and a ``questions.json``; the data is fet
 
 A default change must not lose on any of them (issue 33). ``--fusion`` also scores fusion weights
 in-process on the "context" indexes (the same core/eval scoring, the engine's weights swapped):
-dense : BM25 : named-document votes.
+dense : BM25 : named-document votes. ``--rerank MODEL`` (repeatable) also scores hybrid search
+reranked by each cross-encoder (a downloaded id or a model folder: ``vrag-desktop models pull
+cross-encoder/ms-marco-MiniLM-L-6-v2`` first, into each benchmark's data directory or as a folder).
+Every row without ``--rerank`` is scored with ``--no-rerank``, whatever the reranker setting says.
 
-    nice -n 10 .venv/bin/python bench/retrieval_suite.py [--only filings] [--fusion]
+    nice -n 10 .venv/bin/python bench/retrieval_suite.py [--only filings] [--fusion] [--rerank MODEL]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import time
@@ -66,10 +70,14 @@ def index(name: str, variant: str, docs: Path) -> tuple[Path, float]:
     return data_dir, time.perf_counter() - t0
 
 
-def evaluate(data_dir: Path, questions: Path, dense: bool) -> dict[str, Any]:
+def evaluate(data_dir: Path, questions: Path, dense: bool, rerank: str | None = None) -> dict[str, Any]:
     args = ["eval", "retrieval", "--dataset", str(questions), "--corpus", CORPUS, "--json", "--restart", "-q"]
     args += [a for k in KS for a in ("-k", str(k))] + (["--dense"] if dense else [])
-    args += ["--out", str(data_dir / ("eval-dense" if dense else "eval-hybrid"))]
+    args += ["--rerank", rerank] if rerank else ["--no-rerank"]
+    out = "eval-dense" if dense else "eval-hybrid"
+    if rerank:
+        out += "-rerank-" + re.sub(r"\W+", "-", rerank).strip("-")
+    args += ["--out", str(data_dir / out)]
     out = _run(args, data_dir)
     return dict(json.loads(out[out.index("{") :]))
 
@@ -108,6 +116,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=list(BENCHMARKS))
     ap.add_argument("--fusion", action="store_true", help="also score fusion weights (context indexes)")
+    ap.add_argument(
+        "--rerank", action="append", default=[], metavar="MODEL", help="also score hybrid reranked by MODEL"
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "retrieval_suite.json")
     args = ap.parse_args()
     results: dict[str, Any] = {}
@@ -123,6 +134,13 @@ def main() -> None:
             for dense in (True, False):
                 summary = evaluate(data_dir, questions, dense)
                 rows[f"{variant} {'dense' if dense else 'hybrid'}"] = {
+                    **{m: summary["overall"][m] for m in _METRICS},
+                    "items": summary["items"],
+                    "ms_p50": summary.get("search_ms_p50"),
+                }
+            for model in args.rerank:
+                summary = evaluate(data_dir, questions, False, model)
+                rows[f"{variant} hybrid+rerank:{model}"] = {
                     **{m: summary["overall"][m] for m in _METRICS},
                     "items": summary["items"],
                     "ms_p50": summary.get("search_ms_p50"),
@@ -143,7 +161,7 @@ def main() -> None:
                         f"{m['recall@10']:.3f} | {m['mrr']:.3f} |"
                     )
                 continue
-            variant, mode = label.split()
+            variant, mode = label.split(maxsplit=1)
             print(
                 f"| {variant} | {mode} | {r['items']} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | "
                 f"{r['recall@10']:.3f} | {r['mrr']:.3f} |",

@@ -1,6 +1,7 @@
 """One search default (issue 33, item 3): ``vrag-desktop search``, ``serve-search``, ``eval retrieval``
 and the agents rank the same query the same way, the default of core/search/fusion.py — on a corpus
-where dense and hybrid rankings differ, so an entry point searching in another mode would show."""
+where dense and hybrid rankings differ, so an entry point searching in another mode would show; and,
+with a reranker set (item 2), all of them rank by it."""
 
 from __future__ import annotations
 
@@ -29,11 +30,7 @@ def _ranking(hits: list[tuple[str, int | None]]) -> list[str]:
     return [page_key(Path(src).name, page) for src, page in hits]
 
 
-def test_the_cli_the_server_evaluations_and_agents_rank_alike(
-    library, minilm, data_dir: Path, tmp_path, capsys
-) -> None:  # type: ignore[no-untyped-def]
-    from vrag_desktop.core.run.assemble import SearchSource
-
+def _index(library, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     docs = tmp_path / "docs"
     docs.mkdir()
     for name, text in DOCS.items():
@@ -43,15 +40,11 @@ def test_the_cli_the_server_evaluations_and_agents_rank_alike(
     drain(corpus.scan())
     drain(corpus.build(minilm))
     corpus.close()
-    k = len(DOCS)
-    engines = {mode: SearchEngine(library, ["c"], embedder=minilm, hybrid=mode) for mode in (True, False)}
-    try:
-        by_mode = {m: _ranking([(h.source, h.page) for h in e.search(QUERY, k)]) for m, e in engines.items()}
-    finally:
-        for e in engines.values():
-            e.close()
-    assert by_mode[True] != by_mode[False]  # the test can tell the modes apart
-    expected = by_mode[DEFAULT_HYBRID]
+
+
+def _entry_points(minilm, data_dir: Path, tmp_path: Path, capsys, k: int) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]
+    """The ranking of QUERY by each entry point, each building its search as it does for a person."""
+    from vrag_desktop.core.run.assemble import SearchSource
 
     # the agents: the searcher a run assembles
     searcher = SearchSource(data_dir=data_dir, corpora=("c",), reuse=minilm).searcher()
@@ -75,24 +68,19 @@ def test_the_cli_the_server_evaluations_and_agents_rank_alike(
     }
     dataset.write_text(json.dumps({"examples": [item]}))
     folder = tmp_path / "eval"
-    assert (
-        main(
-            [
-                "eval",
-                "retrieval",
-                "--dataset",
-                str(dataset),
-                "--corpus",
-                "c",
-                "-k",
-                str(k),
-                "--out",
-                str(folder),
-                "-q",
-            ]
-        )
-        == 0
-    )
+    args = [
+        "eval",
+        "retrieval",
+        "--dataset",
+        str(dataset),
+        "--corpus",
+        "c",
+        "-k",
+        str(k),
+        "--out",
+        str(folder),
+    ]
+    assert main([*args, "-q"]) == 0
     capsys.readouterr()
     row = json.loads((folder / "results.jsonl").read_text().splitlines()[-1])
     evaluation = row["retrieved"]  # page keys: the file's stem for a text file
@@ -101,8 +89,46 @@ def test_the_cli_the_server_evaluations_and_agents_rank_alike(
     with serve_search(data_dir, "--corpus", "c", wait=120) as url:
         body = httpx.post(f"{url}/search", json={"queries": [QUERY], "top_k": k}, timeout=60).json()
     server = _ranking([(d["source"], d.get("page")) for d in body["results"][0]["data"]])
+    return {"agents": agents, "cli": cli, "server": server, "evaluation": evaluation}
 
-    assert agents == expected
-    assert cli == expected
-    assert server == expected
-    assert evaluation == expected
+
+def test_the_cli_the_server_evaluations_and_agents_rank_alike(
+    library, minilm, data_dir: Path, tmp_path, capsys
+) -> None:  # type: ignore[no-untyped-def]
+    _index(library, minilm, tmp_path)
+    k = len(DOCS)
+    engines = {mode: SearchEngine(library, ["c"], embedder=minilm, hybrid=mode) for mode in (True, False)}
+    try:
+        by_mode = {m: _ranking([(h.source, h.page) for h in e.search(QUERY, k)]) for m, e in engines.items()}
+    finally:
+        for e in engines.values():
+            e.close()
+    assert by_mode[True] != by_mode[False]  # the test can tell the modes apart
+    expected = by_mode[DEFAULT_HYBRID]
+    rankings = _entry_points(minilm, data_dir, tmp_path, capsys, k)
+    assert rankings == dict.fromkeys(rankings, expected)
+
+
+def test_with_a_reranker_set_they_all_rank_by_it(library, minilm, data_dir: Path, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The reranker setting (config/search.json) is read where every entry point builds its engine."""
+    from tiny_cross_encoder import make_cross_encoder
+
+    from vrag_desktop.core.search.settings import SearchSettings, save_search_settings
+
+    _index(library, minilm, tmp_path)
+    model = make_cross_encoder(tmp_path / "reranker", [QUERY, *DOCS.values()], seed=3)
+    k = len(DOCS)
+    fused_engine = SearchEngine(library, ["c"], embedder=minilm, rerank="")
+    reranked_engine = SearchEngine(library, ["c"], embedder=minilm, rerank=str(model))
+    try:
+        fused = _ranking([(h.source, h.page) for h in fused_engine.search(QUERY, k)])
+        expected = _ranking([(h.source, h.page) for h in reranked_engine.search(QUERY, k)])
+    finally:
+        fused_engine.close()
+        reranked_engine.close()
+    assert expected != fused  # the test can tell reranked from fused
+    save_search_settings(data_dir, SearchSettings(reranker=str(model)))
+    rankings = _entry_points(minilm, data_dir, tmp_path, capsys, k)
+    assert rankings == dict.fromkeys(rankings, expected)
+    fingerprint = json.loads((tmp_path / "eval" / "eval.json").read_text())["fingerprint"]
+    assert fingerprint["reranker"] == str(model)  # a folder of another ranking is not resumed into

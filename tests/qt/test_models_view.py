@@ -111,6 +111,8 @@ def test_the_catalogue_is_listed_with_sizes_licences_and_fit_for_this_machine(ma
     embedders = [e for e in catalogue() if e.kind == "embedder"]
     assert view.tabs.tabText(0) == f"Answer models ({len(answers)})"
     assert view.tabs.tabText(1) == f"Embedders ({len(embedders)})"
+    rerankers = [e for e in catalogue() if e.kind == "reranker"]
+    assert rerankers and view.tabs.tabText(2) == f"Rerankers ({len(rerankers)})"
     for entry in catalogue():
         card = view.card(entry.id)
         assert card is not None, entry.id
@@ -270,7 +272,7 @@ def test_offline_mode_refuses_every_download_with_its_reason(
     _serve_hub(online, ctx)
     view = make_view()
     assert not view.offline.isVisible()
-    view.tabs.setCurrentIndex(2)
+    view.tabs.setCurrentIndex(view.tabs.count() - 1)  # Hub and offline, the last tab
     view.settings_box.offline_check.setChecked(True)  # Hub and offline → Offline
     qtbot.waitUntil(lambda: load_settings(ctx.layout).offline and view.offline.isVisible(), timeout=5000)
     assert "offline mode is on" in view.offline_label.text()

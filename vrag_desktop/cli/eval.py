@@ -98,7 +98,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         out=args.out,
         restart=args.restart,
         **(
-            _answers_options(args) if answers else {"ks": tuple(args.ks or ()) or None, "hybrid": args.hybrid}
+            _answers_options(args)
+            if answers
+            else {"ks": tuple(args.ks or ()) or None, "hybrid": args.hybrid, "rerank": args.rerank}
         ),
     )
 

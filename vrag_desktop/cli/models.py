@@ -29,7 +29,7 @@ def add_parsers(sub: Any) -> None:
     )
     ls = actions.add_parser("list", help="the catalogue and the downloaded models, with size and fit")
     ls.add_argument("--json", action="store_true", help="one JSON list on stdout")
-    ls.add_argument("--kind", choices=("answer", "embedder"), help="only this kind")
+    ls.add_argument("--kind", choices=("answer", "embedder", "reranker"), help="only this kind")
     pl = actions.add_parser("pull", help="download a model (Ctrl-C stops; the same command resumes)")
     pl.add_argument(
         "id", metavar="ID", help="a Hugging Face model id (owner/name), or a local model folder to add"
@@ -52,6 +52,14 @@ def add_parsers(sub: Any) -> None:
         "--token-stdin", action="store_true", help="read a Hugging Face token from stdin (keyring)"
     )
     tok.add_argument("--forget-token", action="store_true", help="remove the saved token")
+    rr = st.add_mutually_exclusive_group()
+    rr.add_argument(
+        "--reranker",
+        metavar="ID",
+        help="rerank every search's top candidates with this downloaded cross-encoder (or model folder): "
+        "search, serve-search, eval and the agents alike; off by default",
+    )
+    rr.add_argument("--no-reranker", action="store_true", help="search without a reranker (the default)")
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -91,12 +99,11 @@ def _list(layout: DataLayout, args: argparse.Namespace) -> int:
           f"{human_bytes(machine.disk_free)} free at {layout.models}")  # fmt: skip
     offline = settings.offline_reason()
     print(f"Hub: {settings.effective_endpoint}" + (f" — {offline}" if offline else ""))
-    for kind in ("answer", "embedder", "unknown"):
+    titles = {"answer": "Answer models", "embedder": "Embedders", "reranker": "Rerankers", "unknown": "Other"}
+    for kind, title in titles.items():
         chosen = [r for r in rows if r.kind == kind]
         if chosen:
-            print(
-                f"\n{'Answer models' if kind == 'answer' else 'Embedders' if kind == 'embedder' else 'Other'}:"
-            )
+            print(f"\n{title}:")
             for row in chosen:
                 _print_row(row)
     return EXIT_OK
@@ -239,12 +246,39 @@ def _settings(layout: DataLayout, args: argparse.Namespace) -> int:
     if args.forget_token:
         forget_token(layout)
         err("Token forgotten.")
+    reranker = _set_reranker(layout, args)
     s = load_settings(layout)
     _, source = stored_token(layout)
     print(f"endpoint: {s.effective_endpoint}" + ("" if s.endpoint else " (default)"))
     reason = s.offline_reason()
     print(f"offline:  {'on (' + reason + ')' if reason else 'off'}")
     print(f"token:    {source or 'none saved (hf auth login is used if present)'}")
+    print(f"reranker: {reranker}")
     if s.local_folders:
         print("local folders:\n" + "\n".join(f"  {f}" for f in s.local_folders))
     return EXIT_OK
+
+
+def _set_reranker(layout: DataLayout, args: argparse.Namespace) -> str:
+    """Save ``--reranker`` / ``--no-reranker`` (a reranker must load now: checked, not hoped for);
+    returns the setting in words."""
+    from dataclasses import replace
+
+    from vrag_desktop.core.search.rerank import CrossEncoder, RerankError, model_folder
+    from vrag_desktop.core.search.settings import load_search_settings, save_search_settings
+
+    current = load_search_settings(layout.root)
+    if args.reranker is not None or args.no_reranker:
+        spec = (args.reranker or "").strip() or None
+        if spec is not None:
+            try:
+                CrossEncoder(model_folder(spec, layout.root))
+            except RerankError as exc:
+                raise CLIError(str(exc)) from None
+        current = replace(current, reranker=spec, problem=None)
+        save_search_settings(layout.root, current)
+    if current.problem:
+        return f"off ({current.problem})"
+    if current.reranker:
+        return f"{current.reranker} (top {current.rerank_top})"
+    return "off (default)"

@@ -51,7 +51,8 @@ def add_parsers(sub: Any) -> None:
 
 def add_mode_options(p: argparse.ArgumentParser) -> None:
     """Hybrid (embeddings fused with BM25 keywords: the engine's default, the better one on real
-    documents, docs/benchmarks.md §7) or ``--dense`` (embeddings only)."""
+    documents, docs/benchmarks.md §7) or ``--dense`` (embeddings only); and the reranker, which
+    by default is the data directory's setting (``vrag-desktop models settings --reranker``)."""
     p.add_argument(
         "--dense",
         dest="hybrid",
@@ -60,6 +61,16 @@ def add_mode_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--hybrid", dest="hybrid", action="store_true", help=argparse.SUPPRESS)  # the default
     p.set_defaults(hybrid=DEFAULT_HYBRID)
+    p.add_argument(
+        "--rerank",
+        metavar="MODEL",
+        default=None,
+        help="reorder the top candidates with this cross-encoder (a downloaded model id or a model "
+        "folder; default: the reranker setting, off unless set)",
+    )
+    p.add_argument(
+        "--no-rerank", dest="rerank", action="store_const", const="", help="no reranker, whatever is set"
+    )
 
 
 # ---------------------------------------------------------------- search
@@ -70,7 +81,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         raise CLIError("-k must be at least 1")
     if not args.query.strip():
         raise CLIError("the query is empty")
-    engine = SearchEngine(library(args), args.corpus, hybrid=args.hybrid, device=args.device)
+    engine = SearchEngine(
+        library(args), args.corpus, hybrid=args.hybrid, device=args.device, rerank=args.rerank
+    )
     try:
         hits = engine.search(args.query, args.k)
     finally:
@@ -143,12 +156,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"Set {TOKEN_ENV} (or --token) to require 'Authorization: Bearer <token>'.",
             file=sys.stderr,
         )
-    engine = SearchEngine(library(args), args.corpus, hybrid=args.hybrid, device=args.device)
+    engine = SearchEngine(
+        library(args), args.corpus, hybrid=args.hybrid, device=args.device, rerank=args.rerank
+    )
     app = create_app(engine, bind_host=args.host, allowed_hosts=args.allow_host, token=token)
     names = ", ".join(safe_text(c.name) for c in engine.corpora)
     print(
         f"Serving {engine.total_vectors()} vectors from {names} on http://{args.host}:{args.port} "
-        "(POST /search, GET /search, GET /health)" + (" — token required" if token else ""),
+        "(POST /search, GET /search, GET /health)"
+        + (f", reranked by {engine.reranker}" if engine.reranker else "")
+        + (" — token required" if token else ""),
         file=sys.stderr,
     )
     for problem in engine.problems:  # a corpus left out or searched without a damaged file

@@ -380,6 +380,7 @@ def _from_record(rec: dict[str, Any], score: Any) -> SearchHit:
         media=str(media) if media else None,
         dense_score=_number(rec.get("dense_score")),
         lexical_score=_number(rec.get("lexical_score")),
+        rerank_score=_number(rec.get("rerank_score")),
         content_id=content_id if isinstance(content_id, str) and content_id else None,
         also_in=also_in,
     )

@@ -2,16 +2,19 @@
 
 Why it exists: ``import torch`` plus transformers' model classes take 3–8 s on a workstation's CPU;
 a search's query through all-MiniLM-L6-v2 (6 layers, 384 wide) takes milliseconds. The pass mirrors
-transformers' ``BertModel`` in eval mode (absolute positions, token type 0, post-layer-norm, exact
-erf GELU) and returns the last hidden state's masked mean; ``tests/test_minilm_paths.py`` holds it
-to transformers' output. Bulk work stays on torch (:mod:`~vrag_desktop.core.embedders.minilm`):
+transformers' ``BertModel`` in eval mode (absolute positions, post-layer-norm, exact erf GELU) and
+returns the last hidden state's masked mean (an embedder: token type 0) or, for a cross-encoder
+(``BertForSequenceClassification``: a query and a passage told apart by token types), the pooler's
+and the classifier's logits; ``tests/test_minilm_paths.py`` and ``tests/test_rerank.py`` hold it to
+transformers' output. Bulk work stays on torch (:mod:`~vrag_desktop.core.embedders.minilm`):
 NumPy has no fused kernels and is several times slower there.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,11 +25,23 @@ _BLAS_LOCK = threading.Lock()
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to 1.5e-7 (Abramowitz & Stegun 7.1.26): below float32's resolution of GELU's output."""
+    """erf to 1.5e-7 (Abramowitz & Stegun 7.1.26): below float32's resolution of GELU's output.
+    In place on two temporaries (the same operations in the same order: the same bits), since this
+    is a cross-encoder pass's largest cost after the matrix products (bench/rerank_latency.py)."""
     a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t
-    return np.copysign(1.0 - poly * np.exp(-a * a), x).astype(x.dtype, copy=False)
+    t = a * np.float32(0.3275911)
+    t += 1
+    np.reciprocal(t, out=t)
+    p = t * np.float32(1.061405429)
+    for c in (-1.453152027, 1.421413741, -0.284496736, 0.254829592):
+        p += np.float32(c)
+        p *= t
+    np.multiply(a, a, out=a)
+    np.negative(a, out=a)
+    np.exp(a, out=a)
+    a *= p
+    np.subtract(np.float32(1), a, out=a)
+    return np.copysign(a, x, out=a)
 
 
 def _layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
@@ -72,20 +87,32 @@ class BertWeights:
         work, so on a busy CPU (indexing, a trainer, a vLLM server beside it) its default pool made
         a query's pass 7× slower than one thread (bench/minilm_paths.py). The lock keeps concurrent
         passes from restoring each other's limits out of order."""
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # a declared dependency; without it only the speed on a busy CPU suffers
-            return self._mean_pooled(ids, mask)
-        with _BLAS_LOCK, threadpool_limits(limits=1, user_api="blas"):
-            return self._mean_pooled(ids, mask)
+        with _blas_threads(1):
+            x = self._encode(ids, mask, None)
+        m = mask[..., None].astype(np.float32)
+        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9), dtype=np.float32)
 
-    def _mean_pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    def logits(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray, threads: int = 1) -> np.ndarray:
+        """A sequence classifier's logits, ``(rows, labels)`` float32: the pooler (tanh of a dense
+        layer over [CLS]'s last hidden state) and the classifier, as
+        ``BertForSequenceClassification`` computes them. ``types``: each token's segment (0: the
+        query and its [CLS]/[SEP], 1: the passage). ``threads``: BLAS threads (bench/rerank_latency.py)."""
+        w = self.tensors
+        with _blas_threads(threads):
+            cls = self._encode(ids, mask, types)[:, 0]
+            pooled = np.tanh(cls @ w["pooler.dense.weight"].T + w["pooler.dense.bias"])
+            out = pooled @ w["classifier.weight"].T + w["classifier.bias"]
+        return np.asarray(out, dtype=np.float32)
+
+    def _encode(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray | None) -> np.ndarray:
+        """The last hidden state, ``(rows, width, hidden)``."""
         w = self.tensors
         rows, width = ids.shape
+        segment = w["embeddings.token_type_embeddings.weight"]
         x = (
             w["embeddings.word_embeddings.weight"][ids]
             + w["embeddings.position_embeddings.weight"][:width][None]
-            + w["embeddings.token_type_embeddings.weight"][0]
+            + (segment[0] if types is None else segment[types])
         )
         x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
         hidden = x.shape[-1]
@@ -115,12 +142,26 @@ class BertWeights:
                 self.eps,
             )
             h = linear("intermediate.dense", x)
-            h = 0.5 * h * (1.0 + _erf(h * np.float32(1.0 / np.sqrt(2.0))))
+            g = _erf(h * np.float32(1.0 / np.sqrt(2.0)))
+            g += 1
+            g *= h
+            h = g * np.float32(0.5)
             x = _layer_norm(
                 linear("output.dense", h) + x,
                 w[p + "output.LayerNorm.weight"],
                 w[p + "output.LayerNorm.bias"],
                 self.eps,
             )
-        m = mask[..., None].astype(np.float32)
-        return np.asarray((x * m).sum(1) / np.maximum(m.sum(1), 1e-9), dtype=np.float32)
+        return x
+
+
+@contextmanager
+def _blas_threads(n: int) -> Iterator[None]:
+    """BLAS limited to ``n`` threads while a pass runs (see :meth:`BertWeights.mean_pooled`)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # a declared dependency; without it only the speed on a busy CPU suffers
+        yield
+        return
+    with _BLAS_LOCK, threadpool_limits(limits=n, user_api="blas"):
+        yield

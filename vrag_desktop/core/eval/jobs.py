@@ -79,6 +79,7 @@ class EvalRequest:
     max_steps: int | None = None
     ks: tuple[int, ...] | None = None  # retrieval cut-offs (None: the defaults)
     hybrid: bool = DEFAULT_HYBRID
+    rerank: str | None = None  # the reranker ("" none); None: the data directory's setting
     device: str | None = None
     out: str | None = None  # None: the default folder under <data>/evaluations
     restart: bool = False
@@ -103,6 +104,7 @@ class EvalRequest:
             judge_profile=judge_profile,
             max_steps=fp.get("max_steps"),
             hybrid=bool(fp.get("hybrid", DEFAULT_HYBRID)),
+            rerank=str(fp.get("reranker") or ""),  # the folder's own ranking, whatever is set now
             ks=tuple(fp["ks"]) if fp.get("ks") else None,
             out=str(info.folder),
         )
@@ -132,7 +134,9 @@ def open_job(
     dataset = _read(r.dataset)
     answers = r.kind == "answers"
     endpoints = _endpoints(r, profiles) if answers else None
-    engine = SearchEngine(library, list(r.corpora) or None, hybrid=r.hybrid, device=r.device, reuse=reuse)
+    engine = SearchEngine(
+        library, list(r.corpora) or None, hybrid=r.hybrid, device=r.device, reuse=reuse, rerank=r.rerank
+    )
     closers: list[Callable[[], None]] = [engine.close]
     try:
         match, names = _match(dataset, engine, on_match)
@@ -185,6 +189,8 @@ def _retrieval(
         "hybrid": bool(r.hybrid),
         "ks": cuts,
     }
+    if engine.reranker:  # only then: folders made before rerankers keep their fingerprint
+        settings["reranker"] = engine.reranker
     store = _open_store("retrieval", data_root, r.dataset, names, settings, out=r.out, restart=r.restart)
 
     def run(cancel: CancelToken | None) -> Generator[Progress, None, Summary]:
@@ -219,6 +225,8 @@ def _answers(
         else f"model:{judge_name or profiles.active}:{judge_endpoint.model_name}",
         "max_steps": r.max_steps,
     }
+    if engine.reranker:  # the agent's searches are reranked: part of what is measured
+        settings["reranker"] = engine.reranker
     store = _open_store(
         "answers",
         data_root,

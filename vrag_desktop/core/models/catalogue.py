@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from vrag_desktop.core.models.errors import NotAModelError
 
-Kind = Literal["answer", "embedder"]
-KINDS: tuple[str, ...] = ("answer", "embedder")
+Kind = Literal["answer", "embedder", "reranker"]
+KINDS: tuple[str, ...] = ("answer", "embedder", "reranker")
 
 #: The context the "fits" verdict sizes vLLM's KV cache for: a VRAG turn with a few page images
 #: and VimRAG's visual memory stay well inside it. The smallest context still called usable:
@@ -106,9 +106,15 @@ def find_entry(spec: str) -> CatalogueEntry | None:
 
 
 def guess_kind(name: str, config: dict[str, Any] | None = None, folder: Path | None = None) -> Kind:
-    """An embedder by its name (``embed``, ``gve``, ``minilm``) or its sentence-transformers files;
-    otherwise an answer model."""
+    """A reranker by its name (``cross-encoder``, ``rerank``) or its architecture (a sequence
+    classifier); an embedder by its name (``embed``, ``gve``, ``minilm``) or its sentence-transformers
+    files; otherwise an answer model."""
     low = name.lower()
+    archs = (config or {}).get("architectures") or []
+    if any(k in low for k in ("cross-encoder", "rerank")) or any(
+        str(a).endswith("ForSequenceClassification") for a in archs
+    ):
+        return "reranker"
     if any(k in low for k in ("embed", "gve", "minilm", "bge", "e5-", "colqwen", "colpali")):
         return "embedder"
     if folder is not None and (folder / "modules.json").is_file():

@@ -108,7 +108,45 @@ QWEN3_VL_EMB_8B = {**QWEN3_VL_8B, "text_config": {**QWEN3_VL_8B["text_config"], 
 
 _QWEN_CARD = "Qwen model card"
 
-#: One dict per model. ``kind``: ``answer`` (the agent's model, served by vLLM) or ``embedder``.
+
+def _bert_cross_encoder(hidden: int, layers: int, heads: int, inter: int) -> dict[str, Any]:
+    """A sentence-transformers cross-encoder's config.json: BERT with one relevance logit."""
+    return {
+        "model_type": "bert",
+        "architectures": ["BertForSequenceClassification"],
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "num_attention_heads": heads,
+        "intermediate_size": inter,
+        "vocab_size": 30522,
+        "max_position_embeddings": 512,
+        "type_vocab_size": 2,
+        "hidden_act": "gelu",
+        "layer_norm_eps": 1e-12,
+        "id2label": {"0": "LABEL_0"},
+        "torch_dtype": "float32",
+    }
+
+
+def bert_params(c: dict[str, Any]) -> int:
+    """Parameters of a BERT sequence classifier with one label (embeddings, layers, pooler, head)."""
+    h, i = c["hidden_size"], c["intermediate_size"]
+    embeddings = (c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"]) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * (h * i) + i + h + 4 * h
+    return int(embeddings + c["num_hidden_layers"] * layer + (h * h + h) + (h + 1))
+
+
+#: The two cross-encoders bench/rerank_latency.py times (random weights, the same shapes).
+MS_MARCO_MINILM_L6 = _bert_cross_encoder(384, 6, 12, 1536)
+MS_MARCO_TINYBERT_L2 = _bert_cross_encoder(128, 2, 2, 512)
+_RERANKER_NOTE = (
+    "Reorders search's fused top 50 by reading the question and each page's text together (English, "
+    "trained on MS MARCO web passages). Off until set: `vrag-desktop models settings --reranker {id}`; "
+    "its benefit on your documents is not measured yet (docs/benchmarks.md, Reranking)."
+)
+
+#: One dict per model. ``kind``: ``answer`` (the agent's model, served by vLLM), ``embedder`` or
+#: ``reranker`` (a cross-encoder over search's top candidates, core/search/rerank.py).
 ENTRIES: tuple[dict[str, Any], ...] = (
     {
         "id": "autumncc/Qwen2.5-VL-7B-VRAG",
@@ -240,6 +278,28 @@ ENTRIES: tuple[dict[str, Any], ...] = (
         "config": QWEN3_VL_EMB_8B,
         "licence": "apache-2.0",
         "licence_checked": False,
+    },
+    {
+        "id": "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        "kind": "reranker",
+        "title": "MS MARCO MiniLM L6 v2 cross-encoder (text reranker, CPU)",
+        "config": MS_MARCO_MINILM_L6,
+        "params": bert_params(MS_MARCO_MINILM_L6),
+        "download_bytes": bert_params(MS_MARCO_MINILM_L6) * 4,  # float32 safetensors
+        "licence": "apache-2.0",
+        "licence_checked": False,
+        "note": _RERANKER_NOTE.format(id="cross-encoder/ms-marco-MiniLM-L-6-v2"),
+    },
+    {
+        "id": "cross-encoder/ms-marco-TinyBERT-L-2-v2",
+        "kind": "reranker",
+        "title": "MS MARCO TinyBERT L2 v2 cross-encoder (small, fast text reranker)",
+        "config": MS_MARCO_TINYBERT_L2,
+        "params": bert_params(MS_MARCO_TINYBERT_L2),
+        "download_bytes": bert_params(MS_MARCO_TINYBERT_L2) * 4,
+        "licence": "apache-2.0",
+        "licence_checked": False,
+        "note": _RERANKER_NOTE.format(id="cross-encoder/ms-marco-TinyBERT-L-2-v2"),
     },
 )
 

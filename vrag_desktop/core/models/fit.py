@@ -105,7 +105,10 @@ def fits(entry: CatalogueEntry, machine: Machine, *, downloaded: bool = False, h
     needed); ``have_bytes``: part of them is (a paused download)."""
     if entry.builtin:
         return Fit(Verdict.FITS, ("ships with the app; runs on the CPU",), "cpu")
-    run = _answer_fit(entry, machine) if entry.kind == "answer" else _embedder_fit(entry, machine)
+    if entry.kind == "answer":
+        run = _answer_fit(entry, machine)
+    else:
+        run = _reranker_fit(entry, machine) if entry.kind == "reranker" else _embedder_fit(entry, machine)
     if downloaded:
         return run
     disk_verdict, disk_reason = disk_fit(entry, machine, have_bytes)
@@ -223,3 +226,12 @@ def _embedder_fit(entry: CatalogueEntry, machine: Machine) -> Fit:
     if need <= machine.ram_total:
         return Fit(Verdict.TIGHT, (text,), "cpu")
     return Fit(Verdict.NO, (text,), "none")
+
+
+def _reranker_fit(entry: CatalogueEntry, machine: Machine) -> Fit:
+    """A reranker runs on the CPU beside search (core/search/rerank.py): its float32 weights in RAM."""
+    if not entry.params:
+        return Fit(Verdict.TIGHT, ("its size is unknown until its files are read",), "cpu")
+    need = entry.params * 4
+    text = f"runs on the CPU during search: ~{_gib(need)} of {_gib(machine.ram_total)} RAM"
+    return Fit(Verdict.FITS if need <= machine.ram_total * 0.25 else Verdict.TIGHT, (text,), "cpu")

@@ -6,7 +6,9 @@ reciprocal rank (:mod:`.fusion`) and its scores are the fused ones; it is the de
 scanned reports it put the evidence page in the top 5 far more often (docs/benchmarks.md §7).
 Corpora built by different embedders cannot be searched together: their scores live in different
 spaces, so the engine refuses with a message. A file byte-identical in several corpora gives one hit
-per page, naming the other copies (:mod:`.copies`).
+per page, naming the other copies (:mod:`.copies`). A reranker, when one is set (``config/search.json``,
+:mod:`.settings`) or asked for, reorders the fused top candidates (:mod:`.rerank`); every entry
+point builds its engine here, so they all rank a query alike.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from vrag_desktop.core.search.hit import Hit, Location
 
 if TYPE_CHECKING:
     from vrag_desktop.core.search.lexical import LexicalIndex
+    from vrag_desktop.core.search.rerank import Reranking
 
 
 class SearchError(RuntimeError):
@@ -75,9 +78,11 @@ class SearchEngine:
         hybrid: bool = DEFAULT_HYBRID,
         device: str | None = None,
         reuse: Embedder | None = None,
+        rerank: str | None = None,
     ) -> None:
         """``embedder`` must be the one the corpora were built with; ``reuse`` is an already loaded one
-        taken only when it is (the app's shared model), else the right one is loaded."""
+        taken only when it is (the app's shared model), else the right one is loaded. ``rerank``: the
+        reranker (a model id or folder; "" none); None: the data directory's setting."""
         names = list(corpora) if corpora else library.names()
         if not names:
             raise SearchError("there is no corpus yet: index some files first (vrag-desktop index PATH)")
@@ -121,6 +126,30 @@ class SearchEngine:
         self._lexical: dict[str, _Lexical] = {}
         for c in list(self.corpora):
             self._load(c)  # load now, not on the first query
+        self._reranking = self._open_reranking(library, rerank)
+
+    def _open_reranking(self, library: Library, spec: str | None) -> Reranking | None:
+        """The reranking stage asked for (None: the setting); None when there is none. A reranker that
+        cannot be used is kept with its problem: the search answers fused and says so."""
+        from vrag_desktop.core.search.settings import RERANK_TOP, load_search_settings
+
+        top = RERANK_TOP
+        if spec is None:
+            settings = load_search_settings(library.data_dir)
+            if settings.problem:
+                self._left_out.append(settings.problem)
+            spec, top = settings.reranker, settings.rerank_top
+        if not (spec or "").strip():
+            return None
+        from vrag_desktop.core.search.rerank import Reranking
+
+        return Reranking(str(spec).strip(), library.data_dir, top)
+
+    @property
+    def reranker(self) -> str | None:
+        """The reranker that orders the hits (its id or folder as asked for); None: fused order."""
+        r = self._reranking
+        return r.spec if r is not None and r.active else None
 
     def _open(self, library: Library, name: str, *, named: bool) -> Corpus | None:
         """The corpus, read-only; None (with the reason in :attr:`problems`) when it cannot be read
@@ -161,8 +190,10 @@ class SearchEngine:
     @property
     def problems(self) -> list[str]:
         """Corpora left out (unreadable) and corpora searched without a damaged index file, one
-        sentence each, as of the last search (printed by the CLI, shown by ``/health``)."""
-        return self._left_out + [damage_message(c.name, c.damage) for c in self.corpora if c.damage]
+        sentence each, as of the last search (printed by the CLI, shown by ``/health``); and a
+        reranker that could not be used."""
+        rerank = [self._reranking.problem] if self._reranking is not None and self._reranking.problem else []
+        return self._left_out + [damage_message(c.name, c.damage) for c in self.corpora if c.damage] + rerank
 
     def close(self) -> None:
         for c in self.corpora:
@@ -173,7 +204,8 @@ class SearchEngine:
         return self.search_batch([query], k)[0]
 
     def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        """Top-``k`` hits per query; all queries share one embedder forward pass."""
+        """Top-``k`` hits per query; all queries share one embedder forward pass. With a reranker,
+        the fused top candidates are reordered by it before the cut to ``k``."""
         if k < 1:
             raise SearchError("k must be at least 1")
         queries = [check_query(str(q)) for q in queries]
@@ -184,7 +216,11 @@ class SearchEngine:
             self._refresh_all()
             if not self.corpora:
                 raise SearchError("no corpus can be searched: " + "; ".join(self._left_out[-3:]))
-            return [self._search_one(q, qv[i : i + 1], k) for i, q in enumerate(queries)]
+            r = self._reranking
+            if r is None or not r.active:
+                return [self._search_one(q, qv[i : i + 1], k) for i, q in enumerate(queries)]
+            depth = r.depth(k)
+            return [r.apply(q, self._search_one(q, qv[i : i + 1], depth))[:k] for i, q in enumerate(queries)]
 
     def refresh(self) -> None:
         """Take in what indexing jobs committed since (every search does this first)."""

@@ -60,7 +60,7 @@ class Hit:
     """One retrieved item. Only ``score``, ``name``, ``source`` and ``modality`` are always known
     (a legacy search server gives no more)."""
 
-    score: float  # the ranking score: cosine similarity, or the fused vote in hybrid mode; 0.0 if unknown
+    score: float  # the ranking score: cosine, the fused vote (hybrid), the reranker's score; 0.0 if unknown
     name: str  # original-compatible id: "{stem}_{page}", "{stem}_{clip}", or the stem
     source: str  # the user's file
     modality: str  # page | image | clip | text
@@ -76,6 +76,9 @@ class Hit:
     text: str = ""
     dense_score: float | None = None
     lexical_score: float | None = None
+    #: The reranker's relevance score (a logit: higher is more relevant), also the ranking ``score``;
+    #: None when no reranker read this hit (core/search/rerank.py).
+    rerank_score: float | None = None
     #: What the item is, wherever it is indexed: the file's SHA-256, the item's kind and place in it
     #: (None when unknown: a legacy import, a foreign server). Equal ids are the same page or image.
     content_id: str | None = None
@@ -86,27 +89,38 @@ class Hit:
             object.__setattr__(self, "also_in", _locations(self.also_in))
 
     @property
+    def reranked(self) -> bool:
+        """Whether ``score`` is the reranker's (core/search/rerank.py)."""
+        return self.rerank_score is not None
+
+    @property
     def fused(self) -> bool:
         """Whether ``score`` is the hybrid vote (reciprocal-rank fusion), not a cosine."""
-        return self.lexical_score is not None or (
-            self.dense_score is not None and self.score != self.dense_score
+        return not self.reranked and (
+            self.lexical_score is not None
+            or (self.dense_score is not None and self.score != self.dense_score)
         )
 
     @property
     def score_text(self) -> str:
         """The ranking score as people read it: a list sorted by it reads in order. The fused vote is
-        small (about 0.03), so it gets a fourth digit; a cosine three."""
+        small (about 0.03), so it gets a fourth digit; a cosine or a reranker's score three."""
         return f"{self.score:.4f}" if self.fused else f"{self.score:.3f}"
 
     @property
     def cosine_text(self) -> str:
-        """``cosine 0.382`` for a fused hit whose embedding similarity is known, else empty: the
-        similarity says how well the item matches, but only labelled, beside the score that ranks."""
-        return f"cosine {self.dense_score:.3f}" if self.fused and self.dense_score is not None else ""
+        """``cosine 0.382`` for a fused or reranked hit whose embedding similarity is known, else
+        empty: it says how well the item matches, but only labelled, beside the score that ranks."""
+        shown = self.fused or self.reranked
+        return f"cosine {self.dense_score:.3f}" if shown and self.dense_score is not None else ""
 
     @property
     def score_note(self) -> str:
         """What :attr:`score_text` is, in words (a tooltip, a legend)."""
+        if self.reranked:
+            return "ranking score: the reranker's relevance score" + (
+                f" ({self.cosine_text})" if self.cosine_text else ""
+            )
         if self.fused:
             return "ranking score: the fused vote of the embedding and keyword rankings" + (
                 f" ({self.cosine_text})" if self.cosine_text else ""

@@ -11,7 +11,7 @@
 
 Records in ``data`` carry the original fields (``type`` image|video|text, ``file_path``, ``content``
 for text) plus ours (``source``, ``page``, ``clip``, ``t_start``, ``t_end``, ``image``, ``name``…,
-``dense_score``/``lexical_score`` beside the ranking ``score``, ``content_id`` and ``also_in``, the
+``dense_score``/``lexical_score``/``rerank_score`` beside the ranking ``score``, ``content_id`` and ``also_in``, the
 other corpora holding the same file, and ``image_url``, an ASCII path to fetch the image). A file
 name that is not valid UTF-8 is shown with U+FFFD in its place (JSON cannot carry it); its
 ``image_url`` still fetches the image.
@@ -66,6 +66,7 @@ OUR_FIELDS = (
     "item_id",
     "dense_score",
     "lexical_score",
+    "rerank_score",
     "content_id",
 )
 
@@ -294,6 +295,7 @@ def create_app(
             "status": "ok",
             "version": __version__,
             "embedder": engine.embedder.info.id,
+            "reranker": engine.reranker,  # None: the fused order (a reranker that failed is in problems)
             "corpora": [safe_text(c.name) for c in engine.corpora],
             "vectors": engine.total_vectors(),
             # corpora left out (unreadable) or searched without a damaged index file, in words

@@ -63,13 +63,21 @@ if TYPE_CHECKING:
     from vrag_desktop.core.paths import DataLayout
     from vrag_desktop.qt.context import AppContext
 
-TABS = (("answer", "Answer models"), ("embedder", "Embedders"))
+TABS = (("answer", "Answer models"), ("embedder", "Embedders"), ("reranker", "Rerankers"))
 INTRO = {
     "answer": "The vision-language model that searches, looks at pages and answers. The app serves a "
     "downloaded one with its own vLLM server (Runtime → Local vLLM).",
     "embedder": "The model that turns pages, images and text into vectors for search. A corpus keeps the "
     "embedder it was built with; the one chosen here indexes new corpora.",
+    "reranker": "A cross-encoder that reorders search's top candidates by reading the question and each "
+    "page's text together. Off by default (its benefit is not measured yet): after downloading one, "
+    "turn it on with `vrag-desktop models settings --reranker ID`.",
 }
+
+
+def _tab(kind: str) -> str:
+    """The tab a model of ``kind`` is listed in (an unknown kind: with the answer models)."""
+    return kind if kind in INTRO else "answer"
 
 
 @dataclass(frozen=True)
@@ -236,7 +244,7 @@ class ModelsView(QWidget):
             if card is None:
                 card = self.cards[key] = self._card(r)
             card.row = r
-            wanted["embedder" if r.kind == "embedder" else "answer"].append(card)
+            wanted[_tab(r.kind)].append(card)
             self._fill(card)
         for key in [k for k in self.cards if k not in keep]:
             self.cards.pop(key).deleteLater()
@@ -334,8 +342,7 @@ class ModelsView(QWidget):
             card = self.card(spec)
         if card is None:
             return
-        kind = "embedder" if card.row.kind == "embedder" else "answer"
-        index = [k for k, _ in TABS].index(kind)
+        index = [k for k, _ in TABS].index(_tab(card.row.kind))
         self.tabs.setCurrentIndex(index)
         scroll = self.tabs.widget(index)
         if isinstance(scroll, QScrollArea):  # once the layout has placed a card just made

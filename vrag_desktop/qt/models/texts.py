@@ -14,7 +14,7 @@ from vrag_desktop.core.models.catalogue import human_bytes
 if TYPE_CHECKING:
     from vrag_desktop.core.models import DownloadProgress, Fit, Machine, ModelRow
 
-KIND_TEXT = {"answer": "Answer model", "embedder": "Embedder", "unknown": "Model"}
+KIND_TEXT = {"answer": "Answer model", "embedder": "Embedder", "reranker": "Reranker", "unknown": "Model"}
 #: The theme colour name (``QLabel[chip=…]``) of each verdict.
 VERDICT_CHIP = {"fits": "ok", "tight": "warn", "does not fit": "error"}
 VERDICT_TEXT = {"fits": "Fits this machine", "tight": "Tight fit", "does not fit": "Does not fit"}
