@@ -74,6 +74,15 @@ def index_paths(library, name, paths, embedder, **build_kw):  # type: ignore[no-
     return corpus, scan, build
 
 
+def index_texts(library, name, folder: Path, texts: dict[str, str], embedder) -> None:  # type: ignore[no-untyped-def]
+    """Write ``texts`` (file name → text) into ``folder`` and index them as corpus ``name``."""
+    folder.mkdir()
+    for file_name, text in texts.items():
+        (folder / file_name).write_text(text)
+    corpus, _scan, _build = index_paths(library, name, [folder], embedder)
+    corpus.close()
+
+
 def cli(
     *args: str, data_dir: Path, timeout: float = 600, env: dict[str, str] | None = None, check: bool = False
 ) -> subprocess.CompletedProcess[str]:

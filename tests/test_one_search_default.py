@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import httpx
-from conftest import drain, serve_search
+from conftest import index_texts, serve_search
 
 from vrag_desktop.cli.main import main
 from vrag_desktop.core.eval.metrics import page_key
@@ -31,15 +31,7 @@ def _ranking(hits: list[tuple[str, int | None]]) -> list[str]:
 
 
 def _index(library, minilm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    for name, text in DOCS.items():
-        (docs / name).write_text(text)
-    corpus = library.open("c", create=True)
-    corpus.add_paths([docs])
-    drain(corpus.scan())
-    drain(corpus.build(minilm))
-    corpus.close()
+    index_texts(library, "c", tmp_path / "docs", DOCS, minilm)
 
 
 def _entry_points(minilm, data_dir: Path, tmp_path: Path, capsys, k: int) -> dict[str, list[str]]:  # type: ignore[no-untyped-def]

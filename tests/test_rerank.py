@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import drain
+from conftest import index_texts
 from models_support import online
 from tiny_cross_encoder import make_cross_encoder
 
@@ -68,15 +68,7 @@ def _transformers_scores(folder: Path, query: str, passages: list[str], budget: 
 
 
 def _index(library: Any, minilm: Any, tmp_path: Path, docs: dict[str, str] = DOCS) -> None:
-    folder = tmp_path / "docs"
-    folder.mkdir()
-    for name, text in docs.items():
-        (folder / name).write_text(text)
-    corpus = library.open("c", create=True)
-    corpus.add_paths([folder])
-    drain(corpus.scan())
-    drain(corpus.build(minilm))
-    corpus.close()
+    index_texts(library, "c", tmp_path / "docs", docs, minilm)
 
 
 def _names(hits: list[Hit]) -> list[str]:

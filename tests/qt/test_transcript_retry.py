@@ -33,9 +33,11 @@ def _headers(t: Transcript) -> list[str]:
     return [b.text for b in t.blocks if b.kind == STEP]
 
 
-def test_free_retries_are_labelled_and_do_not_advance_the_step_number(
-    qtbot: Any, indexed: AppContext
-) -> None:
+def _run_with_two_steps(
+    qtbot: Any, indexed: AppContext, script: list[dict[str, Any]]
+) -> tuple[Any, list[Any], str, str]:
+    """A real VRAG run with Steps 2 in the main window against ``script``: the window, the agent's
+    events, the run's status and id."""
     w = MainWindow(indexed, first_run=False)
     qtbot.addWidget(w)
     w.show()
@@ -43,13 +45,20 @@ def test_free_retries_are_labelled_and_do_not_advance_the_step_number(
     w.controller.agentEvent.connect(seen.append)
     ends: list[tuple[str, str]] = []
     w.controller.finished.connect(lambda s, r: ends.append((s, r)))
-    with ScriptedOpenAI(SCRIPT, api_key="k-1") as srv:
+    with ScriptedOpenAI(script, api_key="k-1") as srv:
         use_scripted(w.ask, indexed, srv.base_url, "k-1")
         w.ask.max_steps.setValue(2)
         w.ask.question_edit.setPlainText("How heavy a load can the Atlas robot carry?")
         w.ask.send()
         qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
     status, run_id = ends[0]
+    return w, seen, status, run_id
+
+
+def test_free_retries_are_labelled_and_do_not_advance_the_step_number(
+    qtbot: Any, indexed: AppContext
+) -> None:
+    w, seen, status, run_id = _run_with_two_steps(qtbot, indexed, SCRIPT)
     assert status == "answered"
     timings = [e for e in seen if isinstance(e, Timing)]
     assert [e.free_retry for e in timings] == [True, False, True, False]  # the agent says which were free
@@ -101,23 +110,10 @@ def test_the_turn_after_the_budget_is_headed_as_the_final_answer_not_a_step() ->
 def test_a_run_out_of_steps_shows_two_steps_then_the_final_answer(qtbot: Any, indexed: AppContext) -> None:
     """A real VRAG run with Steps 2 whose model keeps searching: the agent marks its third turn
     final, and the transcript, live and reopened, shows Step 1, Step 2 and the final answer."""
-    w = MainWindow(indexed, first_run=False)
-    qtbot.addWidget(w)
-    w.show()
-    seen: list[Any] = []
-    w.controller.agentEvent.connect(seen.append)
-    ends: list[tuple[str, str]] = []
-    w.controller.finished.connect(lambda s, r: ends.append((s, r)))
     searching = [
         {"content": f"<think>More.</think>\n<search>Atlas robot payload {i}</search>"} for i in range(3)
     ]
-    with ScriptedOpenAI(searching, api_key="k-1") as srv:
-        use_scripted(w.ask, indexed, srv.base_url, "k-1")
-        w.ask.max_steps.setValue(2)
-        w.ask.question_edit.setPlainText("How heavy a load can the Atlas robot carry?")
-        w.ask.send()
-        qtbot.waitUntil(lambda: bool(ends), timeout=30_000)
-    _status, run_id = ends[0]
+    w, seen, _status, run_id = _run_with_two_steps(qtbot, indexed, searching)
     assert [e.final for e in seen if isinstance(e, Timing)] == [False, False, True]
     want = ["Step 1", "Step 2", FINAL_LABEL]
     assert _headers(w.ask.transcript) == want
