@@ -35,6 +35,35 @@ EXAMPLES = [
 ]
 
 
+#: Tokens of the tiny tokenizer (tests/tiny_vl_models.py) once it has learnt :func:`vocabulary`: it
+#: stops at one token per word of those texts (about 1,200), below this.
+VOCAB_SIZE = 2000
+
+
+def vocabulary() -> list[str]:
+    """What a tiny tokenizer learns whole words from: both agents' prompts (VRAG's, VimRAG's system
+    prompt with its tool schemas, its summary and answer-now turns). With them VimRAG's system prompt
+    is ~1.2k tokens instead of ~3.7k and VRAG's ~160 instead of ~460, so a rollout's sequences are
+    ~3x shorter and each forward and backward pass of a trainer test costs a fraction. The toy pages
+    and questions are left out: they are a few dozen tokens of a sequence, and the SFT tests need a
+    question's search reply to be longer than 12 tokens."""
+    from vrag_desktop.core.agents import vimrag_prompts as vimrag
+    from vrag_desktop.core.agents import vrag_protocol as vrag
+
+    return [
+        vrag.VRAG_PROMPT,
+        vrag.invalid_action_message(""),
+        vrag.ANSWER_NOW,
+        vrag.FALLBACK_ANSWER,
+        vimrag.SYSTEM_PROMPT,
+        vimrag.USER_PROMPT,
+        vimrag.MEMORY_HEADER,
+        vimrag.SUMMARY_PROMPT,
+        vimrag.ANSWER_NOW_PROMPT,
+        vimrag.FALLBACK_ANSWER,
+    ]
+
+
 def build_toy_data(base: Path) -> Path:
     """Under ``base``: ``data/`` with corpus ``toy`` (the two small PDFs of :data:`DOCS`) indexed
     with MiniLM, and ``dataset.json`` (:data:`EXAMPLES`). Returns the data directory. Shared by the
