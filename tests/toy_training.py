@@ -35,6 +35,37 @@ EXAMPLES = [
 ]
 
 
+#: Tokens of the tiny tokenizer (tests/tiny_vl_models.py) once it has learnt :func:`vocabulary`: it
+#: stops at one token per word of those texts (about 1,230), below this.
+VOCAB_SIZE = 2000
+
+
+def vocabulary() -> list[str]:
+    """What a tiny tokenizer learns whole words from: both agents' prompts (VRAG's; VimRAG's system
+    prompt with its tool schemas, its summary and answer-now turns) and the toy task's pages,
+    questions and answers. With them VimRAG's system prompt is ~1.2k tokens instead of ~3.7k and
+    VRAG's ~160 instead of ~460, so a rollout's sequences are ~3x shorter and each forward and
+    backward pass of a trainer test costs a fraction; the task's words as whole tokens make its
+    replies short and easy to learn (``<answer>42 million dollars</answer>``: 5 tokens)."""
+    from vrag_desktop.core.agents import vimrag_prompts as vimrag
+    from vrag_desktop.core.agents import vrag_protocol as vrag
+
+    prompts = [
+        vrag.VRAG_PROMPT,
+        vrag.invalid_action_message(""),
+        vrag.ANSWER_NOW,
+        vrag.FALLBACK_ANSWER,
+        vimrag.SYSTEM_PROMPT,
+        vimrag.USER_PROMPT,
+        vimrag.MEMORY_HEADER,
+        vimrag.SUMMARY_PROMPT,
+        vimrag.ANSWER_NOW_PROMPT,
+        vimrag.FALLBACK_ANSWER,
+    ]
+    task = [e[k] for e in EXAMPLES for k in ("query", "reference_answer")]
+    return [*prompts, *(text for pages in DOCS.values() for text in pages), *task]
+
+
 def build_toy_data(base: Path) -> Path:
     """Under ``base``: ``data/`` with corpus ``toy`` (the two small PDFs of :data:`DOCS`) indexed
     with MiniLM, and ``dataset.json`` (:data:`EXAMPLES`). Returns the data directory. Shared by the

@@ -28,7 +28,14 @@ os.environ.setdefault("VRAG_DESKTOP_VIEW_CACHE", tempfile.mkdtemp(prefix="vrag-v
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from toy_training import DOCS, EXAMPLES, TAGS, build_toy_data  # noqa: E402 - after the sys.path entry
+from toy_training import (  # noqa: E402 - after the sys.path entry
+    DOCS,
+    EXAMPLES,
+    TAGS,
+    VOCAB_SIZE,
+    build_toy_data,
+    vocabulary,
+)
 
 __all__ = ["DOCS", "EXAMPLES", "TAGS", "ScriptedGenerator", "write_config"]
 
@@ -38,7 +45,11 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import tiny_vl_models
 
     return tiny_vl_models.build_tiny_qwen2_vl(
-        tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", with_lm_head=True, extra_tokens=TAGS
+        tmp_path_factory.mktemp("models") / "tiny-qwen2-vl",
+        with_lm_head=True,
+        extra_tokens=TAGS,
+        vocabulary=vocabulary(),  # the prompts' words as tokens: sequences ~3x shorter
+        vocab_size=VOCAB_SIZE,
     )
 
 

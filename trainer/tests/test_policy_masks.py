@@ -164,12 +164,14 @@ def test_context_and_image_limits_end_the_rollout_at_a_turn_boundary(  # type: i
     merge = processor.image_processor.merge_size**2
     assert sum(int(g.prod()) // merge for g in seg.image_grid_thw) == seg.input_ids.count(pad)
     assert r.answer is None and r.reward == 0.0 and r.error and "image limit" in r.error
-    # context length: the prompt fits, the first observation does not
+    # context length: the prompt and the first reply fit, the first observation (a page: at least 4
+    # image tokens, the vision markers and the turns' headers) does not
     prompt_len = len(gen.calls[0][0])
+    limit = prompt_len + len(processor.tokenizer.encode(replies[0], add_special_tokens=False)) + 1 + 8
     gen2 = ScriptedGenerator(processor, lambda _t, _n, call: replies[min(call, 3) - 1])
-    r2 = _rollout(processor, gen2, search_url, data, "vrag", limits=Limits(prompt_len + 40, 32, 5))
+    r2 = _rollout(processor, gen2, search_url, data, "vrag", limits=Limits(limit, 32, 5))
     assert r2.segments[0].truncated and r2.segments[0].n_images == 0 and "context length" in (r2.error or "")
-    assert len(r2.segments[0].input_ids) <= prompt_len + 40
+    assert len(r2.segments[0].input_ids) <= limit
 
 
 def _search(node: str, query: str) -> str:

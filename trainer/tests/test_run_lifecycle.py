@@ -204,7 +204,10 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(  # type: i
 ) -> None:
     from doubles import tmpfs
 
-    with tmpfs(tmp_path / "small", "3m") as small:  # room for two or three ~0.9 MB checkpoints
+    # room for one ~3.7 MB checkpoint (weights 1.2 MB, Adam's state 2.5 MB) and the run's files; the
+    # next one's weights do not fit (safetensors says "No space left"; torch.save, writing Adam's
+    # state, would not say so)
+    with tmpfs(tmp_path / "small", "4500k") as small:
         root = small / "run"
         cfg = sampled(max_steps=20, save_total_limit=20, samples_per_step=0, tensorboard=False)
         rc = runner.start(cfg, str(root), generator=lambda _m, p: vrag_script(p))

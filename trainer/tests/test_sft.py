@@ -420,7 +420,8 @@ def test_a_teacher_reply_longer_than_a_turn_leaves_its_trajectory_out(  # type: 
     tiny_model_dir, dataset_file, toy_data, search_url, processor
 ) -> None:
     """Not cut (half a search would be trained as the model's words): named and left out."""
-    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_response_length=12)
+    # the first replies, a search for the question, take 13 and 9 tokens (with the end of turn)
+    cfg = _sft(tiny_model_dir, dataset_file, toy_data, search_url, max_response_length=6)
     rows = _rows(cfg, processor, toy_data)
     assert not rows.segments and rows.trajectories == 0
     assert [uid for uid, _ in rows.problems] == ["q1", "q2"]

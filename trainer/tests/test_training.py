@@ -82,7 +82,7 @@ def _config(
         search_url=search_url,
         max_turns=3,
         max_response_length=256,
-        max_model_len=8192,  # the tiny tokenizer spends ~5k tokens on VimRAG's tool prompt
+        max_model_len=8192,  # VimRAG's contexts: its system prompt alone is ~1.2k tiny-tokenizer tokens
         max_steps=2,
     )
     return TrainConfig.from_mapping(base | over)
