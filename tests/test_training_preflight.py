@@ -5,6 +5,7 @@ command exactly as the launcher builds it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -215,3 +216,25 @@ def test_last_config_round_trip(tmp_path: Path) -> None:
     assert (pf.load_last_config(tmp_path / "cfg") or {})["group_size"] == 8
     (tmp_path / "cfg" / "training-last.json").write_text("{torn")
     assert pf.load_last_config(tmp_path / "cfg") is None
+
+
+def test_a_failure_is_put_down_to_a_full_disk_by_its_chain_or_the_free_space(tmp_path: Path) -> None:
+    """safetensors says "No space left"; torch.save's RuntimeError names nothing, so the free space
+    where the run writes decides (a real tmpfs, filled)."""
+    import errno
+
+    from doubles import tmpfs
+
+    from vrag_desktop.core.training.preflight import disk_full
+
+    wrapped = RuntimeError("PytorchStreamWriter failed writing file data/0")
+    wrapped.__cause__ = OSError(errno.ENOSPC, "No space left on device")
+    assert disk_full(wrapped, tmp_path)
+    assert disk_full(OSError(errno.ENOSPC, "full"), tmp_path)
+    unexplained = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1216 vs 1142")
+    assert not disk_full(unexplained, tmp_path)  # this disk has room: not a full disk
+    assert not disk_full(unexplained, tmp_path / "gone")  # no such place: nothing says so
+    with tmpfs(tmp_path / "small", "256k") as small:
+        with open(small / "filler", "wb") as fh, contextlib.suppress(OSError):
+            fh.write(b"\0" * (512 << 10))
+        assert disk_full(unexplained, small)

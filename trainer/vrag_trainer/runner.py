@@ -344,9 +344,13 @@ def _train(
             run.write_state(status="stopped", error="interrupted")
             return EXIT_STOPPED
         except Exception as exc:  # a full disk (safetensors raises its own type), OOM, a bug
+            from vrag_desktop.core.training.preflight import disk_full
+
+            full = disk_full(exc, run.root)
+            if full:  # the failed save's partial files: they would leave no room for the state file
+                run.remove_incomplete_checkpoints()
             last = run.last_checkpoint()
             kept = f"the last complete checkpoint (step {last.step}) is kept" if last else "no checkpoint yet"
-            full = "No space left" in str(exc) or getattr(exc, "errno", None) == 28
             what = "the disk is full" if full else f"{type(exc).__name__}: {exc}"
             with contextlib.suppress(OSError):  # the state file may not fit on a full disk either
                 run.write_state(

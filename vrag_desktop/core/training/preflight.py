@@ -39,6 +39,7 @@ __all__ = [
     "check_dataset",
     "check_model_dir",
     "command_preview",
+    "disk_full",
     "env_status",
     "learning_warnings",
     "load_last_config",
@@ -223,6 +224,32 @@ def output_dir_problem(run_dir: str | os.PathLike[str]) -> str | None:
     if not os.access(near, os.W_OK | os.X_OK):
         return f"output_dir: {near} is not writable (permission denied); choose another output directory"
     return None
+
+
+#: Below this much free space where a run failed, the failure is put down to a full disk.
+FULL_DISK_BYTES = 1 << 20
+
+
+def disk_full(exc: BaseException, path: str | os.PathLike[str]) -> bool:
+    """Did ``exc`` (raised while the run wrote into ``path``) come from a full disk?
+
+    Why not just its errno: safetensors says "No space left", but ``torch.save`` (the optimiser's
+    state) raises a ``RuntimeError`` about a stream position that names nothing, so when nothing in
+    the exception's chain says so, the free space left where the run writes decides."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain of causes and contexts, bounded
+        if seen is None:
+            break
+        if getattr(seen, "errno", None) in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)):
+            return True
+        if "No space left" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    try:
+        st = os.statvfs(path)
+    except (OSError, AttributeError):  # gone, or no statvfs (Windows)
+        return False
+    return st.f_bavail * st.f_frsize < FULL_DISK_BYTES
 
 
 def write_error_message(exc: OSError, path: str | os.PathLike[str]) -> str:
