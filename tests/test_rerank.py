@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from conftest import index_texts
 from models_support import online
+from test_one_search_default import DOCS as ONE_SEARCH_DOCS
+from test_one_search_default import QUERY
 from tiny_cross_encoder import make_cross_encoder
 
 from vrag_desktop.cli.main import main
@@ -29,13 +31,9 @@ from vrag_desktop.core.search.settings import SearchSettings, save_search_settin
 
 __all__ = ["online"]  # the fixture, used by name
 
-QUERY = "How much bunting was ordered for the capital ratio party?"
+# the one-search-default test's look-alike pages, and one more that a reranker can move
 DOCS = {
-    "capital.txt": "Total capital ratio 18.5% at March 31, 2022, up from 18.1%.",
-    "about.txt": "How the bank manages its capital, and why capital ratios matter to a bank.",
-    "ratios.txt": "Capital adequacy: the ratio of capital to risk-weighted assets, explained.",
-    "memo.txt": "Memo 2022: staff party on March 31, 18.5 metres of bunting were ordered.",
-    "weather.txt": "The weather in spring was mild; rain fell on 18 days.",
+    **ONE_SEARCH_DOCS,
     "party.txt": "The party committee ordered food, drinks and bunting for the garden.",
 }
 LONG = " ".join(f"the bank ordered {i} metres of bunting for party number {i}." for i in range(80))
