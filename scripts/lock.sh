@@ -16,7 +16,7 @@
 # torch's CPU build is not in the CPU locks (its wheels differ per Python; setup.sh and the
 # environment builders pin it by version from PyTorch's CPU index or the user's own index); the
 # CUDA locks hold torch with every hash PyPI lists. Existing pins are kept unless --upgrade is given;
-# what the packages lists are lives in vrag_desktop/core/runtime/{trainer_env,vllm_env,verl_env}.py.
+# what the packages lists are lives in vrag_desktop/core/runtime/{trainer_env_plan,vllm_env,verl_env}.py.
 #
 #   scripts/lock.sh [--upgrade] [NAME…]     (default: all)
 # Variables: VRAG_LOCK_FIND_LINKS  a folder with the CPU torch wheel (PyTorch's CPU index otherwise)
@@ -50,7 +50,7 @@ else
 fi
 # The package lists, read from the code that installs them (one place).
 packages() {
-  "$PY" -c "import sys; from vrag_desktop.core.runtime import trainer_env as t, vllm_env as v, verl_env as r
+  "$PY" -c "import sys; from vrag_desktop.core.runtime import trainer_env_plan as t, vllm_env as v, verl_env as r
 from pathlib import Path; from vrag_desktop.core.runtime.app_package import app_requirements, headless_requirements
 print('\n'.join({'layered': t.LAYERED_PACKAGES, 'full': t.FULL_PACKAGES, 'vllm-cpu': v.CPU_PACKAGES,
                  'vllm-cuda': v.GPU_PACKAGES, 'verl': r.VERL_PACKAGES,

@@ -36,10 +36,10 @@ fi
 TRAINER_VENV=${VRAG_TRAINER_VENV:-.venv-trainer}
 trainer_env() {
   if [ -f "$TRAINER_VENV/.vrag-trainer-env.json" ] && [ -x "$TRAINER_VENV/bin/python" ]; then
-    # An env made before LoRA support gets peft added in place (the pin lives in trainer_env.py).
+    # An env made before LoRA support gets peft added in place (the pin lives in trainer_env_plan.py).
     "$TRAINER_VENV/bin/python" -c "import peft" 2>/dev/null && return 0
     local peft
-    peft=$("$VENV/bin/python" -c "from vrag_desktop.core.runtime.trainer_env import PEFT; print(PEFT)")
+    peft=$("$VENV/bin/python" -c "from vrag_desktop.core.runtime.trainer_env_plan import PEFT; print(PEFT)")
     echo "Adding $peft to the trainer environment in $TRAINER_VENV (LoRA)…"
     "$TRAINER_VENV/bin/python" -m pip install -q --disable-pip-version-check "$peft" && return 0
     echo "setup: could not add $peft to $TRAINER_VENV; LoRA runs will be refused until it is there." >&2

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from vrag_desktop.core.runtime import trainer_env
+from vrag_desktop.core.runtime import trainer_env, trainer_env_plan
 from vrag_desktop.core.runtime.app_package import (
     GUI_ONLY,
     OUR_DISTRIBUTIONS,
@@ -111,7 +111,7 @@ def test_installed_wheel_without_a_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 
 def test_checkout(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for mode in trainer_env.MODES:
+    for mode in trainer_env_plan.MODES:
         steps = _record(monkeypatch, tmp_path / mode, mode)
         _assert_no_index_names(steps)
         if mode != "layered":
@@ -148,7 +148,7 @@ def test_a_name_is_refused(arg: str, tmp_path: Path) -> None:
     with pytest.raises(NamedByIndex, match="never looked up by name on a package index"):
         local_package_arg(arg)
     with pytest.raises(trainer_env.EnvCreateError, match="names a package instead of a local wheel"):
-        trainer_env.trainer_env_steps(
+        trainer_env_plan.trainer_env_steps(
             tmp_path, mode="standalone", base="py", trainer_source=tmp_path, app_source=arg
         )
     assert not names_our_package(f"/wheels/{arg}.whl") and not names_our_package("vrag-desktop-extra")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vrag_desktop.core.runtime.trainer_env import (
+from vrag_desktop.core.runtime.trainer_env_plan import (
     _VERIFY,
     _VERSIONED,
     FULL_PACKAGES,

@@ -1,7 +1,7 @@
 """Where the trainer environment's packages come from (a checkout, the frozen app's wheels, an
 installed wheel) and which shape it takes (layered, standalone, full): the pure parts of
-:mod:`vrag_desktop.core.runtime.trainer_env`, tested without pip. The real installs from the
-bundle's wheels are in tests/test_frozen_app.py."""
+:mod:`vrag_desktop.core.runtime.trainer_env` and :mod:`~vrag_desktop.core.runtime.trainer_env_plan`,
+tested without pip. The real installs from the bundle's wheels are in tests/test_frozen_app.py."""
 
 from __future__ import annotations
 
@@ -12,16 +12,18 @@ import pytest
 
 from vrag_desktop.core.runtime import trainer_env
 from vrag_desktop.core.runtime.trainer_env import (
-    CPU_TORCH,
-    CPU_TORCH_BUILD,
-    CPU_TORCH_INDEX,
-    FULL_PACKAGES,
-    LAYERED_PACKAGES,
     EnvCreateError,
     TrainerSources,
     create_trainer_env,
     default_mode,
     find_trainer_sources,
+)
+from vrag_desktop.core.runtime.trainer_env_plan import (
+    CPU_TORCH,
+    CPU_TORCH_BUILD,
+    CPU_TORCH_INDEX,
+    FULL_PACKAGES,
+    LAYERED_PACKAGES,
     trainer_env_steps,
 )
 

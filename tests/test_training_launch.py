@@ -20,15 +20,13 @@ import pytest
 from vrag_desktop.core.progress import Cancelled, CancelToken
 from vrag_desktop.core.runtime import trainer_env
 from vrag_desktop.core.runtime.trainer_env import (
-    FULL_PACKAGES,
-    LAYERED_PACKAGES,
     MARKER,
     create_trainer_env,
     find_trainer_python,
     trainer_env_info,
     trainer_env_ready,
-    trainer_env_steps,
 )
+from vrag_desktop.core.runtime.trainer_env_plan import FULL_PACKAGES, LAYERED_PACKAGES, trainer_env_steps
 from vrag_desktop.core.runtime.venv import EnvCreateError, Step, build_venv
 from vrag_desktop.core.training import launch
 from vrag_desktop.core.training.config import TrainConfig

@@ -61,7 +61,7 @@ def verl_env_steps(
 ) -> list[Step]:
     """The commands that make a verl env (pure): venv, the ``.pth`` onto ``site_dirs`` (the app's
     package directories), verl with its dependencies, the trainer package, an import check."""
-    from vrag_desktop.core.runtime.trainer_env import _WRITE_PTH, PTH_NAME
+    from vrag_desktop.core.runtime.trainer_env_plan import _WRITE_PTH, PTH_NAME
 
     if not site_dirs:
         raise EnvCreateError("A verl environment layers on the app's packages; none were given.")

@@ -1,9 +1,9 @@
 """Evidence view: the pages a run looked at, every crop drawn where it was cut, each crop at full resolution.
 
 Left, the run's pages; centre, a :class:`PageView` (:mod:`page_view`) drawing regions in the raw image's
-pixels; right, the crops of that page cut from the raw image (:mod:`crop_cards`; the pixels on disk, not
-the small copy the model saw). Images are decoded off the GUI thread (:mod:`page_images`);
-``pageLoaded(key)`` says when a page is on screen.
+pixels; right, the crops of that page cut from the raw image (:mod:`crop_pane`, :mod:`crop_cards`; the
+pixels on disk, not the small copy the model saw). Images are decoded off the GUI thread
+(:mod:`page_images`); ``pageLoaded(key)`` says when a page is on screen.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QImage, QPalette, QResizeEvent
+from PySide6.QtGui import QImage, QResizeEvent
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QListWidgetItem,
     QPushButton,
-    QScrollArea,
     QSizePolicy,
     QSplitter,
     QVBoxLayout,
@@ -28,7 +27,8 @@ from PySide6.QtWidgets import (
 
 from vrag_desktop.core.agents.events import AgentEvent, Crop, Evidence, ImageShown
 from vrag_desktop.core.run.evidence import EvidenceBoard, EvidencePage, Region
-from vrag_desktop.qt.evidence.crop_cards import CropCard, CropColumn
+from vrag_desktop.qt.evidence.crop_cards import CropCard
+from vrag_desktop.qt.evidence.crop_pane import CropPane
 from vrag_desktop.qt.evidence.page_images import PageRead, cut_crops, read_page
 from vrag_desktop.qt.evidence.page_strip import PageStrip
 from vrag_desktop.qt.evidence.page_view import CITED_COLOUR, PageView
@@ -71,7 +71,6 @@ class EvidenceView(QWidget):
     # Pick mode (labelling): a click asks to toggle (page key, region number, or None for the page).
     pickToggled = Signal(str, object)
     page_view: PageView  # built in _build, after the buttons that act on it
-    SPARE_CARDS = 12  # hidden crop cards kept for the next pages' regions
 
     def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -85,8 +84,6 @@ class EvidenceView(QWidget):
         self._reading = TaskSlot()  # the page being decoded: only the newest one's pixels arrive
         self._pending: int | None = None  # region to centre on once the page is loaded
         self._follow = True  # live: show each new page/crop until the person picks a page
-        self.cards: dict[int, CropCard] = {}
-        self._spare_cards: list[CropCard] = []
         self.picking = False
         self.picked: set[tuple[str, int | None]] = set()
         self._build()
@@ -129,19 +126,11 @@ class EvidenceView(QWidget):
         self.page_view.setMinimumWidth(160)
         self.page_view.regionClicked.connect(self._region_clicked)
         self.page_view.regionClicked.connect(self._pick_region)
-        self.crop_scroll = QScrollArea(self.splitter)
-        self.crop_scroll.setWidgetResizable(True)
-        self.crop_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.crop_scroll.setMinimumWidth(140)
-        self.crop_panel = CropColumn()
-        self.crop_layout = self.crop_panel.cards_layout
-        self.crop_note = QLabel("", self.crop_panel)
-        self.crop_note.setWordWrap(True)
-        self.crop_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
-        self.crop_note.hide()
-        self.crop_layout.addWidget(self.crop_note)
-        self.crop_layout.addStretch(1)
-        self.crop_scroll.setWidget(self.crop_panel)
+        self.crop_scroll = CropPane(self.splitter)
+        self.crop_scroll.cardClicked.connect(self._card_clicked)
+        # the pane's parts, under the names the view has always had
+        self.cards: dict[int, CropCard] = self.crop_scroll.cards
+        self.crop_panel, self.crop_note = self.crop_scroll.panel, self.crop_scroll.note
         self.splitter.addWidget(self.strip)
         self.splitter.addWidget(self.page_view)
         self.splitter.addWidget(self.crop_scroll)
@@ -181,8 +170,7 @@ class EvidenceView(QWidget):
             text = f"{pick[0].upper()}{pick[1:]}. Click a region on the page to pick or unpick it." + (
                 f"\n\n{text}" if text else ""
             )
-        self.crop_note.setText(text)
-        self.crop_note.setVisible(bool(text))
+        self.crop_scroll.set_note(text)
 
     def _button(self, bar: QHBoxLayout, text: str, tip: str, slot: Any) -> QPushButton:
         b = QPushButton(text, self)
@@ -330,9 +318,7 @@ class EvidenceView(QWidget):
 
     def _region_clicked(self, number: int) -> None:
         self._highlight_card(number)
-        card = self.cards.get(number)
-        if card is not None:
-            self.crop_scroll.ensureWidgetVisible(card, 0, 8)
+        self.crop_scroll.reveal(number)
 
     # ------------------------------------------------------------------ loading
     def _page_read(self, result: PageRead) -> None:
@@ -415,36 +401,7 @@ class EvidenceView(QWidget):
             self._follow = False
 
     def _set_cards(self, regions: list[Region]) -> None:
-        """Make the crop cards match ``regions`` (kept cards keep their pixels). Cards no longer
-        wanted are kept hidden and reused (see :class:`CropCard`), up to ``SPARE_CARDS``."""
-        wanted = {r.number for r in regions}
-        for number in [n for n in self.cards if n not in wanted]:
-            card = self.cards.pop(number)
-            self.crop_layout.removeWidget(card)
-            card.hide()
-            if len(self._spare_cards) < self.SPARE_CARDS:
-                card.image.set_pixmap(None)  # its pixels go now
-                self._spare_cards.append(card)
-            else:
-                card.deleteLater()
-        for r in regions:
-            kept = self.cards.get(r.number)
-            card = kept if kept is not None else self._new_card(r)
-            if kept is None:
-                self.cards[r.number] = card
-                self.crop_layout.insertWidget(self.crop_layout.count() - 1, card)
-                card.show()
-            card.update_region(r, r.number == self.page_view.selected)
-
-    def _new_card(self, region: Region) -> CropCard:
-        if self._spare_cards:
-            card = self._spare_cards.pop()
-            card.reset(region)
-        else:
-            card = CropCard(region, self.crop_panel)
-            card.clicked.connect(self._card_clicked)
-        card.fit(self.crop_panel.card_width())
-        return card
+        self.crop_scroll.set_cards(regions, self.page_view.selected)
 
     def _card_clicked(self, number: int) -> None:
         if self.loaded == self.current:
@@ -453,12 +410,8 @@ class EvidenceView(QWidget):
 
     def _highlight_card(self, number: int | None) -> None:
         page = self.current_page()
-        if page is None:
-            return
-        for r in page.regions:
-            card = self.cards.get(r.number)
-            if card is not None:
-                card.update_region(r, r.number == number)
+        if page is not None:
+            self.crop_scroll.highlight(page.regions, number)
 
     def _update_title(self, size: tuple[int, int] | None = None) -> None:
         page = self.current_page()

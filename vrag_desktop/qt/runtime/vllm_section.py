@@ -4,10 +4,11 @@ Why it is built this way: vLLM takes minutes to load and fails in many ways, so 
 under the core's supervisor on the app's async runner (never the GUI thread); its status arrives
 through a queued signal and its output through a thread-safe buffer (:class:`LogView`). A failed
 start is shown as the core's one-sentence diagnosis, not an exit code. The settings form
-(:class:`VLLMForm`), the GPU box and the pre-flight are widgets of their own; this module owns
-the server's life. The section stops only the server it started, on :meth:`VLLMSection.shutdown`.
-The server's API key is the Local vLLM profile's (keyring; the key box here edits it): read off the
-GUI thread at start and handed to vLLM in its environment, so the profile's clients send it.
+(:class:`VLLMForm`), the GPU box, the pre-flight and the environment's setup (:mod:`.vllm_setup`)
+are parts of their own; this module owns the server's life. The section stops only the server it
+started, on :meth:`VLLMSection.shutdown`. The server's API key is the Local vLLM profile's
+(keyring; the key box here edits it): read off the GUI thread at start and handed to vLLM in its
+environment, so the profile's clients send it.
 """
 
 from __future__ import annotations
@@ -20,18 +21,18 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from vrag_desktop.core.endpoints.profiles import LOCAL_VLLM, ProfileError
 from vrag_desktop.core.runtime.logfile import rotate_log
-from vrag_desktop.core.runtime.settings import app_log_path, app_state_path, default_venv, load_vllm_settings
+from vrag_desktop.core.runtime.settings import app_log_path, app_state_path, load_vllm_settings
 from vrag_desktop.core.runtime.supervisor import ProcessError, ProcessStatus
 from vrag_desktop.qt.infra.alive import if_alive
 from vrag_desktop.qt.infra.errors import describe, error_sink
-from vrag_desktop.qt.infra.tasks import Task, run_coroutine, run_generator
+from vrag_desktop.qt.infra.tasks import Task, run_coroutine
 from vrag_desktop.qt.runtime.gpu_box import GpuBox, Preflight
 from vrag_desktop.qt.runtime.key_box import server_key_box
 from vrag_desktop.qt.runtime.log_view import LogView
 from vrag_desktop.qt.runtime.server_card import ServerCard
 from vrag_desktop.qt.runtime.server_text import NOT_SERVING_TITLES, server_state_text
-from vrag_desktop.qt.runtime.style import BAD, WARN
 from vrag_desktop.qt.runtime.vllm_form import VLLMForm
+from vrag_desktop.qt.runtime.vllm_setup import VLLMEnvSetup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -77,7 +78,6 @@ class VLLMSection(QWidget):
         self._launch_error: tuple[str, str] | None = None
         self._crash_reported = False
         self._started_at = 0.0
-        self._setup: Task | None = None
         self._bridge = _Bridge(self)
         self._bridge.status.connect(self._on_status)
         self._build()
@@ -107,6 +107,9 @@ class VLLMSection(QWidget):
         self.form.edited.connect(self._on_edit)
         self.form.setup_button.clicked.connect(self.setup_environment)
         self.form.preview_button.clicked.connect(self.preview_command)
+        self.env_setup = VLLMEnvSetup(self.ctx.data_dir, self.form, self.log_view, self)
+        self.env_setup.envReady.connect(self.run_preflight)
+        self.env_setup.changed.connect(self._render)
 
         # the parts' widgets, under the names the panel has always had
         self.preflight_box, self.preflight_label = self.preflight.box, self.preflight.label
@@ -213,55 +216,8 @@ class VLLMSection(QWidget):
 
     # ---- environment setup ---------------------------------------------------------------------
     def setup_environment(self) -> None:
-        """Create the vLLM virtualenv (``create_vllm_env``) in a worker; a second click cancels."""
-        from vrag_desktop.core.runtime.vllm_env import create_vllm_env
-
-        if self._setup is not None and self._setup.is_running():
-            self._setup.cancel()
-            self.setup_button.setEnabled(False)
-            return
-        target = default_venv(self.ctx.data_dir)
-        report = self.gpu.report
-        cpu = not (report is not None and report.available)
-        self.log_view.append_line(
-            f"── Setting up the vLLM environment at {target} ({'CPU' if cpu else 'GPU'})"
-        )
-
-        def progress(line: object) -> None:
-            self.log_view.append_line(str(line))
-            if str(line).startswith("["):
-                self.form.env_text(f"Setting up: {line}", WARN)
-
-        def finished(python: object) -> None:
-            self.python_edit.setText("")
-            self.form.refresh_env()
-            self.run_preflight()
-
-        def failed(exc: BaseException) -> None:
-            self.form.env_text(f"Setup failed: {describe(exc).splitlines()[0]}", BAD)
-            error_sink().report("Could not set up the vLLM environment", exc)
-
-        def done() -> None:
-            self.setup_button.setText("Set up…")
-            self.setup_button.setEnabled(True)
-            self._render()
-
-        def cancelled() -> None:
-            incomplete = self._setup is not None and self._setup.error is not None  # it failed meanwhile
-            tail = "; the environment is incomplete." if incomplete else "."
-            self.form.env_text(f"Setup cancelled{tail}", WARN)
-
-        self.setup_button.setText("Cancel setup")
-        self._setup = run_generator(
-            lambda token: create_vllm_env(target, cpu, cancel=token),
-            "vLLM setup",
-            on_progress=if_alive(self, progress),
-            on_done=if_alive(self, finished),
-            on_error=if_alive(self, failed),
-            on_cancelled=if_alive(self, cancelled),
-            on_end=if_alive(self, done),
-        )
-        self._render()
+        """Create the vLLM virtualenv (:class:`~.vllm_setup.VLLMEnvSetup`); a second click cancels."""
+        self.env_setup.toggle(self.gpu.report)
 
     # ---- the server ----------------------------------------------------------------------------
     @property
@@ -475,7 +431,7 @@ class VLLMSection(QWidget):
                 full += "\n\nLast output:\n" + "\n".join(info.tail[-12:])
         self.card.show_state(head, detail, color, full)
         busy = self.busy
-        setup = self._setup is not None and self._setup.is_running()
+        setup = self.env_setup.running()
         self.start_button.setEnabled(not busy and not setup)
         self.stop_button.setEnabled(busy and not self._stopping)
         self.use_button.setVisible(status is S.READY and self.ctx.profiles.active != LOCAL_VLLM)
@@ -497,9 +453,7 @@ class VLLMSection(QWidget):
         """Stop the server this panel started and wait (bounded). True when nothing is left."""
         self._preflight_timer.stop()
         self._elapsed.stop()
-        if self._setup is not None and self._setup.is_running():
-            self._setup.cancel()
-            self._setup.wait(min(5.0, timeout_s))
+        self.env_setup.stop(min(5.0, timeout_s))
         server = self._server
         ok = True
         if server is not None and (server.status.running or self.busy):
