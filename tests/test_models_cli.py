@@ -150,3 +150,23 @@ def test_every_failure_is_one_line(online: FakeHub, tmp_path: Path) -> None:
     listed = cli("models", "list", data_dir=data, env=env)
     assert listed.returncode == 0 and "offline mode is on" in listed.stdout and "Embedders:" in listed.stdout
     assert len(online.requests) == before
+
+
+def test_a_damaged_settings_file_is_left_by_readers_and_moved_aside_by_a_save(tmp_path: Path) -> None:
+    """``models list`` and ``models settings`` (showing) read it as the defaults and never write;
+    the first change saves over it only after moving it to ``models.json.bad``: nothing is lost."""
+    data = tmp_path / "data"
+    config = data / "config"
+    config.mkdir(parents=True)
+    damaged = b'{"offline": true, "endpoint": '
+    (config / "models.json").write_bytes(damaged)
+    for args in (("models", "list"), ("models", "settings")):
+        shown = cli(*args, data_dir=data, timeout=300)
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+        assert [p.name for p in config.iterdir()] == ["models.json"], args
+        assert (config / "models.json").read_bytes() == damaged, args
+    assert shown.stdout.splitlines()[0].endswith("(default)")  # the damaged file's endpoint is not used
+    changed = cli("models", "settings", "--offline", data_dir=data, timeout=300)
+    assert changed.returncode == 0 and "offline:  on" in changed.stdout, changed.stderr
+    assert (config / "models.json.bad").read_bytes() == damaged
+    assert json.loads((config / "models.json").read_text())["offline"] is True

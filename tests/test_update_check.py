@@ -316,6 +316,23 @@ def test_cli_reads_the_apps_saved_feed(feed: FeedServer, tmp_path: Path) -> None
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.parametrize("damaged", [b"{not json", b"\xff\xfe not text"])
+def test_cli_leaves_a_damaged_models_json_as_it_is(feed: FeedServer, tmp_path: Path, damaged: bytes) -> None:
+    """Offline mode is read from the Models settings; a damaged file reads as the defaults (online)
+    and stays byte for byte where it is, no sibling made: moving it aside is for a save to do."""
+    config = tmp_path / "data" / "config"
+    config.mkdir(parents=True)
+    (config / "models.json").write_bytes(damaged)
+    env = {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"}
+    done = cli(
+        "update-check", "--url", feed.json("/feed", OURS), data_dir=tmp_path / "data", env=env, timeout=300
+    )
+    assert done.returncode == 10, done.stderr
+    assert feed.requests == ["/feed"]
+    assert [p.name for p in config.iterdir()] == ["models.json"]
+    assert (config / "models.json").read_bytes() == damaged
+
+
 def _where(feed: FeedServer) -> str:
     return feed.url("").split("://", 1)[1]
 

@@ -9,8 +9,9 @@ import io
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ from vrag_desktop.core.index.compressed import CompressedIndex, FullVectors, cho
 from vrag_desktop.core.index.ivf import ids_of
 
 DAMAGED = "damaged"
+_Read = TypeVar("_Read")
 # A reader that sees its snapshot change under it this many times in a row gives up and reports it.
 _SNAPSHOT_TRIES = 20
 
@@ -139,25 +141,12 @@ class SnapshotReader:
         multi-GB base is never held twice in memory)."""
         path = self.dir / entry.file
         try:
-            size = path.stat().st_size
-            if entry.size is not None and size != entry.size:
-                what = "truncated" if size < entry.size else "longer than written"
-                self._moved_or(
-                    damage, Damage(entry.file, f"{what}: {size} of {entry.size} bytes", entry.vectors)
-                )
-                return None
-            if entry.checksum is not None and file_checksum(path) != entry.checksum:
-                self._moved_or(
-                    damage, Damage(entry.file, "checksum mismatch (damaged on disk)", entry.vectors)
-                )
+            checked = self._checked(
+                entry, damage, path.stat, lambda st: st.st_size, lambda _: file_checksum(path)
+            )
+            if checked is None:
                 return None
             index = _faiss().read_index(str(path))
-        except FileNotFoundError:
-            self._moved_or(damage, Damage(entry.file, "missing", entry.vectors))
-            return None
-        except OSError as exc:
-            damage.append(Damage(entry.file, f"cannot be read ({exc.strerror or exc})", entry.vectors))
-            return None
         except Exception as exc:  # faiss: not an index (a format-1 file has no checksum to catch it)
             if not path.exists():
                 self._moved_or(damage, Damage(entry.file, "missing", entry.vectors))
@@ -214,25 +203,36 @@ class SnapshotReader:
 
     def _segment_bytes(self, entry: Entry, damage: list[Damage]) -> bytes | None:
         """A segment's bytes if they are whole and match their checksum; else None + damage."""
-        path = self.dir / entry.file
+        return self._checked(entry, damage, (self.dir / entry.file).read_bytes, len, checksum)
+
+    def _checked(
+        self,
+        entry: Entry,
+        damage: list[Damage],
+        read: Callable[[], _Read],
+        size: Callable[[_Read], int],
+        digest: Callable[[_Read], str],
+    ) -> _Read | None:
+        """What ``read`` gives of ``entry``'s file if it is there, readable, and of the size and
+        checksum the catalogue lists; else None + damage. One place for the base (``read`` a stat,
+        ``digest`` streaming the file: never held in memory) and segments (``read`` their bytes)."""
         try:
-            data = path.read_bytes()
+            got = read()
+            n = size(got)
+            if entry.size is not None and n != entry.size:
+                what = "truncated" if n < entry.size else "longer than written"
+                problem = f"{what}: {n} of {entry.size} bytes"
+            elif entry.checksum is not None and digest(got) != entry.checksum:
+                problem = "checksum mismatch (damaged on disk)"
+            else:
+                return got
         except FileNotFoundError:
-            self._moved_or(damage, Damage(entry.file, "missing", entry.vectors))
-            return None
+            problem = "missing"
         except OSError as exc:
             damage.append(Damage(entry.file, f"cannot be read ({exc.strerror or exc})", entry.vectors))
             return None
-        if entry.size is not None and len(data) != entry.size:
-            what = "truncated" if len(data) < entry.size else "longer than written"
-            self._moved_or(
-                damage, Damage(entry.file, f"{what}: {len(data)} of {entry.size} bytes", entry.vectors)
-            )
-            return None
-        if entry.checksum is not None and checksum(data) != entry.checksum:
-            self._moved_or(damage, Damage(entry.file, "checksum mismatch (damaged on disk)", entry.vectors))
-            return None
-        return data
+        self._moved_or(damage, Damage(entry.file, problem, entry.vectors))
+        return None
 
     def _moved_or(self, damage: list[Damage], found: Damage) -> None:
         """A reader whose catalogue moved re-reads it; otherwise what it found is damage."""

@@ -68,9 +68,11 @@ def settings_path(layout: DataLayout) -> Path:
     return layout.config / SETTINGS_FILE
 
 
-def load_settings(layout: DataLayout) -> ModelSettings:
-    """The saved settings; defaults when there are none. A damaged file is moved aside to
-    ``models.json.bad`` (a person can read it) and defaults are used."""
+def load_settings(layout: DataLayout, *, repair: bool = False) -> ModelSettings:
+    """The saved settings; defaults when there are none or the file is damaged. A damaged file is
+    left as it is (readers never write: a listing, a status, the update check) unless ``repair``,
+    for a save (:func:`update_settings`): then it is moved aside to ``models.json.bad`` first, where
+    a person can read it, rather than overwritten."""
     path = settings_path(layout)
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -78,8 +80,9 @@ def load_settings(layout: DataLayout) -> ModelSettings:
         return ModelSettings()
     except (OSError, ValueError) as exc:
         log.warning("model settings %s unreadable (%s); using defaults", path, exc)
-        with contextlib.suppress(OSError):
-            os.replace(path, path.with_name(path.name + ".bad"))
+        if repair:
+            with contextlib.suppress(OSError):
+                os.replace(path, path.with_name(path.name + ".bad"))
         return ModelSettings()
     if not isinstance(raw, dict):
         return ModelSettings()
@@ -100,8 +103,8 @@ def save_settings(layout: DataLayout, settings: ModelSettings) -> None:
 
 
 def update_settings(layout: DataLayout, **changes: object) -> ModelSettings:
-    """Load, change some fields, save; returns the new settings."""
-    new = replace(load_settings(layout), **changes)  # type: ignore[arg-type]
+    """Load (a damaged file moved aside), change some fields, save; returns the new settings."""
+    new = replace(load_settings(layout, repair=True), **changes)  # type: ignore[arg-type]
     save_settings(layout, new)
     return new
 
