@@ -143,3 +143,22 @@ def test_reader_whose_snapshot_moved_rereads_instead_of_reporting_damage(tmp_pat
     assert not (tmp_path / base).exists() and not (tmp_path / seg).exists()
     index, loaded = reader._load(old)  # the load a reader starts just before the compaction commits
     assert reader.damage == [] and index.ntotal == 30 and loaded == set(writer.files())
+
+
+def test_reader_whose_base_changed_under_it_rereads_instead_of_calling_it_unreadable(tmp_path: Path) -> None:
+    """The base a reader's catalogue lists is there but not as listed (a writer's commit came in
+    between): that is a moved snapshot too, not "not a readable FAISS index"."""
+    import dataclasses
+
+    from vrag_desktop.core.index.store import VectorStore
+
+    _store(tmp_path)
+    reader = VectorStore(tmp_path, DIM, read_only=True)
+    writer = VectorStore(tmp_path, DIM)
+    writer.compact()
+    new = VectorStore(tmp_path, DIM, read_only=True)._cat
+    assert new.base is not None
+    stale = dataclasses.replace(new.base, size=(new.base.size or 0) + 1)
+    old = dataclasses.replace(reader._cat, base=stale, segments=())
+    index, loaded = reader._load(old)  # the load a reader starts just before the compaction commits
+    assert reader.damage == [] and index.ntotal == 30 and loaded == set(writer.files())

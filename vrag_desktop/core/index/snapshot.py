@@ -147,6 +147,8 @@ class SnapshotReader:
             if checked is None:
                 return None
             index = _faiss().read_index(str(path))
+        except _SnapshotMoved:  # the catalogue moved under a reader: _load re-reads it
+            raise
         except Exception as exc:  # faiss: not an index (a format-1 file has no checksum to catch it)
             if not path.exists():
                 self._moved_or(damage, Damage(entry.file, "missing", entry.vectors))
