@@ -24,6 +24,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+
+# What differs by system (the Python path, checksums, the build lock, the Linux installers).
+source scripts/build-platform.sh
 APP="VRAG Desktop"
 DIST=${VRAG_BUILD_DIST:-$ROOT/dist}
 WORK=${VRAG_BUILD_WORK:-$ROOT/build}
@@ -45,16 +48,12 @@ for arg in "$@"; do
   esac
 done
 
+installers_allowed || exit 2
 if [ "$check" = 0 ]; then
   mkdir -p "$WORK"
-  exec 9>"$WORK/.build-app.lock"
-  if ! flock -n 9; then
-    echo "build-app.sh: another build is running; waiting for it…" >&2
-    flock 9
-  fi
+  build_lock
   [ "$setup" = 0 ] || bash scripts/setup.sh >&2
 fi
-PY=.venv/bin/python
 if ! "$PY" -c 'import PyInstaller' 2>/dev/null; then
   echo "build-app.sh: PyInstaller is not installed in .venv (scripts/setup.sh installs the 'build' extra)." >&2
   exit 1
@@ -71,10 +70,10 @@ inputs_key() {
     # shellcheck disable=SC2046  # the wheel's sources (scripts/wheel_sources.py): no spaces in them
     git ls-files -z --cached --others --exclude-standard -- pyinstaller.spec scripts/build-app.sh \
         scripts/wheel_sources.py $("$PY" scripts/wheel_sources.py --list) 2>/dev/null \
-      | sort -z | xargs -0 sha256sum 2>/dev/null
+      | sort -z | xargs -0 "${SHA256[@]}" 2>/dev/null
     "$PY" -c 'import importlib.metadata as m; print(*sorted("%s==%s" % (d.metadata["Name"], d.version) for d in m.distributions()))'
     echo "cuda=${VRAG_BUNDLE_CUDA:-0} python=$("$PY" -V 2>&1)"
-  } | sha256sum | cut -c1-32
+  } | "${SHA256[@]}" | cut -c1-32
 }
 key=$(inputs_key)
 
