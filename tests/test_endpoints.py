@@ -599,9 +599,17 @@ def test_profile_validation_and_corrupt_file(tmp_path: Path) -> None:
         store.save(EndpointProfile("x", "custom", "http://h/v1", "m", extra_body={"api_key": "sk-1"}))
     with pytest.raises(ProfileError):
         store.save(EndpointProfile(DASHSCOPE, "custom"))
-    (tmp_path / "endpoints.json").write_text("{not json")
-    assert ProfileStore(tmp_path, environ={}).names() == ["DashScope", "Local vLLM", "Custom"]
-    assert (tmp_path / "endpoints.json.bad").exists()
+    path = tmp_path / "endpoints.json"
+    for damaged in (b"{not json", b'{"profiles": {}}', b"\xff\xfe"):
+        path.write_bytes(damaged)
+        store = ProfileStore(tmp_path, environ={})  # a reader: built-ins, the file left as it is
+        assert store.names() == ["DashScope", "Local vLLM", "Custom"] and store.active is None
+        assert (
+            sorted(p.name for p in tmp_path.iterdir()) == ["endpoints.json"] and path.read_bytes() == damaged
+        )
+    store.set_active(DASHSCOPE)  # a save: the damaged file is moved aside first, never overwritten
+    assert (tmp_path / "endpoints.json.bad").read_bytes() == damaged
+    assert ProfileStore(tmp_path, environ={}).active == DASHSCOPE
 
 
 def test_profile_model_talks_to_the_server(tmp_path: Path, no_keyring: None) -> None:

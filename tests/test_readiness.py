@@ -327,3 +327,38 @@ def test_endpoints_use_chooses_the_current_model_the_app_shows(tmp_path: Path) -
     marked = run("endpoints", "list", "--json")
     rows = {r["name"]: r for r in json.loads(marked.stdout)}
     assert rows[DASHSCOPE]["current"] and not rows[DASHSCOPE]["ready"]
+
+
+def test_a_damaged_endpoints_file_is_left_by_readers_and_moved_aside_by_endpoints_use(tmp_path: Path) -> None:
+    """``endpoints list`` (its readiness reads ``vllm.json`` too) and ``ask`` choosing its profile
+    read a damaged ``endpoints.json`` as the built-ins, say so on stderr, and write nothing; the
+    first change (``endpoints use``) moves it, byte for byte, to ``endpoints.json.bad``."""
+    data = tmp_path / "data"
+    config = data / "config"
+    config.mkdir(parents=True)
+    damaged = {"endpoints.json": b'{"active": "Custom", "profiles": [', "vllm.json": b"\xff not text"}
+    for name, raw in damaged.items():
+        (config / name).write_bytes(raw)
+    env = {**os.environ, "VRAG_DESKTOP_DATA_DIR": str(data), "HF_HUB_OFFLINE": "1"}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "vrag_desktop", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+
+    for args in (("endpoints", "list"), ("endpoints", "list", "--json"), ("ask", "What was the revenue?")):
+        done = run(*args)
+        assert "Traceback" not in done.stderr and "endpoints.json" in done.stderr, (args, done.stderr)
+        assert sorted(p.name for p in config.iterdir()) == sorted(damaged), args
+        assert all((config / name).read_bytes() == raw for name, raw in damaged.items()), args
+    assert "No model is chosen yet" in run("endpoints", "list").stdout  # the damaged "active" is not used
+    chosen = run("endpoints", "use", DASHSCOPE)
+    assert chosen.returncode == 0, chosen.stderr
+    assert (config / "endpoints.json.bad").read_bytes() == damaged["endpoints.json"]
+    assert _store(data).active == DASHSCOPE
+    assert (config / "vllm.json").read_bytes() == damaged["vllm.json"]

@@ -47,14 +47,20 @@ def test_missing_file_gives_defaults(tmp_path: Path) -> None:
     assert s.problems() == {"model": "Choose a model folder or a Hugging Face model id."}
 
 
-def test_damaged_file_is_moved_aside(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damaged", [b"{not json", b"\xff\xfe not text", b"[1, 2]"])
+def test_a_damaged_file_is_left_by_a_read_and_moved_aside_by_a_save(tmp_path: Path, damaged: bytes) -> None:
+    """Loading uses the defaults and says so, but writes nothing: the file stays byte for byte, no
+    sibling. Saving moves it to ``vllm.json.bad`` first, so what the person wrote is not lost."""
     path = settings_path(tmp_path)
     path.parent.mkdir(parents=True)
-    path.write_text("{not json")
+    path.write_bytes(damaged)
     s, message = load_vllm_settings(tmp_path)
     assert s == VLLMSettings()
-    assert message is not None and "vllm.json.bad" in message
-    assert not path.exists() and (path.parent / "vllm.json.bad").read_text() == "{not json"
+    assert message is not None and "unreadable" in message and "vllm.json.bad" in message
+    assert [p.name for p in path.parent.iterdir()] == ["vllm.json"] and path.read_bytes() == damaged
+    save_vllm_settings(VLLMSettings(model="m", port=8123), tmp_path)
+    assert (path.parent / "vllm.json.bad").read_bytes() == damaged
+    assert load_vllm_settings(tmp_path) == (VLLMSettings(model="m", port=8123), None)
 
 
 def test_invalid_fields_are_reset_one_by_one(tmp_path: Path) -> None:

@@ -563,6 +563,37 @@ def test_settings_persist_and_preview_command(make_panel: Any, ctx: AppContext) 
     assert again.util_spin.value() == pytest.approx(0.8)
 
 
+def test_damaged_settings_files_are_shown_left_alone_and_moved_aside_only_by_a_save(
+    make_panel: Any, ctx: AppContext, reports: list[tuple[str, str, str]]
+) -> None:
+    """Opening and closing the panel over a damaged ``vllm.json`` and ``endpoints.json`` shows
+    defaults, says so, and writes nothing (no rewrite, no sibling); the first save of each moves
+    that file, byte for byte, to ``<name>.bad`` and writes the change."""
+    config = ctx.layout.config
+    config.mkdir(parents=True, exist_ok=True)
+    damaged = {"vllm.json": b'{"model": "Qwen/', "endpoints.json": b"\xff\xfe not text"}
+    for name, data in damaged.items():
+        (config / name).write_bytes(data)
+    panel = make_panel()
+    assert panel.vllm.model_edit.text() == "" and panel.vllm.port_spin.value() == 0
+    said = " ".join(str(part) for report in reports for part in report)
+    assert "vllm.json" in said and "unreadable" in said and "left as it is" in said
+    assert panel.shutdown(5.0)
+    assert sorted(p.name for p in config.iterdir()) == sorted(damaged)
+    assert all((config / name).read_bytes() == data for name, data in damaged.items())
+
+    again = make_panel()
+    again.vllm.port_spin.setValue(8123)
+    _fill(again, url="http://127.0.0.1:9/v1")
+    assert again.shutdown(5.0)
+    assert (config / "vllm.json.bad").read_bytes() == damaged["vllm.json"]
+    loaded, message = load_vllm_settings(ctx.data_dir)
+    assert message is None and loaded.port == 8123
+    assert (config / "endpoints.json.bad").read_bytes() == damaged["endpoints.json"]
+    saved = json.loads((config / "endpoints.json").read_text(encoding="utf-8"))
+    assert {p["name"]: p["base_url"] for p in saved["profiles"]}[CUSTOM] == "http://127.0.0.1:9/v1"
+
+
 def test_gpu_label_and_preflight_warnings(qtbot: Any, make_panel: Any, tmp_path: Path) -> None:
     report = detect_gpus()
     panel = make_panel()

@@ -176,6 +176,15 @@ def secure_store_available() -> bool:
     return not (isinstance(backend, chainer.ChainerBackend) and not backend.backends)
 
 
+def _read_document(path: Path) -> dict[str, Any]:
+    """The one place ``endpoints.json`` is parsed: its document, or ``FileNotFoundError`` (none
+    yet), ``OSError`` or ``ValueError`` (damaged: not JSON, not text, not a profiles document)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not isinstance(data.get("profiles", []), list):
+        raise ValueError("not a profiles document")
+    return data
+
+
 class ProfileStore:
     """The profiles of one config dir, and their keys."""
 
@@ -191,21 +200,21 @@ class ProfileStore:
 
     # ---- profiles -------------------------------------------------------------------------------
     def _load(self) -> None:
-        if not self.path.exists():
-            return
+        """Read the file; a damaged one reads as the built-ins and is left as it is (readers never
+        write: a listing, ``ask`` choosing its profile, the app's panels): only :meth:`_write` moves
+        it aside, to ``endpoints.json.bad``, before it saves over it."""
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-            if not isinstance(data, dict) or not isinstance(data.get("profiles", []), list):
-                raise ValueError("not a profiles document")
+            data = _read_document(self.path)
+        except FileNotFoundError:
+            return
         except (OSError, ValueError) as exc:
-            bad = self.path.with_name(self.path.name + ".bad")
             log.warning(
-                "endpoint profiles in %s unreadable (%s); moved to %s, using defaults",
+                "endpoint profiles in %s unreadable (%s); using defaults, the file is left as it is "
+                "until the next change moves it to %s",
                 self.path,
                 exc,
-                bad.name,
+                self.path.name + ".bad",
             )
-            os.replace(self.path, bad)
             return
         for entry in data.get("profiles", []):
             try:
@@ -220,6 +229,19 @@ class ProfileStore:
         if data.get("active") in self._profiles:
             self._active = data["active"]
 
+    def _set_aside_if_damaged(self) -> None:
+        """Before a save: a damaged file on disk (damaged now, whatever it was at load) goes to
+        ``endpoints.json.bad``, where a person can read it, rather than being overwritten. A move
+        that fails raises ``OSError``: then nothing is saved and nothing lost."""
+        try:
+            _read_document(self.path)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            bad = self.path.with_name(self.path.name + ".bad")
+            os.replace(self.path, bad)
+            log.warning("endpoint profiles in %s unreadable (%s); moved to %s", self.path, exc, bad.name)
+
     def _write(self) -> None:
         doc = {
             "version": 1,
@@ -231,6 +253,7 @@ class ProfileStore:
             leaked = [n for (d, n), k in _SESSION_KEYS.items() if d == self._dir_key and k and k in text]
         if leaked:
             raise ProfileError(f"refusing to save profiles: the API key of {leaked[0]!r} appears in a field")
+        self._set_aside_if_damaged()
         atomic_write_text(self.path, text + "\n", mkdir=True)
 
     def names(self) -> list[str]:

@@ -141,17 +141,11 @@ def missing_local_model(data_dir: str | os.PathLike[str]) -> str:
     """The Hugging Face id the app's local vLLM server would start (``config/vllm.json``) when no copy
     of it is on this machine — not in the models folder, not in Hugging Face's cache — else "".
     Files only: no network, nothing written (a local folder or an empty setting is never missing)."""
-    import json
+    from vrag_desktop.core.runtime.settings import read_vllm_settings
 
-    from vrag_desktop.core.runtime.settings import settings_path
-
-    try:
-        model = json.loads(Path(settings_path(data_dir)).read_text(encoding="utf-8")).get("model")
-    except (OSError, ValueError, AttributeError):
+    model = read_vllm_settings(data_dir).model.strip()  # defaults ("") when missing or damaged
+    if not model:
         return ""
-    if not isinstance(model, str) or not model.strip():
-        return ""
-    model = model.strip()
     parts = model.split("/")
     if len(parts) != 2 or not all(parts) or os.path.exists(os.path.expanduser(model)):
         return ""

@@ -3,7 +3,8 @@
 Why a file of its own: the CLI takes these as flags per invocation and keeps only the *running*
 server's facts (``<data dir>/runtime/state.json``); the app needs the person's choices remembered
 (model, environment, memory share…). They live as JSON in ``<data dir>/config/vllm.json``, next to
-the endpoint profiles. A damaged file never stops the app: it is moved aside and defaults are used.
+the endpoint profiles. A damaged file never stops the app: defaults are used and the file is left as
+it is (reading never writes) until a save moves it aside to ``vllm.json.bad``.
 Paths of the vLLM environment follow the CLI's layout (``runtime/vllm-venv``), so an environment
 made by ``vrag-desktop runtime setup`` is found here too. The server's API key is no setting: it is
 the 'Local vLLM' endpoint profile's key, in the system keyring (an ``--api-key`` in the extra
@@ -230,34 +231,66 @@ def env_is_cpu(python: str | os.PathLike[str] | None) -> bool | None:
     return None
 
 
-def load_vllm_settings(data_dir: str | os.PathLike[str]) -> tuple[VLLMSettings, str | None]:
-    """Read the settings; never raises. Returns (settings, message for the person or None)."""
+def _read_document(path: Path) -> tuple[dict[str, Any], str]:
+    """The one place ``vllm.json`` is parsed: its object and its text. Raises ``FileNotFoundError``
+    (none yet), ``OSError`` (unreadable) or ``ValueError`` (damaged: not JSON, not text, not an object)."""
+    raw = path.read_text(encoding="utf-8")
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    return data, raw
+
+
+def _read(data_dir: str | os.PathLike[str]) -> tuple[VLLMSettings, str | None, bool]:
+    """(settings, message for the person or None, whether the file holds an ``--api-key`` in plain
+    text that the settings dropped). Never raises, never writes."""
     path = settings_path(data_dir)
     try:
-        raw = path.read_text(encoding="utf-8")
+        data, raw = _read_document(path)
     except FileNotFoundError:
-        return VLLMSettings(), None
-    except OSError as exc:
-        return VLLMSettings(), f"Could not read {path} ({exc.strerror or exc}); using defaults."
-    try:
-        data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
+        return VLLMSettings(), None, False
     except ValueError as exc:
-        bad = path.with_name(path.name + ".bad")
-        with contextlib.suppress(OSError):
-            os.replace(path, bad)
-        return VLLMSettings(), f"The vLLM settings in {path} were unreadable ({exc}); moved to {bad.name}."
+        return (
+            VLLMSettings(),
+            f"The vLLM settings in {path} are unreadable ({exc}); using defaults. The file is left as "
+            f"it is until the settings are next saved, which moves it to {path.name}.bad.",
+            False,
+        )
+    except OSError as exc:
+        return VLLMSettings(), f"Could not read {path} ({exc.strerror or exc}); using defaults.", False
     settings, notes = VLLMSettings.from_dict(data)
     msg = f"Some vLLM settings in {path} were invalid and reset: {'; '.join(notes)}" if notes else None
-    if settings.extra_args != data.get("extra_args", settings.extra_args) and "--api-key" in raw:
+    key_on_disk = settings.extra_args != data.get("extra_args", settings.extra_args) and "--api-key" in raw
+    return settings, msg, key_on_disk
+
+
+def read_vllm_settings(data_dir: str | os.PathLike[str]) -> VLLMSettings:
+    """The settings for a reader that shows or checks them (readiness): never raises, never
+    writes; defaults when the file is missing or damaged."""
+    return _read(data_dir)[0]
+
+
+def load_vllm_settings(data_dir: str | os.PathLike[str]) -> tuple[VLLMSettings, str | None]:
+    """Read the settings for the app's panel; never raises. Returns (settings, message for the
+    person or None). A damaged file is left as it is (see :func:`save_vllm_settings`); the one
+    write is removing an ``--api-key`` an older file keeps in plain text."""
+    settings, msg, key_on_disk = _read(data_dir)
+    if key_on_disk:
         with contextlib.suppress(OSError):  # a key in plain text must not stay on disk
             save_vllm_settings(settings, data_dir)
     return settings, msg
 
 
 def save_vllm_settings(settings: VLLMSettings, data_dir: str | os.PathLike[str]) -> Path:
-    """Write atomically (temporary file, then rename). Raises ``OSError``."""
+    """Write atomically (temporary file, then rename). A damaged file there is first moved aside
+    to ``vllm.json.bad`` (a person can read it), never overwritten. Raises ``OSError`` (then
+    nothing is written)."""
     path = settings_path(data_dir)
+    try:
+        _read_document(path)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError):
+        os.replace(path, path.with_name(path.name + ".bad"))
     atomic_write_json(path, settings.to_dict(), mkdir=True)
     return path

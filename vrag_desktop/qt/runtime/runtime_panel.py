@@ -213,9 +213,9 @@ class RuntimePanel(QWidget):
 
     def shutdown(self, timeout_s: float = 10.0) -> bool:
         """On window close: cancel tests, stop the server this panel started (bounded wait), save
-        the vLLM settings. True when no process of ours is left."""
+        the vLLM settings if they changed. True when no process of ours is left."""
         self.editor.shutdown()
         s = self.vllm.settings()
-        if not s.problems().keys() - {"model"}:
+        if s != self.vllm.form.saved and not s.problems().keys() - {"model"}:
             self.vllm.save_settings(s)
         return self.vllm.shutdown(timeout_s)

@@ -61,6 +61,9 @@ class VLLMForm(QGroupBox):
         self.data_dir = data_dir
         self._loading = False
         self._ready_timeout = VLLMSettings().ready_timeout
+        #: What the form held when loaded or last saved: closing the app saves only a change, so
+        #: opening and closing it never writes (nor moves a damaged ``vllm.json`` aside).
+        self.saved: VLLMSettings | None = None
         self._build()
 
     def _build(self) -> None:
@@ -221,11 +224,13 @@ class VLLMForm(QGroupBox):
         self.refresh_env()
 
     def save_settings(self, s: VLLMSettings | None = None) -> bool:
+        s = s or self.settings()
         try:
-            save_vllm_settings(s or self.settings(), self.data_dir)
+            save_vllm_settings(s, self.data_dir)
         except OSError as exc:
             error_sink().report("Could not save the vLLM settings", exc, "warning")
             return False
+        self.saved = s
         return True
 
     def _on_edit(self, *_args: object) -> None:

@@ -85,6 +85,7 @@ class VLLMSection(QWidget):
         if message:
             error_sink().report("vLLM settings", message, "warning")
         self.form.set_settings(settings)
+        self.form.saved = self.form.settings()
         self._render()
         self.detect_gpus()
 
