@@ -10,16 +10,23 @@ start, greedy, scored by the rollout's reward).
 Why the toy corpus and not the sample split: the sample corpus has to be indexed first (minutes on
 a CPU) and its rise needed 32 rollouts a step for 5-20 steps (docs/trainer.md, *Evidence that it
 learns*), far beyond a test. Here the toy corpus's four facts are asked by eight short training
-questions and four held-out ones that ask the same facts in other words. A 30-step SFT leaves a
-policy that writes the protocol on the held-out questions (format 1.0) but answers none of them
-(reward 0.15: format and the found page only); GRPO then makes one held-out answer right within 4
-steps (0.325). What this shows: GRPO raises the held-out reward above the warm start on this task,
-through the reward's judge part on a fact it trained on asked in other words. What it does not:
-that the model reads pages (a random 64-wide model learns its training answers, not the pages).
+questions and four held-out ones that ask the same facts in other words, with the product's default
+reward (0.7 judge, 0.1 format, 0.2 NDCG; exact judge).
+
+What rises, honestly (the greedy replies, read once): the 30-step warm start writes the protocol
+on every held-out question (format 1.0) but does not yet tell the questions apart: every search
+finds the same page and every answer is ``30``, a cut-off training answer, so none is right
+(reward 0.15). GRPO makes that answer whole within 4 steps (``300``, later ``Oslo``): right for
+the one held-out question that asks that fact (0.325). So the test shows GRPO's reward moving the held-out reward
+above the warm start (with the advantages negated it does not: 0.15, 0, 0.15), not a policy that
+reads pages or answers each question. A longer warm start (80 steps) answers per question, but
+its held-out reward then moves a question at a time in either direction (seeds 1-3 fell or
+wandered), so it is not what a test can assert.
 
 Deterministic: a step has 8 rollouts (2 questions x group 4), which one ``generate`` batch draws in
 rollout order, and the SFT is bit for bit reproducible, so the numbers do not depend on the
-machine's load. Seeds 0-3 all rose (0.15 -> 0.325 by step 4); the test runs seed 0.
+machine's load (two runs gave identical metric rows). Seeds 0-3 all rose (0.15 -> 0.325 by step
+4); the test runs seed 0.
 """
 
 from __future__ import annotations
