@@ -13,13 +13,13 @@ learns*), far beyond a test. Here the toy corpus's four facts are asked by eight
 questions and four held-out ones that ask the same facts in other words, with the product's default
 reward (0.7 judge, 0.1 format, 0.2 NDCG; exact judge).
 
-What rises, honestly (the greedy replies, read once): the 30-step warm start writes the protocol
-on every held-out question (format 1.0) but does not yet tell the questions apart: every search
-finds the same page and every answer is ``30``, a cut-off training answer, so none is right
-(reward 0.15). GRPO makes that answer whole within 4 steps (``300``, later ``Oslo``): right for
-the one held-out question that asks that fact (0.325). So the test shows GRPO's reward moving the held-out reward
-above the warm start (with the advantages negated it does not: 0.15, 0, 0.15), not a policy that
-reads pages or answers each question. A longer warm start (80 steps) answers per question, but
+What rises, honestly (the greedy replies, read once): the 30-step warm start writes the protocol on
+every held-out question (format 1.0) but does not yet tell the questions apart: every search finds
+the same page and every answer is ``30``, a cut-off training answer, so none is right (reward
+0.15). GRPO makes that answer whole within 4 steps (``300``, later ``Oslo``): right for the one
+held-out question that asks that fact (0.325). So the test shows GRPO's reward moving the held-out
+reward above the warm start (with the advantages negated it does not: 0.15, 0, 0.15), not a policy
+that reads pages or answers each question. A longer warm start (80 steps) answers per question, but
 its held-out reward then moves a question at a time in either direction (seeds 1-3 fell or
 wandered), so it is not what a test can assert.
 
