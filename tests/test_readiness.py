@@ -298,6 +298,13 @@ def test_the_command_line_says_how_to_choose_a_model(tmp_path: Path) -> None:
     assert "--base-url URL --model NAME" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``vrag-desktop ARGS`` in a child process with ``env`` (generous: a loaded machine)."""
+    return subprocess.run(
+        [sys.executable, "-m", "vrag_desktop", *args], capture_output=True, text=True, timeout=300, env=env
+    )
+
+
 def test_endpoints_use_chooses_the_current_model_the_app_shows(tmp_path: Path) -> None:
     """``endpoints use`` writes the one current model (the app's Ask box follows it); ``ask`` then says
     what that model lacks before any request (here: DashScope's key), and how to give it."""
@@ -307,13 +314,7 @@ def test_endpoints_use_chooses_the_current_model_the_app_shows(tmp_path: Path) -
     env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "vrag_desktop", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-        )
+        return _cli(env, *args)
 
     listed = run("endpoints", "list")
     assert listed.returncode == 0 and "No model is chosen yet" in listed.stdout
@@ -343,13 +344,7 @@ def test_a_damaged_endpoints_file_is_left_by_readers_and_moved_aside_by_endpoint
     env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "vrag_desktop", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-        )
+        return _cli(env, *args)
 
     for args in (("endpoints", "list"), ("endpoints", "list", "--json"), ("ask", "What was the revenue?")):
         done = run(*args)
