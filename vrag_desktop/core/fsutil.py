@@ -133,3 +133,21 @@ def atomic_save(
     """Let a library write into the temporary file (``image.save(fh, ...)``), then swap it in."""
     with atomic_open(path, "wb", mkdir=mkdir) as fh:
         save(fh)
+
+
+def set_aside_if_damaged(path: str | os.PathLike[str], parse: Callable[[Path], object]) -> Path | None:
+    """Before a save over a settings file: when ``parse`` finds it damaged (``OSError`` or
+    ``ValueError``), move it to ``<name>.bad``, where a person can read it, rather than overwrite it.
+    Only saves call this: a reader leaves a damaged file as it is (readers never write). Returns
+    the ``.bad`` path, or None when the file is absent or sound; raises ``OSError`` when the move
+    fails (then the caller must not save: nothing is lost)."""
+    path = Path(path)
+    try:
+        parse(path)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        bad = path.with_name(path.name + ".bad")
+        os.replace(path, bad)
+        return bad
+    return None

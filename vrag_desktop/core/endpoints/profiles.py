@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from vrag_desktop.core.fsutil import atomic_write_text
+from vrag_desktop.core.fsutil import atomic_write_text, set_aside_if_damaged
 
 if TYPE_CHECKING:
     from vrag_desktop.core.endpoints.client import OpenAIChatModel
@@ -233,14 +233,9 @@ class ProfileStore:
         """Before a save: a damaged file on disk (damaged now, whatever it was at load) goes to
         ``endpoints.json.bad``, where a person can read it, rather than being overwritten. A move
         that fails raises ``OSError``: then nothing is saved and nothing lost."""
-        try:
-            _read_document(self.path)
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as exc:
-            bad = self.path.with_name(self.path.name + ".bad")
-            os.replace(self.path, bad)
-            log.warning("endpoint profiles in %s unreadable (%s); moved to %s", self.path, exc, bad.name)
+        bad = set_aside_if_damaged(self.path, _read_document)
+        if bad is not None:
+            log.warning("endpoint profiles in %s unreadable; moved to %s", self.path, bad.name)
 
     def _write(self) -> None:
         doc = {

@@ -19,7 +19,7 @@ import threading
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from vrag_desktop.core.fsutil import atomic_write_json
+from vrag_desktop.core.fsutil import atomic_write_json, set_aside_if_damaged
 from vrag_desktop.core.models.errors import ModelError, OfflineError
 from vrag_desktop.core.paths import DataLayout
 
@@ -68,21 +68,22 @@ def settings_path(layout: DataLayout) -> Path:
     return layout.config / SETTINGS_FILE
 
 
-def load_settings(layout: DataLayout, *, repair: bool = False) -> ModelSettings:
+def _read_document(path: Path) -> object:
+    """The one place ``models.json`` is parsed (``OSError``/``ValueError``: damaged)."""
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def load_settings(layout: DataLayout) -> ModelSettings:
     """The saved settings; defaults when there are none or the file is damaged. A damaged file is
-    left as it is (readers never write: a listing, a status, the update check) unless ``repair``,
-    for a save (:func:`update_settings`): then it is moved aside to ``models.json.bad`` first, where
-    a person can read it, rather than overwritten."""
+    left as it is (readers never write: a listing, a status, the update check); a save
+    (:func:`update_settings`) moves it aside to ``models.json.bad`` first."""
     path = settings_path(layout)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = _read_document(path)
     except FileNotFoundError:
         return ModelSettings()
     except (OSError, ValueError) as exc:
         log.warning("model settings %s unreadable (%s); using defaults", path, exc)
-        if repair:
-            with contextlib.suppress(OSError):
-                os.replace(path, path.with_name(path.name + ".bad"))
         return ModelSettings()
     if not isinstance(raw, dict):
         return ModelSettings()
@@ -103,8 +104,9 @@ def save_settings(layout: DataLayout, settings: ModelSettings) -> None:
 
 
 def update_settings(layout: DataLayout, **changes: object) -> ModelSettings:
-    """Load (a damaged file moved aside), change some fields, save; returns the new settings."""
-    new = replace(load_settings(layout, repair=True), **changes)  # type: ignore[arg-type]
+    """Load, change some fields, save (a damaged file moved aside first); returns the new settings."""
+    set_aside_if_damaged(settings_path(layout), _read_document)
+    new = replace(load_settings(layout), **changes)  # type: ignore[arg-type]
     save_settings(layout, new)
     return new
 

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vrag_desktop.core.fsutil import atomic_write_json
+from vrag_desktop.core.fsutil import atomic_write_json, set_aside_if_damaged
 from vrag_desktop.core.paths import DataLayout
 
 if TYPE_CHECKING:
@@ -286,11 +286,6 @@ def save_vllm_settings(settings: VLLMSettings, data_dir: str | os.PathLike[str])
     to ``vllm.json.bad`` (a person can read it), never overwritten. Raises ``OSError`` (then
     nothing is written)."""
     path = settings_path(data_dir)
-    try:
-        _read_document(path)
-    except FileNotFoundError:
-        pass
-    except (OSError, ValueError):
-        os.replace(path, path.with_name(path.name + ".bad"))
+    set_aside_if_damaged(path, _read_document)
     atomic_write_json(path, settings.to_dict(), mkdir=True)
     return path
