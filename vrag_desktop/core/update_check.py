@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
+from vrag_desktop.core.search.guard import is_loopback  # the only hosts plain http may reach
+
 if TYPE_CHECKING:
     import http.client
 
@@ -64,18 +66,6 @@ def current_version() -> str:
     from vrag_desktop._version import __version__
 
     return __version__
-
-
-def is_loopback(host: str) -> bool:
-    """``localhost`` or a loopback address (127.0.0.0/8, ::1): the only hosts plain http may reach."""
-    if host.lower() == "localhost":
-        return True
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def url_problem(url: str) -> str | None:
