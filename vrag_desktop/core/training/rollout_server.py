@@ -166,8 +166,10 @@ def _address(url: str) -> tuple[str, int] | None:
     host = (parts.hostname or "").lower()
     if not host:
         return None
-    loopback = host in ("localhost", "0.0.0.0", "::1", "::") or host.startswith("127.")
-    return ("loopback" if loopback else host), port
+    from vrag_desktop.core.search.guard import is_loopback, is_wildcard
+
+    this_machine = is_loopback(host) or is_wildcard(host)  # a server bound to every address too
+    return ("loopback" if this_machine else host), port
 
 
 def _recorded(data_dir: str | os.PathLike[str]) -> list[RecordedProcess]:
