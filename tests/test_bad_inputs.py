@@ -176,7 +176,7 @@ def test_corrupt_pdf(library, make_pdf, tmp_path, minilm) -> None:  # type: igno
     folder = tmp_path / "docs"
     good = _good(make_pdf, folder)
     bad = folder / "corrupt.pdf"
-    bad.write_bytes(b"%PDF-1.7\n" + os.urandom(8192))
+    bad.write_bytes(b"%PDF-1.7\n" + random.Random(8192).randbytes(8192))
     corpus, _scan, build = index_paths(library, "c", [folder], minilm)
     assert build is not None and build.failed_items == 0
     _assert_only_failure(corpus, bad, "not a readable PDF", "corrupt")
@@ -855,13 +855,13 @@ def test_cli_reports_every_bad_file(data_dir, make_pdf, tmp_path) -> None:  # ty
         folder=folder,
     )
     shutil.copyfile(folder / "a_original.pdf", folder / "b_copy.pdf")
-    (folder / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(8192))
+    (folder / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + random.Random(8192).randbytes(8192))
     _encrypted_pdf(folder / "locked.pdf")
     (folder / "empty.pdf").write_bytes(b"")
     (folder / "empty.png").write_bytes(b"")
     (folder / "photo.jpg").write_bytes(_truncated_jpeg())
     (folder / "bomb.png").write_bytes(_png_with_size(30000, 30000))
-    (folder / "noise.mp4").write_bytes(os.urandom(20_000))
+    (folder / "noise.mp4").write_bytes(random.Random(20_000).randbytes(20_000))  # see test_bad_video
     (folder / "nocodec.mp4").write_bytes(_codecless_mp4(_real_mp4(tmp_path / "real.mp4")))
     (folder / "notes.xyz").write_text("Shopping list: flour, eggs, butter.")
     (folder / "loop1.pdf").symlink_to("loop2.pdf")
