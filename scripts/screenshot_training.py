@@ -5,6 +5,11 @@ Copies finished runs (by default the ones ``bench/trainer_learning.py`` writes u
 grabs the Training dock: the plots of a GRPO run, and the samples of a GGPO run with their masked
 segments; then opens a GGPO sample in the reasoning graph (masked nodes and the legend). Run under a
 display: ``xvfb-run -a .venv/bin/python scripts/screenshot_training.py``.
+
+``--validated RUN`` also grabs training-validation.png: a run that validates (its validation curve
+beside the training reward, the best step marked, *Export best*), e.g. the GRPO run that
+``trainer/tests/test_learning_rise.py`` leaves under ``--basetemp``: copied whole, checkpoints too,
+so its best checkpoint can be exported.
 """
 
 from __future__ import annotations
@@ -33,17 +38,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default=str(ROOT / "bench" / "out" / "trainer_learning"))
     ap.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
+    ap.add_argument("--validated", default=None, help="a run folder that validates (training-validation.png)")
     args = ap.parse_args()
     runs = Path(args.runs)
     work = Path(tempfile.mkdtemp(prefix="vrag-train-shots-"))
     os.environ["VRAG_DESKTOP_DATA_DIR"] = str(work / "data")
     os.environ["VRAG_DESKTOP_CONFIG_DIR"] = str(work / "config")
-    for name in ("vrag_grpo", "vimrag_ggpo"):
-        if not (runs / name / "metrics.jsonl").is_file():
-            raise SystemExit(f"no run {runs / name}: run bench/trainer_learning.py first")
+    validated = Path(args.validated) if args.validated else None
+    have = all((runs / name / "metrics.jsonl").is_file() for name in ("vrag_grpo", "vimrag_ggpo"))
+    if not have and validated is None:
+        raise SystemExit(f"no runs in {runs}: run bench/trainer_learning.py first")
+    for name in ("vrag_grpo", "vimrag_ggpo") if have else ():
         shutil.copytree(
             runs / name, work / "data" / "training" / name, ignore=shutil.ignore_patterns("checkpoints")
         )
+    if validated is not None:
+        if not (validated / "val_metrics.jsonl").is_file():
+            raise SystemExit(f"{validated} has no val_metrics.jsonl: not a run that validates")
+        shutil.copytree(validated, work / "data" / "training" / "grpo_validated")
 
     from PySide6.QtWidgets import QApplication
 
@@ -65,6 +77,15 @@ def main() -> int:
     settle(app, 2.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if validated is not None:
+        panel.select(ctx.layout.training / "grpo_validated")
+        settle(app, 4.0)
+        dock.grab().save(str(out / "training-validation.png"))
+        print("wrote", out / "training-validation.png")
+    if not have:
+        print(f"no runs in {runs} (bench/trainer_learning.py): training.png and the GGPO shots skipped")
+        window.close()
+        return 0
     panel.select(ctx.layout.training / "vrag_grpo")
     settle(app, 4.0)
     dock.grab().save(str(out / "training.png"))
