@@ -49,3 +49,18 @@ def test_collector_back_on_after_an_error() -> None:
         pass
     assert gc.isenabled()
     gc.unfreeze()
+
+
+def test_a_hold_ends_once_and_leaves_other_loads_alone() -> None:
+    """hold(): the app's start, from main() to the first paint, is a load without a ``with`` block."""
+    from vrag_desktop.core.long_lived import hold
+
+    end = hold()
+    assert not gc.isenabled()
+    with long_lived():  # the warm-up's load, begun inside the start
+        end()
+        assert not gc.isenabled()  # still loading
+        end()  # a second end (main's finally after the first paint's) must not end the load
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.unfreeze()

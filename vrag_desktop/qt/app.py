@@ -11,7 +11,7 @@ import logging.handlers
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +110,23 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
     if not has_display():
         sys.stderr.write(NO_DISPLAY_HELP)
         return 2
+    from vrag_desktop.core.long_lived import hold
+
+    end_hold = hold()  # no collections until the window has painted; what the start made is frozen then
+    try:
+        return _main(argv, data_dir, paths, t0, end_hold)
+    finally:
+        end_hold()
+
+
+def _main(
+    argv: Sequence[str] | None,
+    data_dir: str | None,
+    paths: Sequence[str],
+    t0: float,
+    end_hold: Callable[[], None],
+) -> int:
+    """:func:`main` with the collector held (``end_hold`` releases it)."""
     os.environ.setdefault("QT_API", "pyside6")  # qasync must bind to PySide6
     from vrag_desktop.core.priority import derive_in_background, passive_omp_workers
 
@@ -145,12 +162,12 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
         )
         return 0
     try:
-        return _run(app, ctx, files, guard, t0)
+        return _run(app, ctx, files, guard, t0, end_hold)
     finally:
         guard.release()
 
 
-def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
+def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float, end_hold: Callable[[], None]) -> int:
     """The primary instance: refuse a data directory of a newer app, else the window until it closes."""
     refusal = data_dir_refusal(ctx.data_dir)
     if refusal:
@@ -175,7 +192,12 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
         window = MainWindow(ctx)
         window.show()
     finally:
-        after_first_paint(window if "window" in locals() else None, tasks.release_starts)
+
+        def painted() -> None:
+            end_hold()  # before the held look-ups start: they import libraries and make garbage
+            tasks.release_starts()
+
+        after_first_paint(window if "window" in locals() else None, painted)
     guard.received.connect(lambda received: _open_paths(window, received))
     if files:
         _open_paths(window, files)
