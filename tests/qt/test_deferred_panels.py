@@ -136,3 +136,13 @@ def test_a_run_before_the_evidence_view_is_made_makes_it_and_shows_its_pages(
     w._route_event(ImageShown(step=1, source="a.pdf", page=2, image=str(ctx.data_dir / "p2.png")))
     assert w.panels.evidence.built and w.evidence_dock.widget() is w.evidence
     assert [p.page for p in w.evidence.board.pages.values()] == [2]
+
+
+def test_the_window_says_when_its_deferred_panels_are_made(qtbot: Any, ctx: AppContext) -> None:
+    """``ctx.window_settled`` (what the warm-up waits for) is set once every panel made after the
+    first paint is made, not before."""
+    w = _window(qtbot, ctx)
+    assert not ctx.window_settled.is_set()
+    w.show()
+    qtbot.waitUntil(ctx.window_settled.is_set, timeout=10_000)
+    assert all(p.built for p in w.panels.all())

@@ -420,7 +420,8 @@ class MainWindow(SavedRuns, QMainWindow):
         if not self._shown:
             self._shown = True
             QTimer.singleShot(0, self.window_layout.shown)
-            after_first_paint(self, self.panels.build_later)  # the hidden docks' panels, after the frame
+            # the hidden docks' panels, after the frame; then the warm-up may start (AppContext)
+            after_first_paint(self, lambda: self.panels.build_later(done=self.ctx.window_settled.set))
 
     # ------------------------------------------------------------------ closing
     def closeEvent(self, event: QCloseEvent) -> None:
