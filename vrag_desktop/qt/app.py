@@ -7,7 +7,6 @@ load later, in background threads, when first needed.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import sys
 import time
@@ -43,6 +42,7 @@ NOT_BEFORE_WINDOW = (
     "cryptography",
     "pynvml",
     "psutil",
+    "logging.handlers",  # socket, pickle: the app log rolls over once the window has painted
 )
 
 NO_DISPLAY_HELP = """\
@@ -62,23 +62,6 @@ def has_display(env: dict[str, str] | None = None, platform: str = sys.platform)
     if env.get("QT_QPA_PLATFORM"):
         return True
     return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
-
-
-def setup_logging(log_dir: Path) -> Path | None:
-    """A rotating app log (what the notification bar shows, with tracebacks)."""
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        path = log_dir / "app.log"
-        handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
-        )
-    except OSError:
-        return None  # the data directory problem is reported when a panel needs it
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("vrag_desktop")
-    root.setLevel(logging.INFO)
-    root.addHandler(handler)
-    return path
 
 
 _fault_log = None  # kept open for the whole process: faulthandler writes to its descriptor on a crash
@@ -174,6 +157,7 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float, end_hold: 
         show_fatal(refusal)
         return 3
 
+    from vrag_desktop.qt.infra.app_log import rotate_logs, setup_logging
     from vrag_desktop.qt.infra.errors import error_sink, install_excepthooks
     from vrag_desktop.qt.infra.theme import apply_theme
 
@@ -195,6 +179,7 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float, end_hold: 
 
         def painted() -> None:
             end_hold()  # before the held look-ups start: they import libraries and make garbage
+            rotate_logs()  # the rotating log handler (logging.handlers) from now on
             tasks.release_starts()
 
         after_first_paint(window if "window" in locals() else None, painted)
