@@ -131,3 +131,6 @@ def test_a_warm_up_told_to_wait_starts_once_the_window_has_settled(monkeypatch: 
     settled.set()
     assert done.wait(30) and "colorsys" in sys.modules
     thread.join(5)
+    import gc
+
+    gc.unfreeze()  # what the warm-up froze goes back to the collector, as in test_long_lived.py
