@@ -18,18 +18,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
-import sys
+import gc, sys
 from vrag_desktop.qt import main_window
+from vrag_desktop.qt.infra import tasks
 
-at_show = []
+at_show, collector = [], {}
 shown = main_window.MainWindow.showEvent
+release = tasks.release_starts
 
 def show_event(self, event):
     if not at_show:
         at_show.append(set(sys.modules))
+        collector["at-show"] = gc.isenabled()
     shown(self, event)
 
+def release_starts():
+    collector["after-paint"] = gc.isenabled()
+    collector["frozen"] = gc.get_freeze_count()
+    release()
+
 main_window.MainWindow.showEvent = show_event
+tasks.release_starts = release_starts
 from vrag_desktop.qt.app import main
 
 rc = main(data_dir=sys.argv[1])
@@ -37,6 +46,7 @@ heavy = sys.argv[2].split(",")
 print("RC", rc)
 print("AT-SHOW", ",".join(sorted(m for m in heavy if m in at_show[0])))
 print("APP-MODULES", len([m for m in at_show[0] if m.startswith("vrag_desktop")]))
+print("GC", collector["at-show"], collector["after-paint"], collector["frozen"])
 """
 
 
@@ -65,6 +75,11 @@ def test_window_shows_before_heavy_libraries_load(tmp_path: Path) -> None:
     assert int(lines["APP-MODULES"]) > 50  # the probe saw the real window being built
     loaded = [m for m in lines.get("AT-SHOW", "").split(",") if m]
     assert loaded == [], f"imported before the window showed (defer them to first use): {loaded}"
+    # no garbage collection while the window is built; back on once it has painted, before the held
+    # look-ups start, with what the start made frozen (later full collections skip it)
+    at_show, after_paint, frozen = lines["GC"].split()
+    assert (at_show, after_paint) == ("False", "True")
+    assert int(frozen) > 20_000
 
 
 def test_the_gui_start_reads_its_arguments_as_the_full_parser_does() -> None:

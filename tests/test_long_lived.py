@@ -14,7 +14,7 @@ def test_collector_off_inside_and_survivors_frozen() -> None:
     with long_lived():
         assert not gc.isenabled()
         with long_lived():  # nested: still off
-            keep = [{"i": i} for i in range(1000)]
+            keep = [[i] for i in range(1000)]  # lists: tracked by the collector (a dict of ints is not)
         assert not gc.isenabled()
     assert gc.isenabled()
     assert gc.get_freeze_count() >= before + len(keep)
@@ -47,5 +47,20 @@ def test_collector_back_on_after_an_error() -> None:
             raise ValueError("model folder missing")
     except ValueError:
         pass
+    assert gc.isenabled()
+    gc.unfreeze()
+
+
+def test_a_hold_ends_once_and_leaves_other_loads_alone() -> None:
+    """hold(): the app's start, from main() to the first paint, is a load without a ``with`` block."""
+    from vrag_desktop.core.long_lived import hold
+
+    end = hold()
+    assert not gc.isenabled()
+    with long_lived():  # the warm-up's load, begun inside the start
+        end()
+        assert not gc.isenabled()  # still loading
+        end()  # a second end (main's finally after the first paint's) must not end the load
+        assert not gc.isenabled()
     assert gc.isenabled()
     gc.unfreeze()

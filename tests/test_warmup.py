@@ -114,3 +114,23 @@ def test_after_the_warm_up_a_first_indexing_imports_no_native_module(tmp_path, m
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"indexed": 1, "native": []}
+
+
+def test_a_warm_up_told_to_wait_starts_once_the_window_has_settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``after``: nothing is imported until the event is set (the app sets it once its window's
+    deferred panels are made: torch's start holds the GIL), then the warm-up runs as before."""
+    import threading
+
+    monkeypatch.setattr(warmup, "_started", None)  # once per process: this test's own start
+    monkeypatch.delenv("VRAG_DESKTOP_NO_WARMUP", raising=False)
+    settled, done = threading.Event(), threading.Event()
+    sys.modules.pop("colorsys", None)
+    thread = warmup.start(delay=0, then=done.set, after=settled, modules=("colorsys",))
+    assert thread is not None
+    assert not done.wait(0.5) and "colorsys" not in sys.modules  # still waiting
+    settled.set()
+    assert done.wait(30) and "colorsys" in sys.modules
+    thread.join(5)
+    import gc
+
+    gc.unfreeze()  # what the warm-up froze goes back to the collector, as in test_long_lived.py

@@ -587,3 +587,31 @@ def test_main_window_has_the_training_dock_and_opens_a_sample(qtbot: Any, ctx: A
     win.open_sample(samples, rec.id)
     qtbot.waitUntil(lambda: "Where are the Beta" in win.ask.question, timeout=10_000)
     win.training.shutdown()
+
+
+def test_the_run_list_is_rebuilt_only_when_a_line_changes(qtbot: Any, ctx: Any) -> None:
+    """Each reading of the run list (every few seconds while shown, and at once when the dock is
+    raised) leaves the list alone when nothing in it changed, and shows what did change."""
+    from vrag_desktop.qt.training.training_panel import ROOT_ROLE
+
+    run = _fake_run(ctx.layout.training / "a", 2)
+    panel = _panel(qtbot, ctx)
+    qtbot.waitUntil(
+        lambda: panel.view.root == run.root and panel.list.topLevelItemCount() == 1, timeout=10_000
+    )
+    first = panel.list.topLevelItem(0)
+    panel.refresh()
+    qtbot.waitUntil(lambda: not panel._listing.running, timeout=10_000)
+    assert panel.list.topLevelItem(0) is first  # the same item: nothing rebuilt
+    assert panel.list.currentItem() is first
+    run.write_state(status="stopped", step=5)  # a line changed: shown
+    panel.refresh()
+    qtbot.waitUntil(lambda: panel.list.topLevelItem(0).text(2) == "5", timeout=10_000)
+    other = _fake_run(ctx.layout.training / "b", 1)  # a new run: listed, the selection kept
+    panel.refresh()
+    qtbot.waitUntil(lambda: panel.list.topLevelItemCount() == 2, timeout=10_000)
+    assert panel.view.root == run.root
+    assert panel.list.currentItem().data(0, ROOT_ROLE) == str(run.root)
+    panel.select(other.root)  # asked for a run the list already shows: selected without a rebuild
+    qtbot.waitUntil(lambda: panel.view.root == other.root, timeout=10_000)
+    panel.shutdown()

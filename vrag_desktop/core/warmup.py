@@ -150,9 +150,21 @@ def warm(modules: tuple[str, ...] = MODULES, then: Callable[[], object] | None =
     return timings
 
 
-def start(delay: float = 0.5, then: Callable[[], object] | None = None) -> threading.Thread | None:
+def start(
+    delay: float = 0.5,
+    then: Callable[[], object] | None = None,
+    after: threading.Event | None = None,
+    after_timeout: float = 10.0,
+    modules: tuple[str, ...] = MODULES,
+) -> threading.Thread | None:
     """:func:`warm` once per process in a daemon thread at low CPU priority, after ``delay`` seconds
-    (the window paints first). Returns the thread, or None when turned off or already started."""
+    (the window paints first), counted from ``after`` being set (at most ``after_timeout`` s) when
+    given. Returns the thread, or None when turned off or already started.
+
+    Why ``after``: torch's extension module initialises for ~0.2 s of CPU holding the GIL; begun
+    while the window still makes its panels after the first paint, the two took turns on the cores
+    and the window waited for the GIL for up to 0.5 s (docs/benchmarks.md §5). The app sets it once
+    those panels are made."""
     global _started
     if os.environ.get("VRAG_DESKTOP_NO_WARMUP"):
         return None
@@ -162,9 +174,11 @@ def start(delay: float = 0.5, then: Callable[[], object] | None = None) -> threa
 
         def run() -> None:
             lower_thread_priority(10)
+            if after is not None:
+                after.wait(after_timeout)
             time.sleep(delay)
             t = time.perf_counter()
-            timings = warm(then=then)
+            timings = warm(modules=modules, then=then)
             log.info(
                 "warm-up done in %.2f s (%s)",
                 time.perf_counter() - t,

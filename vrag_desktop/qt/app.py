@@ -7,11 +7,10 @@ load later, in background threads, when first needed.
 from __future__ import annotations
 
 import logging
-import logging.handlers
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +42,7 @@ NOT_BEFORE_WINDOW = (
     "cryptography",
     "pynvml",
     "psutil",
+    "logging.handlers",  # socket, pickle: the app log rolls over once the window has painted
 )
 
 NO_DISPLAY_HELP = """\
@@ -62,23 +62,6 @@ def has_display(env: dict[str, str] | None = None, platform: str = sys.platform)
     if env.get("QT_QPA_PLATFORM"):
         return True
     return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
-
-
-def setup_logging(log_dir: Path) -> Path | None:
-    """A rotating app log (what the notification bar shows, with tracebacks)."""
-    try:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        path = log_dir / "app.log"
-        handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=2_000_000, backupCount=3, encoding="utf-8"
-        )
-    except OSError:
-        return None  # the data directory problem is reported when a panel needs it
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger("vrag_desktop")
-    root.setLevel(logging.INFO)
-    root.addHandler(handler)
-    return path
 
 
 _fault_log = None  # kept open for the whole process: faulthandler writes to its descriptor on a crash
@@ -110,6 +93,23 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
     if not has_display():
         sys.stderr.write(NO_DISPLAY_HELP)
         return 2
+    from vrag_desktop.core.long_lived import hold
+
+    end_hold = hold()  # no collections until the window has painted; what the start made is frozen then
+    try:
+        return _main(argv, data_dir, paths, t0, end_hold)
+    finally:
+        end_hold()
+
+
+def _main(
+    argv: Sequence[str] | None,
+    data_dir: str | None,
+    paths: Sequence[str],
+    t0: float,
+    end_hold: Callable[[], None],
+) -> int:
+    """:func:`main` with the collector held (``end_hold`` releases it)."""
     os.environ.setdefault("QT_API", "pyside6")  # qasync must bind to PySide6
     from vrag_desktop.core.priority import derive_in_background, passive_omp_workers
 
@@ -145,18 +145,19 @@ def main(argv: Sequence[str] | None = None, data_dir: str | None = None, paths: 
         )
         return 0
     try:
-        return _run(app, ctx, files, guard, t0)
+        return _run(app, ctx, files, guard, t0, end_hold)
     finally:
         guard.release()
 
 
-def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
+def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float, end_hold: Callable[[], None]) -> int:
     """The primary instance: refuse a data directory of a newer app, else the window until it closes."""
     refusal = data_dir_refusal(ctx.data_dir)
     if refusal:
         show_fatal(refusal)
         return 3
 
+    from vrag_desktop.qt.infra.app_log import rotate_logs, setup_logging
     from vrag_desktop.qt.infra.errors import error_sink, install_excepthooks
     from vrag_desktop.qt.infra.theme import apply_theme
 
@@ -175,7 +176,13 @@ def _run(app: Any, ctx: Any, files: list[str], guard: Any, t0: float) -> int:
         window = MainWindow(ctx)
         window.show()
     finally:
-        after_first_paint(window if "window" in locals() else None, tasks.release_starts)
+
+        def painted() -> None:
+            end_hold()  # before the held look-ups start: they import libraries and make garbage
+            rotate_logs()  # the rotating log handler (logging.handlers) from now on
+            tasks.release_starts()
+
+        after_first_paint(window if "window" in locals() else None, painted)
     guard.received.connect(lambda received: _open_paths(window, received))
     if files:
         _open_paths(window, files)

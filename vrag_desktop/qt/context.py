@@ -39,6 +39,9 @@ class AppContext:
     settings_message: str | None = None  # why the settings file was reset, if it was
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
     _current_model: Any = field(default=None, repr=False)  # outlives data directory changes
+    #: Set by the main window once the panels it makes after its first paint are made: the warm-up
+    #: starts then (see :meth:`start_warmup`).
+    window_settled: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @classmethod
     def load(cls, data_dir: str | Path | None = None, config_dir: str | Path | None = None) -> AppContext:
@@ -119,7 +122,8 @@ class AppContext:
         next to the window's work."""
         from vrag_desktop.core import warmup
 
-        return warmup.start(then=self.preload_embedder)
+        # after the window's deferred panels (torch's start holds the GIL), or 10 s without a window
+        return warmup.start(delay=0.2, then=self.preload_embedder, after=self.window_settled)
 
     def preload_embedder(self) -> None:
         """Load the settings' embedder now if it loads quickly (see ``loads_quickly``); a large one

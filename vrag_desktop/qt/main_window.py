@@ -41,6 +41,7 @@ from vrag_desktop.qt.window_saved_runs import SavedRuns
 if TYPE_CHECKING:
     from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
     from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
+    from vrag_desktop.qt.evidence.evidence_view import EvidenceView
     from vrag_desktop.qt.models.entry import ModelsEntry
     from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
     from vrag_desktop.qt.training.training_panel import TrainingPanel
@@ -67,7 +68,7 @@ class MainWindow(SavedRuns, QMainWindow):
 
         self.controller = RunController(ctx, self)
         self.window_layout = WindowLayout(self)
-        self.panels = WindowPanels(self)  # Runtime, Datasets, Evaluations, Training, Models: made later
+        self.panels = WindowPanels(self)  # Evidence, Runtime, Datasets, Evaluations, Training, Models: later
         self._build_panels()
         self._build_docks()
         self.menus = WindowMenus(self)
@@ -92,7 +93,6 @@ class MainWindow(SavedRuns, QMainWindow):
     # ------------------------------------------------------------------ building
     def _build_panels(self) -> None:
         from vrag_desktop.qt.corpora.corpora_panel import CorporaPanel
-        from vrag_desktop.qt.evidence.evidence_view import EvidenceView
         from vrag_desktop.qt.graph.graph_pane import GraphPane
         from vrag_desktop.qt.graph.graph_scene import GraphScene
         from vrag_desktop.qt.graph.graph_view import GraphView
@@ -122,11 +122,14 @@ class MainWindow(SavedRuns, QMainWindow):
         self.node_details = NodeDetails()
         link_details(self.graph_scene, self.node_details)
         self.graph_pane = GraphPane(self.graph_view, self.node_details)
-        self.evidence = EvidenceView(ctx)
         self.corpora = CorporaPanel(ctx)
         self.history = HistoryPanel(ctx)
 
     # The panels made after the first paint (qt/window_panels.py): reading one makes it now.
+    @property
+    def evidence(self) -> EvidenceView:
+        return self.panels.evidence.get()
+
     @property
     def runtime(self) -> RuntimePanel:
         return self.panels.runtime.get()
@@ -188,7 +191,7 @@ class MainWindow(SavedRuns, QMainWindow):
         self.training_dock = self._dock(self.tr("Training"), "trainingDock", p.training, R)
         self.runtime_dock = self._dock(self.tr("Runtime"), "runtimeDock", p.runtime, R)
         self.graph_dock = self._dock(self.tr("Reasoning graph"), "graphDock", self.graph_pane, R)
-        self.evidence_dock = self._dock(self.tr("Evidence"), "evidenceDock", self.evidence, R)
+        self.evidence_dock = self._dock(self.tr("Evidence"), "evidenceDock", p.evidence, R)
 
     def _build_status_bar(self) -> None:
         sb = self.statusBar()
@@ -235,7 +238,6 @@ class MainWindow(SavedRuns, QMainWindow):
         # The views say so (``touched``): an event filter on them ran Python at each of their events,
         # every repaint of a live run included.
         self.graph_view.touched.connect(lambda: setattr(self, "_zoom_target", "graph"))
-        self.evidence.page_view.touched.connect(lambda: setattr(self, "_zoom_target", "evidence"))
         self.notifications.more.clicked.connect(self.show_messages)
 
     # ------------------------------------------------------------------ state
@@ -418,7 +420,8 @@ class MainWindow(SavedRuns, QMainWindow):
         if not self._shown:
             self._shown = True
             QTimer.singleShot(0, self.window_layout.shown)
-            after_first_paint(self, self.panels.build_later)  # the hidden docks' panels, after the frame
+            # the hidden docks' panels, after the frame; then the warm-up may start (AppContext)
+            after_first_paint(self, lambda: self.panels.build_later(done=self.ctx.window_settled.set))
 
     # ------------------------------------------------------------------ closing
     def closeEvent(self, event: QCloseEvent) -> None:

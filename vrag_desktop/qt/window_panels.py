@@ -1,5 +1,6 @@
-"""The panels of the docks hidden until used (Runtime, Datasets, Evaluations, Training) and the Models
-entry: made after the window's first paint, or at once when something needs one first.
+"""The panels of the docks hidden until used (Runtime, Datasets, Evaluations, Training), the Evidence
+view when its dock starts as a tab behind the graph, and the Models entry: made after the window's
+first paint, or at once when something needs one first.
 
 Why: building them, and importing what they import (the runtime supervisor and its environments, the
 training configs, the model catalogue, the evaluation code), was about half of the CPU the app spent
@@ -8,6 +9,12 @@ Each dock gets an empty placeholder; its panel is made on first use (the dock sh
 asking for ``win.runtime`` & co.) or, once the window has painted, one panel per event-loop turn, so
 their start-up look-ups (the GPU, servers a killed session left, the training runs) still run at
 start and the window answers input between two panels.
+
+The Evidence view (its import and build were ~10 % of the CPU before the window) is made as the
+window shows when its dock is on screen (a wide screen splits the graph and it); on a smaller one it
+starts as a tab behind the graph and is made first after the paint. Its dock is never hidden, only
+covered, so unlike the tools it is not made by :meth:`WindowPanels.build_shown`: the dock says when
+it is shown (``visibilityChanged``), and Qt says so while the window shows, before its first paint.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from vrag_desktop.qt.infra.alive import alive
 if TYPE_CHECKING:
     from vrag_desktop.qt.datasets.datasets_panel import DatasetsPanel
     from vrag_desktop.qt.evaluation.evaluations_panel import EvaluationsPanel
+    from vrag_desktop.qt.evidence.evidence_view import EvidenceView
     from vrag_desktop.qt.main_window import MainWindow
     from vrag_desktop.qt.models.entry import ModelsEntry
     from vrag_desktop.qt.runtime.runtime_panel import RuntimePanel
@@ -85,9 +93,15 @@ class WindowPanels:
             "Training", self._make_training, self._wire_training
         )
         self.models: Deferred[ModelsEntry] = Deferred("Models", self._make_models, lambda _m: None)
+        self.evidence: Deferred[EvidenceView] = Deferred("Evidence", self._make_evidence, self._wire_evidence)
         self._pending: list[Deferred[Any]] = []
 
     def all(self) -> tuple[Deferred[Any], ...]:
+        """Every deferred panel, in the order :meth:`build_later` makes them (the likeliest first)."""
+        return (self.evidence, *self.tools())
+
+    def tools(self) -> tuple[Deferred[Any], ...]:
+        """The panels of the docks hidden until used, and the Models entry."""
         return (self.runtime, self.training, self.models, self.datasets, self.evaluations)
 
     def build_all(self) -> None:
@@ -96,8 +110,8 @@ class WindowPanels:
             part.get()
 
     def build_shown(self) -> None:
-        """The panels whose docks a restored layout shows: made before the window shows them."""
-        for part in self.all():
+        """The tools whose docks a restored layout shows: made before the window shows them."""
+        for part in self.tools():
             if part.dock is not None and not part.dock.isHidden():
                 part.get()
 
@@ -160,6 +174,15 @@ class WindowPanels:
 
     def _wire_training(self, training: TrainingPanel) -> None:
         training.openSampleRequested.connect(self.win.open_sample)  # a trajectory, as History opens a run
+
+    def _make_evidence(self) -> EvidenceView:
+        from vrag_desktop.qt.evidence.evidence_view import EvidenceView
+
+        return EvidenceView(self.win.ctx)
+
+    def _wire_evidence(self, evidence: EvidenceView) -> None:
+        # zoom shortcuts act on the view last touched (see MainWindow._wire)
+        evidence.page_view.touched.connect(lambda: setattr(self.win, "_zoom_target", "evidence"))
 
     def _make_models(self) -> ModelsEntry:
         from vrag_desktop.qt.models.entry import ModelsEntry

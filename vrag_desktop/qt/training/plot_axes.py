@@ -14,6 +14,7 @@ import math
 from collections.abc import Iterable
 
 import pyqtgraph as pg
+from PySide6.QtWidgets import QGraphicsItem
 
 #: The smallest value range shown, as a fraction of the largest magnitude plotted: below it a
 #: curve's wobble is float noise, not a trend worth an axis of six decimals.
@@ -22,7 +23,28 @@ PAD = 0.08  # room above and below the values, as a fraction of the range
 MAX_PLACES = 4
 
 
-class StepAxis(pg.AxisItem):
+def cached(label: pg.LabelItem) -> pg.LabelItem:
+    """``label`` drawn once into a pixmap and blitted at each repaint until its text changes: laying
+    out rich text at every paint of the grid (a tab shown, a curve updated beside it) was most of a
+    repaint's cost."""
+    label.item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+    return label
+
+
+class QuietAxis(pg.AxisItem):
+    """An axis without a label, so without pyqtgraph's SI prefix: by default every range change (the
+    step axes of all plots when the x range grows, a value axis at most redraws) re-set the hidden
+    label's HTML and re-measured it, ~0.4 ms an axis on the GUI thread for nothing shown."""
+
+    def __init__(self, orientation: str) -> None:
+        super().__init__(orientation)
+        self.enableAutoSIPrefix(False)
+        # drawn into a pixmap, blitted until its range or size changes (its ``update()`` then): a
+        # repaint beside it (a curve's new point, the tab shown) no longer replays its tick texts
+        self.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
+
+class StepAxis(QuietAxis):
     """A step axis: ticks at whole steps only, labelled without decimals."""
 
     def tickSpacing(self, minVal: float, maxVal: float, size: float) -> list[tuple[float, float]]:
@@ -40,7 +62,7 @@ class StepAxis(pg.AxisItem):
         return [str(round(v * scale)) for v in values]
 
 
-class ValueAxis(pg.AxisItem):
+class ValueAxis(QuietAxis):
     """A value axis whose labels never run to more than :data:`MAX_PLACES` decimals."""
 
     def tickStrings(self, values: list[float], scale: float, spacing: float) -> list[str]:

@@ -38,7 +38,7 @@ from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
 from vrag_desktop.core.training.validation import best_floor
 from vrag_desktop.qt.infra.theme import color, theme_notifier
-from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, legend_html, value_range
+from vrag_desktop.qt.training.plot_axes import StepAxis, ValueAxis, cached, legend_html, value_range
 
 REDRAW_MS = 250  # at most 4 redraws a second
 MIN_ROW_HEIGHT = 150  # px a row of plots keeps (title, legend, view, step axis); the grid scrolls below
@@ -169,9 +169,15 @@ class MetricPlots(QWidget):
 
     def showEvent(self, e: QShowEvent) -> None:
         # shown again (this tab, or the window): draw what came while hidden (an ``event`` override
-        # would run Python at every event of the plots, their repaints included)
+        # would run Python at every event of the plots, their repaints included). Made already: the
+        # new rows go in now, before the first paint, so the switch paints the grid once with them
+        # (a redraw a timer later repainted every changed plot again: two draws in the switch's wake)
         super().showEvent(e)
-        self._schedule()
+        if self._built and self._dirty:
+            self._timer.stop()
+            self.redraw()
+        else:
+            self._schedule()
 
     # ---- the lazy build ---------------------------------------------------------------------------
     @property
@@ -223,11 +229,11 @@ class MetricPlots(QWidget):
         title, curves = PLOTS[i]
         fg = self._fg
         cell = self.plots[title]
-        self.titles[title] = pg.LabelItem(title, color=fg, size="10pt")
+        self.titles[title] = cached(pg.LabelItem(title, color=fg, size="10pt"))
         cell.addItem(self.titles[title], row=0, col=1)
         row = 1
         if len(curves) > 1:  # its own row: a legend inside the view covered the first points
-            self.legends[title] = pg.LabelItem("", color=fg, size="8pt")
+            self.legends[title] = cached(pg.LabelItem("", color=fg, size="8pt"))
             cell.addItem(self.legends[title], row=1, col=1)
             row = 2
         box = pg.ViewBox(enableMenu=False)

@@ -83,6 +83,7 @@ class TrainingPanel(PolledWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.rows: list[RunRow] = []
+        self._lines: list[tuple[tuple[str, ...], str, str]] = []  # what the list shows (see _show_rows)
         self.extra_roots: set[Path] = set()  # runs launched here outside <data>/training
         self._listing = TaskSlot()  # one reading of the run list at a time
         self._list_again = False  # a refresh asked for while one was reading: read once more after it
@@ -165,35 +166,55 @@ class TrainingPanel(PolledWidget):
             self.refresh()
 
     def _show_rows(self, rows: list[RunRow]) -> None:
+        """The list as read; rebuilt only when a line of it changed. Why: it is read every few
+        seconds while on screen and at once when the dock is raised, and rebuilding every item (with
+        the re-layout and repaint that follow) was work on the GUI thread at each tab switch for a
+        list that had mostly not changed."""
         self.rows = rows
         current = self.view.root
         want = self._want or current
-        self.list.blockSignals(True)
-        self.list.clear()
-        pick: QTreeWidgetItem | None = None
-        for r in rows:
-            status = r.status
-            if self.processes.is_ours(r.root) and status in ("created", "crashed", "stopped", "failed"):
-                status = "starting"
-            if r.root in self.processes.stopping and status == "running":
-                status = "stopping"
-            started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else ""
-            reward = "" if r.reward is None else f"{r.reward:.3f}"
-            item = QTreeWidgetItem([r.name, status, str(r.step), reward, started])
-            item.setData(0, ROOT_ROLE, str(r.root))
-            item.setToolTip(0, str(r.root) + (f"\n{r.error}" if r.error else ""))
-            self.list.addTopLevelItem(item)
-            if want is not None and r.root == want:
-                pick = item
-        self.list.blockSignals(False)
+        lines = [self._line(r) for r in rows]
+        changed = lines != self._lines
+        if changed:
+            self._lines = lines
+            self.list.blockSignals(True)
+            self.list.clear()
+            for texts, tip, root in lines:
+                item = QTreeWidgetItem(list(texts))
+                item.setData(0, ROOT_ROLE, root)
+                item.setToolTip(0, tip)
+                self.list.addTopLevelItem(item)
+            self.list.blockSignals(False)
+        pick = next(
+            (
+                self.list.topLevelItem(i)
+                for i, (_t, _tip, root) in enumerate(lines)
+                if want is not None and root == str(want)
+            ),
+            None,
+        )
         if pick is not None:
-            self.list.setCurrentItem(pick)
+            if self.list.currentItem() is not pick:
+                self.list.setCurrentItem(pick)
             if pick.data(0, ROOT_ROLE) != str(current):
                 self._selected(pick)
             self._want = None
         elif current is None and (first := self.list.topLevelItem(0)) is not None:
             self.list.setCurrentItem(first)
-        self.runsChanged.emit()
+        if changed:
+            self.runsChanged.emit()
+
+    def _line(self, r: RunRow) -> tuple[tuple[str, ...], str, str]:
+        """A run's line in the list: its column texts, tooltip and root."""
+        status = r.status
+        if self.processes.is_ours(r.root) and status in ("created", "crashed", "stopped", "failed"):
+            status = "starting"
+        if r.root in self.processes.stopping and status == "running":
+            status = "stopping"
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.started)) if r.started else ""
+        reward = "" if r.reward is None else f"{r.reward:.3f}"
+        tip = str(r.root) + (f"\n{r.error}" if r.error else "")
+        return (r.name, status, str(r.step), reward, started), tip, str(r.root)
 
     def row(self, root: Path) -> RunRow | None:
         return next((r for r in self.rows if r.root == root), None)
