@@ -9,9 +9,10 @@ evidence) and can cost the order of pages inside one document (the bank reports:
 evidence). The rules below separate the two: the *document* order from one ranking, the *page* order
 inside each document from another.
 
-Per query, each index gives its dense ranking and its BM25 ranking (the engine's own search; the
-fusion swapped for one that returns a single list), the context index also the documents the query
-names (core/search/lexical.py DocumentNames). Rules:
+Per query, each index gives the rankings its engine fuses in the evaluation's search (top 10): the
+dense and the BM25 candidates, and the candidates of the documents the query names
+(core/search/lexical.py DocumentNames; context indexes only), captured from the engine's own fusion
+call. Content ids (file SHA-256, kind, place) are the same in both indexes. Rules:
 
 - ``plain`` / ``context``: the product's hybrid (RRF, k = 5) on that index alone.
 - ``4 votes``: RRF over both indexes' dense and BM25 rankings.
@@ -33,6 +34,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,77 +43,83 @@ sys.path.insert(0, str(ROOT))
 from bench.retrieval_suite import BENCHMARKS, CORPUS, DATA, KS  # noqa: E402
 from vrag_desktop.core.search.fusion import RRF_K, rrf  # noqa: E402
 
-Key = tuple[str, Any, Any]
-Lists = dict[str, list[Key]]
+Lists = dict[str, list[str]]
 
 
-def _key(h: Any) -> Key:
-    return (h.source, h.page, h.clip)
+class _Capturing:
+    """The engine's own fusion, also keeping the rankings it was handed (content ids: the file's
+    SHA-256, kind and place, the same in both indexes of a benchmark)."""
 
-
-class _One:
-    """A fusion that returns one of the engine's rankings as is (dense, lexical or named)."""
-
-    def __init__(self, which: str) -> None:
-        self.which = which
+    def __init__(self, fusion: Any, into: list[Lists]) -> None:
+        self.fusion, self.into = fusion, into
 
     def fuse(
         self, dense: Sequence[str], lexical: Sequence[str], named: Sequence[str] = ()
     ) -> dict[str, float]:
-        chosen = {"dense": dense, "lexical": lexical, "named": named}[self.which]
-        return {g: -i for i, g in enumerate(chosen)}
+        self.into.append({"dense": list(dense), "lexical": list(lexical), "named": list(named)})
+        return dict(self.fusion.fuse(dense, lexical, named))
 
 
-def rankings(data_dir: Path, queries: Sequence[str], depth: int) -> tuple[list[Lists], dict[Key, Any]]:
-    """Per query: this index's dense, BM25 and named-document rankings (keys), and every hit by key."""
+def rankings(data_dir: Path, queries: Sequence[str], k: int) -> tuple[list[Lists], dict[str, Any]]:
+    """Per query, what this index's engine fuses in a search for the top ``k`` (its dense, BM25 and
+    named-document candidates, best first), and a scoreable stand-in hit per content id."""
+    from vrag_desktop.core.corpus.kinds import ITEM_PAGE
     from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.search import SearchEngine
 
     engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
-    hits: dict[Key, Any] = {}
-    out: list[Lists] = [{} for _ in queries]
-    for which in ("dense", "lexical", "named"):
-        engine.fusion = _One(which)  # type: ignore[assignment]
-        for i, found in enumerate(engine.search_batch(list(queries), depth)):
-            out[i][which] = [_key(h) for h in found]
-            for h in found:
-                hits.setdefault(_key(h), h)
+    out: list[Lists] = []
+    engine.fusion = _Capturing(engine.fusion, out)  # type: ignore[assignment]
+    engine.search_batch(list(queries), k)
+    (corpus,) = engine.corpora
+    manifest = corpus.manifest
+    paths = {src.sha256: src.path for src in manifest.sources()}
+    hits: dict[str, Any] = {}
+    for lists in out:
+        for group in (g for ranking in lists.values() for g in ranking):
+            sha, kind, place = group.split(":", 2)
+            page = int(place) if kind == ITEM_PAGE else None
+            hits.setdefault(group, SimpleNamespace(sources=(paths[sha],), page=page))
     engine.close()
     return out, hits
 
 
-def _order(scores: dict[Key, float]) -> list[Key]:
+def _doc(group: str) -> str:
+    return group.split(":", 1)[0]
+
+
+def _order(scores: dict[str, float]) -> list[str]:
     return sorted(scores, key=lambda key: -scores[key])
 
 
-def docs_from(doc_ranking: list[Key], page_ranking: list[Key]) -> list[Key]:
+def docs_from(doc_ranking: list[str], page_ranking: list[str]) -> list[str]:
     """``doc_ranking``'s slots kept; the pages of each document in it re-ordered by ``page_ranking``
     (pages that ranking lacks keep their relative order, after the ones it has)."""
     pos = {key: i for i, key in enumerate(page_ranking)}
-    by_doc: dict[str, list[Key]] = {}
+    by_doc: dict[str, list[str]] = {}
     for key in doc_ranking:
-        by_doc.setdefault(key[0], []).append(key)
+        by_doc.setdefault(_doc(key), []).append(key)
     queues = {
         doc: sorted(keys, key=lambda k: (pos.get(k, len(pos)), doc_ranking.index(k)))
         for doc, keys in by_doc.items()
     }
-    return [queues[key[0]].pop(0) for key in doc_ranking]
+    return [queues[_doc(key)].pop(0) for key in doc_ranking]
 
 
-Rule = Callable[[Lists, Lists], list[Key]]
+Rule = Callable[[Lists, Lists], list[str]]
 
 
 def rules() -> dict[str, Rule]:
-    def hybrid(lists: Lists) -> list[Key]:
+    def hybrid(lists: Lists) -> list[str]:
         return _order(rrf(lists["dense"], lists["lexical"], k=RRF_K))
 
-    def four(p: Lists, c: Lists) -> list[Key]:
+    def four(p: Lists, c: Lists) -> list[str]:
         a = rrf(p["dense"], p["lexical"], k=RRF_K)
         b = rrf(c["dense"], c["lexical"], k=RRF_K)
         return _order({key: a.get(key, 0.0) + b.get(key, 0.0) for key in set(a) | set(b)})
 
     def with_names(w: float) -> Rule:
-        def rule(p: Lists, c: Lists) -> list[Key]:
+        def rule(p: Lists, c: Lists) -> list[str]:
             base = rrf(p["dense"], p["lexical"], k=RRF_K)
             order = {key: i for i, key in enumerate(_order(base))}
             named = sorted(c["named"], key=lambda key: order.get(key, len(order)))
@@ -138,7 +146,7 @@ def rules() -> dict[str, Rule]:
     return out
 
 
-def score(name: str, depth: int) -> dict[str, dict[str, float]]:
+def score(name: str) -> dict[str, dict[str, float]]:
     from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.datasets import load_dataset
     from vrag_desktop.core.eval.matching import corpus_files, match_dataset
@@ -151,8 +159,8 @@ def score(name: str, depth: int) -> dict[str, dict[str, float]]:
     match = match_dataset(load_dataset(questions), corpus_files(engine.corpora))
     engine.close()
     queries = [m.item.query for m in match.matched]
-    plain, plain_hits = rankings(plain_dir, queries, depth)
-    ctx, ctx_hits = rankings(ctx_dir, queries, depth)
+    plain, plain_hits = rankings(plain_dir, queries, KS[-1])
+    ctx, ctx_hits = rankings(ctx_dir, queries, KS[-1])
     hits = {**ctx_hits, **plain_hits}
     metrics = [f"recall@{k}" for k in KS] + ["mrr"]
     out: dict[str, dict[str, float]] = {}
@@ -169,12 +177,11 @@ def score(name: str, depth: int) -> dict[str, dict[str, float]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=list(BENCHMARKS))
-    ap.add_argument("--depth", type=int, default=50, help="candidates taken from each ranking")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "context_votes.json")
     args = ap.parse_args()
     results: dict[str, Any] = {}
     for name in args.only or list(BENCHMARKS):
-        results[name] = score(name, args.depth)
+        results[name] = score(name)
         print(f"\n{name}\n| rule | recall@1 | recall@5 | recall@10 | MRR |\n|---|---|---|---|---|")
         for label, m in results[name].items():
             print(
