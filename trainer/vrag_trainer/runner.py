@@ -105,6 +105,10 @@ def save_processor(processor: Any, out: Path) -> None:
 
 
 # ---- logging and signals ------------------------------------------------------------------------
+#: Libraries whose INFO lines are per-request chatter, kept out of the run's log (warnings still in).
+QUIET_LOGGERS = ("httpx", "httpcore")
+
+
 @contextlib.contextmanager
 def _logging_to(run: TrainRun) -> Iterator[None]:
     """Log to stderr, and to the run's log unless the app's supervisor already captures stderr
@@ -123,6 +127,10 @@ def _logging_to(run: TrainRun) -> Iterator[None]:
         root.addHandler(h)
     old = root.level
     root.setLevel(logging.INFO)
+    # httpx logs every request at INFO: a line per search of the served corpora, burying the steps
+    quiet = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
         yield
     finally:
@@ -130,6 +138,8 @@ def _logging_to(run: TrainRun) -> Iterator[None]:
             root.removeHandler(h)
             h.close()
         root.setLevel(old)
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class _OutliveThePipe(io.TextIOBase):

@@ -131,6 +131,14 @@ def _processor_without_video(model_type: str, model_dir: Path) -> Any:
     )
 
 
+def first_sentence(exc: BaseException) -> str:
+    """What went wrong, in one line: transformers' missing-library errors go on for six lines of
+    installation advice that, in a training run's log, read like a failure."""
+    text = " ".join(str(exc).split())
+    head = text.partition(". ")[0].rstrip(".")
+    return head or type(exc).__name__
+
+
 def load_processor(model_dir: Path, model_type: str) -> Any:
     """``AutoProcessor`` when it works (torchvision present), else a build without video."""
     from transformers import AutoProcessor
@@ -141,9 +149,9 @@ def load_processor(model_dir: Path, model_type: str) -> Any:
             raise AttributeError(f"AutoProcessor gave a {type(processor).__name__}")
     except (ImportError, AttributeError) as exc:
         log.info(
-            "AutoProcessor unavailable for %s (%s); building it without a video processor",
+            "AutoProcessor unavailable for %s (%s); building it without a video processor (images work)",
             model_dir,
-            exc,
+            first_sentence(exc),
         )
         processor = _processor_without_video(model_type, model_dir)
     if getattr(processor, "chat_template", None) is None:
