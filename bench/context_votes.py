@@ -56,19 +56,39 @@ class _Capturing:
     def fuse(
         self, dense: Sequence[str], lexical: Sequence[str], named: Sequence[str] = ()
     ) -> dict[str, float]:
+        lexical_scores, dense_scores = _scores.pop(), _scores.pop()
+        _scores.clear()
         self.into.append({"dense": list(dense), "lexical": list(lexical), "named": list(named)})
+        _scored.append((dense_scores, lexical_scores))
         return dict(self.fusion.fuse(dense, lexical, named))
+
+
+_scores: list[dict[str, float]] = []
+_scored: list[tuple[dict[str, float], dict[str, float]]] = []
+
+
+def _capturing_group_ranking(ranking: Any, group_of: Any) -> list[str]:
+    """The engine's group_ranking, also keeping each content's best score (dense cosine, BM25)."""
+    best: dict[str, float] = {}
+    for key, score in ranking.items():
+        g = group_of[key]
+        best[g] = max(best.get(g, float("-inf")), float(score))
+    _scores.append(best)
+    return list(dict.fromkeys(group_of[key] for key in ranking))
 
 
 def rankings(data_dir: Path, queries: Sequence[str], k: int) -> tuple[list[Lists], dict[str, Any]]:
     """Per query, what this index's engine fuses in a search for the top ``k`` (its dense, BM25 and
     named-document candidates, best first), and a scoreable stand-in hit per content id."""
+    import vrag_desktop.core.search.engine as engine_module
     from vrag_desktop.core.corpus.kinds import ITEM_PAGE
     from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.search import SearchEngine
 
+    engine_module.group_ranking = _capturing_group_ranking  # type: ignore[assignment]
     engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
     out: list[Lists] = []
+    _scored.clear()
     engine.fusion = _Capturing(engine.fusion, out)  # type: ignore[assignment]
     engine.search_batch(list(queries), k)
     (corpus,) = engine.corpora
@@ -76,11 +96,14 @@ def rankings(data_dir: Path, queries: Sequence[str], k: int) -> tuple[list[Lists
     paths = {src.sha256: src.path for src in manifest.sources()}
     hits: dict[str, Any] = {}
     for lists in out:
-        for group in (g for ranking in lists.values() for g in ranking):
+        for group in (g for which in ("dense", "lexical", "named") for g in lists[which]):
             sha, kind, place = group.split(":", 2)
             page = int(place) if kind == ITEM_PAGE else None
             hits.setdefault(group, SimpleNamespace(sources=(paths[sha],), page=page))
     engine.close()
+    for lists, (ds, ls) in zip(out, _scored, strict=True):
+        lists["dense_scores"] = ds  # type: ignore[assignment]
+        lists["lexical_scores"] = ls  # type: ignore[assignment]
     return out, hits
 
 
@@ -134,6 +157,8 @@ def rules() -> dict[str, Rule]:
         "context": lambda p, c: hybrid(c),
         "plain dense": lambda p, c: p["dense"],
         "context dense": lambda p, c: c["dense"],
+        "plain BM25": lambda p, c: p["lexical"],
+        "context BM25": lambda p, c: c["lexical"],
         "4 votes": four,
         "ctx docs, plain pages": lambda p, c: docs_from(hybrid(c), hybrid(p)),
         "ctx docs, ctx-dense+plain-BM25 pages": lambda p, c: docs_from(
@@ -143,6 +168,36 @@ def rules() -> dict[str, Rule]:
     }
     for w in (0.5, 1.0):
         out[f"plain + names {w:g}"] = with_names(w)
+
+    def confident(alpha: float, which: str, dense_too: bool = True) -> Rule:
+        """RRF whose votes follow each ranking's confidence in this query: how far its first score
+        stands above its second, relative to the first (a ranking of look-alikes has none)."""
+
+        def margin(scores: Any, ranking: list[str]) -> float:
+            if len(ranking) < 2:
+                return 1.0
+            s1, s2 = scores[ranking[0]], scores[ranking[1]]
+            return max(0.0, (s1 - s2) / abs(s1)) if s1 else 0.0
+
+        def rule(p: Lists, c: Lists) -> list[str]:
+            lists = c if which == "context" else p
+            md = margin(lists["dense_scores"], lists["dense"]) if dense_too else 0.0
+            ml = margin(lists["lexical_scores"], lists["lexical"])
+            fused = rrf(
+                lists["dense"],
+                lists["lexical"],
+                dense_weight=1 + alpha * md,
+                lexical_weight=1 + alpha * ml,
+                k=RRF_K,
+            )
+            return _order(fused)
+
+        return rule
+
+    for which in ("plain", "context"):
+        for alpha in (2.0, 3.0, 5.0, 7.0, 10.0, 20.0):
+            out[f"{which} confident {alpha:g}"] = confident(alpha, which)
+            out[f"{which} confident BM25 {alpha:g}"] = confident(alpha, which, dense_too=False)
     return out
 
 
