@@ -431,6 +431,24 @@ def _plots_in_tabs(qtbot: Any) -> tuple[Any, Any]:
     return tabs, plots
 
 
+def test_rows_that_came_while_hidden_are_in_the_first_paint_of_the_shown_tab(qtbot: Any) -> None:
+    """Switching back to Plots draws the steps that came meanwhile at once (in the show, before the
+    first paint), not a redraw timer later: the switch paints the grid once, with every point."""
+    tabs, plots = _plots_in_tabs(qtbot)
+    plots.add_rows([{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}])
+    plots.redraw()
+    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
+    plots.redraw()
+    assert plots.point_count("reward") == 2
+    tabs.setCurrentIndex(1)  # the Log shown: new rows are kept, not drawn
+    plots.add_rows([{"step": 3, "reward": 0.3}, {"step": 4, "reward": 0.2}])
+    plots.redraw()
+    assert plots.point_count("reward") == 2
+    tabs.setCurrentIndex(0)  # shown: drawn before any event-loop turn
+    assert plots.point_count("reward") == 4
+    assert not plots._timer.isActive()  # nothing left for a second draw
+
+
 def test_plots_are_made_only_when_shown_with_rows_and_in_steps(qtbot: Any) -> None:
     """Making the plot grid and painting it whole at once stalled the GUI 160-330 ms (docs/benchmarks.md
     §5.7): nothing is made while another tab is shown or before rows come, then one step per turn."""

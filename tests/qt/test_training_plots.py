@@ -108,32 +108,6 @@ def test_another_run_starts_from_its_own_steps_and_scrolls_when_short(qtbot: Any
     assert plots.view.height() >= 5 * 140 and plots.scroller.verticalScrollBar().maximum() > 0
 
 
-def test_rows_that_came_while_hidden_are_in_the_first_paint_of_the_shown_tab(qtbot: Any) -> None:
-    """Switching back to Plots draws the steps that came meanwhile at once (in the show, before the
-    first paint), not a redraw timer later: the switch paints the grid once, with every point."""
-    from PySide6.QtWidgets import QLabel, QTabWidget
-
-    tabs = QTabWidget()
-    qtbot.addWidget(tabs)
-    plots = MetricPlots()
-    tabs.addTab(plots, "Plots")
-    tabs.addTab(QLabel("log"), "Log")
-    tabs.resize(700, 800)
-    tabs.show()
-    plots.add_rows([{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}])
-    plots.redraw()
-    qtbot.waitUntil(lambda: plots.built, timeout=60_000)
-    plots.redraw()
-    assert plots.point_count("reward") == 2
-    tabs.setCurrentIndex(1)  # the Log shown: new rows are kept, not drawn
-    plots.add_rows([{"step": 3, "reward": 0.3}, {"step": 4, "reward": 0.2}])
-    plots.redraw()
-    assert plots.point_count("reward") == 2
-    tabs.setCurrentIndex(0)  # shown: drawn before any event-loop turn
-    assert plots.point_count("reward") == 4
-    assert not plots._timer.isActive()  # nothing left for a second draw
-
-
 def test_cached_axes_and_titles_are_redrawn_in_a_new_theme(qtbot: Any) -> None:
     """The axes and titles are drawn from pixmaps kept between repaints: a theme switch still shows
     their text in the new theme's colour, not the old theme's pixels."""
