@@ -45,6 +45,8 @@ def main() -> None:
     ap.add_argument("--rl-steps", type=int, default=8)
     ap.add_argument("--rl-lr", type=float, default=5e-4)
     ap.add_argument("--kl", type=float, default=0.1)
+    ap.add_argument("--prompts", type=int, default=2, help="questions a GGPO step")
+    ap.add_argument("--group", type=int, default=4, help="rollouts a question")
     ap.add_argument("--eval-steps", type=int, default=4)
     ap.add_argument("--max-turns", type=int, default=4)
     ap.add_argument("--resp", type=int, default=192)
@@ -146,7 +148,7 @@ def main() -> None:
         t2, c2 = time.time(), cpu()
         rl = _config(
             model, train, toy, url, **common, algorithm="ggpo", init_from=str(sft_dir),
-            learning_rate=args.rl_lr, kl_coef=args.kl, group_size=4, prompts_per_step=2,
+            learning_rate=args.rl_lr, kl_coef=args.kl, group_size=args.group, prompts_per_step=args.prompts,
             micro_batch_rows=8, max_steps=args.rl_steps,
             dynamic_sampling={"enabled": args.dynamic},
             validation={"dataset": str(val), "eval_steps": args.eval_steps},
