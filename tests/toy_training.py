@@ -4,12 +4,29 @@ and the VRAG tags as single tokens of the tiny tokenizer (so a tiny policy can l
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from vrag_desktop.core.training.rundir import TrainRun
 
 TAGS = ("<think>", "</think>", "<search>", "</search>", "<answer>", "</answer>", "<bbox>", "</bbox>")
+
+
+def vimrag_call_tokens() -> tuple[str, ...]:
+    """The VimRAG teacher's calls (``vrag_trainer.sft_data.vimrag_teacher``, one search item to
+    memorise) cut at their values (the question, the answer): the fixed JSON between them, each a
+    single token for a tiny test model. Why: a 64-wide model learns a call's tokens on average but
+    not their order, and one misplaced key breaks the JSON (docs/trainer.md); with these a call is
+    its fixed piece, the copied question or answer, and a closing piece (~10 tokens), as short and
+    regular as VRAG's tags, so a test's warm start writes calls the agent can parse."""
+    from vrag_trainer.sft_data import vimrag_teacher
+
+    reply = vimrag_teacher("@Q@", "@A@")
+    calls = [reply("", 1), reply("<tool_response>\nPicture 1: a page", 2), reply("", 3)]
+    pieces = [p for call in calls for p in re.split("@Q@|@A@", call) if p]
+    return tuple(dict.fromkeys(pieces))
+
 
 DOCS = {
     "alpha.pdf": [
