@@ -31,3 +31,26 @@ def test_the_run_log_leaves_out_httpx_requests_but_keeps_its_warnings(
     assert "HTTP Request" not in text, text
     assert "connect_tcp" not in text, text
     assert {name: logging.getLogger(name).level for name in ("httpx", "httpcore")} == before
+
+
+@pytest.mark.parametrize("checkpointing", [True, False])
+def test_the_trl_arguments_raise_no_deprecation_warning(tmp_path: Path, checkpointing: bool) -> None:
+    """TRL's configs default ``gradient_checkpointing`` (transformers' deprecated name) to True, so
+    transformers warned "`gradient_checkpointing` is deprecated … Use `activation_checkpointing`" in
+    every run's log; the arguments now set both, and checkpointing still follows the config."""
+    import warnings
+
+    from vrag_trainer.sft import sft_args
+    from vrag_trainer.trl_trainer import grpo_args
+
+    from vrag_desktop.core.training.config import TrainConfig
+
+    cfg = TrainConfig(model="m", dataset="d", gradient_checkpointing=checkpointing)
+    for build in (grpo_args, sft_args):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            args = build(cfg, str(tmp_path), use_cpu=True, bf16=False, logging_dir=None)
+        said = [str(w.message) for w in seen if "checkpointing" in str(w.message)]
+        assert said == [], said
+        assert args.gradient_checkpointing is checkpointing
+        assert args.activation_checkpointing is checkpointing

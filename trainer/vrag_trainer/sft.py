@@ -159,7 +159,10 @@ def sft_args(
         bf16=bf16,
         seed=cfg.seed,
         data_seed=cfg.seed,
+        # TRL's configs default the deprecated name to True: the new one set too, or transformers warns
+        # "`gradient_checkpointing` is deprecated" into every run's log
         gradient_checkpointing=cfg.gradient_checkpointing,
+        activation_checkpointing=cfg.gradient_checkpointing,
         remove_unused_columns=False,
         dataloader_num_workers=0,
         disable_tqdm=True,

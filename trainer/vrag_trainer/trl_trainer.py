@@ -112,7 +112,10 @@ def grpo_args(
         use_cpu=use_cpu,
         bf16=bf16,
         seed=cfg.seed,
+        # TRL's configs default the deprecated name to True: the new one set too, or transformers warns
+        # "`gradient_checkpointing` is deprecated" into every run's log
         gradient_checkpointing=cfg.gradient_checkpointing,
+        activation_checkpointing=cfg.gradient_checkpointing,
         remove_unused_columns=False,
         shuffle_dataset=True,
         log_completions=False,
