@@ -153,9 +153,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return desktop_entry.main(["--uninstall"] if args.uninstall_desktop else [])
     if args.command in (None, "gui"):
+        from vrag_desktop.core.runtime.leaving import leave
         from vrag_desktop.qt.app import main as gui_main
 
-        return gui_main(data_dir=args.data_dir, paths=getattr(args, "paths", None) or [])
+        # a thread still embedding or importing torch must not abort the exit (core/runtime/leaving.py)
+        return leave(gui_main(data_dir=args.data_dir, paths=getattr(args, "paths", None) or []))
     _quiet_libraries()
     from vrag_desktop.core.datadir import DataDirTooNew, check
     from vrag_desktop.core.paths import resolve_data_dir
