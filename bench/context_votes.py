@@ -14,7 +14,9 @@ dense and the BM25 candidates, and the candidates of the documents the query nam
 (core/search/lexical.py DocumentNames; context indexes only), captured from the engine's own fusion
 call. Content ids (file SHA-256, kind, place) are the same in both indexes. Rules:
 
-- ``plain`` / ``context``: the product's hybrid (RRF, k = 5) on that index alone.
+- ``plain`` / ``context``: the product's hybrid (core/search/fusion.py's default: RRF, k = 5, votes
+  scaled by each ranking's confidence) on that index alone; ``… equal votes``: RRF k = 5 with equal
+  votes (the default before confidence).
 - ``4 votes``: RRF over both indexes' dense and BM25 rankings.
 - ``ctx docs, plain pages``: the context ranking's slots kept, each document's pages in it re-ordered
   by the plain ranking (the document order is the context's, the page order inside it the plain's).
@@ -41,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.retrieval_suite import BENCHMARKS, CORPUS, DATA, KS  # noqa: E402
-from vrag_desktop.core.search.fusion import RRF_K, rrf  # noqa: E402
+from vrag_desktop.core.search.fusion import DEFAULT_FUSION, RRF_K, Fusion, margin, rrf  # noqa: E402
 
 Lists = dict[str, list[str]]
 
@@ -54,38 +56,23 @@ class _Capturing:
         self.fusion, self.into = fusion, into
 
     def fuse(
-        self, dense: Sequence[str], lexical: Sequence[str], named: Sequence[str] = ()
+        self, dense: dict[str, float], lexical: dict[str, float], named: Sequence[str] = ()
     ) -> dict[str, float]:
-        lexical_scores, dense_scores = _scores.pop(), _scores.pop()
-        _scores.clear()
         self.into.append({"dense": list(dense), "lexical": list(lexical), "named": list(named)})
-        _scored.append((dense_scores, lexical_scores))
+        _scored.append((dict(dense), dict(lexical)))
         return dict(self.fusion.fuse(dense, lexical, named))
 
 
-_scores: list[dict[str, float]] = []
 _scored: list[tuple[dict[str, float], dict[str, float]]] = []
-
-
-def _capturing_group_ranking(ranking: Any, group_of: Any) -> list[str]:
-    """The engine's group_ranking, also keeping each content's best score (dense cosine, BM25)."""
-    best: dict[str, float] = {}
-    for key, score in ranking.items():
-        g = group_of[key]
-        best[g] = max(best.get(g, float("-inf")), float(score))
-    _scores.append(best)
-    return list(dict.fromkeys(group_of[key] for key in ranking))
 
 
 def rankings(data_dir: Path, queries: Sequence[str], k: int) -> tuple[list[Lists], dict[str, Any]]:
     """Per query, what this index's engine fuses in a search for the top ``k`` (its dense, BM25 and
     named-document candidates, best first), and a scoreable stand-in hit per content id."""
-    import vrag_desktop.core.search.engine as engine_module
     from vrag_desktop.core.corpus.kinds import ITEM_PAGE
     from vrag_desktop.core.corpus.library import Library
     from vrag_desktop.core.search import SearchEngine
 
-    engine_module.group_ranking = _capturing_group_ranking  # type: ignore[assignment]
     engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
     out: list[Lists] = []
     _scored.clear()
@@ -132,9 +119,16 @@ def docs_from(doc_ranking: list[str], page_ranking: list[str]) -> list[str]:
 Rule = Callable[[Lists, Lists], list[str]]
 
 
+def _scored_lists(lists: Lists) -> tuple[dict[str, float], dict[str, float]]:
+    return lists["dense_scores"], lists["lexical_scores"]  # type: ignore[return-value]
+
+
 def rules() -> dict[str, Rule]:
     def hybrid(lists: Lists) -> list[str]:
         return _order(rrf(lists["dense"], lists["lexical"], k=RRF_K))
+
+    def default(lists: Lists) -> list[str]:
+        return _order(DEFAULT_FUSION.fuse(*_scored_lists(lists)))
 
     def four(p: Lists, c: Lists) -> list[str]:
         a = rrf(p["dense"], p["lexical"], k=RRF_K)
@@ -153,8 +147,10 @@ def rules() -> dict[str, Rule]:
         return rule
 
     out: dict[str, Rule] = {
-        "plain": lambda p, c: hybrid(p),
-        "context": lambda p, c: hybrid(c),
+        "plain": lambda p, c: default(p),
+        "context": lambda p, c: default(c),
+        "plain, equal votes": lambda p, c: hybrid(p),
+        "context, equal votes": lambda p, c: hybrid(c),
         "plain dense": lambda p, c: p["dense"],
         "context dense": lambda p, c: c["dense"],
         "plain BM25": lambda p, c: p["lexical"],
@@ -173,24 +169,12 @@ def rules() -> dict[str, Rule]:
         """RRF whose votes follow each ranking's confidence in this query: how far its first score
         stands above its second, relative to the first (a ranking of look-alikes has none)."""
 
-        def margin(scores: Any, ranking: list[str]) -> float:
-            if len(ranking) < 2:
-                return 1.0
-            s1, s2 = scores[ranking[0]], scores[ranking[1]]
-            return max(0.0, (s1 - s2) / abs(s1)) if s1 else 0.0
-
         def rule(p: Lists, c: Lists) -> list[str]:
-            lists = c if which == "context" else p
-            md = margin(lists["dense_scores"], lists["dense"]) if dense_too else 0.0
-            ml = margin(lists["lexical_scores"], lists["lexical"])
-            fused = rrf(
-                lists["dense"],
-                lists["lexical"],
-                dense_weight=1 + alpha * md,
-                lexical_weight=1 + alpha * ml,
-                k=RRF_K,
-            )
-            return _order(fused)
+            dense, lexical = _scored_lists(c if which == "context" else p)
+            if dense_too:
+                return _order(Fusion(confidence=alpha).fuse(dense, lexical))
+            weight = 1 + alpha * margin(lexical)
+            return _order(rrf(list(dense), list(lexical), lexical_weight=weight, k=RRF_K))
 
         return rule
 

@@ -6,9 +6,11 @@ look alike across companies, it loses to dense search at rank 1. This bench scor
 the indexes ``bench/retrieval_suite.py`` built (the "context" variant, a new corpus's default), with
 the engine's own search and the core/eval scoring; only the fusion is swapped, in-process.
 
-Rules (the engine hands the fusion both rankings; this bench also captures both rankings' scores):
+Rules (the engine hands the fusion both rankings with their scores):
 
-- ``rrf k=K d:l``: weighted RRF, ``d/(K+rank)`` + ``l/(K+rank)``.
+- ``rrf k=K d:l``: weighted RRF, ``d/(K+rank)`` + ``l/(K+rank)``, equal votes whatever the scores.
+- ``confident A``: the product's default (core/search/fusion.py): RRF k = 5 whose votes are scaled
+  per query by ``1 + A * margin`` (each ranking's first score over its second, relative).
 - ``minmax a``: ``a * dense' + (1-a) * bm25'``, each min-max normalised over its own candidates
   (a candidate missing from one list gets 0 there): a convex score combination.
 - ``dense-led m``: dense order, but a candidate BM25 ranks in its top 3 is lifted to just below the
@@ -29,33 +31,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import vrag_desktop.core.search.engine as engine_module  # noqa: E402
 from bench.retrieval_suite import BENCHMARKS, CORPUS, DATA, KS  # noqa: E402
-from vrag_desktop.core.search.fusion import Fusion  # noqa: E402
+from vrag_desktop.core.search.fusion import RRF_K, Fusion  # noqa: E402
 
 Scores = dict[str, float]
 Rule = Callable[[Sequence[str], Sequence[str], Scores, Scores], dict[str, float]]
-_captured: list[Scores] = []
 
 
-def _capturing_group_ranking(ranking: Any, group_of: Any) -> list[str]:
-    """The engine's group_ranking, also keeping each content's best score when given a score map."""
-    out = list(dict.fromkeys(group_of[key] for key in ranking))
-    if isinstance(ranking, dict):
-        best: Scores = {}
-        for key, score in ranking.items():
-            g = group_of[key]
-            best[g] = max(best.get(g, float("-inf")), float(score))
-        _captured.append(best)
-    return out
-
-
-def rrf_rule(k: int, dw: float, lw: float) -> Rule:
-    """The product's own fusion (core/search/fusion.py) with these votes and this k."""
-    fusion = Fusion(dense_weight=dw, lexical_weight=lw, k=k)
+def rrf_rule(k: int, dw: float, lw: float, confidence: float = 0.0) -> Rule:
+    """The product's own fusion (core/search/fusion.py) with these votes, this k and this
+    confidence (0: the votes do not depend on the scores)."""
+    fusion = Fusion(dense_weight=dw, lexical_weight=lw, k=k, confidence=confidence)
 
     def rule(dense: Sequence[str], lexical: Sequence[str], ds: Scores, ls: Scores) -> dict[str, float]:
-        return fusion.fuse(dense, lexical)
+        return fusion.fuse(ds, ls)
 
     return rule
 
@@ -97,17 +86,15 @@ def dense_led_rule(margin: float) -> Rule:
 
 
 class _Swapped:
-    """Stands in for the engine's Fusion: the rule sees both rankings and the captured scores."""
+    """Stands in for the engine's Fusion: the rule sees both rankings (best first) and their scores."""
 
     def __init__(self, rule: Rule) -> None:
         self.rule = rule
 
     def fuse(
-        self, dense: Sequence[str], lexical: Sequence[str], named: Sequence[str] = ()
+        self, dense: dict[str, float], lexical: dict[str, float], named: Sequence[str] = ()
     ) -> dict[str, float]:
-        ls, ds = _captured.pop(), _captured.pop()
-        _captured.clear()
-        return self.rule(dense, lexical, ds, ls)
+        return self.rule(list(dense), list(lexical), dense, lexical)
 
 
 def rules() -> dict[str, Rule]:
@@ -115,6 +102,8 @@ def rules() -> dict[str, Rule]:
     for k in (60, 20, 10, 5, 3, 2, 1):
         for lw in (1.0, 0.75, 0.5):
             out[f"rrf k={k} 1:{lw:g}"] = rrf_rule(k, 1.0, lw)
+    for a in (2.0, 5.0, 10.0):
+        out[f"confident {a:g}"] = rrf_rule(RRF_K, 1.0, 1.0, a)
     for a in (0.5, 0.6, 0.7, 0.8):
         out[f"minmax {a:g}"] = minmax_rule(a)
     for m in (0.02, 0.05):
@@ -138,7 +127,6 @@ def score(data_dir: Path, questions: Path, table: dict[str, Rule]) -> dict[str, 
     engine.hybrid = True
     for label, rule in table.items():
         engine.fusion = _Swapped(rule)  # type: ignore[assignment]
-        _captured.clear()
         summary, _ = score_dataset(match, engine.search_batch, ks=KS)
         out[label] = {m: summary["overall"][m] for m in metrics}
     engine.close()
@@ -156,7 +144,6 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "fusion_rules.json")
     args = ap.parse_args()
-    engine_module.group_ranking = _capturing_group_ranking  # type: ignore[assignment]
     if args.plain_bm25:
         import vrag_desktop.core.search.lexical as lexical_module
         from vrag_desktop.core.corpus.context import CONTEXT_NONE

@@ -10,10 +10,10 @@ Benchmarks (each a folder of documents and a ``questions.json``; the data is fet
 - ``filings``: 20 quarterly reports of five companies, document-level evidence
   (bench/get_filings.py prepares it).
 
-A default change must not lose on any of them (issue 33). ``--fusion`` also scores fusion weights
-in-process on the "context" indexes (the same core/eval scoring, the engine's weights swapped):
-dense : BM25 : named-document votes. ``--rerank MODEL`` (repeatable) also scores hybrid search
-reranked by each cross-encoder (a downloaded id or a model folder: ``vrag-desktop models pull
+A default change must not lose on any of them (issue 33). ``--fusion`` also scores, on both indexes
+and in-process (the same core/eval scoring, the engine's fusion swapped), the earlier defaults (RRF
+k = 60 and k = 5 with equal votes) and the named-document vote. ``--rerank MODEL`` (repeatable) also
+scores hybrid search reranked by each cross-encoder (a downloaded id or a model folder: ``vrag-desktop models pull
 cross-encoder/ms-marco-MiniLM-L-6-v2`` first, into each benchmark's data directory or as a folder).
 Every row without ``--rerank`` is scored with ``--no-rerank``, whatever the reranker setting says.
 
@@ -83,7 +83,8 @@ def evaluate(data_dir: Path, questions: Path, dense: bool, rerank: str | None = 
 
 
 def fusion_sweep(data_dir: Path, questions: Path) -> dict[str, dict[str, float]]:
-    """Fusion weights scored in-process (the engine's fusion swapped, the same core/eval scoring)."""
+    """Earlier defaults and alternatives scored in-process, in the same run (the engine's fusion
+    swapped, the same core/eval scoring): what a default change is compared with."""
     from vrag_desktop.core.datasets import load_dataset
     from vrag_desktop.core.eval.matching import corpus_files, match_dataset
     from vrag_desktop.core.eval.retrieval import score_dataset
@@ -93,18 +94,15 @@ def fusion_sweep(data_dir: Path, questions: Path) -> dict[str, dict[str, float]]
     engine = SearchEngine(Library(data_dir), [CORPUS], hybrid=True)
     match = match_dataset(load_dataset(questions), corpus_files(engine.corpora))
     out = {}
-    weights = (
-        (1.0, 1.0, 0.0),
-        (1.0, 1.0, 1.0),
-        (1.0, 0.75, 1.0),
-        (1.0, 1.0, 0.5),
-        (1.0, 1.0, 2.0),
-        (1.0, 0.5, 1.0),
-    )
-    for dense_w, lexical_w, names_w in weights:
-        engine.fusion = Fusion(dense_w, lexical_w, names_w)
+    rules = {
+        "RRF k=60, equal votes (the hybrid when issue 33 was filed)": Fusion(k=60, confidence=0),
+        "RRF k=5, equal votes (the default before confidence)": Fusion(confidence=0),
+        "default + named-document vote 1": Fusion(names_weight=1),
+    }
+    for label, fusion in rules.items():
+        engine.fusion = fusion
         summary, _ = score_dataset(match, engine.search_batch, ks=KS)
-        out[f"rrf {dense_w:g}:{lexical_w:g}:{names_w:g}"] = {m: summary["overall"][m] for m in _METRICS}
+        out[label] = {m: summary["overall"][m] for m in _METRICS}
     engine.close()
     return out
 
@@ -115,7 +113,7 @@ _METRICS = [f"recall@{k}" for k in KS] + ["mrr"]
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=list(BENCHMARKS))
-    ap.add_argument("--fusion", action="store_true", help="also score fusion weights (context indexes)")
+    ap.add_argument("--fusion", action="store_true", help="also score the earlier fusion defaults")
     ap.add_argument(
         "--rerank", action="append", default=[], metavar="MODEL", help="also score hybrid reranked by MODEL"
     )
@@ -145,8 +143,8 @@ def main() -> None:
                     "items": summary["items"],
                     "ms_p50": summary.get("search_ms_p50"),
                 }
-            if args.fusion and variant == "context":
-                rows["fusion (context)"] = fusion_sweep(data_dir, questions)
+            if args.fusion:
+                rows[f"fusion {variant}"] = fusion_sweep(data_dir, questions)
         results[name] = rows
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=2))
@@ -157,7 +155,7 @@ def main() -> None:
             if label.startswith("fusion"):
                 for w, m in r.items():
                     print(
-                        f"| context | {w} | | {m['recall@1']:.3f} | {m['recall@5']:.3f} | "
+                        f"| {label.split()[1]} | {w} | | {m['recall@1']:.3f} | {m['recall@5']:.3f} | "
                         f"{m['recall@10']:.3f} | {m['mrr']:.3f} |"
                     )
                 continue

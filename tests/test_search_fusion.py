@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import drain
 
-from vrag_desktop.core.search.fusion import RRF_K, rrf
+from vrag_desktop.core.search.fusion import CONFIDENCE, DEFAULT_FUSION, RRF_K, Fusion, margin, rrf
 
 
 def test_equal_weights_is_plain_rrf() -> None:
@@ -26,6 +26,37 @@ def test_the_heavier_ranking_wins_a_disagreement() -> None:
 def test_empty_rankings() -> None:
     assert rrf([], []) == {}
     assert list(rrf(["a"], [])) == ["a"]
+
+
+def test_margin_is_the_first_scores_lead_relative_to_it() -> None:
+    assert margin({"a": 10.0, "b": 5.0, "c": 1.0}) == pytest.approx(0.5)
+    assert margin({"a": 0.7, "b": 0.7}) == 0.0  # look-alikes: no confidence
+    assert margin({"a": 3.0}) == 1.0 and margin({}) == 1.0  # nothing to tell apart
+    assert margin({"a": 0.0, "b": -1.0}) == 0.0
+    assert margin({"a": -0.2, "b": -0.4}) == pytest.approx(1.0)  # cosines can be negative
+
+
+def test_a_confident_ranking_outvotes_one_of_look_alikes() -> None:
+    """Dense ranks three near-equal pages (a, c, b); BM25 singles out b. Equal votes follow dense's
+    first place; the default's confidence lets BM25's clear first place win (the bank reports'
+    case, docs/benchmarks.md §3), and a dense ranking that singles a page out wins the other way."""
+    dense = {"a": 0.700, "c": 0.699, "b": 0.698}
+    lexical = {"b": 12.0, "a": 3.0, "c": 2.9}
+    equal = Fusion(confidence=0).fuse(dense, lexical)
+    assert max(equal, key=equal.__getitem__) == "a"
+    fused = DEFAULT_FUSION.fuse(dense, lexical)
+    assert CONFIDENCE > 0 and max(fused, key=fused.__getitem__) == "b"
+    sure_dense = {"a": 0.9, "c": 0.3, "b": 0.2}
+    fused = DEFAULT_FUSION.fuse(sure_dense, {"b": 3.1, "a": 3.0, "c": 2.9})
+    assert max(fused, key=fused.__getitem__) == "a"
+    dw, lw = DEFAULT_FUSION.weights(dense, lexical)
+    assert dw == pytest.approx(1 + CONFIDENCE * (0.001 / 0.7)) and lw == pytest.approx(1 + CONFIDENCE * 0.75)
+
+
+def test_rankings_without_scores_get_plain_votes() -> None:
+    """Keys alone (a search server's or a test's ranking) carry no confidence: plain weighted RRF."""
+    assert DEFAULT_FUSION.fuse(["a", "b"], ["b", "c"]) == rrf(["a", "b"], ["b", "c"])
+    assert DEFAULT_FUSION.weights(["a"], {"b": 2.0, "c": 1.0}) == (1.0, pytest.approx(1 + CONFIDENCE * 0.5))
 
 
 def test_the_engine_fuses_by_default(library, minilm, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -77,10 +77,14 @@ class Identities:
         return out
 
 
-def group_ranking(ranking: Iterable[Key], group_of: Mapping[Key, str]) -> list[str]:
-    """A best-first ranking of items as a best-first ranking of contents, each once (at its best
-    copy's rank), so a copy neither takes a rank nor pushes the next item down."""
-    return list(dict.fromkeys(group_of[key] for key in ranking))
+def group_ranking(ranking: Mapping[Key, float], group_of: Mapping[Key, str]) -> dict[str, float]:
+    """A best-first ranking of items with their scores as a best-first ranking of contents, each
+    once (at its best copy's rank, with its score), so a copy neither takes a rank nor pushes the
+    next item down."""
+    out: dict[str, float] = {}
+    for key, score in ranking.items():
+        out.setdefault(group_of[key], float(score))
+    return out
 
 
 def best_first(

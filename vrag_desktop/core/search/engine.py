@@ -267,7 +267,7 @@ class SearchEngine:
         group_of = {key: ident.group(*rows[key]) for key in rows}
         dense_groups = group_ranking(dense_scores, group_of)
         if not self.hybrid:
-            ranked = [(g, 0.0) for g in dense_groups[:k]]
+            ranked = [(g, 0.0) for g in list(dense_groups)[:k]]
         else:
             named = self._named_groups(query, rows, group_of)
             fused = self.fusion.fuse(dense_groups, group_ranking(lexical_scores, group_of), named)
