@@ -102,9 +102,13 @@ def fusion_sweep(data_dir: Path, questions: Path) -> dict[str, dict[str, float]]
     for label, fusion in rules.items():
         engine.fusion = fusion
         summary, _ = score_dataset(match, engine.search_batch, ks=KS)
-        out[label] = {m: summary["overall"][m] for m in _METRICS}
+        out[label] = {m: summary["overall"][m] for m in _METRICS} | {"by_type": _by_type(summary)}
     engine.close()
     return out
+
+
+def _by_type(summary: dict[str, Any]) -> dict[str, dict[str, float]]:
+    return {t: {m: v[m] for m in [*_METRICS, "items"]} for t, v in summary.get("by_query_type", {}).items()}
 
 
 _METRICS = [f"recall@{k}" for k in KS] + ["mrr"]
@@ -135,6 +139,7 @@ def main() -> None:
                     **{m: summary["overall"][m] for m in _METRICS},
                     "items": summary["items"],
                     "ms_p50": summary.get("search_ms_p50"),
+                    "by_type": _by_type(summary),
                 }
             for model in args.rerank:
                 summary = evaluate(data_dir, questions, False, model)
@@ -164,6 +169,30 @@ def main() -> None:
                 f"| {variant} | {mode} | {r['items']} | {r['recall@1']:.3f} | {r['recall@5']:.3f} | "
                 f"{r['recall@10']:.3f} | {r['mrr']:.3f} |",
                 flush=True,
+            )
+        print_by_type(rows)
+
+
+def print_by_type(rows: dict[str, Any]) -> None:
+    """Per evidence (or query) type, as the dataset labels it: each CLI row's scores."""
+    print("\n| type | items | index | mode | recall@1 | recall@5 | recall@10 | MRR |")
+    print("|---|---|---|---|---|---|---|---|")
+    flat: list[tuple[str, str, dict[str, Any]]] = []
+    for label, r in rows.items():
+        variant, mode = label.split(maxsplit=1)
+        if label.startswith("fusion"):  # "fusion <variant>": the in-process rules
+            flat += [(mode, rule, m) for rule, m in r.items()]
+        else:
+            flat.append((variant, mode, r))
+    types = sorted({t for _, _, r in flat for t in r.get("by_type", {})})
+    for t in types:
+        for variant, mode, r in flat:
+            m = r.get("by_type", {}).get(t)
+            if m is None:
+                continue
+            print(
+                f"| {t} | {m['items']} | {variant} | {mode} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | "
+                f"{m['recall@10']:.3f} | {m['mrr']:.3f} |"
             )
 
 
