@@ -17,17 +17,14 @@ import contextlib
 import json
 import socket
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import SplitResult, urlsplit
+from urllib.parse import urlsplit
 
 from vrag_desktop.core.search.guard import is_loopback  # the only hosts plain http may reach
 
 if TYPE_CHECKING:
-    import http.client
-
     from packaging.version import Version
 
 TIMEOUT_S = 5.0  # for the whole check: connect, headers and body
@@ -140,118 +137,99 @@ def fetch_feed(url: str, *, timeout_s: float = TIMEOUT_S) -> Any:
     problem = url_problem(url)
     if problem:
         raise UpdateCheckError(problem)
-    parts = urlsplit(url.strip())
-    where = parts.netloc
-    body = _get(parts, timeout_s)
+    where = urlsplit(url.strip()).netloc
+    body = _get(url.strip(), timeout_s)
     try:
         return json.loads(body.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise UpdateCheckError(f"the feed at {where} is not JSON") from None
 
 
-def _get(parts: SplitResult, timeout_s: float) -> bytes:
-    """GET once, no redirects, at most MAX_BYTES, everything within ``timeout_s``: a timer shuts the
-    socket at the deadline, so a server that trickles bytes cannot hold the check longer."""
-    import http.client
+def _get(url: str, timeout_s: float) -> bytes:
+    """GET once, no redirects, at most MAX_BYTES, everything within ``timeout_s``. httpx's timeouts
+    are per read, so a timer shuts the socket at the deadline: a server that trickles bytes cannot
+    hold the check longer. HTTPS goes through the environment's proxy (``https_proxy``, ``no_proxy``)
+    as the model downloads do; this machine is always reached directly."""
+    import httpx
 
+    from vrag_desktop._version import __version__
+
+    parts = urlsplit(url)
     where = parts.netloc
-    deadline = time.monotonic() + timeout_s
-    conn = _connection(parts, timeout_s)
     expired = threading.Event()
+    streams: list[Any] = []  # httpcore's network streams, as the trace below hands them over
+
+    def shut(stream: Any) -> None:  # the base class's shutdown: an SSLSocket's own would unwrap it
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(stream.get_extra_info("socket"), socket.SHUT_RDWR)
 
     def cut() -> None:
         expired.set()
-        sock = conn.sock
-        if sock is not None:  # the base class's shutdown: an SSLSocket's own would unwrap it
-            with contextlib.suppress(OSError):
-                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        for stream in list(streams):
+            shut(stream)
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if event.endswith((".connect_tcp.complete", ".start_tls.complete")):
+            streams.append(info["return_value"])
+            if expired.is_set():
+                shut(info["return_value"])
 
     timer = threading.Timer(timeout_s, cut)
     timer.daemon = True
     timer.start()
+    too_big = UpdateCheckError(f"the feed at {where} is larger than {MAX_BYTES // 1024} KiB")
+    late = UpdateCheckError(f"the feed at {where} did not answer within {timeout_s:g} s")
     try:
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        from vrag_desktop._version import __version__
-
-        conn.request(
-            "GET",
-            target,
-            headers={
-                "Accept": "application/json",
-                "User-Agent": f"vrag-desktop/{__version__} (update check)",
-            },
-        )
-        resp = conn.getresponse()
-        if 300 <= resp.status < 400:
-            to = resp.getheader("Location") or "?"
-            raise UpdateCheckError(
-                f"the feed at {where} redirects (HTTP {resp.status}) to {_short(to)!r}; "
-                "redirects are not followed: set that address instead"
-            )
-        if resp.status != 200:
-            raise UpdateCheckError(f"the feed at {where} answered HTTP {resp.status} {_short(resp.reason)}")
-        length = resp.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > MAX_BYTES:
-            raise UpdateCheckError(f"the feed at {where} is larger than {MAX_BYTES // 1024} KiB")
-        chunks: list[bytes] = []
-        size = 0
-        while time.monotonic() < deadline:
-            chunk = resp.read1(16 * 1024)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_BYTES:
-                raise UpdateCheckError(f"the feed at {where} is larger than {MAX_BYTES // 1024} KiB")
-            chunks.append(chunk)
-        if expired.is_set() or time.monotonic() >= deadline:
-            raise UpdateCheckError(f"the feed at {where} did not answer within {timeout_s:g} s")
+        with (
+            httpx.Client(
+                verify=_tls_context(),
+                trust_env=not is_loopback(parts.hostname or ""),  # proxies come from it
+                timeout=timeout_s,
+                follow_redirects=False,
+            ) as client,
+            client.stream(
+                "GET",
+                url,
+                headers={
+                    "Accept": "application/json",
+                    "Accept-Encoding": "identity",  # the cap counts the bytes the feed is
+                    "User-Agent": f"vrag-desktop/{__version__} (update check)",
+                },
+                extensions={"trace": trace},
+            ) as resp,
+        ):
+            if 300 <= resp.status_code < 400:
+                to = resp.headers.get("Location") or "?"
+                raise UpdateCheckError(
+                    f"the feed at {where} redirects (HTTP {resp.status_code}) to {_short(to)!r}; "
+                    "redirects are not followed: set that address instead"
+                )
+            if resp.status_code != 200:
+                raise UpdateCheckError(
+                    f"the feed at {where} answered HTTP {resp.status_code} {_short(resp.reason_phrase)}"
+                )
+            length = resp.headers.get("Content-Length", "").strip()
+            if length.isdigit() and int(length) > MAX_BYTES:
+                raise too_big
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in resp.iter_raw():
+                size += len(chunk)
+                if size > MAX_BYTES:
+                    raise too_big
+                chunks.append(chunk)
+        if expired.is_set():  # the cut socket read as the body's end
+            raise late
         return b"".join(chunks)
     except UpdateCheckError:
         raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        if expired.is_set() or isinstance(exc, TimeoutError | socket.timeout):
-            raise UpdateCheckError(f"the feed at {where} did not answer within {timeout_s:g} s") from None
+    # ValueError, ImportError: a proxy in the environment that httpx cannot use (socks without socksio)
+    except (httpx.HTTPError, httpx.InvalidURL, OSError, ValueError, ImportError) as exc:
+        if expired.is_set() or isinstance(exc, httpx.TimeoutException | TimeoutError):
+            raise late from None
         raise UpdateCheckError(f"the feed at {where} cannot be reached ({_network_reason(exc)})") from None
     finally:
         timer.cancel()
-        conn.close()
-
-
-def _connection(parts: SplitResult, timeout_s: float) -> http.client.HTTPConnection:
-    """Not connected yet. HTTPS goes through the environment's proxy (``https_proxy``, ``no_proxy``)
-    as the model downloads do; this machine is always reached directly."""
-    import http.client
-
-    host = parts.hostname or ""
-    port = parts.port or (80 if parts.scheme == "http" else 443)  # given, so "::1" is not read as host:port
-    if parts.scheme == "http":
-        return http.client.HTTPConnection(host, port, timeout=timeout_s)
-    context = _tls_context()
-    proxy = None if is_loopback(host) else _https_proxy(host)
-    if proxy is None:
-        return http.client.HTTPSConnection(host, port, timeout=timeout_s, context=context)
-    conn = http.client.HTTPSConnection(
-        proxy.hostname or "", proxy.port or 80, timeout=timeout_s, context=context
-    )
-    headers = {}
-    if proxy.username:
-        import base64
-        from urllib.parse import unquote
-
-        secret = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}".encode()
-        headers["Proxy-Authorization"] = "Basic " + base64.b64encode(secret).decode("ascii")
-    conn.set_tunnel(host, port, headers=headers)
-    return conn
-
-
-def _https_proxy(host: str) -> SplitResult | None:
-    import urllib.request
-
-    proxy = urllib.request.getproxies().get("https")
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    parts = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-    return parts if parts.hostname else None
 
 
 def _tls_context() -> Any:
@@ -268,13 +246,17 @@ def _tls_context() -> Any:
 
 
 def _network_reason(exc: BaseException) -> str:
+    """Why, in words, from the socket's or TLS's own error: httpx's wraps it (httpcore's too)."""
     import ssl
 
-    if isinstance(exc, ssl.SSLCertVerificationError):
-        return f"its certificate is not trusted: {exc.verify_message or exc.reason}"
-    if isinstance(exc, socket.gaierror):
+    cause = exc
+    while (inner := cause.__cause__ or cause.__context__) is not None:
+        cause = inner
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return f"its certificate is not trusted: {cause.verify_message or cause.reason}"
+    if isinstance(cause, socket.gaierror):
         return "the host name is unknown"
-    if isinstance(exc, ConnectionRefusedError):
+    if isinstance(cause, ConnectionRefusedError):
         return "connection refused"
     return _short(str(exc).strip() or type(exc).__name__)
 
