@@ -152,6 +152,8 @@ def child_search(args: argparse.Namespace) -> None:
         store._index.refine = refine  # the bench's knob; the app uses choose_spec's refine
         for x in q[:20]:  # warm-up
             store.search(x, K, nprobe=nprobe)
+        if args.cold:  # the full vectors out of the page cache, as where RAM cannot hold them
+            evict_full(store)
         times, cpu, found = [], [], []
         for x in q:
             t, c = time.perf_counter(), time.thread_time()
@@ -191,9 +193,18 @@ def child_search(args: argparse.Namespace) -> None:
     print(json.dumps(res), flush=True)
 
 
+def evict_full(store) -> None:  # type: ignore[no-untyped-def]
+    """Drop the full-vectors file's pages from the page cache (clean pages: no privilege needed)."""
+    fd = os.open(store._index.full.path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
 def run_child(mode: str, args: argparse.Namespace, extra: list[str]) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--n", str(args.n), "--dim", str(args.dim)]
-    cmd += ["--data", str(args.data), "--store", str(args.store), *extra]
+    cmd += ["--data", str(args.data), "--store", str(args.store), *extra] + (["--cold"] if args.cold else [])
     if args.spec:
         cmd += ["--spec", args.spec]
     t = time.perf_counter()
@@ -219,6 +230,9 @@ def main() -> None:
     ap.add_argument("--child", choices=["build", "search"], default=None)
     ap.add_argument("--spec", default=None, help="'DRED,CODEC' instead of choose_spec's (e.g. 192,SQ8)")
     ap.add_argument("--keep", action="store_true", help="keep the data and the index")
+    ap.add_argument(
+        "--cold", action="store_true", help="evict the full vectors from the page cache before each setting"
+    )
     args = ap.parse_args()
     if args.child == "build":
         return child_build(args)
@@ -251,9 +265,10 @@ def main() -> None:
         q = np.fromfile(str(args.data) + ".q", dtype=np.float32).reshape(-1, args.dim)[: args.queries]
         np.save(truth, ground_truth(args.data, args.n, args.dim, q))
         res["truth_s"] = round(time.perf_counter() - t, 1)
-    out = ROOT / "bench" / "out" / f"compressed_index-{tag}.json"
-    if (args.store / "store.json").exists() and out.exists():  # searched again: keep its build's figures
-        res["build"] = json.loads(out.read_text()).get("build", {})
+    built = ROOT / "bench" / "out" / f"compressed_index-{tag}.json"
+    out = built.with_name(built.stem + "-cold.json") if args.cold else built
+    if (args.store / "store.json").exists() and built.exists():  # searched again: keep its build's figures
+        res["build"] = json.loads(built.read_text()).get("build", {})
     if not (args.store / "store.json").exists():
         shutil.rmtree(args.store, ignore_errors=True)
         res["build"] = run_child("build", args, [])

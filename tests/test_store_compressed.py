@@ -162,3 +162,27 @@ def test_damaged_full_vectors_drop_their_base_and_are_reported(tmp_path: Path) -
     writer = VectorStore(tmp_path, DIM, compress_threshold=1000)
     assert writer.ntotal == 5 and {d.file for d in writer.repaired} == {full.name, "base-00000001.faiss"}
     assert sorted(p.name for p in (tmp_path / "damaged").iterdir())[0].endswith("base-00000001.faiss")
+
+
+@pytest.mark.parametrize("fadvise", [True, False], ids=["posix_fadvise", "without it"])
+def test_full_vectors_read_scattered_and_dense_rows_with_or_without_fadvise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fadvise: bool
+) -> None:
+    """Re-scoring reads scattered rows (each queued with a read hint first) or one dense range; the
+    hints are only hints: where the system has none (Windows, macOS) the rows read the same."""
+    from vrag_desktop.core.index.compressed import FullVectors
+
+    if not fadvise:
+        monkeypatch.delattr(os, "posix_fadvise", raising=False)
+    x = _clustered(1000, seed=3)
+    path = tmp_path / "full.f32"
+    x.tofile(path)
+    full = FullVectors(path, DIM, np.arange(1000, dtype=np.int64) * 2)  # ids 0, 2, 4, …
+    try:
+        scattered = np.array([917, 3, 500, 42, 999, 0])
+        assert np.array_equal(full.rows(scattered), x[scattered])
+        dense = np.array([101, 100, 103, 102])
+        assert np.array_equal(full.rows(dense), x[dense])
+        assert full.positions(np.array([4, 5, 1998])).tolist() == [2, -1, 999]
+    finally:
+        full.close()
