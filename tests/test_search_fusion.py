@@ -49,6 +49,9 @@ def test_a_confident_ranking_outvotes_one_of_look_alikes() -> None:
     sure_dense = {"a": 0.9, "c": 0.3, "b": 0.2}
     fused = DEFAULT_FUSION.fuse(sure_dense, {"b": 3.1, "a": 3.0, "c": 2.9})
     assert max(fused, key=fused.__getitem__) == "a"
+    # the scale stays that of plain votes: a page first in both rankings scores 2 / (k + 1)
+    both = DEFAULT_FUSION.fuse({"a": 0.9, "b": 0.1}, {"a": 9.0, "b": 1.0})
+    assert both["a"] == pytest.approx(2 / (RRF_K + 1)) and 0 < both["b"] < both["a"]
     dw, lw = DEFAULT_FUSION.weights(dense, lexical)
     assert dw == pytest.approx(1 + CONFIDENCE * (0.001 / 0.7)) and lw == pytest.approx(1 + CONFIDENCE * 0.75)
 

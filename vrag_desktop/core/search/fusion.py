@@ -103,6 +103,12 @@ class Fusion:
         confidence) and the named documents' candidates."""
         dense_w, lexical_w = self.weights(dense, lexical)
         out = rrf(list(dense), list(lexical), dense_weight=dense_w, lexical_weight=lexical_w, k=self.k)
+        # Confidence moves weight between the two votes, not the scale: a score reads as it did with
+        # plain votes (at most 2 / (k + 1) with equal ones), whatever this query's confidence.
+        total = dense_w + lexical_w
+        if total > 0 and total != self.dense_weight + self.lexical_weight:
+            scale = (self.dense_weight + self.lexical_weight) / total
+            out = {key: score * scale for key, score in out.items()}
         if named and self.names_weight:
             base = sorted(out, key=lambda key: -out[key])
             order = {key: i for i, key in enumerate(base)}
