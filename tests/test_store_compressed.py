@@ -164,6 +164,44 @@ def test_damaged_full_vectors_drop_their_base_and_are_reported(tmp_path: Path) -
     assert sorted(p.name for p in (tmp_path / "damaged").iterdir())[0].endswith("base-00000001.faiss")
 
 
+def test_a_reader_checks_large_full_vectors_in_the_background_and_takes_in_the_damage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past LATE_CHECK_BYTES a reader searches at once and checks the full vectors beside it; damage
+    found so is taken in by the next search (reported, left out) or by an integrity check, which
+    waits for the check. A whole file passes unnoticed; a writer still checks before it opens."""
+    from vrag_desktop.core.index import snapshot
+
+    monkeypatch.setattr(snapshot, "LATE_CHECK_BYTES", 0)
+    x = _clustered(N)
+    store = VectorStore(tmp_path, DIM, compress_threshold=1000)
+    store.add(np.arange(N), x)
+    store.compact()
+    store.add(np.arange(N, N + 5), x[:5])
+    store.checkpoint()
+    whole = VectorStore(tmp_path, DIM, read_only=True)
+    whole.finish_checks()
+    assert whole.damage == [] and whole.ntotal == N + 5 and whole._late_check is None
+    full = next(tmp_path.glob("full-*.f32"))
+    with open(full, "r+b") as f:
+        f.seek(4000)
+        f.write(b"\xff\xff")
+    reader = VectorStore(tmp_path, DIM, read_only=True)
+    assert reader.damage == [] and reader.ntotal == N + 5  # opened without reading the file through
+    check = reader._late_check
+    assert check is not None
+    check.join()
+    _, ids = reader.search(x[:1], 3)  # the next search takes in what the check found
+    problems = {d.file: d.problem for d in reader.damage}
+    assert problems[full.name] == "checksum mismatch (damaged on disk)"
+    assert reader.ntotal == 5 and set(ids[0].tolist()) <= set(range(N, N + 5)) | {-1}
+    other = VectorStore(tmp_path, DIM, read_only=True)
+    other.finish_checks()
+    assert full.name in {d.file for d in other.damage} and other.ntotal == 5
+    writer = VectorStore(tmp_path, DIM, compress_threshold=1000)  # checks first, whatever the size
+    assert writer.ntotal == 5 and full.name in {d.file for d in writer.repaired}
+
+
 @pytest.mark.parametrize("fadvise", [True, False], ids=["posix_fadvise", "without it"])
 def test_full_vectors_read_scattered_and_dense_rows_with_or_without_fadvise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fadvise: bool

@@ -103,6 +103,7 @@ def check_corpus(library: Library, name: str) -> CheckReport:
         if corpus.dim is None:
             return report
         store = corpus.store()
+        store.finish_checks()  # a large file a reader checks in the background: this check waits for it
         report.damage = list(store.damage)
         listed = set(corpus.manifest.vector_ids())
         held = set(store.ids().tolist())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,10 +155,12 @@ def checksum(data: bytes | memoryview) -> str:
     return xxhash.xxh3_128(data).hexdigest()
 
 
-def file_checksum(path: Path) -> str:
+def file_checksum(path: Path, stop: threading.Event | None = None) -> str | None:
     """:func:`checksum` of a file, read through memory maps: no copy and no read calls, so a large
     base costs little more than the hash itself (bench/store_integrity.py: a third of chunked reads).
-    Mapped a window at a time, so checking a multi-GB file never adds it to this process's RSS."""
+    Mapped a window at a time, so checking a multi-GB file never adds it to this process's RSS.
+    None when ``stop`` was set before the end (a check in the background that is no longer wanted);
+    the hash releases the GIL, so such a check does not hold up the threads beside it."""
     import mmap
 
     import xxhash
@@ -168,6 +171,8 @@ def file_checksum(path: Path) -> str:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         for off in range(0, size, window):
+            if stop is not None and stop.is_set():
+                return None
             with mmap.mmap(f.fileno(), min(window, size - off), access=mmap.ACCESS_READ, offset=off) as m:
                 h.update(m)
     return h.hexdigest()

@@ -49,6 +49,34 @@ def _faiss() -> Any:
     return load_faiss()
 
 
+#: A reader checks a full-vectors file at least this large in the background rather than before its
+#: first search: at 10M × 384 the file is 15.4 GB and reading it took 19 s from disk
+#: (docs/benchmarks.md §2); every process that opens the store (the app, ``serve-search``, each
+#: ``vrag-desktop search``) paid it. Writers and :meth:`SnapshotReader.finish_checks` still check first.
+LATE_CHECK_BYTES = 1 << 30
+
+
+class _LateCheck(threading.Thread):
+    """A full-vectors file's checksum, read in the background by a reader that already searches it.
+    What it finds (``problem``) is taken in by the reader's next search: it reloads, checking first,
+    so the damage is reported and left out as if found on open. Rows read before that may have come
+    from the damaged file; nothing is written either way."""
+
+    def __init__(self, path: Path, expected: str) -> None:
+        super().__init__(name=f"vrag-check-{path.name}", daemon=True)
+        self.path, self.expected = path, expected
+        self.stop = threading.Event()
+        self.problem: str | None = None
+
+    def run(self) -> None:
+        try:
+            got = file_checksum(self.path, self.stop)
+        except OSError:  # gone: a writer replaced it, and the next refresh reads the new catalogue
+            return
+        if got is not None and got != self.expected:
+            self.problem = "checksum mismatch (damaged on disk)"
+
+
 class SnapshotReader:
     """The reading half of :class:`~vrag_desktop.core.index.store.VectorStore` (which sets these
     attributes up in its ``__init__``)."""
@@ -64,6 +92,8 @@ class SnapshotReader:
     _index: Any
     _loaded: set[str]
     _gpu_index: Any
+    _late_check: _LateCheck | None = None
+    _check_now = False  # check every file before using it, whatever its size
 
     # ---------------------------------------------------------------- catalogue
     def _meta_signature(self) -> tuple[int, int, int] | None:
@@ -112,6 +142,7 @@ class SnapshotReader:
         raise StoreError(f"the index in {self.dir} kept changing while it was read; try again")
 
     def _load_files(self, cat: Catalogue, damage: list[Damage]) -> tuple[Any, set[str]]:
+        self._stop_late_check()
         index = self._load_base(cat.base, damage) if cat.base is not None else None
         loaded = {cat.base.file} if index is not None and cat.base is not None else set()
         if index is not None and cat.full is not None:
@@ -163,12 +194,18 @@ class SnapshotReader:
         """The compressed base over its full vectors; if those are damaged, the base goes too."""
         path = self.dir / full.file
         problem = None
+        later = (
+            self.read_only
+            and not self._check_now
+            and full.checksum is not None
+            and (full.size or 0) >= LATE_CHECK_BYTES
+        )
         try:
             size = path.stat().st_size
             if size != full.size:
                 what = "truncated" if size < (full.size or 0) else "longer than written"
                 problem = f"{what}: {size} of {full.size} bytes"
-            elif file_checksum(path) != full.checksum:
+            elif not later and file_checksum(path) != full.checksum:
                 problem = "checksum mismatch (damaged on disk)"
         except FileNotFoundError:
             problem = "missing"
@@ -181,9 +218,41 @@ class SnapshotReader:
             return None
         ids = np.sort(ids_of(base))
         nprobe = int(_faiss().extract_index_ivf(base).nprobe)
-        return CompressedIndex(
+        index = CompressedIndex(
             base, FullVectors(path, self.dim, ids), choose_spec(len(ids), self.dim).refine, nprobe
         )
+        if later and full.checksum is not None:
+            self._late_check = _LateCheck(path, full.checksum)
+            self._late_check.start()
+        return index
+
+    def finish_checks(self) -> None:
+        """Wait for a check still running in the background and take in what it found (a store's
+        integrity check: :func:`~vrag_desktop.core.corpus.integrity.check_corpus`)."""
+        check = self._late_check
+        if check is not None:
+            check.join()
+        with self._lock:
+            self._take_late_check()
+
+    def _take_late_check(self) -> None:
+        """Under the lock, before a search: a background check that found damage makes the reader
+        load again, checking every file first (the damage then goes where damage found on open goes)."""
+        check = self._late_check
+        if check is None or check.is_alive():
+            return
+        self._late_check = None
+        if check.problem is not None:
+            self._check_now = True
+            try:
+                self._reload()
+            finally:
+                self._check_now = False
+
+    def _stop_late_check(self) -> None:
+        if self._late_check is not None:
+            self._late_check.stop.set()
+            self._late_check = None
 
     @staticmethod
     def _ids(index: Any) -> np.ndarray:
@@ -213,7 +282,7 @@ class SnapshotReader:
         damage: list[Damage],
         read: Callable[[], _Read],
         size: Callable[[_Read], int],
-        digest: Callable[[_Read], str],
+        digest: Callable[[_Read], str | None],
     ) -> _Read | None:
         """What ``read`` gives of ``entry``'s file if it is there, readable, and of the size and
         checksum the catalogue lists; else None + damage. One place for the base (``read`` a stat,

@@ -296,6 +296,7 @@ class VectorStore(SnapshotReader):
         """(scores, ids), each ``(len(queries), k)``; missing results have id -1."""
         q = np.ascontiguousarray(np.atleast_2d(queries), dtype=np.float32)
         with self._lock:
+            self._take_late_check()
             if isinstance(self._index, CompressedIndex):
                 k = max(1, min(k, self._index.ntotal or 1))
                 return self._index.search(q, k, nprobe or self.nprobe)
