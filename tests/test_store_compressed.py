@@ -198,6 +198,12 @@ def test_a_reader_checks_large_full_vectors_in_the_background_and_takes_in_the_d
     other = VectorStore(tmp_path, DIM, read_only=True)
     other.finish_checks()
     assert full.name in {d.file for d in other.damage} and other.ntotal == 5
+    closing = VectorStore(tmp_path, DIM, read_only=True)
+    check = closing._late_check
+    assert check is not None
+    closing.stop_checks()  # its store closed: the check stops and takes nothing in
+    check.join(timeout=30)
+    assert not check.is_alive() and closing._late_check is None
     writer = VectorStore(tmp_path, DIM, compress_threshold=1000)  # checks first, whatever the size
     assert writer.ntotal == 5 and full.name in {d.file for d in writer.repaired}
 

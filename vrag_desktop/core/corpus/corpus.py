@@ -88,6 +88,8 @@ class Corpus:
         self._lock = FileLock(self.dir / ".lock", timeout=0, thread_local=False)
 
     def close(self) -> None:
+        if self._store is not None:
+            self._store.stop_checks()
         self.unlock()
         self.manifest.close()
 

@@ -249,6 +249,11 @@ class SnapshotReader:
             finally:
                 self._check_now = False
 
+    def stop_checks(self) -> None:
+        """Stop a check running in the background (its store is being closed: reading GBs on for
+        nobody would only slow the disk for the next one)."""
+        self._stop_late_check()
+
     def _stop_late_check(self) -> None:
         if self._late_check is not None:
             self._late_check.stop.set()
