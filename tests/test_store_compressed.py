@@ -143,17 +143,28 @@ def test_kill_9_during_the_compressed_build_loses_nothing_and_resumes(tmp_path: 
     assert _recall(VectorStore(folder, DIM, read_only=True), x, np.arange(N), _clustered(30, seed=3)) >= 0.95
 
 
-def test_damaged_full_vectors_drop_their_base_and_are_reported(tmp_path: Path) -> None:
+def _compressed_with_a_segment(folder: Path) -> np.ndarray:
+    """A compressed base of N vectors and a segment of 5 more (ids N..N+4); returns the base's."""
     x = _clustered(N)
-    store = VectorStore(tmp_path, DIM, compress_threshold=1000)
+    store = VectorStore(folder, DIM, compress_threshold=1000)
     store.add(np.arange(N), x)
     store.compact()
     store.add(np.arange(N, N + 5), x[:5])
     store.checkpoint()
-    full = next(tmp_path.glob("full-*.f32"))
+    return x
+
+
+def _damage_full_vectors(folder: Path) -> Path:
+    full = next(folder.glob("full-*.f32"))
     with open(full, "r+b") as f:
         f.seek(4000)
         f.write(b"\xff\xff")
+    return full
+
+
+def test_damaged_full_vectors_drop_their_base_and_are_reported(tmp_path: Path) -> None:
+    _compressed_with_a_segment(tmp_path)
+    full = _damage_full_vectors(tmp_path)
     reader = VectorStore(tmp_path, DIM, read_only=True)
     problems = {d.file: d.problem for d in reader.damage}
     assert problems[full.name] == "checksum mismatch (damaged on disk)"
@@ -173,19 +184,11 @@ def test_a_reader_checks_large_full_vectors_in_the_background_and_takes_in_the_d
     from vrag_desktop.core.index import snapshot
 
     monkeypatch.setattr(snapshot, "LATE_CHECK_BYTES", 0)
-    x = _clustered(N)
-    store = VectorStore(tmp_path, DIM, compress_threshold=1000)
-    store.add(np.arange(N), x)
-    store.compact()
-    store.add(np.arange(N, N + 5), x[:5])
-    store.checkpoint()
+    x = _compressed_with_a_segment(tmp_path)
     whole = VectorStore(tmp_path, DIM, read_only=True)
     whole.finish_checks()
     assert whole.damage == [] and whole.ntotal == N + 5 and whole._late_check is None
-    full = next(tmp_path.glob("full-*.f32"))
-    with open(full, "r+b") as f:
-        f.seek(4000)
-        f.write(b"\xff\xff")
+    full = _damage_full_vectors(tmp_path)
     reader = VectorStore(tmp_path, DIM, read_only=True)
     assert reader.damage == [] and reader.ntotal == N + 5  # opened without reading the file through
     check = reader._late_check
