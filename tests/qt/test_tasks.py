@@ -251,6 +251,7 @@ def test_awaiting_a_cancelled_task_cancels_the_handler(qtbot: Any) -> None:
     async def flow() -> None:
         t = run_call(gate.wait, 5)
         t.cancel()
+        gate.set()  # the work can end only once it was cancelled (set before, it could finish first)
         try:
             await t
         except asyncio.CancelledError:
@@ -258,7 +259,6 @@ def test_awaiting_a_cancelled_task_cancels_the_handler(qtbot: Any) -> None:
             raise
 
     handler = run_handler(flow())
-    gate.set()
     qtbot.waitUntil(handler.done)
     assert seen == ["cancelled"] and handler.cancelled()
 
