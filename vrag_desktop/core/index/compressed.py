@@ -75,8 +75,8 @@ def choose_spec(n: int, dim: int) -> Spec:
     2-core machine: 10k training vectors took > 5 minutes; 4-bit fast-scan PQ scans faster but
     ranks far worse: codes-only recall@10 0.50, 0.94 after 10 × k re-scoring.) The 4-bit codes
     visit the usual number of cells, not twice: recall@10 stays ≥ 0.98 (1M: 0.994, 3M: 0.985, 10M:
-    0.981) and at 10M × 384 a query takes 3.4 ms instead of 4.8 (4.2 instead of 5.9 with the full
-    vectors out of the page cache), within issue 33's 5 ms."""
+    0.981) and at 10M × 384 a query takes 3.1 ms instead of 4.9 (4.0 instead of 5.7 with the full
+    vectors out of the page cache; docs/benchmarks.md §2), within issue 33's 5 ms."""
     nlist = max(16, ivf_nlist(n) // 2)
     if dim >= 1024:
         return Spec(nlist=nlist, dred=256, codec="SQ8", refine=5, nprobe=2 * default_nprobe(nlist))
